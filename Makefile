@@ -1,0 +1,101 @@
+# nanwatch: make | make test | make demo | make bench | make install
+OUTPUT := build
+CLANG ?= clang
+BPFTOOL ?= bpftool
+CC ?= gcc
+PYTHON ?= /usr/bin/python3
+PREFIX ?= /usr/local
+ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+
+CFLAGS ?= -g -O2
+CFLAGS += -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -MMD -MP
+INCLUDES := -I$(OUTPUT) -Ibpf -Idaemon
+LDLIBS := -lbpf -lelf -lz
+BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror
+
+DAEMON_SRCS := $(wildcard daemon/*.c)
+DAEMON_OBJS := $(patsubst daemon/%.c,$(OUTPUT)/daemon/%.o,$(DAEMON_SRCS))
+LIB_OBJS := $(filter-out $(OUTPUT)/daemon/main.o,$(DAEMON_OBJS))
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(patsubst tests/%.c,$(OUTPUT)/tests/%,$(TEST_SRCS))
+TOOL_SRCS := $(wildcard tools/*.c)
+TOOL_BINS := $(patsubst tools/%.c,$(OUTPUT)/%,$(TOOL_SRCS))
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+.DELETE_ON_ERROR:
+.SECONDARY:
+.PHONY: all deps test unit integration demo bench install clean
+
+all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS)
+
+deps:
+	$(Q)tools/install-deps
+
+$(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/tests:
+	$(Q)mkdir -p $@
+
+$(OUTPUT)/vmlinux.h: | $(OUTPUT)
+	$(call msg,GEN,$@)
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(OUTPUT)/vmlinux.h | $(OUTPUT)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
+
+$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+$(OUTPUT)/daemon/%.o: daemon/%.c | $(OUTPUT)/daemon
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(INCLUDES) -c $< -o $@
+
+# Objects that include the skeleton need it generated first.
+$(OUTPUT)/daemon/probe.o: $(OUTPUT)/nanwatch.skel.h
+
+$(OUTPUT)/nanwatchd: $(DAEMON_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+$(OUTPUT)/%: tools/%.c $(LIB_OBJS) | $(OUTPUT)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
+
+$(OUTPUT)/tests/%: tests/%.c $(LIB_OBJS) | $(OUTPUT)/tests
+	$(call msg,TEST-CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -lcmocka -o $@
+
+test: all $(TEST_BINS)
+	$(Q)tests/run-unit $(TEST_BINS)
+	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd
+
+unit: all $(TEST_BINS)
+	$(Q)tests/run-unit $(TEST_BINS)
+
+integration: all
+	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd
+
+demo: all
+	$(Q)tools/demo
+
+bench: all
+	$(Q)$(PYTHON) tools/bench.py --daemon $(OUTPUT)/nanwatchd
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(OUTPUT)/nanwatchd $(DESTDIR)$(PREFIX)/sbin/nanwatchd
+	install -m 0755 $(OUTPUT)/nanwatch-tail $(DESTDIR)$(PREFIX)/bin/nanwatch-tail
+	install -d $(DESTDIR)$(PREFIX)/share/nanwatch/layouts
+	install -m 0644 config/layouts/*.yaml $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
+
+clean:
+	rm -rf $(OUTPUT)
+
+-include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/tests/*.d)

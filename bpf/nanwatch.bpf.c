@@ -1,0 +1,894 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * nanwatch: learn nn.Module call boundaries from the CPython frame evaluator
+ * and scan every module output for NaN/±Inf, with integer work only.
+ *
+ * A module call is a frame of the layout's call function (Module._call_impl)
+ * entered from C: the call goes through the type's tp_call slot, so CPython
+ * 3.11+ cannot inline it. Its return value is the module's output, and the
+ * frame's locals (self, *args) are still alive when the evaluator returns:
+ * the caller clears the frame only afterwards.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "nanwatch.h"
+#include "nwfloat.h"
+
+#define CHUNK_WORDS	1024			/* 8 KiB read per loop iteration */
+#define CHUNK_BYTES	(CHUNK_WORDS * 8)
+#define MAX_ITEMS	8			/* tuple/list items looked at per level */
+#define STR_READ	64
+
+enum code_kind {
+	CODE_OTHER = 0,
+	CODE_MODULE = 1,
+	CODE_STEP = 2,
+};
+
+const volatile __u32 targ_tgid = 0;
+const volatile __u64 max_scan_bytes = 1ULL << 30;
+const volatile struct nw_layout L = {};
+const volatile struct nw_addrs A = {};
+
+__u64 counters[NW_C_MAX] = {};
+__u64 step_count = 0;		/* outermost optimizer steps completed */
+__u64 iter_started = 0;		/* root forward passes started */
+__u64 root_module = 0;		/* the first depth-0 module seen with children */
+__u64 first_iter_p1 = 0;	/* first anomalous iteration + 1; 0: none yet */
+__u64 last_iter_p1 = 0;		/* last iteration that reported + 1 */
+
+struct thread_state {
+	__u64 stack[NW_MAX_DEPTH];
+	__u32 depth;
+	__u32 step_depth;
+};
+
+struct frame_key {
+	__u64 sp;
+	__u32 tid;
+	__u32 pad;
+};
+
+struct frame_rec {
+	__u64 frame;
+	__u64 self;
+	__u32 kind;
+	__u32 depth;
+};
+
+struct code_rec {
+	__u64 name;	/* co_name seen when classified: a reused address must match it */
+	__u32 kind;
+	__u32 pad;
+};
+
+struct seen_key {
+	__u64 root;
+	__u64 module;
+};
+
+struct tensor_info {
+	__u64 data;
+	__u64 bytes;
+	__u64 numel;
+	__u64 shape[NW_MAX_DIMS];
+	__u32 ndim;
+	__u32 dtype;
+	__u32 flags;
+	__u32 pad;
+};
+
+struct scan_ctx {
+	__u64 addr;
+	__u64 bytes;
+	__u64 acc;
+	__u64 elems;		/* elements in the whole tensor */
+	__u64 nan, posinf, neginf;
+	__u64 min_key, max_key;
+	struct nw_lanes lanes;
+	struct nw_fmt fmt;
+	__u64 elem;		/* elements classified so far */
+	__u32 words;		/* words in the current chunk */
+	__u32 size;		/* element size */
+	__u32 err;
+	__u32 pad;
+};
+
+struct scratch {
+	__u64 buf[CHUNK_WORDS];
+	struct nw_event ev;
+	struct tensor_info ti;
+	struct scan_ctx c;
+	char str[STR_READ];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct frame_key);
+	__type(value, struct frame_rec);
+} frames SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct code_rec);
+} codes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct seen_key);
+	__type(value, __u8);
+} seen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch_map SEC(".maps");
+
+static __always_inline void count(int c, __u64 n)
+{
+	if (c >= 0 && c < NW_C_MAX)
+		__sync_fetch_and_add(&counters[c], n);
+}
+
+static __always_inline struct scratch *get_scratch(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&scratch_map, &zero);
+}
+
+static __always_inline __u64 read_u64(__u64 addr)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
+	return v;
+}
+
+/* Compare a rodata match string with n bytes read from the target. */
+static __always_inline int match_str(const volatile char *pat, const char *s, __u64 n)
+{
+	int i;
+
+	for (i = 0; i < NW_MATCH_LEN; i++) {
+		if (pat[i] == 0)
+			return i == n;
+		if (i >= n || pat[i] != s[i])
+			return 0;
+	}
+	return 0;
+}
+
+static __always_inline __u32 pat_len(const volatile char *pat)
+{
+	__u32 i;
+
+	for (i = 0; i < NW_MATCH_LEN; i++)
+		if (pat[i] == 0)
+			return i;
+	return NW_MATCH_LEN;
+}
+
+/* Length of a compact ASCII str object, or -1 for any other string kind. */
+static __always_inline long ascii_len(__u64 str)
+{
+	__u32 state = 0;
+	__u64 len = 0;
+
+	if (!str || bpf_probe_read_user(&state, sizeof(state), (void *)(str + L.unicode_state)))
+		return -1;
+	if (!(state & (1U << L.ascii_bit)) || !(state & (1U << L.compact_bit)))
+		return -1;
+	if (bpf_probe_read_user(&len, sizeof(len), (void *)(str + L.unicode_length)))
+		return -1;
+	return len;
+}
+
+/* Does the str object equal pat? */
+static __noinline int str_equals(__u64 str, int which)
+{
+	struct scratch *s = get_scratch();
+	long n = ascii_len(str);
+
+	if (!s || n < 0 || n >= NW_MATCH_LEN)
+		return 0;
+	if (bpf_probe_read_user(s->str, NW_MATCH_LEN, (void *)(str + L.unicode_ascii_data)))
+		return 0;
+	if (which == 0)
+		return match_str(L.call_func, s->str, n);
+	if (which == 1)
+		return match_str(L.step_func, s->str, n);
+	return match_str(L.step_class, s->str, n);
+}
+
+/* Does the str object end with "/" + call_file (or equal call_file)? */
+static __noinline int file_matches(__u64 str)
+{
+	struct scratch *s = get_scratch();
+	long n = ascii_len(str);
+	__u32 plen = pat_len(L.call_file);
+	__u64 start;
+	int i;
+
+	if (!s || n < plen || plen == 0 || plen >= NW_MATCH_LEN)
+		return 0;
+	start = str + L.unicode_ascii_data + n - plen;
+	if (n > plen)
+		start--;	/* include the separator before the suffix */
+	if (bpf_probe_read_user(s->str, NW_MATCH_LEN, (void *)start))
+		return 0;
+	if (n > plen && s->str[0] != '/')
+		return 0;
+	for (i = 0; i < NW_MATCH_LEN - 1; i++) {
+		if (i >= plen)
+			break;
+		if (s->str[i + (n > plen)] != L.call_file[i])
+			return 0;
+	}
+	return 1;
+}
+
+/* Is this object's type (or a base up to 4 levels) a type named step_class? */
+static __noinline int is_optimizer(__u64 obj)
+{
+	struct scratch *s = get_scratch();
+	__u64 type = read_u64(obj + L.obj_type);
+	int i;
+
+	if (!s)
+		return 0;
+	for (i = 0; i < 5 && type; i++) {
+		__u64 name = read_u64(type + L.type_name);
+		long n;
+
+		n = bpf_probe_read_user_str(s->str, NW_MATCH_LEN, (void *)name);
+		if (n > 0 && match_str(L.step_class, s->str, n - 1))
+			return 1;
+		type = read_u64(type + L.type_base);
+	}
+	return 0;
+}
+
+static __always_inline int is_tensor(__u64 type)
+{
+	int i;
+
+	for (i = 0; i < 4 && type; i++) {
+		if (type == A.tensor_type)
+			return 1;
+		type = read_u64(type + L.type_base);
+	}
+	return 0;
+}
+
+static int classify(__u64 code, __u64 frame)
+{
+	struct code_rec rec = {}, *r;
+	__u64 name = read_u64(code + L.code_name);
+
+	if (!name)
+		return CODE_OTHER;
+	r = bpf_map_lookup_elem(&codes, &code);
+	if (r && r->name == name)
+		return r->kind;
+	rec.name = name;
+	if (str_equals(name, 0) && file_matches(read_u64(code + L.code_filename)))
+		rec.kind = CODE_MODULE;
+	else if (str_equals(name, 1) &&
+		 is_optimizer(read_u64(frame + L.frame_localsplus + 8 * L.self_slot)))
+		rec.kind = CODE_STEP;
+	bpf_map_update_elem(&codes, &code, &rec, BPF_ANY);
+	return rec.kind;
+}
+
+static __always_inline struct thread_state *get_thread(__u32 tid)
+{
+	struct thread_state *ts = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state zero = {};
+
+	if (ts)
+		return ts;
+	bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+static __always_inline __u64 cur_iteration(void)
+{
+	__u64 it = iter_started;
+
+	return it ? it - 1 : 0;
+}
+
+/* First call of this module under this root: tell the daemon so it can name it early. */
+static __noinline int note_module(__u64 root, __u64 module, __u64 parent, __u32 depth)
+{
+	struct seen_key key = {.root = root, .module = module};
+	struct scratch *s;
+	__u8 one = 1;
+	__u64 type;
+
+	if (bpf_map_lookup_elem(&seen, &key))
+		return 0;
+	bpf_map_update_elem(&seen, &key, &one, BPF_ANY);
+	s = get_scratch();
+	if (!s)
+		return 0;
+	__builtin_memset(&s->ev, 0, sizeof(s->ev));
+	s->ev.type = NW_EV_MODULE;
+	s->ev.time_ns = bpf_ktime_get_ns();
+	s->ev.module = module;
+	s->ev.parent = parent;
+	s->ev.modules[0] = root;
+	s->ev.depth = depth;
+	s->ev.tid = (__u32)bpf_get_current_pid_tgid();
+	type = read_u64(module + L.obj_type);
+	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+		count(NW_C_LOST, 1);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct frame_rec rec = {};
+	struct frame_key key = {};
+	struct thread_state *ts;
+	__u64 code, self;
+	__u32 depth;
+	int kind;
+
+	if ((id >> 32) != targ_tgid || throwflag)
+		return 0;
+	count(NW_C_PROBE_HITS, 1);
+	code = read_u64((__u64)frame + L.frame_code);
+	if (!code)
+		return 0;
+	kind = classify(code, (__u64)frame);
+	if (kind == CODE_OTHER)
+		return 0;
+	ts = get_thread((__u32)id);
+	if (!ts)
+		return 0;
+	rec.frame = (__u64)frame;
+	rec.kind = kind;
+	key.sp = PT_REGS_SP(ctx) + 8;	/* the stack pointer once the return address is popped */
+	key.tid = (__u32)id;
+	if (kind == CODE_STEP) {
+		rec.depth = ts->step_depth++;
+		bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
+		return 0;
+	}
+	self = read_u64((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
+	depth = ts->depth;
+	rec.self = self;
+	rec.depth = depth;
+	if (depth < NW_MAX_DEPTH)
+		ts->stack[depth] = self;
+	else
+		count(NW_C_STACK_OVERFLOW, 1);
+	ts->depth = depth + 1;
+	if (depth == 0) {
+		if (self == root_module)
+			__sync_fetch_and_add(&iter_started, 1);
+	} else if (depth == 1 && !root_module) {
+		/* the first container seen calling a child is the model */
+		if (__sync_val_compare_and_swap(&root_module, 0, ts->stack[0]) == 0)
+			iter_started = 1;
+	}
+	count(NW_C_MODULE_CALLS, 1);
+	bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
+	note_module(ts->stack[0], self, depth > 0 && depth <= NW_MAX_DEPTH ? ts->stack[(depth - 1) & (NW_MAX_DEPTH - 1)] : 0, depth);
+	return 0;
+}
+
+static __always_inline __u32 map_dtype(__u16 st)
+{
+	if (st == L.dtype_f32)
+		return NW_DT_F32;
+	if (st == L.dtype_f64)
+		return NW_DT_F64;
+	if (st == L.dtype_f16)
+		return NW_DT_F16;
+	if (st == L.dtype_bf16)
+		return NW_DT_BF16;
+	return NW_DT_NONE;
+}
+
+/*
+ * Read a tensor object's metadata into s->ti. Returns 0 for a scannable float
+ * tensor, 1 for a tensor that cannot be NaN (integers, bool), -1 otherwise
+ * (ti.flags says why).
+ */
+__noinline int read_tensor(__u64 obj)
+{
+	struct scratch *s = get_scratch();
+	__u64 impl = 0, storage, data, off, expect = 1, ndim = 0;
+	__u64 sizes[NW_MAX_DIMS] = {}, strides[NW_MAX_DIMS] = {};
+	__u8 borrowed = 0, device = 0;
+	__u16 st = 0;
+	__u32 size;
+	int i;
+
+	if (!s)
+		return -1;
+	__builtin_memset(&s->ti, 0, sizeof(s->ti));
+	bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
+	impl = read_u64(obj + L.var_tensor);
+	if (borrowed)
+		impl = read_u64(impl);	/* a borrowed at::Tensor: its first word is the TensorImpl */
+	if (!impl || bpf_probe_read_user(&st, sizeof(st), (void *)(impl + L.impl_dtype))) {
+		s->ti.flags = NW_SKIP_UNREADABLE;
+		return -1;
+	}
+	s->ti.dtype = map_dtype(st);
+	if (s->ti.dtype == NW_DT_NONE)
+		return 1;
+	size = nw_dtype_size(s->ti.dtype);
+	s->ti.numel = read_u64(impl + L.impl_numel);
+	ndim = read_u64(impl + L.impl_ndim);
+	if (ndim > NW_MAX_DIMS) {
+		s->ti.flags = NW_SKIP_DIMS;
+		s->ti.ndim = NW_MAX_DIMS;
+		return -1;
+	}
+	s->ti.ndim = ndim;
+	if (ndim <= L.sizes_inline) {
+		bpf_probe_read_user(sizes, sizeof(sizes), (void *)(impl + L.impl_sizes));
+		bpf_probe_read_user(strides, sizeof(strides),
+				    (void *)(impl + L.impl_sizes + 8 * L.sizes_inline));
+	} else {
+		__u64 p = read_u64(impl + L.impl_sizes);
+
+		bpf_probe_read_user(sizes, sizeof(sizes), (void *)p);
+		bpf_probe_read_user(strides, sizeof(strides), (void *)(p + 8 * ndim));
+	}
+	for (i = NW_MAX_DIMS - 1; i >= 0; i--) {
+		if (i >= ndim)
+			continue;
+		s->ti.shape[i] = sizes[i];
+		if (sizes[i] != 1 && strides[i] != expect)
+			s->ti.flags |= NW_SKIP_NONCONTIG;
+		expect *= sizes[i];
+	}
+	if (s->ti.flags)
+		return -1;
+	if (L.impl_device >= 0) {
+		bpf_probe_read_user(&device, 1, (void *)(impl + L.impl_device));
+		if (device != L.device_cpu) {
+			s->ti.flags = NW_SKIP_DEVICE;
+			return -1;
+		}
+	}
+	storage = read_u64(impl + L.impl_storage);
+	data = storage ? read_u64(storage + L.storage_data) : 0;
+	if (!data) {
+		s->ti.flags = s->ti.numel ? NW_SKIP_NOSTORAGE : 0;
+		return s->ti.numel ? -1 : 1;
+	}
+	off = read_u64(impl + L.impl_storage_offset);
+	s->ti.data = data + off * size;
+	s->ti.bytes = s->ti.numel * size;
+	if (s->ti.bytes > max_scan_bytes) {
+		s->ti.bytes = max_scan_bytes - max_scan_bytes % 8;
+		s->ti.flags |= NW_SKIP_TRUNCATED;
+	}
+	return 0;
+}
+
+/* Read chunk idx into s->buf; returns the number of 64-bit words (the last one zero-padded). */
+static __always_inline int read_chunk(struct scratch *s, __u32 idx)
+{
+	struct scan_ctx *c = &s->c;
+	__u64 off = (__u64)idx * CHUNK_BYTES, n;
+	__u32 words, tail;
+
+	if (off >= c->bytes)
+		return 0;
+	n = c->bytes - off;
+	if (n > CHUNK_BYTES)
+		n = CHUNK_BYTES;
+	if (n == 0 || bpf_probe_read_user(s->buf, n, (void *)(c->addr + off))) {
+		c->err = 1;
+		return 0;
+	}
+	words = (n + 7) / 8;
+	tail = n % 8;
+	if (tail && words > 0 && words <= CHUNK_WORDS)
+		s->buf[(words - 1) & (CHUNK_WORDS - 1)] &= (1ULL << (tail * 8)) - 1;
+	return words;
+}
+
+/* OR the detector over the first `words` words of s->buf. */
+static __always_inline int fast_words(int words)
+{
+	struct scratch *s = get_scratch();
+	struct nw_lanes l;
+	__u64 acc = 0;
+	int j;
+
+	if (!s)
+		return 0;
+	l = s->c.lanes;
+	for (j = 0; j < CHUNK_WORDS; j += 4) {
+		if (j >= words)
+			break;
+		acc |= nw_word_nonfinite(s->buf[j], &l);
+		acc |= nw_word_nonfinite(s->buf[j + 1], &l);
+		acc |= nw_word_nonfinite(s->buf[j + 2], &l);
+		acc |= nw_word_nonfinite(s->buf[j + 3], &l);
+	}
+	s->c.acc |= acc;
+	return 0;
+}
+
+/*
+ * Classify one word of s->buf: counts and finite min/max. One word per
+ * callback keeps the verifier's paths few; this pass only runs on a tensor
+ * already known to hold NaN/±Inf.
+ */
+static long full_word(__u32 wi, void *unused)
+{
+	struct scratch *s = get_scratch();
+	struct scan_ctx *c;
+	__u32 lanes, width;
+	__u64 w;
+	int k;
+
+	if (!s)
+		return 1;
+	c = &s->c;
+	lanes = 8 / c->size;
+	width = c->size * 8;
+	w = s->buf[wi & (CHUNK_WORDS - 1)];
+	for (k = 0; k < 4; k++) {
+		__u64 bits, key;
+
+		if (k >= lanes || c->elem >= c->elems)
+			break;
+		bits = width == 64 ? w : (w >> (k * width)) & c->fmt.all;
+		c->elem++;
+		switch (nw_classify_f(bits, &c->fmt)) {
+		case NW_NAN:
+			c->nan++;
+			break;
+		case NW_POSINF:
+			c->posinf++;
+			break;
+		case NW_NEGINF:
+			c->neginf++;
+			break;
+		default:
+			key = nw_order_key_f(bits, &c->fmt);
+			if (key < c->min_key)
+				c->min_key = key;
+			if (key > c->max_key)
+				c->max_key = key;
+		}
+	}
+	return 0;
+}
+
+/* Read and scan chunk idx; stops the loop (returns 1) at the end or on a read error. */
+__noinline int scan_chunk(__u32 idx, int full)
+{
+	struct scratch *s = get_scratch();
+	int words;
+
+	if (!s)
+		return 1;
+	words = read_chunk(s, idx);
+	if (words <= 0)
+		return 1;
+	if (full)
+		bpf_loop(words, full_word, NULL, 0);
+	else
+		fast_words(words);
+	return 0;
+}
+
+static long fast_chunk(__u32 idx, void *unused)
+{
+	return scan_chunk(idx, 0) ? 1 : 0;
+}
+
+static long full_chunk(__u32 idx, void *unused)
+{
+	return scan_chunk(idx, 1) ? 1 : 0;
+}
+
+/* Scan s->ti's data. Returns 1 if some element is NaN/±Inf, 0 if all finite, -1 if unreadable. */
+__noinline int scan_tensor(int full)
+{
+	struct scratch *s = get_scratch();
+	struct scan_ctx *c;
+	__u32 chunks;
+
+	if (!s || s->ti.dtype == NW_DT_NONE)
+		return -1;
+	c = &s->c;
+	__builtin_memset(c, 0, sizeof(*c));
+	c->addr = s->ti.data;
+	c->bytes = s->ti.bytes;
+	c->size = nw_dtype_size(s->ti.dtype);
+	if (!c->size)
+		return -1;
+	c->elems = c->bytes / c->size;
+	c->min_key = ~0ULL;
+	nw_lanes_for(s->ti.dtype, &c->lanes);
+	nw_fmt_for(s->ti.dtype, &c->fmt);
+	chunks = (c->bytes + CHUNK_BYTES - 1) / CHUNK_BYTES;
+	if (full) {
+		bpf_loop(chunks, full_chunk, NULL, 0);
+		s->ev.nan = c->nan;
+		s->ev.posinf = c->posinf;
+		s->ev.neginf = c->neginf;
+		s->ev.min_key = c->min_key;
+		s->ev.max_key = c->max_key;
+		s->ev.scanned = c->elems;
+		c->acc = c->nan | c->posinf | c->neginf;
+	} else {
+		bpf_loop(chunks, fast_chunk, NULL, 0);
+	}
+	if (c->err) {
+		count(NW_C_SKIP_UNREADABLE, 1);
+		return -1;
+	}
+	if (!full) {
+		count(NW_C_TENSORS_SCANNED, 1);
+		count(NW_C_BYTES_SCANNED, c->bytes);
+	}
+	return c->acc ? 1 : 0;
+}
+
+static __always_inline void count_skip(__u32 flags)
+{
+	if (flags & NW_SKIP_NONCONTIG)
+		count(NW_C_SKIP_NONCONTIG, 1);
+	if (flags & NW_SKIP_DEVICE)
+		count(NW_C_SKIP_DEVICE, 1);
+	if (flags & NW_SKIP_UNREADABLE)
+		count(NW_C_SKIP_UNREADABLE, 1);
+	if (flags & NW_SKIP_DIMS)
+		count(NW_C_SKIP_DIMS, 1);
+	if (flags & NW_SKIP_TRUNCATED)
+		count(NW_C_TRUNCATED, 1);
+}
+
+/* Check one input object (a tensor, or a tuple/list of tensors) into the event's input counts. */
+__noinline int check_input(__u64 obj)
+{
+	struct scratch *s = get_scratch();
+	int r;
+
+	if (!s || !is_tensor(read_u64(obj + L.obj_type)))
+		return 0;
+	r = read_tensor(obj);
+	if (r == 1)
+		return 0;
+	if (r == 0)
+		r = scan_tensor(0);
+	if (r < 0) {
+		s->ev.inputs_skipped++;
+		return 0;
+	}
+	s->ev.inputs_checked++;
+	if (r > 0)
+		s->ev.inputs_nonfinite++;
+	return 0;
+}
+
+static __always_inline int seq_items(__u64 obj, __u64 *items, __u64 *n)
+{
+	__u64 type = read_u64(obj + L.obj_type);
+
+	if (type != A.tuple_type && type != A.list_type)
+		return 0;
+	*n = read_u64(obj + L.var_size);
+	if (type == A.tuple_type)
+		*items = obj + L.tuple_items;
+	else
+		*items = read_u64(obj + L.list_items);
+	return 1;
+}
+
+/* The module's positional arguments, from the frame's *args tuple. */
+static __always_inline int check_inputs(__u64 frame)
+{
+	__u64 args = read_u64(frame + L.frame_localsplus + 8 * L.args_slot);
+	__u64 items = 0, n = 0;
+	int i, j;
+
+	if (!seq_items(args, &items, &n))
+		return 0;
+	for (i = 0; i < MAX_ITEMS; i++) {
+		__u64 obj, sub = 0, m = 0;
+
+		if (i >= n)
+			break;
+		obj = read_u64(items + 8 * i);
+		if (seq_items(obj, &sub, &m)) {
+			for (j = 0; j < MAX_ITEMS; j++) {
+				if (j >= m)
+					break;
+				check_input(read_u64(sub + 8 * j));
+			}
+		} else {
+			check_input(obj);
+		}
+	}
+	return 0;
+}
+
+static __always_inline int should_report(__u64 iter)
+{
+	__u64 first = first_iter_p1, last;
+
+	if (!first) {
+		__sync_val_compare_and_swap(&first_iter_p1, 0, iter + 1);
+		first = first_iter_p1;
+		last_iter_p1 = first;
+	}
+	if (first == iter + 1)
+		return 1;
+	last = last_iter_p1;
+	if (last != iter + 1 && __sync_val_compare_and_swap(&last_iter_p1, last, iter + 1) == last)
+		return 1;
+	count(NW_C_SUPPRESSED, 1);
+	return 0;
+}
+
+/*
+ * Check one output tensor; on NaN/±Inf fill s->ev (the caller set the module
+ * stack) and send it. frame is the module call's frame, for its inputs.
+ */
+__noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1, __u64 frame)
+{
+	struct scratch *s = get_scratch();
+	__u64 iter, type;
+	int r, i;
+
+	if (!s)
+		return 0;
+	r = read_tensor(obj);
+	if (r < 0)
+		count_skip(s->ti.flags);
+	if (r != 0 || scan_tensor(0) <= 0)
+		return 0;
+	count(NW_C_ANOMALIES, 1);
+	iter = s->ev.iteration;
+	if (!should_report(iter))
+		return 0;
+	s->ev.first_iteration = first_iter_p1 == iter + 1;
+	s->ev.index0 = idx0;
+	s->ev.index1 = idx1;
+	s->ev.dtype = s->ti.dtype;
+	s->ev.ndim = s->ti.ndim;
+	s->ev.numel = s->ti.numel;
+	s->ev.flags = s->ti.flags;
+	for (i = 0; i < NW_MAX_DIMS; i++)
+		s->ev.shape[i] = s->ti.shape[i];
+	scan_tensor(1);
+	s->ev.inputs_checked = 0;
+	s->ev.inputs_nonfinite = 0;
+	s->ev.inputs_skipped = 0;
+	check_inputs(frame);
+	type = read_u64(s->ev.module + L.obj_type);
+	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
+	s->ev.time_ns = bpf_ktime_get_ns();
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+		count(NW_C_LOST, 1);
+	return 1;
+}
+
+/* Walk a module's return value: a tensor, or a tuple/list of them nested one level. */
+static __always_inline int check_result(__u64 ret, __u64 frame)
+{
+	__u64 items = 0, n = 0;
+	int i, j;
+
+	if (is_tensor(read_u64(ret + L.obj_type))) {
+		check_output(ret, NW_NO_INDEX, NW_NO_INDEX, frame);
+		return 0;
+	}
+	if (!seq_items(ret, &items, &n))
+		return 0;
+	for (i = 0; i < MAX_ITEMS; i++) {
+		__u64 obj, sub = 0, m = 0;
+
+		if (i >= n)
+			break;
+		obj = read_u64(items + 8 * i);
+		if (is_tensor(read_u64(obj + L.obj_type))) {
+			check_output(obj, i, NW_NO_INDEX, frame);
+		} else if (seq_items(obj, &sub, &m)) {
+			for (j = 0; j < MAX_ITEMS; j++) {
+				__u64 o;
+
+				if (j >= m)
+					break;
+				o = read_u64(sub + 8 * j);
+				if (is_tensor(read_u64(o + L.obj_type)))
+					check_output(o, i, j, frame);
+			}
+		}
+	}
+	return 0;
+}
+
+static __always_inline void fill_stack(struct scratch *s, struct thread_state *ts, __u32 depth)
+{
+	int i;
+
+	__builtin_memset(&s->ev, 0, sizeof(s->ev));
+	s->ev.type = NW_EV_ANOMALY;
+	s->ev.tid = (__u32)bpf_get_current_pid_tgid();
+	s->ev.step = step_count;
+	s->ev.iteration = cur_iteration();
+	s->ev.depth = depth + 1 > NW_MAX_DEPTH ? NW_MAX_DEPTH : depth + 1;
+	for (i = 0; i < NW_MAX_DEPTH; i++)
+		s->ev.modules[i] = i <= depth ? ts->stack[i] : 0;
+	s->ev.module = ts->stack[depth < NW_MAX_DEPTH ? depth : NW_MAX_DEPTH - 1];
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct frame_key key = {};
+	struct thread_state *ts;
+	struct frame_rec *r, rec;
+	struct scratch *s;
+
+	if ((id >> 32) != targ_tgid)
+		return 0;
+	key.sp = PT_REGS_SP(ctx);
+	key.tid = (__u32)id;
+	r = bpf_map_lookup_elem(&frames, &key);
+	if (!r)
+		return 0;
+	rec = *r;
+	bpf_map_delete_elem(&frames, &key);
+	ts = bpf_map_lookup_elem(&threads, &key.tid);
+	if (!ts)
+		return 0;
+	if (rec.kind == CODE_STEP) {
+		ts->step_depth = rec.depth;
+		if (rec.depth == 0 && ret) {
+			__sync_fetch_and_add(&step_count, 1);
+			count(NW_C_STEPS, 1);
+		}
+		return 0;
+	}
+	ts->depth = rec.depth;	/* pop, exactly to where this call was pushed */
+	if (!ret || rec.depth >= NW_MAX_DEPTH)
+		return 0;
+	s = get_scratch();
+	if (!s)
+		return 0;
+	fill_stack(s, ts, rec.depth);
+	check_result((__u64)ret, rec.frame);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Types and constants shared by the BPF programs and nanwatchd. */
+#ifndef __NANWATCH_H
+#define __NANWATCH_H
+
+#define NW_MAX_DEPTH	 16	/* module nesting kept per thread */
+#define NW_MAX_DIMS	 8	/* shape entries reported */
+#define NW_NAME_LEN	 64	/* class name bytes read in BPF */
+#define NW_MATCH_LEN	 32	/* function / path match strings */
+#define NW_NO_INDEX	 0xff	/* tensor path component unused */
+
+/* Event types on the ring buffer. */
+enum nw_event_type {
+	NW_EV_ANOMALY = 1,	/* a checked tensor holds NaN/±Inf */
+	NW_EV_MODULE = 2,	/* first call of a (root, module) pair */
+};
+
+/* Our dtype ids (the target's scalar type codes map onto these via the layout). */
+enum nw_dtype {
+	NW_DT_NONE = 0,
+	NW_DT_F16 = 1,
+	NW_DT_F32 = 2,
+	NW_DT_F64 = 3,
+	NW_DT_BF16 = 4,
+};
+
+/* Why a tensor was not scanned (bit flags in nw_event.flags and counters). */
+enum nw_skip {
+	NW_SKIP_NONCONTIG = 1,	/* strides are not those of a dense tensor */
+	NW_SKIP_DEVICE = 2,	/* not a CPU tensor */
+	NW_SKIP_UNREADABLE = 4,	/* target memory could not be read */
+	NW_SKIP_DIMS = 8,	/* more dimensions than we read */
+	NW_SKIP_TRUNCATED = 16, /* larger than max_scan_bytes: only a prefix scanned */
+	NW_SKIP_NOSTORAGE = 32, /* no storage (sparse, meta, ...) */
+};
+
+/* Counters in BPF .bss, read by the daemon for stats. */
+enum nw_counter {
+	NW_C_MODULE_CALLS,
+	NW_C_STEPS,
+	NW_C_TENSORS_SCANNED,
+	NW_C_BYTES_SCANNED,
+	NW_C_ANOMALIES,
+	NW_C_SUPPRESSED,
+	NW_C_LOST,
+	NW_C_SKIP_NONCONTIG,
+	NW_C_SKIP_DEVICE,
+	NW_C_SKIP_UNREADABLE,
+	NW_C_SKIP_DIMS,
+	NW_C_TRUNCATED,
+	NW_C_PROBE_HITS,
+	NW_C_STACK_OVERFLOW,
+	NW_C_MAX,
+};
+
+/*
+ * Offsets into the target's memory. Filled from config/layouts/ by the daemon,
+ * read-only in BPF. Signed: managed-dict offsets in CPython 3.11 are negative.
+ */
+struct nw_layout {
+	/* CPython */
+	__s64 frame_code;		/* _PyInterpreterFrame.f_code (f_executable in 3.13) */
+	__s64 frame_localsplus;		/* _PyInterpreterFrame.localsplus */
+	__s64 code_name;		/* PyCodeObject.co_name */
+	__s64 code_filename;		/* PyCodeObject.co_filename */
+	__s64 obj_type;			/* PyObject.ob_type */
+	__s64 var_size;			/* PyVarObject.ob_size */
+	__s64 tuple_items;		/* PyTupleObject.ob_item */
+	__s64 list_items;		/* PyListObject.ob_item (pointer) */
+	__s64 type_name;		/* PyTypeObject.tp_name */
+	__s64 type_base;		/* PyTypeObject.tp_base */
+	__s64 unicode_length;		/* PyASCIIObject.length */
+	__s64 unicode_state;		/* PyASCIIObject.state */
+	__s64 unicode_ascii_data;	/* data of a compact ASCII string */
+	/* torch */
+	__s64 var_borrowed;		/* THPVariable: MaybeOwned.isBorrowed_ (byte) */
+	__s64 var_tensor;		/* THPVariable: TensorImpl* (or at::Tensor* if borrowed) */
+	__s64 impl_storage;		/* TensorImpl.storage_ (StorageImpl*) */
+	__s64 impl_storage_offset;	/* TensorImpl.storage_offset_ */
+	__s64 impl_numel;		/* TensorImpl.numel_ */
+	__s64 impl_dtype;		/* TensorImpl.data_type_ (u16 scalar type) */
+	__s64 impl_device;		/* TensorImpl.device_opt_ (type byte); -1: unknown */
+	__s64 impl_ndim;		/* SizesAndStrides.size_ */
+	__s64 impl_sizes;		/* SizesAndStrides inline sizes / out-of-line pointer */
+	__s64 storage_data;		/* StorageImpl data pointer */
+	__u32 sizes_inline;		/* dims stored inline (strides follow sizes) */
+	__u32 ascii_bit;		/* bit in unicode state: ascii */
+	__u32 compact_bit;		/* bit in unicode state: compact */
+	__u32 self_slot;		/* localsplus index of self in the module call */
+	__u32 args_slot;		/* localsplus index of the *args tuple */
+	__u32 dtype_f16;		/* the target's scalar type codes */
+	__u32 dtype_f32;
+	__u32 dtype_f64;
+	__u32 dtype_bf16;
+	__u32 device_cpu;		/* device type code of CPU */
+	char call_func[NW_MATCH_LEN];	/* module call function: "_call_impl" */
+	char call_file[NW_MATCH_LEN];	/* its file ends with this */
+	char step_func[NW_MATCH_LEN];	/* optimizer step function: "step" */
+	char step_class[NW_MATCH_LEN];	/* class name an optimizer derives from: "Optimizer" */
+};
+
+/* Addresses in the target, resolved from symbols by the daemon. */
+struct nw_addrs {
+	__u64 tuple_type;	/* &PyTuple_Type */
+	__u64 list_type;	/* &PyList_Type */
+	__u64 tensor_type;	/* &THPVariableType (torch._C._TensorBase) */
+};
+
+/*
+ * Anomaly event: tensor `index0[index1]` of the output of modules[depth - 1],
+ * called from modules[0] (the outermost). Largest fields first.
+ */
+struct nw_event {
+	__u64 time_ns;		/* bpf_ktime_get_ns */
+	__u64 step;		/* optimizer steps completed */
+	__u64 iteration;	/* outermost-module forward passes (0-based) */
+	__u64 modules[NW_MAX_DEPTH];
+	__u64 shape[NW_MAX_DIMS];
+	__u64 numel;
+	__u64 scanned;		/* elements scanned */
+	__u64 nan;
+	__u64 posinf;
+	__u64 neginf;
+	__u64 min_key;		/* nw_order_key of the finite min; ~0 if none */
+	__u64 max_key;		/* nw_order_key of the finite max; 0 if none */
+	__u64 module;		/* the module whose call returned (NW_EV_MODULE: the module) */
+	__u64 parent;		/* NW_EV_MODULE: its caller module (0 at depth 0) */
+	__u32 type;		/* enum nw_event_type */
+	__u32 tid;
+	__u32 depth;		/* entries used in modules[] */
+	__u32 ndim;
+	__u32 dtype;		/* enum nw_dtype */
+	__u32 flags;		/* enum nw_skip */
+	__u32 inputs_checked;	/* tensor inputs scanned */
+	__u32 inputs_nonfinite; /* of those, how many hold NaN/±Inf */
+	__u32 inputs_skipped;	/* tensor inputs that could not be scanned */
+	__u32 first_iteration;	/* 1 while in the first anomalous iteration */
+	__u8 index0;		/* output[index0]; NW_NO_INDEX: output itself */
+	__u8 index1;		/* output[index0][index1]; NW_NO_INDEX: none */
+	__u8 pad[6];
+	char class_name[NW_NAME_LEN]; /* tp_name of the module's type */
+};
+
+#endif /* __NANWATCH_H */

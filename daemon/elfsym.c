@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Symbol look-up in the target's ELF files with libelf. Files are never executed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "elfsym.h"
+
+struct elfsym {
+	int fd;
+	Elf *elf;
+};
+
+struct elfsym *elfsym__open(const char *path)
+{
+	struct elfsym *e;
+	int err;
+
+	if (elf_version(EV_CURRENT) == EV_NONE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (e->fd < 0 && errno == ELOOP)
+		e->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (e->fd < 0)
+		goto err_free;
+	e->elf = elf_begin(e->fd, ELF_C_READ_MMAP, NULL);
+	if (!e->elf || elf_kind(e->elf) != ELF_K_ELF) {
+		errno = ENOEXEC;
+		goto err_close;
+	}
+	return e;
+
+err_close:
+	err = errno;
+	if (e->elf)
+		elf_end(e->elf);
+	close(e->fd);
+	errno = err;
+err_free:
+	err = errno;
+	free(e);
+	errno = err;
+	return NULL;
+}
+
+void elfsym__close(struct elfsym *e)
+{
+	if (!e)
+		return;
+	elf_end(e->elf);
+	close(e->fd);
+	free(e);
+}
+
+static int find_in(Elf *elf, Elf_Scn *scn, const char *name, uint64_t *addr)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	GElf_Shdr sh;
+	size_t i, n;
+
+	if (!data || !gelf_getshdr(scn, &sh) || !sh.sh_entsize)
+		return -ENOENT;
+	n = sh.sh_size / sh.sh_entsize;
+	for (i = 0; i < n; i++) {
+		GElf_Sym sym;
+		const char *s;
+
+		if (!gelf_getsym(data, i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+			continue;
+		s = elf_strptr(elf, sh.sh_link, sym.st_name);
+		if (s && !strcmp(s, name)) {
+			*addr = sym.st_value;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int elfsym__find(struct elfsym *e, const char *name, uint64_t *addr)
+{
+	Elf_Scn *scn = NULL;
+	int err = -ENOENT;
+
+	/* .dynsym first: exported symbols are what a stripped build keeps */
+	while ((scn = elf_nextscn(e->elf, scn))) {
+		GElf_Shdr sh;
+
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM &&
+		    !find_in(e->elf, scn, name, addr))
+			return 0;
+	}
+	while ((scn = elf_nextscn(e->elf, scn))) {
+		GElf_Shdr sh;
+
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB &&
+		    !find_in(e->elf, scn, name, addr))
+			return 0;
+	}
+	return err;
+}
+
+int elfsym__first_load(struct elfsym *e, uint64_t *vaddr)
+{
+	size_t i, n;
+
+	if (elf_getphdrnum(e->elf, &n))
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(e->elf, i, &ph) && ph.p_type == PT_LOAD) {
+			*vaddr = (ph.p_vaddr - ph.p_offset) & ~(uint64_t)4095;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Symbol look-up in the target's ELF files, and link-time address to file offset. */
+#ifndef __ELFSYM_H
+#define __ELFSYM_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+struct elfsym;
+
+/* Open an ELF file (read-only, bounded); NULL + errno on failure. */
+struct elfsym *elfsym__open(const char *path);
+void elfsym__close(struct elfsym *e);
+
+/* Link-time address of a defined symbol from .dynsym or .symtab; -ENOENT if absent. */
+int elfsym__find(struct elfsym *e, const char *name, uint64_t *addr);
+
+/*
+ * Link-time address that the file's offset 0 is mapped at (first PT_LOAD):
+ * runtime address = link-time address + (start of the offset-0 mapping - this).
+ */
+int elfsym__first_load(struct elfsym *e, uint64_t *vaddr);
+
+#endif /* __ELFSYM_H */

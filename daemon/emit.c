@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Common fields of every event line, and writing the line to the sink. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "emit.h"
+#include "sink.h"
+#include "target.h"
+
+static int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int emit__init(struct emitter *e, struct sink *s, const struct target *t)
+{
+	memset(e, 0, sizeof(*e));
+	e->sink = s;
+	e->t = t;
+	e->mono_to_real = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+	if (gethostname(e->host, sizeof(e->host) - 1))
+		strcpy(e->host, "unknown");
+	return json__init(&e->j, 4096);
+}
+
+void emit__free(struct emitter *e)
+{
+	json__free(&e->j);
+}
+
+void emit__format_time(int64_t real_ns, char *buf, size_t len)
+{
+	time_t sec = real_ns / 1000000000;
+	struct tm tm;
+	char day[32];
+
+	gmtime_r(&sec, &tm);
+	strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, len, "%s.%09lldZ", day, (long long)(real_ns % 1000000000));
+}
+
+struct json *emit__begin(struct emitter *e, const char *event, uint64_t mono_ns)
+{
+	struct json *j = &e->j;
+	char when[48];
+
+	json__reset(j);
+	json__object_begin(j, NULL);
+	json__string(j, "schema", NW_SCHEMA);
+	json__string(j, "event", event);
+	emit__format_time(mono_ns ? (int64_t)mono_ns + e->mono_to_real : clock_ns(CLOCK_REALTIME),
+			  when, sizeof(when));
+	json__string(j, "time", when);
+	json__uint(j, "seq", e->seq);
+	json__string(j, "host", e->host);
+	json__int(j, "pid", e->t->pid);
+	json__string(j, "comm", e->t->comm);
+	if (e->t->rank[0])
+		json__string(j, "rank", e->t->rank);
+	if (e->t->local_rank[0])
+		json__string(j, "local_rank", e->t->local_rank);
+	return j;
+}
+
+int emit__end(struct emitter *e)
+{
+	const char *s;
+	int err;
+
+	json__object_end(&e->j);
+	s = json__str(&e->j);
+	if (!s)
+		return e->j.err ? e->j.err : -EINVAL;
+	if (e->failed)
+		return -EPIPE;
+	err = sink__write(e->sink, s, json__len(&e->j));
+	if (err) {
+		e->failed = 1;
+		return err;
+	}
+	e->seq++;
+	return 0;
+}

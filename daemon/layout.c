@@ -1,0 +1,545 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Layout tables (see layout.h): per-version offsets of CPython and torch
+ * objects, kept as data so that a new version needs a table, not a rebuild.
+ * A root daemon parses these files, so every length is bounded.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "layout.h"
+
+#define KEY_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+#define WHY_LEN	  192
+
+_Static_assert(sizeof(((struct nw_layout *)0)->call_func) == NW_MATCH_LEN,
+	       "match strings are NW_MATCH_LEN arrays");
+
+struct entry {
+	const char *key;	/* both point into layout.buf */
+	const char *value;	/* quotes removed */
+	long long ival;		/* valid when is_int */
+	int line;
+	bool is_int;
+};
+
+struct layout {
+	char *path;
+	char *buf;		/* the file, cut into NUL-terminated keys and values */
+	struct entry *entries;
+	size_t n;
+	size_t cap;
+	const char *kind;
+	const char *version;
+};
+
+__attribute__((format(printf, 3, 4)))
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static const struct entry *find(const struct layout *l, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (!strcmp(l->entries[i].key, key))
+			return &l->entries[i];
+	return NULL;
+}
+
+/* A whole decimal or 0x integer with optional sign: 0, -EINVAL or -ERANGE. */
+static int parse_int(const char *s, long long *out)
+{
+	const char *p = s;
+	const char *digits = "0123456789";
+	int base = 10;
+	long long v;
+	char *end;
+
+	if (*p == '-' || *p == '+')
+		p++;
+	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+		base = 16;
+		digits = "0123456789abcdefABCDEF";
+		p += 2;
+	}
+	if (!*p || strspn(p, digits) != strlen(p))
+		return -EINVAL;
+	errno = 0;
+	v = strtoll(s, &end, base);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (*end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_quoted(char *p, struct entry *e, char *why)
+{
+	char *close = strchr(p + 1, '"');
+	char *rest;
+
+	if (!close) {
+		snprintf(why, WHY_LEN, "line %d: unterminated string", e->line);
+		return -EINVAL;
+	}
+	if (memchr(p + 1, '\\', close - p - 1)) {
+		snprintf(why, WHY_LEN, "line %d: escapes are not supported", e->line);
+		return -EINVAL;
+	}
+	*close = 0;
+	rest = close + 1 + strspn(close + 1, " \t");
+	if (*rest && *rest != '#') {
+		snprintf(why, WHY_LEN, "line %d: text after the closing quote", e->line);
+		return -EINVAL;
+	}
+	e->value = p + 1;
+	return 0;
+}
+
+/* The value after "key:": quoted string, integer, or plain string up to a " #" comment. */
+static int parse_value(char *p, struct entry *e, char *why)
+{
+	char *q;
+	int ret;
+
+	p += strspn(p, " \t");
+	if (*p == '"')
+		return parse_quoted(p, e, why);
+	for (q = p; *q; q++)
+		if (*q == '#' && (q == p || q[-1] == ' ' || q[-1] == '\t'))
+			break;
+	while (q > p && (q[-1] == ' ' || q[-1] == '\t'))
+		q--;
+	*q = 0;
+	if (!*p) {
+		snprintf(why, WHY_LEN, "line %d: no value for '%s'", e->line, e->key);
+		return -EINVAL;
+	}
+	e->value = p;
+	ret = parse_int(p, &e->ival);
+	if (ret == -ERANGE) {
+		snprintf(why, WHY_LEN, "line %d: integer out of range: '%.40s'", e->line, p);
+		return ret;
+	}
+	e->is_int = !ret;
+	return 0;
+}
+
+static int add_entry(struct layout *l, const struct entry *e, char *why)
+{
+	const struct entry *old = find(l, e->key);
+	struct entry *grown;
+
+	if (old) {
+		snprintf(why, WHY_LEN, "line %d: duplicate key '%s' (first on line %d)", e->line,
+			 e->key, old->line);
+		return -EEXIST;
+	}
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 64;
+		grown = realloc(l->entries, l->cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		l->entries = grown;
+	}
+	l->entries[l->n++] = *e;
+	return 0;
+}
+
+static int parse_line(struct layout *l, char *s, int line, char *why)
+{
+	struct entry e = {.line = line};
+	char *p = s + strspn(s, " \t");
+	size_t klen;
+	int ret;
+
+	if (!*p || *p == '#')
+		return 0;
+	if (p != s) {
+		snprintf(why, WHY_LEN, "line %d: indented line (nesting is not supported)", line);
+		return -EINVAL;
+	}
+	klen = strspn(s, KEY_CHARS);
+	if (!klen || s[klen] != ':' || (s[klen + 1] && s[klen + 1] != ' ' && s[klen + 1] != '\t')) {
+		snprintf(why, WHY_LEN, "line %d: expected 'key: value'", line);
+		return -EINVAL;
+	}
+	if (klen > LAYOUT_MAX_KEY) {
+		snprintf(why, WHY_LEN, "line %d: key longer than %d characters", line,
+			 LAYOUT_MAX_KEY);
+		return -ENAMETOOLONG;
+	}
+	s[klen] = 0;
+	e.key = s;
+	ret = parse_value(s + klen + 1, &e, why);
+	return ret ? ret : add_entry(l, &e, why);
+}
+
+static int parse_lines(struct layout *l, size_t len, char *why)
+{
+	char *s = l->buf, *end = l->buf + len, *nl;
+	size_t n;
+	int line, ret;
+
+	for (line = 1; s < end; line++, s = nl + 1) {
+		nl = memchr(s, '\n', end - s);
+		if (!nl)
+			nl = end;	/* buf[len] is a NUL we own */
+		n = nl - s;
+		if (n && s[n - 1] == '\r')
+			n--;
+		if (n > LAYOUT_MAX_LINE) {
+			snprintf(why, WHY_LEN, "line %d: longer than %d characters", line,
+				 LAYOUT_MAX_LINE);
+			return -E2BIG;
+		}
+		if (memchr(s, 0, n)) {
+			snprintf(why, WHY_LEN, "line %d: NUL byte", line);
+			return -EINVAL;
+		}
+		s[n] = 0;
+		ret = parse_line(l, s, line, why);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* kind and version are what layout__find matches on: require sane values. */
+static int check_header(struct layout *l, char *why)
+{
+	const struct entry *kind = find(l, "kind"), *ver = find(l, "version");
+	const char *v;
+
+	if (!kind || !ver) {
+		snprintf(why, WHY_LEN, "missing key '%s'", kind ? "version" : "kind");
+		return -EINVAL;
+	}
+	if (strcmp(kind->value, "python") && strcmp(kind->value, "torch")) {
+		snprintf(why, WHY_LEN, "line %d: kind '%.40s' is neither python nor torch",
+			 kind->line, kind->value);
+		return -EINVAL;
+	}
+	v = ver->value;
+	if (!strspn(v, "0123456789") || v[strspn(v, "0123456789")] != '.')
+		goto bad_version;
+	v += strspn(v, "0123456789") + 1;
+	if (!strspn(v, "0123456789") || v[strspn(v, "0123456789")])
+		goto bad_version;
+	l->kind = kind->value;
+	l->version = ver->value;
+	return 0;
+bad_version:
+	snprintf(why, WHY_LEN, "line %d: version '%.40s' is not MAJOR.MINOR", ver->line,
+		 ver->value);
+	return -EINVAL;
+}
+
+/* Read the whole file into a NUL-terminated buffer, refusing anything over the limit. */
+static int read_file(const char *path, char **bufp, size_t *lenp, char *why)
+{
+	char *buf = NULL;
+	struct stat st;
+	size_t len = 0;
+	int fd, ret = 0;
+	ssize_t n;
+
+	/* O_NONBLOCK: a FIFO in place of a table must not hang the daemon. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		ret = -errno;
+		snprintf(why, WHY_LEN, "%s", strerror(-ret));
+		return ret;
+	}
+	if (fstat(fd, &st)) {
+		ret = -errno;
+		snprintf(why, WHY_LEN, "%s", strerror(-ret));
+		goto cleanup;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		ret = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		snprintf(why, WHY_LEN, "not a regular file");
+		goto cleanup;
+	}
+	buf = malloc(LAYOUT_MAX_FILE + 2);
+	if (!buf) {
+		ret = -ENOMEM;
+		snprintf(why, WHY_LEN, "%s", strerror(ENOMEM));
+		goto cleanup;
+	}
+	/* Read one byte more than allowed: st_size may change under us. */
+	while (len <= LAYOUT_MAX_FILE) {
+		n = read(fd, buf + len, LAYOUT_MAX_FILE + 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			snprintf(why, WHY_LEN, "%s", strerror(-ret));
+			goto cleanup;
+		}
+		if (!n)
+			break;
+		len += n;
+	}
+	if (len > LAYOUT_MAX_FILE) {
+		ret = -EFBIG;
+		snprintf(why, WHY_LEN, "larger than %d bytes", LAYOUT_MAX_FILE);
+		goto cleanup;
+	}
+	buf[len] = 0;
+	*bufp = buf;
+	*lenp = len;
+	buf = NULL;
+cleanup:
+	free(buf);
+	close(fd);
+	return ret;
+}
+
+struct layout *layout__load(const char *path, char *err, size_t errlen)
+{
+	char why[WHY_LEN] = "";
+	struct layout *l = NULL;
+	size_t len = 0;
+	int ret;
+
+	if (!path) {
+		set_err(err, errlen, "failed to load layout table: no path");
+		errno = EINVAL;
+		return NULL;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l || !(l->path = strdup(path))) {
+		ret = -ENOMEM;
+		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
+		goto cleanup;
+	}
+	ret = read_file(path, &l->buf, &len, why);
+	if (!ret)
+		ret = parse_lines(l, len, why);
+	if (!ret)
+		ret = check_header(l, why);
+	if (ret == -ENOMEM && !why[0])
+		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
+cleanup:
+	if (!ret)
+		return l;
+	set_err(err, errlen, "failed to load layout table %s: %s", path, why);
+	layout__free(l);
+	errno = -ret;
+	return NULL;
+}
+
+void layout__free(struct layout *l)
+{
+	if (!l)
+		return;
+	free(l->entries);
+	free(l->buf);
+	free(l->path);
+	free(l);
+}
+
+const char *layout__kind(const struct layout *l)
+{
+	return l ? l->kind : NULL;
+}
+
+const char *layout__version(const struct layout *l)
+{
+	return l ? l->version : NULL;
+}
+
+int layout__int(const struct layout *l, const char *key, long long *out)
+{
+	const struct entry *e;
+
+	if (!l || !key || !out)
+		return -EINVAL;
+	e = find(l, key);
+	if (!e)
+		return -ENOENT;
+	if (!e->is_int)
+		return -EINVAL;
+	*out = e->ival;
+	return 0;
+}
+
+const char *layout__str(const struct layout *l, const char *key)
+{
+	const struct entry *e = l && key ? find(l, key) : NULL;
+
+	return e ? e->value : NULL;
+}
+
+struct layout *layout__find(const char *dir, const char *kind, const char *version, char *err,
+			    size_t errlen)
+{
+	char path[PATH_MAX];
+	struct layout *l;
+	int n;
+
+	/* kind and version come from the target (its version strings): no paths in them. */
+	if (!dir || !kind || !version || !*kind || !*version || strchr(kind, '/') ||
+	    strchr(version, '/') || kind[0] == '.' || version[0] == '.') {
+		set_err(err, errlen, "failed to find layout table: bad kind or version");
+		errno = EINVAL;
+		return NULL;
+	}
+	n = snprintf(path, sizeof(path), "%s/%s-%s.yaml", dir, kind, version);
+	if (n < 0 || (size_t)n >= sizeof(path)) {
+		set_err(err, errlen, "failed to find layout table: path too long");
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	l = layout__load(path, err, errlen);
+	if (!l)
+		return NULL;
+	if (strcmp(l->kind, kind) || strcmp(l->version, version)) {
+		set_err(err, errlen, "layout table %s is for %s %s, not %s %s", path, l->kind,
+			l->version, kind, version);
+		layout__free(l);
+		errno = EINVAL;
+		return NULL;
+	}
+	return l;
+}
+
+enum field_type {
+	F_S64,		/* any offset, may be negative */
+	F_U32,		/* index or code */
+	F_BIT,		/* bit number in a 32-bit word */
+	F_STR,		/* char[NW_MATCH_LEN] */
+};
+
+struct field {
+	const char *key;
+	size_t off;
+	enum field_type type;
+};
+
+#define FIELD(f, t) {#f, offsetof(struct nw_layout, f), t}
+
+static const struct field python_fields[] = {
+	FIELD(frame_code, F_S64),	  FIELD(frame_localsplus, F_S64),
+	FIELD(code_name, F_S64),	  FIELD(code_filename, F_S64),
+	FIELD(obj_type, F_S64),		  FIELD(var_size, F_S64),
+	FIELD(tuple_items, F_S64),	  FIELD(list_items, F_S64),
+	FIELD(type_name, F_S64),	  FIELD(type_base, F_S64),
+	FIELD(unicode_length, F_S64),	  FIELD(unicode_state, F_S64),
+	FIELD(unicode_ascii_data, F_S64), FIELD(ascii_bit, F_BIT),
+	FIELD(compact_bit, F_BIT),
+};
+
+static const struct field torch_fields[] = {
+	FIELD(var_borrowed, F_S64),	   FIELD(var_tensor, F_S64),
+	FIELD(impl_storage, F_S64),	   FIELD(impl_storage_offset, F_S64),
+	FIELD(impl_numel, F_S64),	   FIELD(impl_dtype, F_S64),
+	FIELD(impl_device, F_S64),	   FIELD(impl_ndim, F_S64),
+	FIELD(impl_sizes, F_S64),	   FIELD(storage_data, F_S64),
+	FIELD(sizes_inline, F_U32),	   FIELD(self_slot, F_U32),
+	FIELD(args_slot, F_U32),	   FIELD(dtype_f16, F_U32),
+	FIELD(dtype_f32, F_U32),	   FIELD(dtype_f64, F_U32),
+	FIELD(dtype_bf16, F_U32),	   FIELD(device_cpu, F_U32),
+	FIELD(call_func, F_STR),	   FIELD(call_file, F_STR),
+	FIELD(step_func, F_STR),	   FIELD(step_class, F_STR),
+};
+
+static int fill_str(const struct layout *l, const struct entry *e, char *dst, char *err,
+		    size_t errlen)
+{
+	size_t len = strlen(e->value);
+
+	if (!len) {
+		set_err(err, errlen, "layout table %s: line %d: '%s' is empty", l->path, e->line,
+			e->key);
+		return -EINVAL;
+	}
+	if (len >= NW_MATCH_LEN) {
+		set_err(err, errlen, "layout table %s: line %d: '%s' is longer than %d characters",
+			l->path, e->line, e->key, NW_MATCH_LEN - 1);
+		return -ENAMETOOLONG;
+	}
+	memset(dst, 0, NW_MATCH_LEN);
+	memcpy(dst, e->value, len);
+	return 0;
+}
+
+static int fill_one(const struct layout *l, const struct field *f, struct nw_layout *out,
+		    char *err, size_t errlen)
+{
+	const struct entry *e = find(l, f->key);
+	char *dst = (char *)out + f->off;
+	long long max = f->type == F_BIT ? 31 : UINT32_MAX;
+	__s64 s64;
+	__u32 u32;
+
+	if (!e) {
+		set_err(err, errlen, "layout table %s: missing key '%s'", l->path, f->key);
+		return -ENOENT;
+	}
+	if (f->type == F_STR)
+		return fill_str(l, e, dst, err, errlen);
+	if (!e->is_int) {
+		set_err(err, errlen, "layout table %s: line %d: '%s' is not an integer: '%.40s'",
+			l->path, e->line, f->key, e->value);
+		return -EINVAL;
+	}
+	if (f->type == F_S64) {
+		s64 = e->ival;
+		memcpy(dst, &s64, sizeof(s64));
+		return 0;
+	}
+	if (e->ival < 0 || e->ival > max) {
+		set_err(err, errlen, "layout table %s: line %d: '%s' is out of range 0..%lld",
+			l->path, e->line, f->key, max);
+		return -ERANGE;
+	}
+	u32 = e->ival;
+	memcpy(dst, &u32, sizeof(u32));
+	return 0;
+}
+
+int layout__fill(const struct layout *l, struct nw_layout *out, char *err, size_t errlen)
+{
+	const struct field *fields = python_fields;
+	size_t i, n = sizeof(python_fields) / sizeof(python_fields[0]);
+	struct nw_layout tmp;
+	int ret;
+
+	if (!l || !out) {
+		set_err(err, errlen, "failed to fill layout: no table");
+		return -EINVAL;
+	}
+	if (!strcmp(l->kind, "torch")) {
+		fields = torch_fields;
+		n = sizeof(torch_fields) / sizeof(torch_fields[0]);
+	}
+	/* Work on a copy so that a bad table leaves *out as it was. */
+	tmp = *out;
+	for (i = 0; i < n; i++) {
+		ret = fill_one(l, &fields[i], &tmp, err, errlen);
+		if (ret)
+			return ret;
+	}
+	*out = tmp;
+	return 0;
+}

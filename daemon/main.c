@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * nanwatchd: attach to a running PyTorch process and report the first layer
+ * whose output holds NaN or ±Inf, as JSON lines.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "emit.h"
+#include "layout.h"
+#include "names.h"
+#include "probe.h"
+#include "remote.h"
+#include "report.h"
+#include "sink.h"
+#include "target.h"
+
+#ifndef NW_LAYOUT_DIR
+#define NW_LAYOUT_DIR "/usr/local/share/nanwatch/layouts"
+#endif
+#define NW_VERSION "0.1.0"
+
+static volatile sig_atomic_t exiting;
+
+struct args {
+	pid_t pid;
+	const char *output;
+	const char *layouts;
+	const char *mode;
+	uint64_t max_scan_bytes;
+	double stats_interval;
+	int verbose;
+};
+
+struct app {
+	struct args a;
+	struct target t;
+	struct nw_layout nwl;
+	struct remote remote;
+	struct sink *sink;
+	struct emitter e;
+	struct names *names;
+	struct report r;
+	struct probe *p;
+	int pidfd;
+	const char *reason;
+};
+
+static const char usage[] =
+	"Usage: nanwatchd --pid PID [options]\n"
+	"Watch a running PyTorch process and report the first layer whose output holds\n"
+	"NaN or +-Inf, as JSON lines (schema nanwatch/1).\n"
+	"\n"
+	"  -p, --pid PID            process to watch (required)\n"
+	"  -o, --output DEST        '-' (stdout, default), a file, or unix:/path/to/socket\n"
+	"  -m, --mode MODE          'full': check every module output (default)\n"
+	"  -L, --layouts DIR        layout tables (default: next to the binary, then\n"
+	"                           " NW_LAYOUT_DIR ")\n"
+	"      --max-scan-mb N      scan at most N MiB of each tensor (default 1024)\n"
+	"      --stats-interval S   emit a stats line every S seconds (default: at exit)\n"
+	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
+	"  -h, --help               this help\n"
+	"  -V, --version            print the version\n"
+	"\n"
+	"Ctrl-C or SIGTERM detaches; the daemon also exits 0 when the target exits.\n";
+
+static void die_usage(const char *msg)
+{
+	fprintf(stderr, "nanwatchd: %s (see --help)\n", msg);
+	exit(2);
+}
+
+static long long parse_num(const char *s, const char *what, long long min, long long max)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "invalid %s '%s'", what, s);
+		die_usage(msg);
+	}
+	return v;
+}
+
+static void parse_args(int argc, char **argv, struct args *a)
+{
+	static const struct option opts[] = {
+		{"pid", required_argument, NULL, 'p'},
+		{"output", required_argument, NULL, 'o'},
+		{"mode", required_argument, NULL, 'm'},
+		{"layouts", required_argument, NULL, 'L'},
+		{"max-scan-mb", required_argument, NULL, 'M'},
+		{"stats-interval", required_argument, NULL, 'S'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{},
+	};
+	int c;
+
+	a->output = "-";
+	a->mode = "full";
+	a->max_scan_bytes = 1024ULL << 20;
+	while ((c = getopt_long(argc, argv, "p:o:m:L:vhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			a->pid = parse_num(optarg, "pid", 1, INT_MAX);
+			break;
+		case 'o':
+			a->output = optarg;
+			break;
+		case 'm':
+			a->mode = optarg;
+			break;
+		case 'L':
+			a->layouts = optarg;
+			break;
+		case 'M':
+			a->max_scan_bytes = parse_num(optarg, "--max-scan-mb", 1, 1 << 20) << 20;
+			break;
+		case 'S':
+			a->stats_interval = parse_num(optarg, "--stats-interval", 1, 86400);
+			break;
+		case 'v':
+			a->verbose = 1;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			exit(0);
+		case 'V':
+			printf("nanwatchd %s\n", NW_VERSION);
+			exit(0);
+		default:
+			fputs(usage, stderr);
+			exit(2);
+		}
+	}
+	if (optind < argc)
+		die_usage("unexpected argument");
+	if (!a->pid)
+		die_usage("--pid is required");
+	if (strcmp(a->mode, "full"))
+		die_usage("unknown --mode (supported: full)");
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	exiting = 1;
+}
+
+/* Capability bits from /proc/self/status; root without them cannot load BPF either. */
+static int has_privileges(void)
+{
+	char *buf = target__read_file("/proc/self/status", 64 << 10, NULL), *p;
+	unsigned long long caps = 0;
+	int ok;
+
+	if (!buf)
+		return 1;	/* cannot tell: let the BPF load say it */
+	p = strstr(buf, "CapEff:");
+	if (p)
+		caps = strtoull(p + 7, NULL, 16);
+	free(buf);
+	/* CAP_SYS_ADMIN (21) alone, or CAP_BPF (39) + CAP_PERFMON (38); CAP_SYS_PTRACE (19) to read */
+	ok = (caps & (1ULL << 21)) || ((caps & (1ULL << 39)) && (caps & (1ULL << 38)));
+	return ok && (caps & (1ULL << 19));
+}
+
+static const char *layouts_dir(const struct args *a, char *buf, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n;
+	char *slash;
+
+	if (a->layouts)
+		return a->layouts;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(buf, len, "%s/../config/layouts", exe);
+			if (!access(buf, R_OK))
+				return buf;
+		}
+	}
+	return NW_LAYOUT_DIR;
+}
+
+static int load_layouts(struct app *app, char *err, size_t errlen)
+{
+	char dirbuf[PATH_MAX + 32], why[256];
+	const char *dir = layouts_dir(&app->a, dirbuf, sizeof(dirbuf));
+	struct layout *py = NULL, *tl = NULL;
+	int ret = -ENOTSUP;
+
+	py = layout__find(dir, "python", app->t.python_series, why, sizeof(why));
+	if (!py) {
+		snprintf(err, errlen, "unsupported Python %s in pid %d: no layout table "
+			 "python-%s.yaml in %.256s (%.200s)", app->t.python_version, app->t.pid,
+			 app->t.python_series, dir, why);
+		goto cleanup;
+	}
+	tl = layout__find(dir, "torch", app->t.torch_series, why, sizeof(why));
+	if (!tl) {
+		snprintf(err, errlen, "unsupported torch %s in pid %d: no layout table "
+			 "torch-%s.yaml in %.256s; generate one with tools/nanwatch-layout run as the "
+			 "training user in the training environment (%.200s)", app->t.torch_version,
+			 app->t.pid, app->t.torch_series, dir, why);
+		goto cleanup;
+	}
+	memset(&app->nwl, 0, sizeof(app->nwl));
+	ret = layout__fill(py, &app->nwl, why, sizeof(why));
+	if (!ret)
+		ret = layout__fill(tl, &app->nwl, why, sizeof(why));
+	if (!ret)
+		ret = remote__layout_from(&app->remote.l, py, why, sizeof(why));
+	if (ret)
+		snprintf(err, errlen, "bad layout table in %.256s: %.200s", dir, why);
+cleanup:
+	layout__free(py);
+	layout__free(tl);
+	return ret;
+}
+
+static int on_event(void *ctx, const struct nw_event *ev)
+{
+	struct app *app = ctx;
+	int err = report__event(&app->r, ev);
+
+	/* a broken sink ends the watch; anything else is not worth stopping for */
+	if (err == -EPIPE || app->e.failed)
+		return -EPIPE;
+	return 0;
+}
+
+static int emit_attach(struct app *app)
+{
+	struct json *j = emit__begin(&app->e, "attach", 0);
+
+	json__string(j, "python", app->t.python_version);
+	json__string(j, "torch", app->t.torch_version);
+	json__int(j, "probes", probe__count(app->p));
+	json__string(j, "mode", app->a.mode);
+	json__null(j, "config");
+	json__string(j, "interpreter", app->t.python_path);
+	json__string(j, "torch_library", app->t.torch_path);
+	return emit__end(&app->e);
+}
+
+static void emit_final(struct app *app)
+{
+	uint64_t c[NW_C_MAX];
+	struct json *j;
+
+	probe__consume(app->p);
+	probe__counters(app->p, c);
+	report__lost(&app->r, c);
+	report__stats(&app->r, c, probe__steps(app->p), probe__iterations(app->p));
+	j = emit__begin(&app->e, "detach", 0);
+	json__string(j, "reason", app->reason);
+	json__uint(j, "anomalies", app->r.anomalies);
+	json__uint(j, "steps", probe__steps(app->p));
+	json__uint(j, "iterations", probe__iterations(app->p));
+	emit__end(&app->e);
+}
+
+static int target_exited(struct app *app)
+{
+	struct pollfd pfd = {.fd = app->pidfd, .events = POLLIN};
+
+	if (app->pidfd < 0)
+		return !target__alive(&app->t);
+	return poll(&pfd, 1, 0) > 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int run(struct app *app)
+{
+	double next_stats = now_s() + app->a.stats_interval;
+	uint64_t c[NW_C_MAX];
+	int err;
+
+	while (!exiting) {
+		err = probe__poll(app->p, 100);
+		if (err && err != -EINTR) {
+			app->reason = "error";
+			return err;
+		}
+		if (target_exited(app)) {
+			app->reason = "target_exit";
+			return 0;
+		}
+		probe__counters(app->p, c);
+		report__lost(&app->r, c);
+		if (app->a.stats_interval > 0 && now_s() >= next_stats) {
+			report__stats(&app->r, c, probe__steps(app->p), probe__iterations(app->p));
+			next_stats += app->a.stats_interval;
+		}
+		if (app->e.failed) {
+			app->reason = "error";
+			return -EPIPE;
+		}
+	}
+	app->reason = "signal";
+	return 0;
+}
+
+static int setup(struct app *app, char *err, size_t errlen)
+{
+	struct probe_opts po = {.max_scan_bytes = app->a.max_scan_bytes,
+				.verbose = app->a.verbose};
+	int ret;
+
+	app->pidfd = syscall(SYS_pidfd_open, app->a.pid, 0);
+	if (app->pidfd < 0 && errno == ESRCH) {
+		snprintf(err, errlen, "no such process: %d", app->a.pid);
+		return -ESRCH;
+	}
+	if (!has_privileges()) {
+		snprintf(err, errlen, "no permission to attach BPF probes: run as root (or with "
+			 "CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)");
+		return -EPERM;
+	}
+	ret = target__resolve(app->a.pid, &app->t, err, errlen);
+	if (ret)
+		return ret;
+	remote__init_pid(&app->remote, app->a.pid);
+	app->remote.none = app->t.none;
+	ret = load_layouts(app, err, errlen);
+	if (ret)
+		return ret;
+	app->sink = sink__open(app->a.output, err, errlen);
+	if (!app->sink)
+		return -errno;
+	app->names = names__new(&app->remote);
+	ret = app->names ? emit__init(&app->e, app->sink, &app->t) : -ENOMEM;
+	if (ret) {
+		snprintf(err, errlen, "out of memory");
+		return ret;
+	}
+	app->r.e = &app->e;
+	app->r.names = app->names;
+	app->p = probe__open(&app->t, &app->nwl, &po, on_event, app, err, errlen);
+	if (!app->p)
+		return -errno;
+	if (target_exited(app)) {
+		snprintf(err, errlen, "pid %d exited while attaching", app->a.pid);
+		return -ESRCH;
+	}
+	return 0;
+}
+
+static void cleanup(struct app *app)
+{
+	probe__close(app->p);
+	names__free(app->names);
+	emit__free(&app->e);
+	sink__close(app->sink);
+	if (app->pidfd >= 0)
+		close(app->pidfd);
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+	static struct app app = {.pidfd = -1};
+	char err[1024] = "";
+	int ret;
+
+	parse_args(argc, argv, &app.a);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	ret = setup(&app, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "nanwatchd: %s\n", err[0] ? err : strerror(-ret));
+		cleanup(&app);
+		return 1;
+	}
+	emit_attach(&app);
+	ret = run(&app);
+	emit_final(&app);
+	cleanup(&app);
+	return ret ? 1 : 0;
+}

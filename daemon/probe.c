@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Probe lifecycle: open the skeleton, set its read-only config, load, attach
+ * uprobes on the target's own interpreter image (pid-filtered, so other
+ * processes using the same file are not touched). Links are owned by file
+ * descriptors: a killed daemon leaves nothing behind.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <bpf/libbpf.h>
+#include "probe.h"
+#include "nanwatch.skel.h"
+#include "target.h"
+
+_Static_assert(sizeof(struct nw_event) == 400, "nw_event layout changed: update both sides");
+
+struct probe {
+	struct nanwatch_bpf *skel;
+	struct ring_buffer *rb;
+	probe_event_fn cb;
+	void *ctx;
+	int nprobes;
+};
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct probe *p = ctx;
+
+	if (size < sizeof(struct nw_event))
+		return 0;	/* not ours: skip, never stop polling for it */
+	return p->cb(p->ctx, data);
+}
+
+static int configure(struct probe *p, const struct target *t, const struct nw_layout *l,
+		     const struct probe_opts *o)
+{
+	struct nanwatch_bpf *s = p->skel;
+
+	s->rodata->targ_tgid = t->pid;
+	s->rodata->max_scan_bytes = o->max_scan_bytes;
+	memcpy((void *)&s->rodata->L, l, sizeof(*l));
+	s->rodata->A.tuple_type = t->tuple_type;
+	s->rodata->A.list_type = t->list_type;
+	s->rodata->A.tensor_type = t->tensor_type;
+	if (o->ringbuf_bytes)
+		return bpf_map__set_max_entries(s->maps.events, o->ringbuf_bytes);
+	return 0;
+}
+
+static int attach(struct probe *p, const struct target *t, char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = "_PyEval_EvalFrameDefault");
+	struct nanwatch_bpf *s = p->skel;
+
+	uo.retprobe = false;
+	s->links.uprobe_eval_frame =
+		bpf_program__attach_uprobe_opts(s->progs.uprobe_eval_frame, t->pid,
+						t->python_file, 0, &uo);
+	if (!s->links.uprobe_eval_frame)
+		goto fail;
+	uo.retprobe = true;
+	s->links.uretprobe_eval_frame =
+		bpf_program__attach_uprobe_opts(s->progs.uretprobe_eval_frame, t->pid,
+						t->python_file, 0, &uo);
+	if (!s->links.uretprobe_eval_frame)
+		goto fail;
+	p->nprobes = 2;
+	return 0;
+fail:
+	snprintf(err, errlen, "failed to attach uprobe to %s:_PyEval_EvalFrameDefault: %s",
+		 t->python_path, strerror(errno));
+	return -errno;
+}
+
+static int silent_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	(void)level;
+	(void)fmt;
+	(void)args;
+	return 0;
+}
+
+struct probe *probe__open(const struct target *t, const struct nw_layout *l,
+			  const struct probe_opts *o, probe_event_fn cb, void *ctx, char *err,
+			  size_t errlen)
+{
+	struct probe *p = calloc(1, sizeof(*p));
+	int ret;
+
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	p->cb = cb;
+	p->ctx = ctx;
+	libbpf_set_print(o->verbose ? silent_print : quiet_print);
+	p->skel = nanwatch_bpf__open();
+	if (!p->skel) {
+		ret = -errno;
+		snprintf(err, errlen, "failed to open BPF object: %s", strerror(errno));
+		goto fail;
+	}
+	ret = configure(p, t, l, o);
+	if (ret) {
+		snprintf(err, errlen, "failed to configure BPF object: %s", strerror(-ret));
+		goto fail;
+	}
+	ret = nanwatch_bpf__load(p->skel);
+	if (ret) {
+		snprintf(err, errlen, "failed to load BPF programs: %s%s", strerror(-ret),
+			 ret == -EPERM ? " (needs root, or CAP_BPF and CAP_PERFMON)" :
+					 " (run with --verbose for the verifier log)");
+		goto fail;
+	}
+	ret = attach(p, t, err, errlen);
+	if (ret)
+		goto fail;
+	p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.events), on_record, p, NULL);
+	if (!p->rb) {
+		ret = -errno;
+		snprintf(err, errlen, "failed to create ring buffer: %s", strerror(errno));
+		goto fail;
+	}
+	return p;
+fail:
+	probe__close(p);
+	errno = -ret;
+	return NULL;
+}
+
+void probe__close(struct probe *p)
+{
+	if (!p)
+		return;
+	ring_buffer__free(p->rb);
+	nanwatch_bpf__destroy(p->skel);
+	free(p);
+}
+
+int probe__poll(struct probe *p, int timeout_ms)
+{
+	int n = ring_buffer__poll(p->rb, timeout_ms);
+
+	return n < 0 ? n : 0;
+}
+
+int probe__consume(struct probe *p)
+{
+	int n = ring_buffer__consume(p->rb);
+
+	return n < 0 ? n : 0;
+}
+
+int probe__count(const struct probe *p)
+{
+	return p->nprobes;
+}
+
+void probe__counters(const struct probe *p, uint64_t out[NW_C_MAX])
+{
+	int i;
+
+	for (i = 0; i < NW_C_MAX; i++)
+		out[i] = __atomic_load_n(&p->skel->bss->counters[i], __ATOMIC_RELAXED);
+}
+
+uint64_t probe__steps(const struct probe *p)
+{
+	return __atomic_load_n(&p->skel->bss->step_count, __ATOMIC_RELAXED);
+}
+
+uint64_t probe__iterations(const struct probe *p)
+{
+	return __atomic_load_n(&p->skel->bss->iter_started, __ATOMIC_RELAXED);
+}

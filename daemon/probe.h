@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* The BPF side: open, configure, load and attach the probes; poll their events. */
+#ifndef __PROBE_H
+#define __PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nanwatch.h"
+
+struct target;
+struct probe;
+
+struct probe_opts {
+	uint64_t max_scan_bytes;	/* per tensor */
+	uint32_t ringbuf_bytes;
+	int verbose;
+};
+
+/* Called for each ring-buffer record; return negative only for fatal errors. */
+typedef int (*probe_event_fn)(void *ctx, const struct nw_event *ev);
+
+struct probe *probe__open(const struct target *t, const struct nw_layout *l,
+			  const struct probe_opts *o, probe_event_fn cb, void *ctx, char *err,
+			  size_t errlen);
+void probe__close(struct probe *p);	/* detaches; accepts NULL */
+
+/* Wait up to timeout_ms for events and deliver them; 0 or a negative errno (-EINTR is normal). */
+int probe__poll(struct probe *p, int timeout_ms);
+int probe__consume(struct probe *p);	/* deliver whatever is queued, without waiting */
+int probe__count(const struct probe *p);	/* probes attached */
+
+/* Totals kept by the BPF programs. */
+void probe__counters(const struct probe *p, uint64_t out[NW_C_MAX]);
+uint64_t probe__steps(const struct probe *p);
+uint64_t probe__iterations(const struct probe *p);
+
+#endif /* __PROBE_H */

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Reading CPython objects out of the target with process_vm_readv. Every
+ * size read from the target is bounded before use: the target's memory is
+ * untrusted input to a root process.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include "layout.h"
+#include "remote.h"
+
+#define KIND_GENERAL 0	/* dict keys kinds, CPython 3.11-3.13 */
+#define ENTRY_GENERAL 24	/* hash, key, value */
+#define ENTRY_UNICODE 16	/* key, value */
+
+static int pid_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct remote *r = ctx;
+	struct iovec local = {.iov_base = buf, .iov_len = len};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	ssize_t n;
+
+	if (!addr)
+		return -EFAULT;
+	n = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+void remote__init_pid(struct remote *r, pid_t pid)
+{
+	r->read = pid_read;
+	r->ctx = r;
+	r->pid = pid;
+}
+
+int remote__layout_from(struct remote_layout *out, const struct layout *py, char *err,
+			size_t errlen)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} keys[] = {
+#define K(f) {#f, offsetof(struct remote_layout, f)}
+		K(obj_type), K(type_flags), K(type_dictoffset), K(type_cached_keys),
+		K(managed_dict_flag), K(managed_dict), K(managed_values), K(dict_keys),
+		K(dict_values), K(keys_log2_index_bytes), K(keys_kind), K(keys_nentries),
+		K(keys_indices), K(values_items), K(unicode_length), K(unicode_state),
+		K(unicode_ascii_data), K(unicode_compact_data), K(unicode_kind_shift),
+		K(ascii_bit), K(compact_bit), K(type_name),
+#undef K
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		long long v;
+
+		if (layout__int(py, keys[i].key, &v)) {
+			snprintf(err, errlen, "python layout has no '%s'", keys[i].key);
+			return -ENOENT;
+		}
+		*(int64_t *)((char *)out + keys[i].off) = v;
+	}
+	return 0;
+}
+
+int remote__read(const struct remote *r, uint64_t addr, void *buf, size_t len)
+{
+	return r->read(r->ctx, addr, buf, len);
+}
+
+int remote__u64(const struct remote *r, uint64_t addr, uint64_t *v)
+{
+	return r->read(r->ctx, addr, v, sizeof(*v));
+}
+
+/* Append code point cp as UTF-8; returns bytes written or 0 if it does not fit. */
+static size_t put_utf8(char *out, size_t room, uint32_t cp)
+{
+	if (cp >= 0xd800 && cp < 0xe000)
+		cp = 0xfffd;	/* lone surrogates are not valid UTF-8 */
+	if (cp < 0x80 && room >= 1) {
+		out[0] = cp;
+		return 1;
+	}
+	if (cp < 0x800 && room >= 2) {
+		out[0] = 0xc0 | (cp >> 6);
+		out[1] = 0x80 | (cp & 0x3f);
+		return 2;
+	}
+	if (cp < 0x10000 && room >= 3) {
+		out[0] = 0xe0 | (cp >> 12);
+		out[1] = 0x80 | ((cp >> 6) & 0x3f);
+		out[2] = 0x80 | (cp & 0x3f);
+		return 3;
+	}
+	if (cp < 0x110000 && room >= 4) {
+		out[0] = 0xf0 | (cp >> 18);
+		out[1] = 0x80 | ((cp >> 12) & 0x3f);
+		out[2] = 0x80 | ((cp >> 6) & 0x3f);
+		out[3] = 0x80 | (cp & 0x3f);
+		return 4;
+	}
+	return 0;
+}
+
+int remote__str(const struct remote *r, uint64_t str, char *out, size_t outlen)
+{
+	const struct remote_layout *l = &r->l;
+	uint32_t state, kind;
+	uint64_t len;
+	size_t i, o = 0;
+	unsigned char raw[REMOTE_MAX_STR * 4];
+	int err;
+
+	if (!outlen)
+		return -EINVAL;
+	out[0] = 0;
+	err = r->read(r->ctx, str + l->unicode_state, &state, sizeof(state));
+	if (!err)
+		err = remote__u64(r, str + l->unicode_length, &len);
+	if (err)
+		return err;
+	if (!(state & (1U << l->compact_bit)))
+		return -EINVAL;	/* legacy (non-compact) strings: not used for names */
+	if (len > REMOTE_MAX_STR)
+		len = REMOTE_MAX_STR;
+	if (state & (1U << l->ascii_bit)) {
+		if (len > outlen - 1)
+			len = outlen - 1;
+		err = r->read(r->ctx, str + l->unicode_ascii_data, out, len);
+		out[err ? 0 : len] = 0;
+		return err;
+	}
+	kind = (state >> l->unicode_kind_shift) & 7;
+	if (kind != 1 && kind != 2 && kind != 4)
+		return -EINVAL;
+	err = r->read(r->ctx, str + l->unicode_compact_data, raw, len * kind);
+	if (err)
+		return err;
+	for (i = 0; i < len; i++) {
+		uint32_t cp;
+		size_t n;
+
+		if (kind == 1)
+			cp = raw[i];
+		else if (kind == 2)
+			cp = raw[2 * i] | raw[2 * i + 1] << 8;
+		else
+			cp = raw[4 * i] | raw[4 * i + 1] << 8 | raw[4 * i + 2] << 16 |
+			     (uint32_t)raw[4 * i + 3] << 24;
+		n = put_utf8(out + o, outlen - 1 - o, cp);
+		if (!n)
+			break;
+		o += n;
+	}
+	out[o] = 0;
+	return 0;
+}
+
+int remote__cstr(const struct remote *r, uint64_t addr, char *out, size_t outlen)
+{
+	size_t got = 0;
+
+	if (!outlen)
+		return -EINVAL;
+	/* read in small pieces: a string near the end of a mapping must not fail whole */
+	while (got < outlen - 1) {
+		size_t n = outlen - 1 - got;
+		char *nul;
+
+		if (n > 32)
+			n = 32;
+		if (r->read(r->ctx, addr + got, out + got, n)) {
+			if (got)
+				break;
+			out[0] = 0;
+			return -EFAULT;
+		}
+		nul = memchr(out + got, 0, n);
+		if (nul)
+			return 0;
+		got += n;
+	}
+	out[got] = 0;
+	return 0;
+}
+
+/* Shared by combined and split dicts: keys object, and values array or 0. */
+static int keys_each(const struct remote *r, uint64_t keys, uint64_t values, remote_item_fn cb,
+		     void *ctx)
+{
+	const struct remote_layout *l = &r->l;
+	uint8_t log2_index_bytes = 0, kind = 0;
+	uint64_t nentries, entries, esize, i;
+	char key[256];
+	int err;
+
+	err = r->read(r->ctx, keys + l->keys_log2_index_bytes, &log2_index_bytes, 1);
+	if (!err)
+		err = r->read(r->ctx, keys + l->keys_kind, &kind, 1);
+	if (!err)
+		err = remote__u64(r, keys + l->keys_nentries, &nentries);
+	if (err)
+		return err;
+	if (log2_index_bytes > 40 || nentries > REMOTE_MAX_ITEMS)
+		return -E2BIG;
+	esize = kind == KIND_GENERAL ? ENTRY_GENERAL : ENTRY_UNICODE;
+	entries = keys + l->keys_indices + (1ULL << log2_index_bytes);
+	for (i = 0; i < nentries; i++) {
+		uint64_t e[3] = {}, k, v;
+
+		if (r->read(r->ctx, entries + i * esize, e, esize))
+			return -EFAULT;
+		k = kind == KIND_GENERAL ? e[1] : e[0];
+		v = kind == KIND_GENERAL ? e[2] : e[1];
+		if (values && remote__u64(r, values + l->values_items + 8 * i, &v))
+			return -EFAULT;
+		if (!k || !v)
+			continue;	/* deleted entry, or a split slot not set on this instance */
+		if (remote__str(r, k, key, sizeof(key)))
+			continue;	/* not a str key: no module name */
+		err = cb(key, v, ctx);
+		if (err)
+			return err > 0 ? 0 : err;
+	}
+	return 0;
+}
+
+int remote__dict_each(const struct remote *r, uint64_t dict, remote_item_fn cb, void *ctx)
+{
+	uint64_t keys, values;
+	int err;
+
+	err = remote__u64(r, dict + r->l.dict_keys, &keys);
+	if (!err)
+		err = remote__u64(r, dict + r->l.dict_values, &values);
+	if (err)
+		return err;
+	return keys_each(r, keys, values, cb, ctx);
+}
+
+struct find_ctx {
+	const char *key;
+	uint64_t value;
+	int found;
+};
+
+static int find_cb(const char *key, uint64_t value, void *ctx)
+{
+	struct find_ctx *f = ctx;
+
+	if (strcmp(key, f->key))
+		return 0;
+	f->value = value;
+	f->found = 1;
+	return 1;
+}
+
+int remote__attr(const struct remote *r, uint64_t obj, const char *key, uint64_t *value)
+{
+	const struct remote_layout *l = &r->l;
+	struct find_ctx f = {.key = key};
+	uint64_t type, flags, dict = 0, values = 0, keys = 0;
+	int64_t dictoff;
+	int err;
+
+	err = remote__u64(r, obj + l->obj_type, &type);
+	if (!err)
+		err = remote__u64(r, type + l->type_flags, &flags);
+	if (err)
+		return err;
+	if (flags & l->managed_dict_flag) {
+		/* 3.11: the dict exists only once __dict__ was asked for; else inline values */
+		err = remote__u64(r, obj + l->managed_dict, &dict);
+		if (!err && !dict) {
+			err = remote__u64(r, obj + l->managed_values, &values);
+			if (!err)
+				err = remote__u64(r, type + l->type_cached_keys, &keys);
+		}
+	} else {
+		err = remote__u64(r, type + l->type_dictoffset, (uint64_t *)&dictoff);
+		if (!err && dictoff <= 0)
+			err = -ENOENT;
+		if (!err)
+			err = remote__u64(r, obj + dictoff, &dict);
+	}
+	if (err)
+		return err;
+	if (dict)
+		err = remote__dict_each(r, dict, find_cb, &f);
+	else if (values && keys)
+		err = keys_each(r, keys, values, find_cb, &f);
+	else
+		return -ENOENT;
+	if (err)
+		return err;
+	if (!f.found)
+		return -ENOENT;
+	*value = f.value;
+	return 0;
+}

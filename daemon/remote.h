@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Bounded reads of another process's memory, and the few CPython objects we read there. */
+#ifndef __REMOTE_H
+#define __REMOTE_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct layout;
+
+/* CPython offsets user space needs (from the python layout table). */
+struct remote_layout {
+	int64_t obj_type;
+	int64_t type_flags;
+	int64_t type_dictoffset;
+	int64_t type_cached_keys;
+	int64_t managed_dict_flag;
+	int64_t managed_dict;
+	int64_t managed_values;
+	int64_t dict_keys;
+	int64_t dict_values;
+	int64_t keys_log2_index_bytes;
+	int64_t keys_kind;
+	int64_t keys_nentries;
+	int64_t keys_indices;
+	int64_t values_items;
+	int64_t unicode_length;
+	int64_t unicode_state;
+	int64_t unicode_ascii_data;
+	int64_t unicode_compact_data;
+	int64_t unicode_kind_shift;
+	int64_t ascii_bit;
+	int64_t compact_bit;
+	int64_t type_name;
+};
+
+/* Reads len bytes at addr into buf; returns 0 or a negative errno. */
+typedef int (*remote_read_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
+
+struct remote {
+	remote_read_fn read;
+	void *ctx;
+	pid_t pid;
+	uint64_t none;			/* &_Py_NoneStruct */
+	struct remote_layout l;
+};
+
+#define REMOTE_MAX_STR	 1024	/* bytes of a str we read */
+#define REMOTE_MAX_ITEMS 65536	/* dict entries we look at */
+
+/* A remote reading process pid's memory with process_vm_readv. */
+void remote__init_pid(struct remote *r, pid_t pid);
+int remote__layout_from(struct remote_layout *out, const struct layout *py, char *err,
+			size_t errlen);
+
+int remote__read(const struct remote *r, uint64_t addr, void *buf, size_t len);
+int remote__u64(const struct remote *r, uint64_t addr, uint64_t *v);
+
+/* A str object as UTF-8 (NUL-terminated, truncated to outlen - 1); -EINVAL if not a str we read. */
+int remote__str(const struct remote *r, uint64_t str, char *out, size_t outlen);
+
+/* A NUL-terminated C string at addr (at most outlen - 1 bytes). */
+int remote__cstr(const struct remote *r, uint64_t addr, char *out, size_t outlen);
+
+/* Call cb for each (key, value) of a dict in insertion order; stops when cb returns non-zero. */
+typedef int (*remote_item_fn)(const char *key, uint64_t value, void *ctx);
+int remote__dict_each(const struct remote *r, uint64_t dict, remote_item_fn cb, void *ctx);
+
+/* obj.__dict__[key] for an instance; -ENOENT if absent. */
+int remote__attr(const struct remote *r, uint64_t obj, const char *key, uint64_t *value);
+
+#endif /* __REMOTE_H */

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Named events from raw ones: module paths, tensor names, origin, first. */
+#include <stdio.h>
+#include <string.h>
+#include "emit.h"
+#include "fpconv.h"
+#include "names.h"
+#include "nwfloat.h"
+#include "report.h"
+
+void report__tensor_name(const struct nw_event *ev, char *buf, size_t len)
+{
+	if (ev->index0 == NW_NO_INDEX)
+		snprintf(buf, len, "output");
+	else if (ev->index1 == NW_NO_INDEX)
+		snprintf(buf, len, "output[%u]", ev->index0);
+	else
+		snprintf(buf, len, "output[%u][%u]", ev->index0, ev->index1);
+}
+
+int report__inputs_finite(const struct nw_event *ev)
+{
+	if (ev->inputs_nonfinite)
+		return 0;
+	return ev->inputs_skipped ? -1 : 1;
+}
+
+static void tristate(struct json *j, const char *key, int v)
+{
+	if (v < 0)
+		json__null(j, key);
+	else
+		json__bool(j, key, v);
+}
+
+static void class_name(struct json *j, const struct nw_event *ev)
+{
+	char name[NW_NAME_LEN + 1];
+	const char *dot;
+
+	memcpy(name, ev->class_name, NW_NAME_LEN);
+	name[NW_NAME_LEN] = 0;
+	/* static types carry their module: "torch.nn.X" -> "X", as type(m).__name__ */
+	dot = strrchr(name, '.');
+	json__string(j, "module", dot ? dot + 1 : name);
+}
+
+static void tensor_fields(struct json *j, const struct nw_event *ev)
+{
+	char tensor[32];
+	__u32 i;
+
+	report__tensor_name(ev, tensor, sizeof(tensor));
+	json__string(j, "tensor", tensor);
+	json__string(j, "dtype", nw_dtype_name(ev->dtype));
+	json__array_begin(j, "shape");
+	for (i = 0; i < ev->ndim && i < NW_MAX_DIMS; i++)
+		json__uint(j, NULL, ev->shape[i]);
+	json__array_end(j);
+	json__uint(j, "numel", ev->numel);
+	json__uint(j, "nan", ev->nan);
+	json__uint(j, "posinf", ev->posinf);
+	json__uint(j, "neginf", ev->neginf);
+	if (ev->min_key == ~0ULL)
+		json__null(j, "finite_min");
+	else
+		json__element(j, "finite_min", nw_key_bits(ev->min_key, ev->dtype), ev->dtype);
+	if (ev->min_key == ~0ULL)
+		json__null(j, "finite_max");
+	else
+		json__element(j, "finite_max", nw_key_bits(ev->max_key, ev->dtype), ev->dtype);
+}
+
+static int anomaly(struct report *r, const struct nw_event *ev)
+{
+	struct json *j = emit__begin(r->e, "anomaly", ev->time_ns);
+	const char *path = names__path(r->names, ev->modules[0], ev->module);
+	int inputs = report__inputs_finite(ev);
+
+	if (!path)
+		r->unnamed++;
+	json__uint(j, "tid", ev->tid);
+	json__uint(j, "step", ev->step);
+	json__uint(j, "iteration", ev->iteration);
+	json__string(j, "phase", "forward");
+	json__string(j, "layer", path);
+	class_name(j, ev);
+	tensor_fields(j, ev);
+	tristate(j, "inputs_finite", inputs);
+	json__null(j, "params_finite");
+	json__bool(j, "origin", inputs == 1);
+	json__bool(j, "first", r->anomalies == 0);
+	json__null(j, "cause");
+	json__uint(j, "depth", ev->depth);
+	json__uint(j, "scanned", ev->scanned);
+	json__string(j, "skipped", ev->flags & NW_SKIP_TRUNCATED ? "truncated" : NULL);
+	r->anomalies++;
+	return emit__end(r->e);
+}
+
+int report__event(struct report *r, const struct nw_event *ev)
+{
+	switch (ev->type) {
+	case NW_EV_ANOMALY:
+		return anomaly(r, ev);
+	case NW_EV_MODULE:
+		/* name it now, while the target surely still exists */
+		r->modules++;
+		names__path(r->names, ev->modules[0], ev->module);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
+		  uint64_t iterations)
+{
+	struct json *j = emit__begin(r->e, "stats", 0);
+
+	json__uint(j, "steps", steps);
+	json__uint(j, "iterations", iterations);
+	json__uint(j, "modules", r->modules);
+	json__uint(j, "module_calls", c[NW_C_MODULE_CALLS]);
+	json__uint(j, "probe_hits", c[NW_C_PROBE_HITS]);
+	json__uint(j, "tensors_scanned", c[NW_C_TENSORS_SCANNED]);
+	json__uint(j, "bytes_scanned", c[NW_C_BYTES_SCANNED]);
+	json__uint(j, "anomalies", c[NW_C_ANOMALIES]);
+	json__uint(j, "reported", r->anomalies);
+	json__uint(j, "suppressed", c[NW_C_SUPPRESSED]);
+	json__uint(j, "lost", c[NW_C_LOST]);
+	json__object_begin(j, "skipped");
+	json__uint(j, "noncontiguous", c[NW_C_SKIP_NONCONTIG]);
+	json__uint(j, "device", c[NW_C_SKIP_DEVICE]);
+	json__uint(j, "unreadable", c[NW_C_SKIP_UNREADABLE]);
+	json__uint(j, "dims", c[NW_C_SKIP_DIMS]);
+	json__uint(j, "truncated", c[NW_C_TRUNCATED]);
+	json__object_end(j);
+	json__uint(j, "stack_overflow", c[NW_C_STACK_OVERFLOW]);
+	return emit__end(r->e);
+}
+
+int report__lost(struct report *r, const uint64_t c[NW_C_MAX])
+{
+	struct json *j;
+
+	if (c[NW_C_LOST] <= r->lost_reported)
+		return 0;
+	j = emit__begin(r->e, "lost", 0);
+	json__uint(j, "count", c[NW_C_LOST] - r->lost_reported);
+	json__string(j, "where", "kernel");
+	r->lost_reported = c[NW_C_LOST];
+	return emit__end(r->e);
+}

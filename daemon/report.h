@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Turning raw BPF events and counters into named events on the stream. */
+#ifndef __REPORT_H
+#define __REPORT_H
+
+#include <stdint.h>
+#include "nanwatch.h"
+
+struct emitter;
+struct names;
+
+struct report {
+	struct emitter *e;
+	struct names *names;
+	uint64_t anomalies;	/* anomaly lines written */
+	uint64_t modules;	/* distinct (root, module) pairs seen */
+	uint64_t lost_reported;
+	uint64_t unnamed;	/* anomalies whose module is not under its root's tree */
+};
+
+/* Tensor path: "output", "output[1]", "output[1][0]". */
+void report__tensor_name(const struct nw_event *ev, char *buf, size_t len);
+
+/* inputs_finite: 1 true, 0 false, -1 unknown (some input could not be scanned). */
+int report__inputs_finite(const struct nw_event *ev);
+
+int report__event(struct report *r, const struct nw_event *ev);
+
+/* stats line from the BPF counters; steps/iterations as counted in BPF. */
+int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
+		  uint64_t iterations);
+
+/* A lost line if the kernel dropped events since the last call. */
+int report__lost(struct report *r, const uint64_t c[NW_C_MAX]);
+
+#endif /* __REPORT_H */

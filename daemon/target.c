@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Target resolution from /proc/PID/{maps,root,environ,comm}. Every path is
+ * opened through the target's root so containers and chroots work, and
+ * nothing of the target's is executed: versions come from symbols in its
+ * memory and from torch/version.py read as text.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "elfsym.h"
+#include "remote.h"
+#include "target.h"
+
+#define MAX_IMAGES 4096
+
+struct image {
+	char *path;
+	uint64_t base;		/* start of its offset-0 mapping */
+};
+
+struct maps {
+	struct image *img;
+	size_t n;
+};
+
+char *target__read_file(const char *path, size_t max, size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap + 1);
+	int fd, err;
+
+	if (!buf)
+		return NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		goto err_free;
+	for (;;) {
+		ssize_t r;
+
+		if (n == cap) {
+			char *nb;
+
+			if (cap >= max) {
+				errno = EFBIG;
+				goto err_close;
+			}
+			cap = cap * 2 > max ? max : cap * 2;
+			nb = realloc(buf, cap + 1);
+			if (!nb)
+				goto err_close;
+			buf = nb;
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			goto err_close;
+		if (r == 0)
+			break;
+		n += r;
+	}
+	close(fd);
+	buf[n] = 0;
+	if (len)
+		*len = n;
+	return buf;
+
+err_close:
+	err = errno;
+	close(fd);
+	errno = err;
+err_free:
+	err = errno;
+	free(buf);
+	errno = err;
+	return NULL;
+}
+
+int target__series(const char *version, char *out, size_t outlen)
+{
+	const char *p = version;
+	size_t n;
+
+	if (!isdigit((unsigned char)*p))
+		return -EINVAL;
+	while (isdigit((unsigned char)*p))
+		p++;
+	if (*p++ != '.' || !isdigit((unsigned char)*p))
+		return -EINVAL;
+	while (isdigit((unsigned char)*p))
+		p++;
+	n = p - version;
+	if (n >= outlen)
+		return -ENAMETOOLONG;
+	memcpy(out, version, n);
+	out[n] = 0;
+	return 0;
+}
+
+static void maps_free(struct maps *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->n; i++)
+		free(m->img[i].path);
+	free(m->img);
+}
+
+static int maps_add(struct maps *m, const char *path, uint64_t start, uint64_t off)
+{
+	struct image *img;
+	size_t i;
+
+	for (i = 0; i < m->n; i++) {
+		if (strcmp(m->img[i].path, path))
+			continue;
+		if (off == 0 && (!m->img[i].base || start < m->img[i].base))
+			m->img[i].base = start;
+		return 0;
+	}
+	if (m->n >= MAX_IMAGES)
+		return 0;
+	img = realloc(m->img, (m->n + 1) * sizeof(*img));
+	if (!img)
+		return -ENOMEM;
+	m->img = img;
+	img[m->n].path = strdup(path);
+	if (!img[m->n].path)
+		return -ENOMEM;
+	img[m->n].base = off == 0 ? start : 0;
+	m->n++;
+	return 0;
+}
+
+static int maps_read(pid_t pid, struct maps *m)
+{
+	char path[64], *buf, *line, *save = NULL;
+	int err = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	buf = target__read_file(path, TARGET_MAX_MAPS, NULL);
+	if (!buf)
+		return -errno;
+	for (line = strtok_r(buf, "\n", &save); line && !err; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long long start, end, off;
+		int pos = 0;
+
+		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &start, &end, &off, &pos) < 3 ||
+		    !pos || line[pos] != '/')
+			continue;
+		if (strstr(line + pos, " (deleted)"))
+			continue;
+		err = maps_add(m, line + pos, start, off);
+	}
+	free(buf);
+	return err;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+/* Runtime address of a symbol in a mapped image; 0 if absent. */
+static uint64_t sym_addr(struct elfsym *e, const struct image *img, const char *name)
+{
+	uint64_t value, first;
+
+	if (!img->base || elfsym__find(e, name, &value) || elfsym__first_load(e, &first))
+		return 0;
+	return img->base - first + value;
+}
+
+static int open_image(const struct target *t, const struct image *img, struct elfsym **e)
+{
+	char file[PATH_MAX + 64];
+
+	if (snprintf(file, sizeof(file), "%s%s", t->proc_root, img->path) >= (int)sizeof(file))
+		return -ENAMETOOLONG;
+	*e = elfsym__open(file);
+	return *e ? 0 : -errno;
+}
+
+static int is_python_name(const char *path)
+{
+	const char *b = base_name(path);
+
+	return !strncmp(b, "python", 6) || !strncmp(b, "libpython", 9);
+}
+
+/* Find the image exporting the frame evaluator and read the interpreter's facts from it. */
+static int find_python(struct target *t, const struct maps *m, char *err, size_t errlen)
+{
+	struct remote r;
+	size_t i;
+
+	remote__init_pid(&r, t->pid);
+	for (i = 0; i < m->n; i++) {
+		const struct image *img = &m->img[i];
+		struct elfsym *e = NULL;
+		uint64_t dummy, ver_addr, ver = 0;
+
+		if (!is_python_name(img->path) || open_image(t, img, &e))
+			continue;
+		if (elfsym__find(e, "_PyEval_EvalFrameDefault", &dummy)) {
+			elfsym__close(e);
+			continue;
+		}
+		snprintf(t->python_path, sizeof(t->python_path), "%s", img->path);
+		snprintf(t->python_file, sizeof(t->python_file), "%s%s", t->proc_root, img->path);
+		ver_addr = sym_addr(e, img, "Py_Version");	/* exported since 3.11 */
+		t->tuple_type = sym_addr(e, img, "PyTuple_Type");
+		t->list_type = sym_addr(e, img, "PyList_Type");
+		t->none = sym_addr(e, img, "_Py_NoneStruct");
+		elfsym__close(e);
+		if (!ver_addr || remote__u64(&r, ver_addr, &ver)) {
+			snprintf(err, errlen, "unsupported Python in pid %d (%s): older than 3.11 "
+				 "(no Py_Version); nanwatch supports CPython 3.11+", t->pid, img->path);
+			return -ENOTSUP;
+		}
+		snprintf(t->python_version, sizeof(t->python_version), "%u.%u.%u",
+			 (unsigned)(ver >> 24) & 0xff, (unsigned)(ver >> 16) & 0xff,
+			 (unsigned)(ver >> 8) & 0xff);
+		target__series(t->python_version, t->python_series, sizeof(t->python_series));
+		if (!t->tuple_type || !t->list_type || !t->none) {
+			snprintf(err, errlen, "failed to resolve CPython type symbols in %s",
+				 img->path);
+			return -ENOENT;
+		}
+		return 0;
+	}
+	snprintf(err, errlen, "pid %d (%s) is not a Python process: no mapped file exports "
+		 "_PyEval_EvalFrameDefault", t->pid, t->comm);
+	return -ENOEXEC;
+}
+
+/* The torch package directory: where torch/_C.*.so is mapped from. */
+static int torch_dir(const struct maps *m, char *out, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < m->n; i++) {
+		const char *p = m->img[i].path, *b = base_name(p);
+		size_t dirlen = b - p;
+
+		if (strncmp(b, "_C.", 3) || dirlen < 7 || strncmp(b - 7, "/torch/", 7))
+			continue;
+		if (dirlen >= len)
+			return -ENAMETOOLONG;
+		memcpy(out, p, dirlen - 1);
+		out[dirlen - 1] = 0;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* torch/version.py: `__version__ = '1.13.0a0'`, read as text, never run. */
+static int torch_version(struct target *t, const char *dir, char *err, size_t errlen)
+{
+	char file[PATH_MAX + 128], *buf, *p, *q;
+	size_t n;
+
+	snprintf(file, sizeof(file), "%s%s/version.py", t->proc_root, dir);
+	buf = target__read_file(file, 64 << 10, &n);
+	if (!buf) {
+		snprintf(err, errlen, "failed to read %s/version.py in pid %d's root: %s", dir,
+			 t->pid, strerror(errno));
+		return -ENOENT;
+	}
+	p = strstr(buf, "__version__");
+	p = p ? strpbrk(p, "'\"") : NULL;
+	q = p ? strchr(p + 1, *p) : NULL;
+	if (!q || q - p - 1 <= 0 || (size_t)(q - p - 1) >= sizeof(t->torch_version)) {
+		free(buf);
+		snprintf(err, errlen, "failed to parse torch version in %s/version.py", dir);
+		return -EINVAL;
+	}
+	memcpy(t->torch_version, p + 1, q - p - 1);
+	t->torch_version[q - p - 1] = 0;
+	free(buf);
+	if (target__series(t->torch_version, t->torch_series, sizeof(t->torch_series))) {
+		snprintf(err, errlen, "unrecognised torch version '%s'", t->torch_version);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int find_torch(struct target *t, const struct maps *m, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	size_t i;
+
+	for (i = 0; i < m->n; i++) {
+		const struct image *img = &m->img[i];
+		struct elfsym *e = NULL;
+
+		/* pip wheels map torch/lib/libtorch_python.so; Debian a versioned .so.1.13.0 */
+		if (strncmp(base_name(img->path), "libtorch_python.so", 18))
+			continue;
+		snprintf(t->torch_path, sizeof(t->torch_path), "%s", img->path);
+		if (open_image(t, img, &e)) {
+			snprintf(err, errlen, "failed to open %s in pid %d's root", img->path, t->pid);
+			return -ENOENT;
+		}
+		t->tensor_type = sym_addr(e, img, "THPVariableType");
+		elfsym__close(e);
+		if (!t->tensor_type) {
+			snprintf(err, errlen, "failed to resolve THPVariableType in %s", img->path);
+			return -ENOENT;
+		}
+		if (torch_dir(m, dir, sizeof(dir))) {
+			snprintf(err, errlen, "pid %d maps %s but no torch/_C module", t->pid,
+				 img->path);
+			return -ENOENT;
+		}
+		return torch_version(t, dir, err, errlen);
+	}
+	snprintf(err, errlen, "pid %d (%s) runs Python %s but has not loaded torch", t->pid,
+		 t->comm, t->python_version);
+	return -ENOENT;
+}
+
+static void read_env(struct target *t)
+{
+	char path[64], *buf, *p;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", t->pid);
+	buf = target__read_file(path, 1 << 20, &n);
+	if (!buf)
+		return;
+	for (p = buf; p < buf + n; p += strlen(p) + 1) {
+		if (!strncmp(p, "RANK=", 5))
+			snprintf(t->rank, sizeof(t->rank), "%s", p + 5);
+		else if (!strncmp(p, "LOCAL_RANK=", 11))
+			snprintf(t->local_rank, sizeof(t->local_rank), "%s", p + 11);
+	}
+	free(buf);
+}
+
+static int read_comm(struct target *t, char *err, size_t errlen)
+{
+	char path[64], *buf;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", t->pid);
+	buf = target__read_file(path, 256, NULL);
+	if (!buf) {
+		if (errno == ENOENT)
+			snprintf(err, errlen, "no such process: %d", t->pid);
+		else
+			snprintf(err, errlen, "failed to read %s: %s", path, strerror(errno));
+		return errno == ENOENT ? -ESRCH : -errno;
+	}
+	buf[strcspn(buf, "\n")] = 0;
+	snprintf(t->comm, sizeof(t->comm), "%s", buf);
+	free(buf);
+	return 0;
+}
+
+int target__resolve(pid_t pid, struct target *t, char *err, size_t errlen)
+{
+	struct maps m = {};
+	int ret;
+
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	if (pid <= 0) {
+		snprintf(err, errlen, "invalid pid %d", pid);
+		return -EINVAL;
+	}
+	ret = read_comm(t, err, errlen);
+	if (ret)
+		return ret;
+	snprintf(t->proc_root, sizeof(t->proc_root), "/proc/%d/root", pid);
+	ret = maps_read(pid, &m);
+	if (ret) {
+		snprintf(err, errlen, "failed to read /proc/%d/maps: %s", pid, strerror(-ret));
+		goto cleanup;
+	}
+	ret = find_python(t, &m, err, errlen);
+	if (!ret)
+		ret = find_torch(t, &m, err, errlen);
+	if (!ret)
+		read_env(t);
+cleanup:
+	maps_free(&m);
+	return ret;
+}
+
+int target__alive(const struct target *t)
+{
+	return kill(t->pid, 0) == 0 || errno == EPERM;
+}

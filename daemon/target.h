@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Target resolution: which interpreter and torch a process runs, found through its own root. */
+#ifndef __TARGET_H
+#define __TARGET_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct target {
+	pid_t pid;
+	char comm[32];
+	char proc_root[64];		/* /proc/PID/root: the target's files, whatever its mount ns */
+	char python_path[PATH_MAX];	/* image exporting the frame evaluator, as the target sees it */
+	char python_file[PATH_MAX];	/* the same file reached through proc_root */
+	char torch_path[PATH_MAX];	/* libtorch_python.so, as the target sees it */
+	char python_version[16];	/* "3.11.2" */
+	char python_series[8];		/* "3.11" */
+	char torch_version[64];		/* "1.13.0a0" */
+	char torch_series[16];		/* "1.13" */
+	char rank[16];			/* RANK / LOCAL_RANK from the environment, "" if unset */
+	char local_rank[16];
+	uint64_t tuple_type;		/* runtime addresses in the target */
+	uint64_t list_type;
+	uint64_t none;
+	uint64_t tensor_type;
+};
+
+#define TARGET_MAX_MAPS (8u << 20)	/* bytes of /proc/PID/maps we read */
+
+/*
+ * Fill t for pid. On failure returns a negative errno and writes a one-line
+ * reason to err: no such process, not Python, no torch, unsupported version.
+ */
+int target__resolve(pid_t pid, struct target *t, char *err, size_t errlen);
+
+/* Is the process still there (and the same one)? */
+int target__alive(const struct target *t);
+
+/* Read a whole small file (at most max bytes) into a malloc'd NUL-terminated buffer. */
+char *target__read_file(const char *path, size_t max, size_t *len);
+
+/* Parse "X.Y..." into "X.Y"; -EINVAL if it does not start that way. */
+int target__series(const char *version, char *out, size_t outlen);
+
+#endif /* __TARGET_H */

@@ -1,0 +1,641 @@
+#!/usr/bin/python3
+"""nanwatch integration tests: the real daemon against real PyTorch trainers.
+
+Each faulty trainer (tests/trainers/) runs twice: once with --oracle (forward hooks on every
+module say which output went non-finite first), once with --wait under `nanwatchd --pid`. The
+daemon's stream must name the same first anomaly, the same anomalies in that iteration, and
+detach by itself when the trainer exits, and the trainer's trace (losses, final parameters)
+must be the same in both runs. Then the bad-input cases: each must fail with one line on stderr
+and leave its target alone.
+
+Standard library only: torch is imported by the trainers, never here.
+
+  /usr/bin/python3 tests/integration/run.py --daemon build/nanwatchd [-k SUBSTRING] [-v]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAINERS = os.path.join(REPO, "tests", "trainers")
+FAULTY = ["nan_input", "div_zero", "rnn_tuple", "mha_tuple", "fp16_overflow", "demo"]
+
+SCHEMA = "nanwatch/1"
+ATTACH_TIMEOUT = 60
+DETACH_TIMEOUT = 30
+ERROR_TIMEOUT = 30
+TRAINER_TIMEOUT = 180
+NOBODY = 65534
+
+COMMON_FIELDS = ("schema", "event", "time", "seq", "host", "pid", "comm")
+ANOMALY_FIELDS = ("tid", "step", "iteration", "phase", "layer", "module", "tensor", "dtype",
+                  "shape", "numel", "nan", "posinf", "neginf", "finite_min", "finite_max",
+                  "inputs_finite", "origin", "first")
+EXACT_FIELDS = ("step", "iteration", "layer", "module", "tensor", "dtype", "shape", "numel",
+                "nan", "posinf", "neginf", "inputs_finite", "origin")
+TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$")
+
+CHILDREN = []  # every Proc started, killed in finally
+
+
+class Fail(Exception):
+    pass
+
+
+class Proc:
+    """A child in its own session; threads read its stdout and stderr into lists of lines."""
+
+    def __init__(self, argv, stdin=False):
+        self.argv = argv
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  start_new_session=True)
+        CHILDREN.append(self)
+        self.pid = self.p.pid
+        self.out, self.err = [], []
+        self.cond = threading.Condition()
+        self.open = 2
+        for pipe, lines in ((self.p.stdout, self.out), (self.p.stderr, self.err)):
+            threading.Thread(target=self._read, args=(pipe, lines), daemon=True).start()
+
+    def _read(self, pipe, lines):
+        for raw in iter(pipe.readline, b""):
+            with self.cond:
+                lines.append(raw)
+                self.cond.notify_all()
+        with self.cond:
+            self.open -= 1
+            self.cond.notify_all()
+
+    def wait_out(self, pred, timeout):
+        """First stdout line (bytes) satisfying pred, or None at EOF or timeout."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self.cond:
+            while True:
+                for line in self.out[seen:]:
+                    if pred(line):
+                        return line
+                seen = len(self.out)
+                left = deadline - time.monotonic()
+                if self.open == 0 or left <= 0:
+                    return None
+                self.cond.wait(min(left, 0.2))
+
+    def send(self, data):
+        self.p.stdin.write(data)
+        self.p.stdin.flush()
+        self.p.stdin.close()
+
+    def wait(self, timeout):
+        """Exit status, with both pipes drained; None on timeout."""
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        deadline = time.monotonic() + 5
+        with self.cond:
+            while self.open and time.monotonic() < deadline:
+                self.cond.wait(0.2)
+        return rc
+
+    def running(self):
+        return self.p.poll() is None
+
+    def kill(self):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        deadline = time.monotonic() + 2
+        with self.cond:
+            while self.open and time.monotonic() < deadline:
+                self.cond.wait(0.2)
+
+    def stdout_text(self):
+        return b"".join(self.out).decode("utf-8", "replace")
+
+    def stderr_lines(self):
+        return b"".join(self.err).decode("utf-8", "replace").splitlines()
+
+
+def kill_all():
+    for proc in CHILDREN:
+        proc.kill()
+
+
+class Context:
+    def __init__(self, args):
+        self.args = args
+        self.daemon = os.path.abspath(args.daemon)
+        self.python = args.python
+        self.layouts = os.path.abspath(args.layouts)
+        self.tmp = tempfile.mkdtemp(prefix="nanwatch-it-")
+        self.traces = {}
+        self.current_daemon = None  # for the stderr tail on failure
+
+    def log(self, msg):
+        if self.args.verbose:
+            print("    " + msg, flush=True)
+
+
+def trainer_argv(ctx, name, *extra):
+    return [ctx.python, os.path.join(TRAINERS, name + ".py"), *extra]
+
+
+def tail(lines, n=8):
+    return "\n".join("    | " + line for line in lines[-n:])
+
+
+def run_trainer(ctx, name, *extra):
+    """Run a trainer to completion; return its last JSON line (the oracle or the trace)."""
+    key = (name,) + extra
+    if key in ctx.traces:
+        return ctx.traces[key]
+    argv = trainer_argv(ctx, name, *extra)
+    try:
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                           timeout=TRAINER_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise Fail("%s %s did not finish in %ds" % (name, " ".join(extra), TRAINER_TIMEOUT))
+    err = r.stderr.decode("utf-8", "replace").splitlines()
+    if r.returncode != 0:
+        raise Fail("%s %s exited %d:\n%s" % (name, " ".join(extra), r.returncode, tail(err)))
+    result = last_json(r.stdout.decode("utf-8", "replace"), "trace")
+    if result is None:
+        raise Fail("%s %s printed no trace line" % (name, " ".join(extra)))
+    ctx.traces[key] = result
+    return result
+
+
+def last_json(text, key):
+    for line in reversed(text.splitlines()):
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and key in obj:
+                return obj
+    return None
+
+
+def oracle_of(ctx, name, *extra):
+    result = run_trainer(ctx, name, "--oracle", *extra)
+    if "oracle" not in result:
+        raise Fail("%s --oracle printed no oracle" % name)
+    return result["oracle"], result["trace"]
+
+
+def start_waiting_trainer(ctx, name, *extra):
+    trainer = Proc(trainer_argv(ctx, name, "--wait", *extra), stdin=True)
+    line = trainer.wait_out(lambda l: l.startswith(b"READY "), 60)
+    if line is None:
+        trainer.kill()
+        raise Fail("%s --wait printed no READY line:\n%s" % (name, tail(trainer.stderr_lines())))
+    if line.split()[1:] != [str(trainer.pid).encode()]:
+        raise Fail("%s --wait: READY line %r does not name pid %d" % (name, line, trainer.pid))
+    return trainer
+
+
+def start_daemon(ctx, pid, layouts=None, user=None):
+    argv = [ctx.daemon, "--pid", str(pid), "--layouts", layouts or ctx.layouts]
+    if user is not None:
+        argv = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + argv
+    daemon = Proc(argv)
+    ctx.current_daemon = daemon
+    ctx.log("started %s (pid %d)" % (" ".join(argv), daemon.pid))
+    return daemon
+
+
+def is_event(name):
+    needle = b'"event":"' + name.encode() + b'"'
+    return lambda line: needle in line.replace(b" ", b"")
+
+
+def wait_attach(daemon):
+    if daemon.wait_out(is_event("attach"), ATTACH_TIMEOUT) is None:
+        if daemon.running():
+            raise Fail("no attach event in %ds" % ATTACH_TIMEOUT)
+        raise Fail("daemon exited %s before attaching" % daemon.p.returncode)
+
+
+def finish_trainer(ctx, trainer, name, expected_trace):
+    rc = trainer.wait(TRAINER_TIMEOUT)
+    if rc is None:
+        raise Fail("%s did not finish in %ds under the daemon" % (name, TRAINER_TIMEOUT))
+    if rc != 0:
+        raise Fail("%s exited %d under the daemon:\n%s" % (name, rc, tail(trainer.stderr_lines())))
+    got = last_json(trainer.stdout_text(), "trace")
+    if got is None:
+        raise Fail("%s printed no trace under the daemon" % name)
+    if got["trace"] != expected_trace:
+        raise Fail("%s trained differently under the daemon than alone (losses or final "
+                   "parameters differ)" % name)
+
+
+def wait_daemon_exit(daemon, timeout=DETACH_TIMEOUT):
+    rc = daemon.wait(timeout)
+    if rc is None:
+        daemon.kill()
+        raise Fail("daemon did not exit within %ds (killed)" % timeout)
+    if rc != 0:
+        raise Fail("daemon exited %d" % rc)
+
+
+def read_comm(pid):
+    with open("/proc/%d/comm" % pid) as f:
+        return f.read().rstrip("\n")
+
+
+def parse_stream(daemon, pid, comm):
+    """Every stdout line: UTF-8 JSON object, schema, consecutive seq, common fields."""
+    events = []
+    for n, raw in enumerate(daemon.out, 1):
+        try:
+            ev = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise Fail("stdout line %d is not JSON (%s): %r" % (n, e, raw[:200]))
+        if not isinstance(ev, dict):
+            raise Fail("stdout line %d is not a JSON object" % n)
+        missing = [f for f in COMMON_FIELDS if f not in ev]
+        if missing:
+            raise Fail("line %d (%s) lacks %s" % (n, ev.get("event"), ", ".join(missing)))
+        if ev["schema"] != SCHEMA:
+            raise Fail("line %d: schema %r, want %r" % (n, ev["schema"], SCHEMA))
+        prev = events[-1]["seq"] if events else None
+        if type(ev["seq"]) is not int or (events and ev["seq"] != prev + 1):
+            raise Fail("line %d: seq %r after %r" % (n, ev["seq"], prev))
+        if not isinstance(ev["time"], str) or not TIME_RE.match(ev["time"]):
+            raise Fail("line %d: time %r is not RFC 3339" % (n, ev["time"]))
+        if ev["pid"] != pid or ev["comm"] != comm:
+            raise Fail("line %d: pid/comm %r/%r, want %d/%r" % (n, ev["pid"], ev["comm"],
+                                                               pid, comm))
+        if not isinstance(ev["host"], str) or not ev["host"]:
+            raise Fail("line %d: host %r" % (n, ev["host"]))
+        events.append(ev)
+    if not events:
+        raise Fail("daemon printed nothing")
+    return events
+
+
+def check_envelope(events, reason):
+    """attach first, a stats event, detach last with the given reason."""
+    names = [ev["event"] for ev in events]
+    if names[0] != "attach":
+        raise Fail("first event is %r, not attach" % names[0])
+    if names.count("attach") != 1:
+        raise Fail("%d attach events" % names.count("attach"))
+    if names[-1] != "detach":
+        raise Fail("last event is %r, not detach" % names[-1])
+    if names.count("detach") != 1:
+        raise Fail("%d detach events" % names.count("detach"))
+    if events[-1].get("reason") != reason:
+        raise Fail("detach reason %r, want %r" % (events[-1].get("reason"), reason))
+    if "stats" not in names:
+        raise Fail("no stats event before detach")
+    for ev in events:
+        if ev["event"] in ("error", "lost"):
+            raise Fail("unexpected %s event: %s" % (ev["event"], json.dumps(ev)))
+
+
+def same(a, b):
+    """Equal in value and JSON type (true is not 1, 4 is not 4.0)."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def close(a, b):
+    if a is None or b is None:
+        return a is None and b is None
+    if not isinstance(a, (int, float)) or isinstance(a, bool):
+        return False
+    return abs(a - b) <= 1e-5 * max(abs(a), abs(b)) + 1e-30
+
+
+def check_anomaly_fields(ev, pid):
+    missing = [f for f in ANOMALY_FIELDS if f not in ev]
+    if missing:
+        raise Fail("anomaly lacks %s: %s" % (", ".join(missing), json.dumps(ev)))
+    if ev["tid"] != pid:
+        raise Fail("anomaly tid %r, want the trainer's main thread %d" % (ev["tid"], pid))
+    shape, numel = ev["shape"], 1
+    for dim in shape:
+        numel *= dim
+    if ev["numel"] != numel:
+        raise Fail("anomaly numel %r does not match shape %r" % (ev["numel"], shape))
+    bad = ev["nan"] + ev["posinf"] + ev["neginf"]
+    if not 0 < bad <= numel:
+        raise Fail("anomaly counts nan/posinf/neginf %r/%r/%r for %d values" %
+                   (ev["nan"], ev["posinf"], ev["neginf"], numel))
+    if ev["origin"] is not (ev["inputs_finite"] is True):
+        raise Fail("origin %r with inputs_finite %r" % (ev["origin"], ev["inputs_finite"]))
+
+
+def check_anomalies(events, oracle, pid):
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    if not anomalies:
+        raise Fail("no anomaly event; oracle: %s at step %d" % (describe(oracle), oracle["step"]))
+    for ev in anomalies:
+        check_anomaly_fields(ev, pid)
+    firsts = [ev for ev in anomalies if ev["first"] is True]
+    if len(firsts) != 1 or anomalies[0] is not firsts[0]:
+        raise Fail("%d events with first: true; the first anomaly event must be the one" %
+                   len(firsts))
+    first = firsts[0]
+    if first["phase"] != "forward":
+        raise Fail("first anomaly phase %r, want forward" % first["phase"])
+    diffs = ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in EXACT_FIELDS
+             if not same(first[f], oracle[f])]
+    diffs += ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in ("finite_min", "finite_max")
+              if not close(first[f], oracle[f])]
+    if diffs:
+        raise Fail("first anomaly differs: " + "; ".join(diffs))
+
+    forward = [ev for ev in anomalies if ev["phase"] == "forward"]
+    got = [(ev["layer"], ev["module"], ev["tensor"]) for ev in forward
+           if ev["iteration"] == first["iteration"]]
+    want = [(a["layer"], a["module"], a["tensor"]) for a in oracle["first_iteration"]]
+    if got != want:
+        raise Fail("anomalies of iteration %d differ:\n    daemon: %s\n    oracle: %s" %
+                   (first["iteration"], listing(got), listing(want)))
+    later = {}
+    last = first["iteration"]
+    for ev in forward:
+        if ev["iteration"] < last:
+            raise Fail("anomaly iterations go backwards: %d after %d" % (ev["iteration"], last))
+        last = ev["iteration"]
+        if ev["iteration"] != first["iteration"]:
+            later[ev["iteration"]] = later.get(ev["iteration"], 0) + 1
+    over = sorted(it for it, n in later.items() if n > 1)
+    if over:
+        raise Fail("more than one anomaly event in iterations %s" % over)
+
+
+def describe(o):
+    return "%s (%s) %s" % (o["layer"] or '""', o["module"], o["tensor"])
+
+
+def listing(items):
+    return ", ".join("%s/%s/%s" % (layer or '""', mod, tensor) for layer, mod, tensor in items)
+
+
+# ----------------------------------------------------------------------------- cases
+
+def case_trainer(ctx, name):
+    oracle, trace = oracle_of(ctx, name)
+    if oracle is None:
+        raise Fail("%s --oracle found no anomaly (the trainer lost its fault)" % name)
+    ctx.log("oracle: %s step %d iteration %d" % (describe(oracle), oracle["step"],
+                                                 oracle["iteration"]))
+    events = watch(ctx, name, trace)
+    check_anomalies(events, oracle, events[0]["pid"])
+
+
+def case_healthy(ctx):
+    oracle, trace = oracle_of(ctx, "healthy")
+    if oracle is not None:
+        raise Fail("healthy --oracle found an anomaly: %s" % describe(oracle))
+    events = watch(ctx, "healthy", trace)
+    n = sum(1 for ev in events if ev["event"] == "anomaly")
+    if n:
+        raise Fail("%d anomaly events on a healthy run" % n)
+
+
+def watch(ctx, name, trace):
+    """Trainer under the daemon from step 0 to exit; the parsed stream."""
+    trainer = start_waiting_trainer(ctx, name)
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid)
+    wait_attach(daemon)
+    trainer.send(b"go\n")
+    finish_trainer(ctx, trainer, name, trace)
+    wait_daemon_exit(daemon)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "target_exit")
+    ctx.log("%d events: %s" % (len(events), ", ".join(sorted({e["event"] for e in events}))))
+    return events
+
+
+def case_sigterm(ctx):
+    """SIGTERM mid-training: clean detach, and the trainer finishes exactly as it would alone."""
+    steps = ("--steps", "100")
+    trace = run_trainer(ctx, "healthy", *steps)["trace"]
+    trainer = start_waiting_trainer(ctx, "healthy", *steps, "--progress", "--pace", "0.1")
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid)
+    wait_attach(daemon)
+    trainer.send(b"go\n")
+    if trainer.wait_out(lambda l: l == b"STEP 5\n", 60) is None:
+        raise Fail("trainer did not reach step 5 under the daemon")
+    daemon.p.send_signal(signal.SIGTERM)
+    wait_daemon_exit(daemon)
+    if not trainer.running():
+        raise Fail("trainer finished before the daemon detached (test too short)")
+    finish_trainer(ctx, trainer, "healthy", trace)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "signal")
+    if any(ev["event"] == "anomaly" for ev in events):
+        raise Fail("anomaly events on a healthy run")
+
+
+def expect_refusal(ctx, daemon, words):
+    """Non-zero exit, one non-empty stderr line naming one of words, no attach."""
+    rc = daemon.wait(ERROR_TIMEOUT)
+    if rc is None:
+        daemon.kill()
+        raise Fail("daemon still running after %ds (killed)" % ERROR_TIMEOUT)
+    if rc == 0:
+        raise Fail("daemon exited 0")
+    if daemon.wait_out(is_event("attach"), 0) is not None:
+        raise Fail("daemon printed an attach event")
+    err = daemon.stderr_lines()
+    if len(err) != 1 or not err[0].strip():
+        raise Fail("stderr has %d lines, want one message" % len(err))
+    if not any(w.lower() in err[0].lower() for w in words):
+        raise Fail("message %r names none of %s" % (err[0], "/".join(words)))
+    ctx.log("exit %d: %s" % (rc, err[0]))
+
+
+def target_untouched(proc):
+    if not proc.running():
+        raise Fail("target died (status %s)" % proc.p.returncode)
+    with open("/proc/%d/status" % proc.pid) as f:
+        status = dict(line.split(":", 1) for line in f if ":" in line)
+    state, tracer = status["State"].strip(), status["TracerPid"].strip()
+    if state[0] in "tTZX" or tracer != "0":
+        raise Fail("target left in state %r, tracer %s" % (state, tracer))
+
+
+def case_no_such_pid(ctx):
+    probe = subprocess.Popen(["true"])
+    probe.wait()
+    pid = probe.pid
+    if os.path.exists("/proc/%d" % pid):
+        raise Fail("could not find a free pid")
+    expect_refusal(ctx, start_daemon(ctx, pid), [str(pid), "no such"])
+
+
+def case_not_python(ctx):
+    target = Proc(["sleep", "60"])
+    time.sleep(0.2)
+    expect_refusal(ctx, start_daemon(ctx, target.pid), ["python"])
+    target_untouched(target)
+
+
+def case_no_torch(ctx):
+    target = Proc([ctx.python, "-c",
+                   "import time; print('READY', flush=True); time.sleep(60)"])
+    if target.wait_out(lambda l: l.startswith(b"READY"), 30) is None:
+        raise Fail("python -c did not start")
+    expect_refusal(ctx, start_daemon(ctx, target.pid), ["torch"])
+    target_untouched(target)
+
+
+def interpreter_version(ctx):
+    r = subprocess.run([ctx.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                       capture_output=True, text=True, timeout=30)
+    return r.stdout.strip()
+
+
+def layouts_dir(ctx, what, keep):
+    """A temp copy of the layout tables holding only the files keep() accepts."""
+    names = sorted(os.listdir(ctx.layouts)) if os.path.isdir(ctx.layouts) else []
+    chosen = [n for n in names if n.endswith(".yaml") and keep(n)]
+    if not chosen:
+        raise Fail("%s has no %s table to keep" % (ctx.layouts, what))
+    path = tempfile.mkdtemp(prefix="layouts-", dir=ctx.tmp)
+    os.chmod(path, 0o755)
+    for n in chosen:
+        shutil.copy(os.path.join(ctx.layouts, n), path)
+    return path
+
+
+def refuse_with_layouts(ctx, layouts, words):
+    """Daemon refuses a healthy trainer; the trainer then runs as it would alone."""
+    trace = oracle_of(ctx, "healthy")[1]
+    trainer = start_waiting_trainer(ctx, "healthy")
+    expect_refusal(ctx, start_daemon(ctx, trainer.pid, layouts=layouts), words)
+    target_untouched(trainer)
+    trainer.send(b"go\n")
+    finish_trainer(ctx, trainer, "healthy", trace)
+
+
+def case_torch_unsupported(ctx):
+    py = "python-%s.yaml" % interpreter_version(ctx)
+    layouts = layouts_dir(ctx, py, lambda n: n == py)
+    refuse_with_layouts(ctx, layouts, ["torch"])
+
+
+def case_python_unsupported(ctx):
+    layouts = layouts_dir(ctx, "torch", lambda n: not n.startswith("python-"))
+    refuse_with_layouts(ctx, layouts, ["python"])
+
+
+def case_unprivileged(ctx):
+    probe = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                            "--clear-groups", "sh", "-c",
+                            'test -x "$1" && test -r "$2" && test -x "$2"', "sh",
+                            ctx.daemon, ctx.layouts], capture_output=True, timeout=30)
+    if probe.returncode != 0:
+        raise Fail("uid %d cannot run %s or read %s, so this case cannot reach BPF" %
+                   (NOBODY, ctx.daemon, ctx.layouts))
+    trace = oracle_of(ctx, "healthy")[1]
+    trainer = start_waiting_trainer(ctx, "healthy")
+    expect_refusal(ctx, start_daemon(ctx, trainer.pid, user=NOBODY),
+                   ["permi", "root", "privilege", "CAP_"])
+    target_untouched(trainer)
+    trainer.send(b"go\n")
+    finish_trainer(ctx, trainer, "healthy", trace)
+
+
+CASES = [("trainer_" + n, (lambda n: lambda ctx: case_trainer(ctx, n))(n)) for n in FAULTY]
+CASES += [
+    ("healthy", case_healthy),
+    ("error_no_such_pid", case_no_such_pid),
+    ("error_not_python", case_not_python),
+    ("error_no_torch", case_no_torch),
+    ("error_torch_unsupported", case_torch_unsupported),
+    ("error_python_unsupported", case_python_unsupported),
+    ("error_unprivileged", case_unprivileged),
+    ("sigterm_while_attached", case_sigterm),
+]
+
+
+def run_case(ctx, name, fn):
+    start = time.monotonic()
+    ctx.current_daemon = None
+    try:
+        if not os.access(ctx.daemon, os.X_OK):
+            raise Fail("daemon %s is not an executable file (build it first)" % ctx.daemon)
+        fn(ctx)
+    except Fail as e:
+        print("FAIL %s: %s" % (name, e), flush=True)
+        if ctx.current_daemon is not None:
+            ctx.current_daemon.kill()
+            err = ctx.current_daemon.stderr_lines()
+            print("  daemon stderr (last %d of %d lines):" % (min(len(err), 20), len(err)))
+            print(tail(err, 20) if err else "    (empty)", flush=True)
+        return False
+    finally:
+        kill_all()
+        del CHILDREN[:]
+    print("PASS %s (%.1fs)" % (name, time.monotonic() - start), flush=True)
+    return True
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description="nanwatch integration tests")
+    ap.add_argument("--daemon", required=True, help="path to nanwatchd")
+    ap.add_argument("--python", default="/usr/bin/python3",
+                    help="interpreter with torch for the trainers (default %(default)s)")
+    ap.add_argument("--layouts", default=os.path.join(REPO, "config", "layouts"),
+                    help="layout tables passed to the daemon (default %(default)s)")
+    ap.add_argument("-k", dest="select", default="", help="run the cases whose name has this")
+    ap.add_argument("-v", dest="verbose", action="store_true", help="say what each case does")
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+    passed = failed = 0
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        for name, fn in CASES:
+            if args.select in name:
+                if run_case(ctx, name, fn):
+                    passed += 1
+                else:
+                    failed += 1
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        failed += 1
+    finally:
+        kill_all()
+        shutil.rmtree(ctx.tmp, ignore_errors=True)
+    if not passed + failed:
+        print("no case name contains %r" % args.select)
+    print("integration: %d passed, %d failed" % (passed, failed), flush=True)
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Module naming against a fake target memory laid out as CPython 3.11 does:
+ * managed instance dicts (materialized or inline values), combined _modules
+ * dicts, None entries, shared modules, and str keys of each kind.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include "names.h"
+#include "remote.h"
+
+#define BASE	0x100000ULL
+#define ARENA	(1 << 16)
+
+struct mem {
+	unsigned char bytes[ARENA];
+	uint64_t top;
+	uint64_t type;		/* the one module type */
+	uint64_t none;
+	int reads;
+};
+
+static int mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct mem *m = ctx;
+
+	m->reads++;
+	if (addr < BASE || addr + len > BASE + ARENA || addr + len < addr)
+		return -14;
+	memcpy(buf, m->bytes + (addr - BASE), len);
+	return 0;
+}
+
+static uint64_t alloc(struct mem *m, size_t n)
+{
+	uint64_t a = BASE + m->top;
+
+	m->top += (n + 15) & ~15ULL;
+	assert_true(m->top <= ARENA);
+	return a;
+}
+
+static void put64(struct mem *m, uint64_t addr, uint64_t v)
+{
+	memcpy(m->bytes + (addr - BASE), &v, 8);
+}
+
+static void put8(struct mem *m, uint64_t addr, uint8_t v)
+{
+	m->bytes[addr - BASE] = v;
+}
+
+static const struct remote_layout L311 = {
+	.obj_type = 8, .type_flags = 168, .type_dictoffset = 288, .type_cached_keys = 880,
+	.managed_dict_flag = 1 << 4, .managed_dict = -24, .managed_values = -32,
+	.dict_keys = 32, .dict_values = 40, .keys_log2_index_bytes = 9, .keys_kind = 10,
+	.keys_nentries = 24, .keys_indices = 32, .values_items = 0, .unicode_length = 16,
+	.unicode_state = 32, .unicode_ascii_data = 48, .unicode_compact_data = 72,
+	.unicode_kind_shift = 2, .ascii_bit = 6, .compact_bit = 5, .type_name = 24,
+};
+
+/* A compact str: ASCII, or kind 2 (UCS-2) when wide is set. */
+static uint64_t mkstr(struct mem *m, const char *s, int wide)
+{
+	size_t n = strlen(s), i;
+	uint64_t a = alloc(m, 80 + 2 * n + 2);
+	uint32_t state = 1u << 5 | (wide ? 2u << 2 : (1u << 2 | 1u << 6));
+
+	put64(m, a + 16, n);
+	memcpy(m->bytes + (a - BASE) + 32, &state, 4);
+	for (i = 0; i < n; i++) {
+		if (wide) {
+			put8(m, a + 72 + 2 * i, (unsigned char)s[i]);
+			put8(m, a + 72 + 2 * i + 1, 0);
+		} else {
+			put8(m, a + 48 + i, s[i]);
+		}
+	}
+	return a;
+}
+
+/* A dict keys object of unicode kind with n entries; values in entries when vals given. */
+static uint64_t mkkeys(struct mem *m, int n, const uint64_t *keys, const uint64_t *vals)
+{
+	uint64_t k = alloc(m, 32 + 8 + 16 * n);
+	int i;
+
+	put8(m, k + 9, 3);	/* 8 index bytes */
+	put8(m, k + 10, vals ? 1 : 2);
+	put64(m, k + 24, n);
+	for (i = 0; i < n; i++) {
+		put64(m, k + 40 + 16 * i, keys[i]);
+		put64(m, k + 40 + 16 * i + 8, vals ? vals[i] : 0);
+	}
+	return k;
+}
+
+static uint64_t mkdict(struct mem *m, int n, const char **names, const uint64_t *vals)
+{
+	uint64_t keys[16], d = alloc(m, 48);
+	int i;
+
+	for (i = 0; i < n; i++)
+		keys[i] = mkstr(m, names[i], 0);
+	put64(m, d + 32, mkkeys(m, n, keys, vals));
+	return d;
+}
+
+/* A module instance whose _modules holds the given children (materialized __dict__). */
+static uint64_t mkmodule(struct mem *m, int n, const char **names, const uint64_t *kids)
+{
+	const char *attr[] = {"training", "_modules"};
+	uint64_t vals[2], a = alloc(m, 64) + 32;
+
+	vals[0] = m->none;
+	vals[1] = mkdict(m, n, names, kids);
+	put64(m, a + 8, m->type);
+	put64(m, a - 24, mkdict(m, 2, attr, vals));
+	return a;
+}
+
+static int setup(void **state)
+{
+	static struct mem m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = alloc(&m, 1024);
+	put64(&m, m.type + 168, 1 << 4);
+	m.none = alloc(&m, 16);
+	*state = &m;
+	return 0;
+}
+
+static void init_remote(struct remote *r, struct mem *m)
+{
+	memset(r, 0, sizeof(*r));
+	r->read = mem_read;
+	r->ctx = m;
+	r->none = m->none;
+	r->l = L311;
+}
+
+static void test_nested_paths(void **state)
+{
+	struct mem *m = *state;
+	const char *n2[] = {"norm", "attn"}, *n1[] = {"0", "1"}, *n0[] = {"embed", "blocks"};
+	uint64_t norm = mkmodule(m, 0, NULL, NULL), attn = mkmodule(m, 0, NULL, NULL);
+	uint64_t b0 = mkmodule(m, 2, n2, (uint64_t[]){norm, attn});
+	uint64_t b1 = mkmodule(m, 0, NULL, NULL), embed = mkmodule(m, 0, NULL, NULL);
+	uint64_t list = mkmodule(m, 2, n1, (uint64_t[]){b0, b1});
+	uint64_t root = mkmodule(m, 2, n0, (uint64_t[]){embed, list});
+	struct remote r;
+	struct names *n;
+
+	init_remote(&r, m);
+	n = names__new(&r);
+	assert_non_null(n);
+	assert_string_equal(names__path(n, root, root), "");
+	assert_string_equal(names__path(n, root, embed), "embed");
+	assert_string_equal(names__path(n, root, list), "blocks");
+	assert_string_equal(names__path(n, root, norm), "blocks.0.norm");
+	assert_string_equal(names__path(n, root, attn), "blocks.0.attn");
+	assert_string_equal(names__path(n, root, b1), "blocks.1");
+	/* relative to another outermost module */
+	assert_string_equal(names__path(n, list, norm), "0.norm");
+	assert_int_equal(names__count(n, root), 7);
+	names__free(n);
+}
+
+static void test_shared_and_none(void **state)
+{
+	struct mem *m = *state;
+	const char *names[] = {"a", "skip", "b"};
+	uint64_t shared = mkmodule(m, 0, NULL, NULL);
+	uint64_t root = mkmodule(m, 3, names, (uint64_t[]){shared, m->none, shared});
+	struct remote r;
+	struct names *n;
+
+	init_remote(&r, m);
+	n = names__new(&r);
+	/* named_modules() names a shared module once, at its first path */
+	assert_string_equal(names__path(n, root, shared), "a");
+	assert_int_equal(names__count(n, root), 2);
+	assert_null(names__path(n, root, m->none));
+	names__free(n);
+}
+
+static void test_unknown_module_and_rewalk(void **state)
+{
+	struct mem *m = *state;
+	const char *names[] = {"x"};
+	uint64_t late = mkmodule(m, 0, NULL, NULL), stranger = mkmodule(m, 0, NULL, NULL);
+	uint64_t root = mkmodule(m, 1, names, (uint64_t[]){stranger});
+	uint64_t d, mods, keys;
+	struct remote r;
+	struct names *n;
+
+	init_remote(&r, m);
+	n = names__new(&r);
+	assert_string_equal(names__path(n, root, stranger), "x");
+	assert_null(names__path(n, root, late));
+	/* the model swaps its child: the next unknown module triggers a fresh walk */
+	memcpy(&d, m->bytes + (root - 24 - BASE), 8);
+	memcpy(&keys, m->bytes + (d + 32 - BASE), 8);
+	memcpy(&mods, m->bytes + (keys + 40 + 16 + 8 - BASE), 8);
+	memcpy(&keys, m->bytes + (mods + 32 - BASE), 8);
+	put64(m, keys + 40 + 8, late);
+	assert_string_equal(names__path(n, root, late), "x");
+	names__free(n);
+}
+
+static void test_inline_values(void **state)
+{
+	struct mem *m = *state;
+	const char *names[] = {"only"};
+	uint64_t child = mkmodule(m, 0, NULL, NULL);
+	uint64_t mods = mkdict(m, 1, names, (uint64_t[]){child});
+	uint64_t type2 = alloc(m, 1024), keys[2], values = alloc(m, 16), root = alloc(m, 64) + 32;
+	struct remote r;
+	struct names *n;
+
+	/* 3.11 before __dict__ is touched: values beside the object, keys shared by the type */
+	put64(m, type2 + 168, 1 << 4);
+	keys[0] = mkstr(m, "training", 0);
+	keys[1] = mkstr(m, "_modules", 0);
+	put64(m, type2 + 880, mkkeys(m, 2, keys, NULL));
+	put64(m, values + 0, m->none);
+	put64(m, values + 8, mods);
+	put64(m, root + 8, type2);
+	put64(m, root - 32, values);
+	init_remote(&r, m);
+	n = names__new(&r);
+	assert_string_equal(names__path(n, root, child), "only");
+	names__free(n);
+}
+
+static void test_wide_keys_and_bad_memory(void **state)
+{
+	struct mem *m = *state;
+	uint64_t child = mkmodule(m, 0, NULL, NULL), keys[1], vals[1], root, d;
+	struct remote r;
+	struct names *n;
+	char buf[64];
+
+	keys[0] = mkstr(m, "wide", 1);
+	vals[0] = child;
+	d = alloc(m, 48);
+	put64(m, d + 32, mkkeys(m, 1, keys, vals));
+	root = mkmodule(m, 0, NULL, NULL);
+	init_remote(&r, m);
+	assert_int_equal(remote__str(&r, keys[0], buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "wide");
+	/* a module pointer into unmapped memory: named if it is the root, no children */
+	n = names__new(&r);
+	assert_string_equal(names__path(n, 0xdead0000, 0xdead0000), "");
+	assert_null(names__path(n, root, child));
+	names__free(n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_nested_paths, setup),
+		cmocka_unit_test_setup(test_shared_and_none, setup),
+		cmocka_unit_test_setup(test_unknown_module_and_rewalk, setup),
+		cmocka_unit_test_setup(test_inline_values, setup),
+		cmocka_unit_test_setup(test_wide_keys_and_bad_memory, setup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Unit tests for daemon/tailfmt.c: what nanwatch-tail prints for each event. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "tailfmt.h"
+
+#define COMMON "\"schema\":\"nanwatch/1\",\"time\":\"2024-05-01T14:40:07.123456789Z\"," \
+	       "\"seq\":1,\"host\":\"gpu1\",\"pid\":4242,\"comm\":\"python3\""
+
+#define ANOMALY(extra) \
+	"{\"event\":\"anomaly\"," COMMON ",\"tid\":4243,\"step\":3,\"iteration\":3," \
+	"\"phase\":\"forward\",\"layer\":\"blocks.0.norm\",\"module\":\"RMSNorm\"," \
+	"\"tensor\":\"output\",\"dtype\":\"float32\",\"shape\":[16,32],\"numel\":512," \
+	"\"nan\":512,\"posinf\":0,\"neginf\":0,\"finite_min\":-1.5,\"finite_max\":2.25," \
+	"\"cause\":null,\"skipped\":null" extra "}"
+
+struct out {
+	char *buf;
+	size_t len;
+	FILE *f;
+};
+
+static int setup(void **state)
+{
+	struct out *o = calloc(1, sizeof(*o));
+
+	/* times print in local time: pin it so expectations hold anywhere */
+	setenv("TZ", "UTC", 1);
+	tzset();
+	if (!o)
+		return -1;
+	o->f = open_memstream(&o->buf, &o->len);
+	if (!o->f)
+		return -1;
+	*state = o;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct out *o = *state;
+
+	fclose(o->f);
+	free(o->buf);
+	free(o);
+	return 0;
+}
+
+/* Format one line and return everything printed so far. */
+static const char *fmt(void **state, int color, const char *line)
+{
+	struct tailfmt t = { .color = color };
+	struct out *o = *state;
+
+	assert_int_equal(tailfmt__line(&t, line, strlen(line), o->f), 0);
+	fflush(o->f);
+	return o->buf;
+}
+
+static void test_attach(void **state)
+{
+	assert_string_equal(
+		fmt(state, 0, "{\"event\":\"attach\"," COMMON ",\"python\":\"3.11.2\","
+			      "\"torch\":\"1.13.0a0\",\"probes\":2,\"mode\":\"full\","
+			      "\"config\":null}"),
+		"14:40:07 attach   pid 4242 (python3) python 3.11.2 torch 1.13.0a0, 2 probes, "
+		"mode full\n");
+}
+
+static void test_attach_config(void **state)
+{
+	assert_string_equal(
+		fmt(state, 0, "{\"event\":\"attach\"," COMMON ",\"python\":\"3.13.0\","
+			      "\"torch\":\"2.4.0\",\"probes\":3,\"mode\":\"sample\","
+			      "\"config\":\"/etc/nanwatch/nanwatch.yaml\"}"),
+		"14:40:07 attach   pid 4242 (python3) python 3.13.0 torch 2.4.0, 3 probes, "
+		"mode sample, config /etc/nanwatch/nanwatch.yaml\n");
+}
+
+static void test_anomaly_first_origin(void **state)
+{
+	assert_string_equal(
+		fmt(state, 0, ANOMALY(",\"inputs_finite\":true,\"params_finite\":true,"
+				      "\"origin\":true,\"first\":true")),
+		"14:40:07 ANOMALY  step 3 iter 3  blocks.0.norm (RMSNorm)  output float32[16, 32]"
+		"  nan 512 +inf 0 -inf 0  finite [-1.5, 2.25]  inputs finite  ORIGIN  first\n"
+		"         >>> First non-finite value: layer blocks.0.norm (RMSNorm) at step 3, "
+		"iteration 3 \u2014 this layer created it (its inputs were finite)\n");
+}
+
+static void test_anomaly_first_through_inputs(void **state)
+{
+	const char *got = fmt(state, 0, ANOMALY(",\"inputs_finite\":false,"
+						"\"params_finite\":true,\"origin\":false,"
+						"\"first\":true"));
+
+	assert_non_null(strstr(got, "  inputs NONFINITE  first\n"));
+	assert_null(strstr(got, "ORIGIN"));
+	assert_non_null(strstr(got, "iteration 3 \u2014 it arrived through its inputs\n"));
+}
+
+static void test_anomaly_first_from_params(void **state)
+{
+	const char *got = fmt(state, 0, ANOMALY(",\"inputs_finite\":true,"
+						"\"params_finite\":false,\"origin\":false,"
+						"\"first\":true"));
+
+	assert_non_null(strstr(got, "  inputs finite  params NONFINITE  first\n"));
+	assert_non_null(strstr(got, "\u2014 it came from the layer's parameters"));
+}
+
+/* Not the first: one line, no block; root layer, backward phase, cause, skip reason. */
+static void test_anomaly_later(void **state)
+{
+	assert_string_equal(
+		fmt(state, 0, "{\"event\":\"anomaly\"," COMMON ",\"step\":7,\"iteration\":9,"
+			      "\"phase\":\"backward\",\"layer\":\"\",\"module\":\"Net\","
+			      "\"tensor\":\"grad[0]\",\"dtype\":\"bfloat16\",\"shape\":[],"
+			      "\"nan\":0,\"posinf\":1,\"neginf\":2,\"finite_min\":null,"
+			      "\"finite_max\":null,\"inputs_finite\":null,\"origin\":false,"
+			      "\"first\":false,\"cause\":\"lr_too_high\","
+			      "\"skipped\":\"truncated\"}"),
+		"14:40:07 ANOMALY  step 7 iter 9 backward  <root> (Net)  grad[0] bfloat16[]  "
+		"nan 0 +inf 1 -inf 2  finite none  cause lr_too_high  skipped truncated\n");
+}
+
+static void test_stats(void **state)
+{
+	assert_string_equal(
+		fmt(state, 0, "{\"event\":\"stats\"," COMMON ",\"steps\":10,\"iterations\":10,"
+			      "\"modules\":12,\"tensors_scanned\":340,\"bytes_scanned\":1258291,"
+			      "\"anomalies\":1,\"suppressed\":8,\"lost\":0}"),
+		"14:40:07 stats    steps 10 iterations 10 modules 12 scanned 1.2 MiB 340 tensors, "
+		"anomalies 1, suppressed 8, lost 0\n");
+}
+
+static void test_stats_small_and_missing(void **state)
+{
+	const char *got = fmt(state, 0, "{\"event\":\"stats\"," COMMON ",\"bytes_scanned\":512}");
+
+	assert_string_equal(got, "14:40:07 stats    steps ? iterations ? modules ? scanned 512 B "
+				 "? tensors, anomalies ?, suppressed ?, lost ?\n");
+}
+
+static void test_lost_detach_error(void **state)
+{
+	fmt(state, 0, "{\"event\":\"lost\"," COMMON ",\"count\":12,\"where\":\"kernel\"}");
+	fmt(state, 0, "{\"event\":\"detach\"," COMMON ",\"reason\":\"target_exit\"}");
+	fmt(state, 0, "{\"event\":\"detach\"," COMMON ",\"reason\":\"signal\",\"anomalies\":3}");
+	assert_string_equal(fmt(state, 0, "{\"event\":\"error\"," COMMON ",\"rank\":1,"
+					  "\"message\":\"failed to read names: EFAULT\"}"),
+			    "14:40:07 lost     12 events (kernel)\n"
+			    "14:40:07 detach   target_exit\n"
+			    "14:40:07 detach   signal anomalies=3\n"
+			    "14:40:07 [rank 1] error    failed to read names: EFAULT\n");
+}
+
+static void test_diagnosis(void **state)
+{
+	assert_string_equal(
+		fmt(state, 0, "{\"event\":\"diagnosis\"," COMMON ",\"step\":3,\"iteration\":3,"
+			      "\"layer\":\"blocks.0.norm\",\"module\":\"RMSNorm\","
+			      "\"cause\":\"norm_zero_variance\",\"confidence\":0.9,"
+			      "\"evidence\":[\"input variance 0\"],\"fixes\":[\"raise eps\","
+			      "\"check data\"],\"capture\":\"/var/lib/nanwatch/c1.pt\"}"),
+		"14:40:07 diagnosis step 3 iter 3  blocks.0.norm (RMSNorm)  "
+		"cause norm_zero_variance (confidence 0.9)\n"
+		"         evidence: input variance 0\n"
+		"         fix: raise eps\n"
+		"         fix: check data\n"
+		"         capture: /var/lib/nanwatch/c1.pt\n");
+}
+
+static void test_unknown_event_generic(void **state)
+{
+	assert_string_equal(
+		fmt(state, 0, "{\"event\":\"gpu_sync\"," COMMON ",\"a\":1,\"b\":\"x y\","
+			      "\"c\":[1,{\"d\":null}],\"e\":\"plain\",\"f\":true,\"g\":\"\"}"),
+		"14:40:07 gpu_sync a=1 b=\"x y\" c=[1,{\"d\":null}] e=plain f=true g=\"\"\n");
+}
+
+/* Anything that is not an event object goes through byte for byte. */
+static void test_passthrough(void **state)
+{
+	static const char *const lines[] = {
+		"nanwatchd: failed to attach: no such process 4242",
+		"",
+		"{\"event\":\"attach\"",
+		"[1,2,3]",
+		"{\"no_event\":1}",
+		"{\"event\":7}",
+		"{\"event\":\"x\"} trailing",
+		"\xff\xfe not utf-8",
+	};
+	char want[512] = "";
+	const char *got = NULL;
+	size_t i;
+
+	for (i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		got = fmt(state, 0, lines[i]);
+		strcat(want, lines[i]);
+		strcat(want, "\n");
+	}
+	assert_string_equal(got, want);
+}
+
+/* Names come from the target's memory: no control byte may reach the terminal. */
+static void test_untrusted_text_sanitized(void **state)
+{
+	const char *got = fmt(state, 0, "{\"event\":\"error\"," COMMON ",\"message\":"
+					"\"a\\u001b[2Jb\\u0007c\\u009bd\\u007fe\\n\xc3\xa9\"}");
+
+	assert_string_equal(got, "14:40:07 error    a?[2Jb?c?d?e?\xc3\xa9\n");
+	got = fmt(state, 0, "{\"event\":\"x\\u001b]0;t\\u0007\"," COMMON "}");
+	assert_null(strchr(got, '\033'));
+	assert_null(strchr(got, '\007'));
+}
+
+static void test_time_forms(void **state)
+{
+	fmt(state, 0, "{\"event\":\"detach\",\"time\":\"2024-05-01T16:40:09+02:00\","
+		      "\"reason\":\"signal\"}");
+	fmt(state, 0, "{\"event\":\"detach\",\"time\":\"2024-05-01T23:59:59.5-01:30\","
+		      "\"reason\":\"signal\"}");
+	fmt(state, 0, "{\"event\":\"detach\",\"time\":\"yesterday\",\"reason\":\"signal\"}");
+	assert_string_equal(fmt(state, 0, "{\"event\":\"detach\",\"reason\":\"error\"}"),
+			    "14:40:09 detach   signal\n"
+			    "01:29:59 detach   signal\n"
+			    "--:--:-- detach   signal\n"
+			    "--:--:-- detach   error\n");
+}
+
+static void test_color(void **state)
+{
+	const char *got = fmt(state, 1, ANOMALY(",\"inputs_finite\":true,\"params_finite\":true,"
+						"\"origin\":true,\"first\":true"));
+
+	assert_non_null(strstr(got, "\033[2m14:40:07\033[0m \033[1;31mANOMALY\033[0m  step 3"));
+	assert_non_null(strstr(got, "\033[1mORIGIN\033[0m"));
+	assert_non_null(strstr(got, "\033[1;37;41m>>> First non-finite value"));
+	/* and none without colour */
+	assert_int_equal(teardown(state), 0);
+	assert_int_equal(setup(state), 0);
+	got = fmt(state, 0, ANOMALY(",\"origin\":true,\"first\":true"));
+	assert_null(strchr(got, '\033'));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_attach, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_attach_config, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anomaly_first_origin, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anomaly_first_through_inputs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anomaly_first_from_params, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anomaly_later, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stats_small_and_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lost_detach_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_diagnosis, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_event_generic, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_passthrough, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_untrusted_text_sanitized, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_time_forms, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_color, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,251 @@
+"""Shared harness for the nanwatch fault-injection trainers.
+
+Each trainer describes a small seeded CPU model (a Trainer subclass) and calls main(). The
+harness owns everything else, so the three modes run the same code path:
+
+  (no flag)  train, then print {"trace": ...}
+  --wait     print "READY <pid>", block on one line of stdin (the test attaches nanwatchd
+             meanwhile), train, print {"trace": ...}
+  --oracle   train with forward pre-hooks and forward hooks on every module (the method users
+             trust), then print one line {"oracle": {...} or null, "trace": ...}
+
+The hooks only observe: they return None and never touch the tensors they are given. The trace
+(every loss as float.hex, a hash of the final parameters) lets a test check that the hooks, or
+the daemon, changed nothing in the run.
+
+Oracle semantics follow DESIGN.md ("Event stream"):
+  step       optimizer.step() calls completed when the tensor was produced, from 0
+  iteration  forward passes of the root model (the first depth-0 module that has child modules)
+             started, minus 1; a loss module called at top level gets the last model forward's
+  layer      path as the outermost module's named_modules() names it, "" for that module
+  tensor     "output", or "output[i]" / "output[i][j]" inside a tuple or list (exact types, one
+             level of nesting, as the daemon walks them)
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+SEED = 1234
+
+DTYPE_NAMES = {
+    torch.float16: "float16",
+    torch.float32: "float32",
+    torch.float64: "float64",
+    torch.bfloat16: "bfloat16",
+}
+
+
+class Trainer:
+    """What a trainer describes; the harness runs it. Override model/batch, the rest as needed."""
+
+    steps = 10  # optimizer steps
+    fault_step = 4  # documentation for readers; each trainer injects its fault itself
+    accum = 1  # micro-batches (root forward passes) per optimizer step
+    lr = 0.05
+
+    def model(self):
+        raise NotImplementedError
+
+    def batch(self, step, micro, gen):
+        """Return (inputs, target): inputs is a tuple of positional arguments of the model."""
+        raise NotImplementedError
+
+    def loss(self):
+        """A loss nn.Module (called at top level) or a plain function."""
+        return nn.MSELoss()
+
+    def optimizer(self, params):
+        return torch.optim.SGD(params, lr=self.lr)
+
+    def schedule(self, model, step):
+        """Called before each optimizer step's micro-batches (e.g. to anneal a value)."""
+
+
+def output_tensors(out):
+    """(name, tensor) for the tensors of a module output, walked the way the daemon walks it."""
+    if isinstance(out, torch.Tensor):
+        yield "output", out
+        return
+    if type(out) not in (tuple, list):
+        return
+    for i, item in enumerate(out):
+        if isinstance(item, torch.Tensor):
+            yield "output[%d]" % i, item
+        elif type(item) in (tuple, list):
+            for j, sub in enumerate(item):
+                if isinstance(sub, torch.Tensor):
+                    yield "output[%d][%d]" % (i, j), sub
+
+
+def all_finite(tensors):
+    with torch.no_grad():
+        return all(bool(torch.isfinite(t).all()) for t in tensors if t.dtype in DTYPE_NAMES)
+
+
+def scan(t):
+    """Counts and finite range of a float tensor, or None when every value is finite."""
+    if t.dtype not in DTYPE_NAMES:
+        return None
+    with torch.no_grad():
+        d = t.detach().to(torch.float64)  # exact for every dtype we watch
+        nan = int(torch.isnan(d).sum())
+        posinf = int((d == math.inf).sum())
+        neginf = int((d == -math.inf).sum())
+        if nan + posinf + neginf == 0:
+            return None
+        fin = d[torch.isfinite(d)]
+        has = fin.numel() > 0
+        return {
+            "dtype": DTYPE_NAMES[t.dtype],
+            "shape": list(t.shape),
+            "numel": t.numel(),
+            "nan": nan,
+            "posinf": posinf,
+            "neginf": neginf,
+            "finite_min": float(fin.min()) if has else None,
+            "finite_max": float(fin.max()) if has else None,
+        }
+
+
+class Oracle:
+    """Forward hooks on every module: finds the first non-finite module output."""
+
+    def __init__(self, harness, roots):
+        self.harness = harness
+        self.names = {}  # id(module) -> {id(outermost): path}
+        self.stack = []  # (module, inputs_finite) of the calls in progress
+        self.root = None
+        self.forwards = 0
+        self.first = None
+        self.first_iteration = []
+        self.handles = []
+        for root in roots:
+            for path, mod in root.named_modules():
+                self.names.setdefault(id(mod), {}).setdefault(id(root), path)
+                self.handles.append(mod.register_forward_pre_hook(self.pre_hook))
+                self.handles.append(mod.register_forward_hook(self.hook))
+        self.unhooked = set()
+        self.handles.append(nn.modules.module.register_module_forward_pre_hook(self.any_call))
+
+    def any_call(self, module, inputs):
+        if id(module) not in self.names:
+            self.unhooked.add(type(module).__name__)
+
+    def pre_hook(self, module, inputs):
+        if not self.stack:
+            if self.root is None and next(module.children(), None) is not None:
+                self.root = module
+            if module is self.root:
+                self.forwards += 1
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        self.stack.append((module, all_finite(tensors)))
+
+    def hook(self, module, inputs, output):
+        mod, inputs_finite = self.stack.pop()
+        assert mod is module, "module calls not nested"
+        outer = self.stack[0][0] if self.stack else module
+        iteration = self.forwards - 1
+        if self.first is not None and iteration != self.first["iteration"]:
+            return None
+        for tensor, t in output_tensors(output):
+            found = scan(t)
+            if found is None:
+                continue
+            layer = self.names[id(module)].get(id(outer), "?")
+            self.first_iteration.append(
+                {"layer": layer, "module": type(module).__name__, "tensor": tensor})
+            if not t.is_contiguous():
+                print("oracle: warning: %s %s is not contiguous (the daemon skips it)" %
+                      (layer, tensor), file=sys.stderr)
+            if self.first is None:
+                self.first = dict(step=self.harness.steps_done, iteration=iteration,
+                                  layer=layer, module=type(module).__name__, tensor=tensor,
+                                  inputs_finite=inputs_finite, origin=inputs_finite, **found)
+        return None
+
+    def result(self):
+        for h in self.handles:
+            h.remove()
+        if self.unhooked:
+            sys.exit("oracle: modules called outside the hooked trees: %s" %
+                     ", ".join(sorted(self.unhooked)))
+        if self.first is None:
+            return None
+        return dict(self.first, first_iteration=self.first_iteration)
+
+
+class Harness:
+    def __init__(self, trainer, args):
+        self.trainer = trainer
+        self.args = args
+        self.steps_done = 0
+        self.losses = []
+
+    def params_digest(self, model):
+        h = hashlib.sha256()
+        for name, p in model.named_parameters():
+            h.update(name.encode())
+            h.update(p.detach().contiguous().numpy().tobytes())
+        return h.hexdigest()
+
+    def run(self):
+        torch.manual_seed(SEED)
+        torch.set_num_threads(1)
+        torch.use_deterministic_algorithms(True)
+        t = self.trainer
+        model = t.model()
+        loss_fn = t.loss()
+        opt = t.optimizer(model.parameters())
+        roots = [model] + ([loss_fn] if isinstance(loss_fn, nn.Module) else [])
+        oracle = Oracle(self, roots) if self.args.oracle else None
+        if self.args.wait:
+            print("READY %d" % os.getpid(), flush=True)
+            if not sys.stdin.readline():
+                sys.exit("trainer: stdin closed before go")
+        steps = self.args.steps if self.args.steps is not None else t.steps
+        for step in range(steps):
+            self.train_step(model, loss_fn, opt, step)
+            if self.args.progress:
+                print("STEP %d" % self.steps_done, flush=True)
+            if self.args.pace:
+                time.sleep(self.args.pace)
+        trace = {"steps": self.steps_done, "losses": self.losses,
+                 "params_sha256": self.params_digest(model)}
+        line = {"trace": trace}
+        if oracle is not None:
+            line = {"oracle": oracle.result(), "trace": trace}
+        print(json.dumps(line, sort_keys=True), flush=True)
+
+    def train_step(self, model, loss_fn, opt, step):
+        t = self.trainer
+        t.schedule(model, step)
+        opt.zero_grad()
+        for micro in range(t.accum):
+            gen = torch.Generator().manual_seed(SEED * 1000 + step * 16 + micro)
+            inputs, target = t.batch(step, micro, gen)
+            out = model(*inputs)
+            loss = loss_fn(out, target) / t.accum
+            loss.backward()
+            self.losses.append(float(loss).hex())
+        opt.step()
+        self.steps_done += 1
+
+
+def main(trainer):
+    ap = argparse.ArgumentParser(description=type(trainer).__doc__)
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--wait", action="store_true",
+                      help="print READY <pid>, wait for a line on stdin, then train")
+    mode.add_argument("--oracle", action="store_true",
+                      help="find the first non-finite module output with forward hooks")
+    ap.add_argument("--steps", type=int, help="optimizer steps (default %d)" % trainer.steps)
+    ap.add_argument("--progress", action="store_true", help="print STEP n after each step")
+    ap.add_argument("--pace", type=float, default=0.0, help="seconds to sleep after each step")
+    Harness(trainer, ap.parse_args()).run()
