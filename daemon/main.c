@@ -38,6 +38,7 @@ struct args {
 	uint64_t max_scan_bytes;
 	double stats_interval;
 	int verbose;
+	int bpf_stats;
 };
 
 struct app {
@@ -66,6 +67,8 @@ static const char usage[] =
 	"                           " NW_LAYOUT_DIR ")\n"
 	"      --max-scan-mb N      scan at most N MiB of each tensor (default 1024)\n"
 	"      --stats-interval S   emit a stats line every S seconds (default: at exit)\n"
+	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
+	"                           (turns on kernel-wide BPF run-time accounting)\n"
 	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
 	"  -h, --help               this help\n"
 	"  -V, --version            print the version\n"
@@ -103,6 +106,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"layouts", required_argument, NULL, 'L'},
 		{"max-scan-mb", required_argument, NULL, 'M'},
 		{"stats-interval", required_argument, NULL, 'S'},
+		{"bpf-stats", no_argument, NULL, 'B'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -132,6 +136,9 @@ static void parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'S':
 			a->stats_interval = parse_num(optarg, "--stats-interval", 1, 86400);
+			break;
+		case 'B':
+			a->bpf_stats = 1;
 			break;
 		case 'v':
 			a->verbose = 1;
@@ -262,6 +269,15 @@ static int emit_attach(struct app *app)
 	return emit__end(&app->e);
 }
 
+static void emit_stats(struct app *app, const uint64_t c[NW_C_MAX])
+{
+	struct probe_runtime rt;
+	int have = !probe__runtime(app->p, &rt);
+
+	report__stats(&app->r, c, probe__steps(app->p), probe__iterations(app->p),
+		      have ? &rt : NULL);
+}
+
 static void emit_final(struct app *app)
 {
 	uint64_t c[NW_C_MAX];
@@ -270,7 +286,7 @@ static void emit_final(struct app *app)
 	probe__consume(app->p);
 	probe__counters(app->p, c);
 	report__lost(&app->r, c);
-	report__stats(&app->r, c, probe__steps(app->p), probe__iterations(app->p));
+	emit_stats(app, c);
 	j = emit__begin(&app->e, "detach", 0);
 	json__string(j, "reason", app->reason);
 	json__uint(j, "anomalies", app->r.anomalies);
@@ -315,7 +331,7 @@ static int run(struct app *app)
 		probe__counters(app->p, c);
 		report__lost(&app->r, c);
 		if (app->a.stats_interval > 0 && now_s() >= next_stats) {
-			report__stats(&app->r, c, probe__steps(app->p), probe__iterations(app->p));
+			emit_stats(app, c);
 			next_stats += app->a.stats_interval;
 		}
 		if (app->e.failed) {
@@ -330,7 +346,8 @@ static int run(struct app *app)
 static int setup(struct app *app, char *err, size_t errlen)
 {
 	struct probe_opts po = {.max_scan_bytes = app->a.max_scan_bytes,
-				.verbose = app->a.verbose};
+				.verbose = app->a.verbose,
+				.bpf_stats = app->a.bpf_stats};
 	int ret;
 
 	app->pidfd = syscall(SYS_pidfd_open, app->a.pid, 0);

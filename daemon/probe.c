@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "probe.h"
 #include "nanwatch.skel.h"
@@ -21,6 +23,7 @@ struct probe {
 	probe_event_fn cb;
 	void *ctx;
 	int nprobes;
+	int stats_fd;
 };
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -101,6 +104,7 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 	}
 	p->cb = cb;
 	p->ctx = ctx;
+	p->stats_fd = -1;
 	libbpf_set_print(o->verbose ? silent_print : quiet_print);
 	p->skel = nanwatch_bpf__open();
 	if (!p->skel) {
@@ -119,6 +123,15 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			 ret == -EPERM ? " (needs root, or CAP_BPF and CAP_PERFMON)" :
 					 " (run with --verbose for the verifier log)");
 		goto fail;
+	}
+	if (o->bpf_stats) {
+		p->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+		if (p->stats_fd < 0) {
+			ret = p->stats_fd;
+			snprintf(err, errlen, "failed to enable BPF run-time stats: %s",
+				 strerror(-ret));
+			goto fail;
+		}
 	}
 	ret = attach(p, t, err, errlen);
 	if (ret)
@@ -142,6 +155,8 @@ void probe__close(struct probe *p)
 		return;
 	ring_buffer__free(p->rb);
 	nanwatch_bpf__destroy(p->skel);
+	if (p->stats_fd >= 0)
+		close(p->stats_fd);
 	free(p);
 }
 
@@ -180,4 +195,26 @@ uint64_t probe__steps(const struct probe *p)
 uint64_t probe__iterations(const struct probe *p)
 {
 	return __atomic_load_n(&p->skel->bss->iter_started, __ATOMIC_RELAXED);
+}
+
+static void prog_runtime(const struct bpf_program *prog, uint64_t *ns, uint64_t *runs)
+{
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+
+	*ns = *runs = 0;
+	if (!bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len)) {
+		*ns = info.run_time_ns;
+		*runs = info.run_cnt;
+	}
+}
+
+int probe__runtime(const struct probe *p, struct probe_runtime *rt)
+{
+	memset(rt, 0, sizeof(*rt));
+	if (p->stats_fd < 0)
+		return -ENODATA;
+	prog_runtime(p->skel->progs.uprobe_eval_frame, &rt->entry_ns, &rt->entry_runs);
+	prog_runtime(p->skel->progs.uretprobe_eval_frame, &rt->return_ns, &rt->return_runs);
+	return 0;
 }

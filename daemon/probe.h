@@ -14,6 +14,13 @@ struct probe_opts {
 	uint64_t max_scan_bytes;	/* per tensor */
 	uint32_t ringbuf_bytes;
 	int verbose;
+	int bpf_stats;			/* keep kernel run-time stats of our programs (global toggle) */
+};
+
+/* Run time of each BPF program while bpf_stats is on; zero otherwise. */
+struct probe_runtime {
+	uint64_t entry_ns, entry_runs;
+	uint64_t return_ns, return_runs;
 };
 
 /* Called for each ring-buffer record; return negative only for fatal errors. */
@@ -33,5 +40,6 @@ int probe__count(const struct probe *p);	/* probes attached */
 void probe__counters(const struct probe *p, uint64_t out[NW_C_MAX]);
 uint64_t probe__steps(const struct probe *p);
 uint64_t probe__iterations(const struct probe *p);
+int probe__runtime(const struct probe *p, struct probe_runtime *rt);
 
 #endif /* __PROBE_H */

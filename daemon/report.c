@@ -5,6 +5,7 @@
 #include "emit.h"
 #include "fpconv.h"
 #include "names.h"
+#include "probe.h"
 #include "nwfloat.h"
 #include "report.h"
 
@@ -114,7 +115,7 @@ int report__event(struct report *r, const struct nw_event *ev)
 }
 
 int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
-		  uint64_t iterations)
+		  uint64_t iterations, const struct probe_runtime *rt)
 {
 	struct json *j = emit__begin(r->e, "stats", 0);
 
@@ -137,6 +138,14 @@ int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 	json__uint(j, "truncated", c[NW_C_TRUNCATED]);
 	json__object_end(j);
 	json__uint(j, "stack_overflow", c[NW_C_STACK_OVERFLOW]);
+	if (rt) {
+		json__object_begin(j, "bpf");
+		json__uint(j, "entry_ns", rt->entry_ns);
+		json__uint(j, "entry_runs", rt->entry_runs);
+		json__uint(j, "return_ns", rt->return_ns);
+		json__uint(j, "return_runs", rt->return_runs);
+		json__object_end(j);
+	}
 	return emit__end(r->e);
 }
 

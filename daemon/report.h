@@ -26,9 +26,11 @@ int report__inputs_finite(const struct nw_event *ev);
 
 int report__event(struct report *r, const struct nw_event *ev);
 
-/* stats line from the BPF counters; steps/iterations as counted in BPF. */
+struct probe_runtime;
+
+/* stats line from the BPF counters; steps/iterations as counted in BPF; rt may be NULL. */
 int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
-		  uint64_t iterations);
+		  uint64_t iterations, const struct probe_runtime *rt);
 
 /* A lost line if the kernel dropped events since the last call. */
 int report__lost(struct report *r, const uint64_t c[NW_C_MAX]);
