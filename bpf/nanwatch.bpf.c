@@ -73,6 +73,7 @@ struct tensor_info {
 	__u64 bytes;
 	__u64 numel;
 	__u64 shape[NW_MAX_DIMS];
+	__u64 strides[NW_MAX_DIMS];
 	__u32 ndim;
 	__u32 dtype;
 	__u32 flags;
@@ -416,6 +417,50 @@ static __always_inline __u32 map_dtype(__u16 st)
 }
 
 /*
+ * Does the tensor cover one block of memory without holes or overlaps, in
+ * some order of its dimensions? Then a flat scan of numel elements from its
+ * first element sees exactly its elements: counts and min/max do not depend
+ * on the order (contiguous, transposed, channels_last all qualify).
+ */
+__noinline int tensor_dense(void)
+{
+	struct scratch *s = get_scratch();
+	__u32 ndim;
+	int d, e;
+
+	if (!s)
+		return 0;
+	ndim = s->ti.ndim;
+	/* sorted by stride, each stride must be the product of the smaller dims' sizes */
+	for (d = 0; d < NW_MAX_DIMS; d++) {
+		__u64 sd, prod = 1;
+
+		if (d >= ndim)
+			break;
+		if (s->ti.shape[d] <= 1)
+			continue;
+		sd = s->ti.strides[d];
+		for (e = 0; e < NW_MAX_DIMS; e++) {
+			__u64 se, ze;
+
+			if (e >= ndim)
+				break;
+			se = s->ti.strides[e];
+			ze = s->ti.shape[e];
+			if (e == d || ze <= 1)
+				continue;
+			if (se == sd)
+				return 0;	/* two dims on one stride: overlap */
+			if (se < sd)
+				prod *= ze;
+		}
+		if (sd != prod)
+			return 0;
+	}
+	return 1;
+}
+
+/*
  * Read a tensor object's metadata into s->ti. Returns 0 for a scannable float
  * tensor, 1 for a tensor that cannot be NaN (integers, bool), -1 otherwise
  * (ti.flags says why).
@@ -423,7 +468,7 @@ static __always_inline __u32 map_dtype(__u16 st)
 __noinline int read_tensor(__u64 obj)
 {
 	struct scratch *s = get_scratch();
-	__u64 impl = 0, storage, data, off, expect = 1, ndim = 0;
+	__u64 impl = 0, storage, data, off, ndim = 0;
 	__u64 sizes[NW_MAX_DIMS] = {}, strides[NW_MAX_DIMS] = {};
 	__u8 borrowed = 0, device = 0;
 	__u16 st = 0;
@@ -463,14 +508,14 @@ __noinline int read_tensor(__u64 obj)
 		bpf_probe_read_user(sizes, sizeof(sizes), (void *)p);
 		bpf_probe_read_user(strides, sizeof(strides), (void *)(p + 8 * ndim));
 	}
-	for (i = NW_MAX_DIMS - 1; i >= 0; i--) {
-		if (i >= ndim)
-			continue;
-		s->ti.shape[i] = sizes[i];
-		if (sizes[i] != 1 && strides[i] != expect)
-			s->ti.flags |= NW_SKIP_NONCONTIG;
-		expect *= sizes[i];
+	for (i = 0; i < NW_MAX_DIMS; i++) {
+		if (i < ndim) {
+			s->ti.shape[i] = sizes[i];
+			s->ti.strides[i] = strides[i];
+		}
 	}
+	if (!tensor_dense())
+		s->ti.flags |= NW_SKIP_NONCONTIG;
 	if (s->ti.flags)
 		return -1;
 	if (L.impl_device >= 0) {
@@ -813,6 +858,8 @@ static __always_inline int check_result(__u64 ret, __u64 frame)
 	}
 	if (!seq_items(ret, &items, &n))
 		return 0;
+	if (n > MAX_ITEMS)
+		count(NW_C_SKIP_ITEMS, n - MAX_ITEMS);
 	for (i = 0; i < MAX_ITEMS; i++) {
 		__u64 obj, sub = 0, m = 0;
 
@@ -822,6 +869,8 @@ static __always_inline int check_result(__u64 ret, __u64 frame)
 		if (is_tensor(read_u64(obj + L.obj_type))) {
 			check_output(obj, i, NW_NO_INDEX, frame);
 		} else if (seq_items(obj, &sub, &m)) {
+			if (m > MAX_ITEMS)
+				count(NW_C_SKIP_ITEMS, m - MAX_ITEMS);
 			for (j = 0; j < MAX_ITEMS; j++) {
 				__u64 o;
 

@@ -26,7 +26,7 @@ enum nw_dtype {
 
 /* Why a tensor was not scanned (bit flags in nw_event.flags and counters). */
 enum nw_skip {
-	NW_SKIP_NONCONTIG = 1,	/* strides are not those of a dense tensor */
+	NW_SKIP_NONCONTIG = 1,	/* not dense: holes or overlaps (expanded, strided views) */
 	NW_SKIP_DEVICE = 2,	/* not a CPU tensor */
 	NW_SKIP_UNREADABLE = 4,	/* target memory could not be read */
 	NW_SKIP_DIMS = 8,	/* more dimensions than we read */
@@ -50,6 +50,7 @@ enum nw_counter {
 	NW_C_TRUNCATED,
 	NW_C_PROBE_HITS,
 	NW_C_STACK_OVERFLOW,
+	NW_C_SKIP_ITEMS,	/* tuple/list items past the ones we walk */
 	NW_C_MAX,
 };
 

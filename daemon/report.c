@@ -136,6 +136,7 @@ int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 	json__uint(j, "unreadable", c[NW_C_SKIP_UNREADABLE]);
 	json__uint(j, "dims", c[NW_C_SKIP_DIMS]);
 	json__uint(j, "truncated", c[NW_C_TRUNCATED]);
+	json__uint(j, "items", c[NW_C_SKIP_ITEMS]);
 	json__object_end(j);
 	json__uint(j, "stack_overflow", c[NW_C_STACK_OVERFLOW]);
 	if (rt) {

@@ -5,7 +5,9 @@ Each faulty trainer (tests/trainers/) runs twice: once with --oracle (forward ho
 module say which output went non-finite first), once with --wait under `nanwatchd --pid`. The
 daemon's stream must name the same first anomaly, the same anomalies in that iteration, and
 detach by itself when the trainer exits, and the trainer's trace (losses, final parameters)
-must be the same in both runs. Then the bad-input cases: each must fail with one line on stderr
+must be the same in both runs. noncontig is the exception: its first non-finite output is a
+non-contiguous view, which the daemon must skip (and count), reporting the next contiguous one
+first. Then the bad-input cases: each must fail with one line on stderr
 and leave its target alone.
 
 Standard library only: torch is imported by the trainers, never here.
@@ -26,7 +28,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAINERS = os.path.join(REPO, "tests", "trainers")
-FAULTY = ["nan_input", "div_zero", "rnn_tuple", "mha_tuple", "fp16_overflow", "demo"]
+FAULTY = ["nan_input", "div_zero", "rnn_tuple", "mha_tuple", "fp16_overflow", "demo", "views"]
 
 SCHEMA = "nanwatch/1"
 ATTACH_TIMEOUT = 60
@@ -402,8 +404,83 @@ def case_trainer(ctx, name):
         raise Fail("%s --oracle found no anomaly (the trainer lost its fault)" % name)
     ctx.log("oracle: %s step %d iteration %d" % (describe(oracle), oracle["step"],
                                                  oracle["iteration"]))
+    noncontig = [a for a in oracle["first_iteration"] if not a["contiguous"]]
+    if noncontig:
+        raise Fail("oracle reports non-contiguous outputs, which the daemon skips (use a "
+                   "custom case): %s" % listing([(a["layer"], a["module"], a["tensor"])
+                                                 for a in noncontig]))
     events = watch(ctx, name, trace)
     check_anomalies(events, oracle, events[0]["pid"])
+    if name == "views":
+        skipped = last_stats(events)["skipped"]["noncontiguous"]
+        if skipped < 1:
+            raise Fail("stats.skipped.noncontiguous %r: the transposed and strided views were "
+                       "not counted" % skipped)
+
+
+def last_stats(events):
+    stats = [ev for ev in events if ev["event"] == "stats"]
+    skipped = stats[-1].get("skipped") if stats else None
+    if not isinstance(skipped, dict) or type(skipped.get("noncontiguous")) is not int:
+        raise Fail("stats event lacks skipped.noncontiguous: %s" %
+                   json.dumps(stats[-1] if stats else None))
+    return stats[-1]
+
+
+def case_noncontig(ctx):
+    """First NaN in a non-contiguous view: skipped, and the dense module after it is first."""
+    oracle, trace = oracle_of(ctx, "noncontig")
+    if oracle is None:
+        raise Fail("noncontig --oracle found no anomaly (the trainer lost its fault)")
+    if oracle["contiguous"]:
+        raise Fail("oracle's first anomaly %s is contiguous (the trainer lost its view)" %
+                   describe(oracle))
+    dense = [a for a in oracle["first_iteration"] if a["contiguous"]]
+    if not dense:
+        raise Fail("oracle has no contiguous anomaly in iteration %d" % oracle["iteration"])
+    want = dense[0]
+    ctx.log("oracle: %s (skipped), then %s, step %d iteration %d" %
+            (describe(oracle), describe(want), want["step"], want["iteration"]))
+    events = watch(ctx, "noncontig", trace)
+    pid = events[0]["pid"]
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    for ev in anomalies:
+        check_anomaly_fields(ev, pid)
+    named = [ev for ev in anomalies if ev["layer"] == oracle["layer"]]
+    if named:
+        raise Fail("%d anomaly events name the non-contiguous layer %r, first: %s" %
+                   (len(named), oracle["layer"], json.dumps(named[0])))
+    if not anomalies:
+        raise Fail("no anomaly event; oracle's first contiguous: %s" % describe(want))
+    first = anomalies[0]
+    if first["first"] is not True or sum(1 for ev in anomalies if ev["first"] is True) != 1:
+        raise Fail("the first anomaly event must be the only one with first: true")
+    if first["phase"] != "forward":
+        raise Fail("first anomaly phase %r, want forward" % first["phase"])
+    # Its input is the skipped view: the daemon may not know it is non-finite (null), but it
+    # must not call it finite, nor this layer the origin.
+    exact = [f for f in EXACT_FIELDS if f != "inputs_finite"]
+    diffs = ["%s %r, oracle %r" % (f, first[f], want[f]) for f in exact
+             if not same(first[f], want[f])]
+    diffs += ["%s %r, oracle %r" % (f, first[f], want[f]) for f in ("finite_min", "finite_max")
+              if not close(first[f], want[f])]
+    if first["inputs_finite"] is not None and not same(first["inputs_finite"],
+                                                       want["inputs_finite"]):
+        diffs.append("inputs_finite %r, oracle %r" % (first["inputs_finite"],
+                                                      want["inputs_finite"]))
+    if diffs:
+        raise Fail("first anomaly differs from the oracle's first contiguous one: " +
+                   "; ".join(diffs))
+    got = [(ev["layer"], ev["module"], ev["tensor"]) for ev in anomalies
+           if ev["phase"] == "forward" and ev["iteration"] == first["iteration"]]
+    listed = [(a["layer"], a["module"], a["tensor"]) for a in dense]
+    if got != listed:
+        raise Fail("anomalies of iteration %d differ:\n    daemon: %s\n    oracle: %s" %
+                   (first["iteration"], listing(got), listing(listed)))
+    skipped = last_stats(events)["skipped"]["noncontiguous"]
+    if skipped < 1:
+        raise Fail("stats.skipped.noncontiguous %r, want >= 1" % skipped)
+    ctx.log("skipped.noncontiguous %d" % skipped)
 
 
 def case_healthy(ctx):
@@ -565,6 +642,7 @@ def case_unprivileged(ctx):
 
 CASES = [("trainer_" + n, (lambda n: lambda ctx: case_trainer(ctx, n))(n)) for n in FAULTY]
 CASES += [
+    ("noncontig", case_noncontig),
     ("healthy", case_healthy),
     ("error_no_such_pid", case_no_such_pid),
     ("error_not_python", case_not_python),

@@ -20,6 +20,12 @@ Oracle semantics follow DESIGN.md ("Event stream"):
   layer      path as the outermost module's named_modules() names it, "" for that module
   tensor     "output", or "output[i]" / "output[i][j]" inside a tuple or list (exact types, one
              level of nesting, as the daemon walks them)
+
+The oracle line holds the first non-finite output ("first": step, iteration, layer, module,
+tensor, inputs_finite, origin, contiguous, and the counts and finite range of scan()) and, as
+"first_iteration", one entry of the same fields for every non-finite output of that iteration,
+in call order. "contiguous" is Tensor.is_contiguous(): the daemon skips a non-contiguous tensor
+(counted in stats.skipped.noncontiguous), so a test expects it never to be reported.
 """
 import argparse
 import hashlib
@@ -159,15 +165,17 @@ class Oracle:
             if found is None:
                 continue
             layer = self.names[id(module)].get(id(outer), "?")
-            self.first_iteration.append(
-                {"layer": layer, "module": type(module).__name__, "tensor": tensor})
-            if not t.is_contiguous():
+            contiguous = t.is_contiguous()
+            entry = dict(step=self.harness.steps_done, iteration=iteration,
+                         layer=layer, module=type(module).__name__, tensor=tensor,
+                         inputs_finite=inputs_finite, origin=inputs_finite,
+                         contiguous=contiguous, **found)
+            self.first_iteration.append(entry)
+            if not contiguous:
                 print("oracle: warning: %s %s is not contiguous (the daemon skips it)" %
                       (layer, tensor), file=sys.stderr)
             if self.first is None:
-                self.first = dict(step=self.harness.steps_done, iteration=iteration,
-                                  layer=layer, module=type(module).__name__, tensor=tensor,
-                                  inputs_finite=inputs_finite, origin=inputs_finite, **found)
+                self.first = dict(entry)
         return None
 
     def result(self):

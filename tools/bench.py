@@ -1,0 +1,833 @@
+#!/usr/bin/python3
+"""nanwatch benchmark (`make bench`): what watching a training run costs it.
+
+Trains reference models on the CPU (tools/bench_model.py: a 4-layer transformer with AdamW, a
+small CNN with SGD) in one long-lived process per model, and measures the median step time of:
+
+  uninstrumented   nothing attached
+  hooks            forward hooks on every module testing torch.isfinite(out).all()
+  detect_anomaly   torch.autograd.detect_anomaly()
+  nanwatch-MODE    nanwatchd --mode MODE attached to the same process (one per daemon mode)
+  detached         the same process after nanwatchd detached (must equal uninstrumented)
+
+Each round runs every mode once per model; the order rotates between rounds (nanwatch-* and
+detached stay together, in that order: "detached" means right after a detach). The table shows
+the median over rounds of each window's median step time, its ratio to uninstrumented, and the
+spread (min..max of the round medians). Also: probe hits, tensors and bytes scanned per step (the
+daemon's final stats of each attached window over its own step count), the BPF run time per step
+and hit (nanwatchd --bpf-stats), the daemon's CPU time and peak RSS (wait4 rusage), a dedicated
+scan-rate measurement (a model whose forward returns one 64 MiB float32 tensor per step,
+attached vs detached) against tools/memread.c's plain memory read rate measured in the same
+run, and a final `targets:` block. Results go to stdout, --json and --plot (PNG).
+
+Exit status: 0 when the benchmark ran (whether or not targets hold), 1 when it could not
+(daemon failed to attach, a trainer died), 2 for bad usage. Needs root (the daemon does).
+
+Standard library only; matplotlib is used for the plot when it imports, else a small built-in
+PNG writer draws the same bar chart.
+
+  /usr/bin/python3 tools/bench.py --daemon build/nanwatchd [--quick] [--rounds N] [--steps N]
+"""
+import argparse
+import json
+import os
+import platform
+import queue
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+import zlib
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL_SCRIPT = os.path.join(REPO, "tools", "bench_model.py")
+
+# steps per measurement window: about 3.5 s each for the training models (~5 min in all)
+DEFAULT_STEPS = {"transformer": 12, "cnn": 80, "scan": 30}
+QUICK_STEPS = {"transformer": 4, "cnn": 20, "scan": 10}
+SCAN_MIB = 64
+MEMREAD_SECONDS = 0.5
+ATTACH_TIMEOUT = 60
+DETACH_TIMEOUT = 30
+READY_TIMEOUT = 300
+STEP_TIMEOUT = 30  # per step, generous: detect_anomaly and a slow daemon included
+
+LABELS = {"plain": "uninstrumented", "hooks": "hooks", "anomaly": "detect_anomaly"}
+CHILDREN = []
+
+
+class BenchError(Exception):
+    pass
+
+
+def log(msg):
+    sys.stderr.write("bench: %s\n" % msg)
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------- child processes
+
+
+class Child:
+    """A child process whose stdout and stderr lines are read into queues by threads."""
+
+    def __init__(self, argv, stdin=False):
+        self.argv = argv
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, bufsize=1)
+        CHILDREN.append(self)
+        self.pid = self.p.pid
+        self.out = queue.Queue()
+        self.err = []
+        self.threads = [threading.Thread(target=self._read, args=(self.p.stdout, self.out.put),
+                                         daemon=True),
+                        threading.Thread(target=self._read, args=(self.p.stderr, self.err.append),
+                                         daemon=True)]
+        for t in self.threads:
+            t.start()
+
+    @staticmethod
+    def _read(pipe, put):
+        for line in iter(pipe.readline, ""):
+            put(line)
+        put(None)
+
+    def line(self, timeout):
+        """Next stdout line, or None at EOF; BenchError after timeout seconds."""
+        try:
+            return self.out.get(timeout=timeout)
+        except queue.Empty:
+            raise BenchError("%s: no answer in %d s" % (os.path.basename(self.argv[0]),
+                                                        timeout)) from None
+
+    def stderr_tail(self, n=5):
+        return "".join(x for x in self.err[-n:] if x).strip()
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+class Trainer(Child):
+    def __init__(self, python, model, threads, warmup):
+        super().__init__([python, MODEL_SCRIPT, "--model", model, "--threads", str(threads),
+                          "--warmup", str(warmup), "--scan-mib", str(SCAN_MIB)], stdin=True)
+        self.model = model
+        self.info = self._answer(READY_TIMEOUT)
+        if not self.info.get("ready"):
+            raise BenchError("trainer %s did not start: %s" % (model, self.info))
+
+    def _answer(self, timeout):
+        line = self.line(timeout)
+        if line is None:
+            raise BenchError("trainer %s exited: %s" % (self.model, self.stderr_tail()))
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise BenchError("trainer %s: bad line %r" % (self.model, line)) from None
+
+    def run(self, mode, steps):
+        self.p.stdin.write("run %s %d\n" % (mode, steps))
+        self.p.stdin.flush()
+        ans = self._answer(60 + STEP_TIMEOUT * steps)
+        if "error" in ans:
+            raise BenchError("trainer %s: %s" % (self.model, ans["error"]))
+        return ans
+
+    def quit(self):
+        try:
+            self.p.stdin.write("quit\n")
+            self.p.stdin.flush()
+            self.p.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+
+
+class Daemon(Child):
+    """nanwatchd attached to one trainer, from the `attach` event to its exit."""
+
+    def __init__(self, path, pid, mode, bpf_stats=True):
+        t0 = time.monotonic()
+        super().__init__([path, "--pid", str(pid), "--mode", mode]
+                         + (["--bpf-stats"] if bpf_stats else []))
+        self.events = []
+        self.attach_s = None
+        while True:
+            ev = self._event(ATTACH_TIMEOUT)
+            if ev is None:
+                self.reap()
+                raise BenchError("nanwatchd failed to attach to pid %d (exit %s): %s"
+                                 % (pid, self.rc, self.stderr_tail()))
+            if ev.get("event") == "attach":
+                self.attach_s = time.monotonic() - t0
+                break
+
+    def _event(self, timeout):
+        line = self.line(timeout)
+        if line is None:
+            return None
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            ev = {"event": "unparseable", "line": line}
+        self.events.append(ev)
+        return ev
+
+    def reap(self, timeout=DETACH_TIMEOUT):
+        """wait4 the daemon: exit code and rusage (CPU time, peak RSS); SIGKILL at timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, ru = os.wait4(self.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                os.kill(self.pid, signal.SIGKILL)
+                pid, status, ru = os.wait4(self.pid, 0)
+                self.err.append("bench: killed after %d s without exiting\n" % timeout)
+                break
+            time.sleep(0.005)
+        self.rc = os.waitstatus_to_exitcode(status)
+        self.p.returncode = self.rc  # reaped here; Popen must not wait for it again
+        self.rusage = {"utime_s": ru.ru_utime, "stime_s": ru.ru_stime,
+                       "maxrss_kib": ru.ru_maxrss}
+        for t in self.threads:
+            t.join(timeout=5)
+
+    def detach(self):
+        t0 = time.monotonic()
+        os.kill(self.pid, signal.SIGTERM)
+        self.reap()
+        detach_s = time.monotonic() - t0
+        while True:
+            try:
+                line = self.out.get_nowait()
+            except queue.Empty:
+                break
+            if line is not None:
+                try:
+                    self.events.append(json.loads(line))
+                except ValueError:
+                    self.events.append({"event": "unparseable", "line": line})
+        stats = [e for e in self.events if e.get("event") == "stats"]
+        det = [e for e in self.events if e.get("event") == "detach"]
+        if self.rc != 0 or not stats or not det:
+            raise BenchError("nanwatchd did not detach cleanly (exit %s, %d stats, %d detach "
+                             "events): %s" % (self.rc, len(stats), len(det),
+                                              self.stderr_tail()))
+        return {"attach_s": self.attach_s, "detach_s": detach_s, "rc": self.rc,
+                "rusage": self.rusage, "stats": stats[-1], "detach": det[-1],
+                "other_events": sorted({e.get("event") for e in self.events}
+                                       - {"attach", "stats", "detach"})}
+
+
+def kill_children():
+    for c in CHILDREN:
+        if isinstance(c, Daemon) and c.p.returncode is None:
+            try:
+                os.kill(c.pid, signal.SIGTERM)
+                c.p.wait(timeout=DETACH_TIMEOUT)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        c.kill()
+
+
+def daemon_modes(path):
+    """The daemon's --mode values, from its --help ('name': lines under --mode)."""
+    try:
+        text = subprocess.run([path, "--help"], capture_output=True, text=True,
+                              timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ["full"]
+    modes, inside = [], False
+    for line in text.splitlines():
+        s = line.strip()
+        if "--mode" in s:
+            inside = True
+            s = s.split("MODE", 1)[-1].strip()
+        elif s.startswith("-"):
+            inside = False
+        if inside and s.startswith("'") and "':" in s:
+            modes.append(s[1:s.index("':")])
+    return modes or ["full"]
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def window(trainer, mode, steps, label, daemon=None):
+    ans = trainer.run(mode, steps)
+    w = {"mode": label, "steps": steps, "times": ans["times"],
+         "median_ms": 1e3 * median(ans["times"]), "nonfinite": ans.get("nonfinite", 0)}
+    if daemon is not None:
+        w["daemon"] = daemon.detach()
+    log("  %-12s %-15s %3d steps  median %8.2f ms"
+        % (trainer.model, label, steps, w["median_ms"]))
+    return w
+
+
+def attached_window(args, trainer, dmode, steps, bpf_stats=True):
+    d = Daemon(args.daemon, trainer.pid, dmode, bpf_stats)
+    try:
+        return window(trainer, "plain", steps, "nanwatch-" + dmode, d)
+    finally:
+        if d.p.returncode is None:
+            os.kill(d.pid, signal.SIGTERM)
+            d.reap()
+
+
+def round_units(dmodes, r):
+    """This round's order: 4 units rotated by r; nanwatch-* then detached stay one unit."""
+    units = [["plain"], ["hooks"], ["anomaly"], ["nw-" + m for m in dmodes] + ["detached"]]
+    k = r % len(units)
+    return [m for u in units[k:] + units[:k] for m in u]
+
+
+def model_round(args, trainer, dmodes, steps, r, rounds):
+    """One window per mode, recorded as each completes (an error keeps what was measured)."""
+    rec = {"order": [], "windows": {}}
+    rounds.append(rec)
+    for m in round_units(dmodes, r):
+        if m.startswith("nw-"):
+            w = attached_window(args, trainer, m[3:], steps, not args.no_bpf_stats)
+        elif m == "detached":
+            w = window(trainer, "plain", steps, "detached")
+        else:
+            w = window(trainer, m, steps, LABELS[m])
+        rec["order"].append(w["mode"])
+        rec["windows"][w["mode"]] = w
+
+
+def scan_round(args, trainer, steps, r, rounds):
+    """The scan model detached and attached, order alternating between rounds."""
+    rec = {"order": [], "windows": {}}
+    for m in (["detached", "attached"] if r % 2 == 0 else ["attached", "detached"]):
+        if m == "attached":
+            w = attached_window(args, trainer, "full", steps)
+        else:
+            w = window(trainer, "plain", steps, "detached")
+        w["mode"] = m
+        rec["order"].append(m)
+        rec["windows"][m] = w
+    rounds.append(rec)  # only complete pairs: the summary compares within a round
+
+
+def memread(path):
+    r = subprocess.run([path, str(SCAN_MIB), str(MEMREAD_SECONDS)], capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode:
+        raise BenchError("%s failed: %s" % (path, r.stderr.strip()))
+    return json.loads(r.stdout)
+
+
+def cpu_times():
+    """(busy, steal, total) jiffies from /proc/stat: a VM's stolen time shows as noise."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return None
+    return (sum(v) - v[3] - v[4], v[7] if len(v) > 7 else 0, sum(v))
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def per_step(stats, key, steps):
+    return stats.get(key, 0) / steps if steps else float("nan")
+
+
+def daemon_summary(windows):
+    """Per-step numbers from the final stats of each attached window; medians over windows."""
+    rows = []
+    for w in windows:
+        st, d = w["daemon"]["stats"], w["daemon"]
+        steps = st.get("steps") or 0
+        bpf = st.get("bpf") or {}
+        skipped = st.get("skipped") or {}
+        rows.append({
+            "daemon_steps": steps, "window_steps": w["steps"],
+            "probe_hits": per_step(st, "probe_hits", steps),
+            "module_calls": per_step(st, "module_calls", steps),
+            "tensors": per_step(st, "tensors_scanned", steps),
+            "bytes": per_step(st, "bytes_scanned", steps),
+            "entry_ns": per_step(bpf, "entry_ns", steps),
+            "return_ns": per_step(bpf, "return_ns", steps),
+            "bpf_runs": bpf.get("return_runs", 0),
+            "rate": st.get("bytes_scanned", 0) / bpf["return_ns"] * 1e9
+            if bpf.get("return_ns") else None,
+            "skipped": {k: per_step(skipped, k, steps) for k in skipped if skipped[k]},
+            "anomalies": st.get("anomalies", 0), "lost": st.get("lost", 0),
+            "suppressed": st.get("suppressed", 0),
+            "cpu_s": d["rusage"]["utime_s"] + d["rusage"]["stime_s"],
+            "user_s": d["rusage"]["utime_s"], "sys_s": d["rusage"]["stime_s"],
+            "maxrss_kib": d["rusage"]["maxrss_kib"], "attach_s": d["attach_s"],
+            "detach_s": d["detach_s"], "window_s": sum(w["times"]),
+        })
+    if not rows:
+        return None
+    keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float))]
+    s = {k: median([r[k] for r in rows if r[k] is not None]) for k in keys}
+    s["maxrss_kib"] = max(r["maxrss_kib"] for r in rows)
+    s["anomalies"] = sum(r["anomalies"] for r in rows)
+    s["lost"] = sum(r["lost"] for r in rows)
+    s["suppressed"] = sum(r["suppressed"] for r in rows)
+    s["steps_mismatch"] = sum(r["daemon_steps"] != r["window_steps"] for r in rows)
+    s["skipped"] = {}
+    for r in rows:
+        for k, v in r["skipped"].items():
+            s["skipped"][k] = max(s["skipped"].get(k, 0), v)
+    s["windows"] = rows
+    return s
+
+
+def model_summary(res, modes_order):
+    summ = {}
+    for label in modes_order:
+        rm = [r["windows"][label]["median_ms"] for r in res["rounds"] if label in r["windows"]]
+        if not rm:
+            continue
+        summ[label] = {"median_ms": median(rm), "min_ms": min(rm), "max_ms": max(rm),
+                       "round_medians_ms": rm}
+    base = summ.get("uninstrumented", {}).get("median_ms")
+    for label, s in summ.items():
+        s["ratio"] = s["median_ms"] / base if base else None
+        if label.startswith("nanwatch-"):
+            ws = [r["windows"][label] for r in res["rounds"] if label in r["windows"]]
+            s["daemon"] = daemon_summary(ws)
+            if s["daemon"] and base and s["daemon"]["probe_hits"]:
+                extra_ms = s["median_ms"] - base
+                s["extra_ms_per_step"] = extra_ms
+                s["extra_us_per_hit"] = 1e3 * extra_ms / s["daemon"]["probe_hits"]
+                runs = s["daemon"]["probe_hits"]
+                s["bpf_us_per_hit"] = (s["daemon"]["entry_ns"] + s["daemon"]["return_ns"]) \
+                    / runs / 1e3
+    return summ
+
+
+def scan_summary(res, mem):
+    att = [r["windows"]["attached"] for r in res["rounds"]]
+    det = [r["windows"]["detached"] for r in res["rounds"]]
+    d = daemon_summary(att)
+    diffs = [a["median_ms"] - b["median_ms"] for a, b in zip(att, det)]
+    extra = median(diffs)
+    total_bytes = sum(w["daemon"]["stats"]["bytes_scanned"] for w in att)
+    total_ns = sum((w["daemon"]["stats"].get("bpf") or {}).get("return_ns", 0) for w in att)
+    s = {"attached_ms": median([w["median_ms"] for w in att]),
+         "detached_ms": median([w["median_ms"] for w in det]),
+         "extra_ms": extra, "extra_ms_rounds": diffs, "daemon": d,
+         "bytes_per_step": d["bytes"] if d else 0,
+         "bpf_rate": total_bytes / total_ns * 1e9 if total_ns else None,
+         "wall_rate": d["bytes"] / (extra / 1e3) if d and extra > 0 else None,
+         "memread_rate": mem}
+    s["bpf_rate_ratio"] = s["bpf_rate"] / mem if s["bpf_rate"] and mem else None
+    return s
+
+
+# --------------------------------------------------------------------------- report
+
+
+def fmt_bytes(n):
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= div:
+            return "%.2f %s" % (n / div, unit)
+    return "%.0f B" % n
+
+
+def fmt_rate(r):
+    return "n/a" if not r or r != r else "%.2f GB/s" % (r / 1e9)
+
+
+def report_model(name, res, summ):
+    info = res["info"]
+    lines = ["%s: %.2fM params, %d steps x %d rounds per mode, torch %s, %s thread(s)"
+             % (name, info["params"] / 1e6, res["steps"], len(res["rounds"]), info["torch"],
+                info["threads"]),
+             "  %-16s %10s %7s  %s" % ("mode", "median_ms", "ratio", "spread_ms (round medians)")]
+    for label, s in summ.items():
+        lines.append("  %-16s %10.2f %6.3fx  %.2f..%.2f"
+                     % (label, s["median_ms"], s["ratio"] or 0, s["min_ms"], s["max_ms"]))
+    for label, s in summ.items():
+        d = s.get("daemon")
+        if not d:
+            continue
+        lines.append("  %s: probe hits/step %.0f, module calls/step %.0f, tensors/step %.0f, "
+                     "bytes scanned/step %s" % (label, d["probe_hits"], d["module_calls"],
+                                                d["tensors"], fmt_bytes(d["bytes"])))
+        bpf = ""
+        if d["bpf_runs"]:
+            bpf = "; BPF run time %.1f us/hit (entry %.2f + return %.2f ms/step)" % (
+                s.get("bpf_us_per_hit", 0), d["entry_ns"] / 1e6, d["return_ns"] / 1e6)
+        lines.append("  %s: +%.2f ms/step over uninstrumented = %.1f us per probe hit%s"
+                     % (label, s.get("extra_ms_per_step", 0), s.get("extra_us_per_hit", 0), bpf))
+        if d["bpf_runs"]:
+            lines.append("  %s: BPF scan rate >= %s (bytes scanned / return-program run time: "
+                         "a lower bound, the whole program, not only the scan loop)"
+                         % (label, fmt_rate(d["rate"])))
+        lines.append("  %s: daemon CPU %.0f ms per attach (user %.0f + sys %.0f; %.2f%% of "
+                     "the window), peak RSS %.1f MiB, attach %.0f ms, detach %.0f ms"
+                     % (label, 1e3 * d["cpu_s"], 1e3 * d["user_s"], 1e3 * d["sys_s"],
+                        100 * d["cpu_s"] / d["window_s"] if d["window_s"] else 0,
+                        d["maxrss_kib"] / 1024, 1e3 * d["attach_s"], 1e3 * d["detach_s"]))
+        odd = []
+        if d["skipped"]:
+            odd.append("skipped/step " + ", ".join("%s %.1f" % kv for kv in d["skipped"].items()))
+        for k in ("anomalies", "lost", "suppressed"):
+            if d[k]:
+                odd.append("%s %d" % (k, d[k]))
+        if d["steps_mismatch"]:
+            odd.append("%d window(s) where the daemon's step count != steps run"
+                       % d["steps_mismatch"])
+        if odd:
+            lines.append("  %s: note: %s" % (label, "; ".join(odd)))
+    return lines
+
+
+def report_scan(s, mem_runs):
+    lines = ["scan: one module returning a fresh %d MiB float32 tensor per step, %d steps x %d "
+             "rounds" % (SCAN_MIB, s["steps"], s["rounds"])]
+    lines.append("  detached %.2f ms/step, attached %.2f ms/step: +%.2f ms/step for %s scanned "
+                 "-> %s (step-time based)" % (s["detached_ms"], s["attached_ms"], s["extra_ms"],
+                                              fmt_bytes(s["bytes_per_step"]),
+                                              fmt_rate(s["wall_rate"])))
+    lines.append("  BPF scan rate >= %s (bytes scanned / return-program run time, lower bound)"
+                 % fmt_rate(s["bpf_rate"]))
+    rates = [m["bytes_per_s"] for m in mem_runs]
+    lines.append("  plain memory read (tools/memread.c, %d MiB, summing 64-bit words): %s "
+                 "(median of %d runs, %s..%s)" % (SCAN_MIB, fmt_rate(median(rates)), len(rates),
+                                                  fmt_rate(min(rates)), fmt_rate(max(rates))))
+    if s["bpf_rate_ratio"]:
+        lines.append("  BPF scan rate / memory read rate = %.2f" % s["bpf_rate_ratio"])
+    return lines
+
+
+def targets(summaries, scan, dmodes):
+    """(text, holds) for each target of the issue."""
+    out = []
+    for name, summ in summaries.items():
+        base = summ.get("uninstrumented")
+        hooks = summ.get("hooks")
+        if not base:
+            continue
+        tol = max(0.02, (base["max_ms"] - base["min_ms"]) / base["median_ms"] / 2)
+        for m in dmodes:
+            s = summ.get("nanwatch-" + m)
+            if not s:
+                out.append(("%s nanwatch-%s: not measured" % (name, m), False))
+                continue
+            out.append(("%s nanwatch-%s within 1.10x of uninstrumented: %.3fx (%.2f vs %.2f ms)"
+                        % (name, m, s["ratio"], s["median_ms"], base["median_ms"]),
+                        s["ratio"] <= 1.10))
+            if hooks:
+                out.append(("%s nanwatch-%s at most the forward-hook method: %.2f vs %.2f ms "
+                            "(%.3fx vs %.3fx)" % (name, m, s["median_ms"], hooks["median_ms"],
+                                                  s["ratio"], hooks["ratio"]),
+                            s["median_ms"] <= hooks["median_ms"]))
+        s = summ.get("detached")
+        if s:
+            out.append(("%s detached 1.00x: %.3fx (tolerance +-%.3f: 2%% or half the "
+                        "uninstrumented spread, whichever is larger)" % (name, s["ratio"], tol),
+                        abs(s["ratio"] - 1) <= tol))
+    if scan:
+        r = scan["bpf_rate_ratio"]
+        out.append(("BPF scan rate at least half the memory read rate: %s vs %s = %s"
+                    % (fmt_rate(scan["bpf_rate"]), fmt_rate(scan["memread_rate"]),
+                       "%.2f" % r if r else "n/a"), bool(r and r >= 0.5)))
+    return out
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def plot(path, summaries, title):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception:  # not installed, or broken: draw it ourselves
+        png_chart(path, summaries, title)
+        return "built-in PNG writer (matplotlib not available; 3x5 bitmap labels)"
+    fig, axes = plt.subplots(1, len(summaries), figsize=(6 * len(summaries), 4.8),
+                             squeeze=False)
+    for ax, (name, summ) in zip(axes[0], summaries.items()):
+        labels = list(summ)
+        med = [summ[m]["median_ms"] for m in labels]
+        lo = [summ[m]["median_ms"] - summ[m]["min_ms"] for m in labels]
+        hi = [summ[m]["max_ms"] - summ[m]["median_ms"] for m in labels]
+        colors = ["#4c72b0" if not m.startswith("nanwatch") else "#dd8452" for m in labels]
+        xs = range(len(labels))
+        ax.bar(xs, med, yerr=[lo, hi], capsize=4, color=colors)
+        for x, m in zip(xs, labels):
+            ax.plot([x] * len(summ[m]["round_medians_ms"]), summ[m]["round_medians_ms"], "k.",
+                    markersize=3)
+            ax.annotate("%.2fx" % summ[m]["ratio"], (x, summ[m]["max_ms"]),
+                        textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels(labels, rotation=25, ha="right", fontsize=8)
+        ax.set_ylabel("step time, ms (median; whiskers: min..max of rounds)")
+        ax.set_title(name)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return "matplotlib"
+
+
+# 3x5 bitmap font: 15 bits per glyph, rows top to bottom
+FONT = {
+    "A": "010101111101101", "B": "110101110101110", "C": "011100100100011",
+    "D": "110101101101110", "E": "111100110100111", "F": "111100110100100",
+    "G": "011100101101011", "H": "101101111101101", "I": "111010010010111",
+    "J": "001001001101010", "K": "101101110101101", "L": "100100100100111",
+    "M": "101111111101101", "N": "110101101101101", "O": "010101101101010",
+    "P": "110101110100100", "Q": "010101101110011", "R": "110101110101101",
+    "S": "011100010001110", "T": "111010010010010", "U": "101101101101111",
+    "V": "101101101101010", "W": "101101111111101", "X": "101101010101101",
+    "Y": "101101010010010", "Z": "111001010100111", "0": "111101101101111",
+    "1": "010110010010111", "2": "110001010100111", "3": "110001010001110",
+    "4": "101101111001001", "5": "111100110001110", "6": "011100111101111",
+    "7": "111001010010010", "8": "111101111101111", "9": "111101111001110",
+    ".": "000000000000010", "-": "000000111000000", ":": "000010000010000",
+    "_": "000000000000111", "/": "001001010100100", "%": "101001010100101",
+    "(": "010100100100010", ")": "010001001001010", "+": "000010111010000",
+    "=": "000111000111000", " ": "000000000000000",
+}
+
+
+class Canvas:
+    def __init__(self, w, h):
+        self.w, self.h = w, h
+        self.px = bytearray(b"\xff" * (w * h * 3))
+
+    def rect(self, x0, y0, x1, y1, rgb):
+        x0, x1 = max(0, min(x0, x1)), min(self.w, max(x0, x1))
+        y0, y1 = max(0, min(y0, y1)), min(self.h, max(y0, y1))
+        row = bytes(rgb) * (x1 - x0)
+        for y in range(y0, y1):
+            i = (y * self.w + x0) * 3
+            self.px[i:i + len(row)] = row
+
+    def text(self, x, y, s, rgb=(0, 0, 0), scale=2):
+        for ch in s.upper():
+            g = FONT.get(ch, FONT[" "])
+            for k, bit in enumerate(g):
+                if bit == "1":
+                    c, r = k % 3, k // 3
+                    self.rect(x + c * scale, y + r * scale, x + (c + 1) * scale,
+                              y + (r + 1) * scale, rgb)
+            x += 4 * scale
+
+    def png(self, path):
+        raw = b"".join(b"\x00" + bytes(self.px[y * self.w * 3:(y + 1) * self.w * 3])
+                       for y in range(self.h))
+
+        def chunk(kind, data):
+            return (struct.pack(">I", len(data)) + kind + data
+                    + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff))
+
+        with open(path, "wb") as f:
+            f.write(b"\x89PNG\r\n\x1a\n")
+            f.write(chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0)))
+            f.write(chunk(b"IDAT", zlib.compress(raw, 9)))
+            f.write(chunk(b"IEND", b""))
+
+
+def png_chart(path, summaries, title):
+    """Bar chart, one panel per model: median step time per mode, min..max whiskers."""
+    pw, ph, top, bottom, left = 460, 320, 50, 44, 60
+    cv = Canvas(pw * len(summaries), ph)
+    cv.text(8, 6, title[:(cv.w - 16) // 8])
+    for p, (name, summ) in enumerate(summaries.items()):
+        x0 = p * pw
+        ymax = max(s["max_ms"] for s in summ.values()) * 1.15
+        scale = (ph - top - bottom) / ymax
+        base = ph - bottom
+        cv.text(x0 + left, 26, name + " - step time ms")
+        cv.rect(x0 + left - 2, top, x0 + left, base, (0, 0, 0))
+        cv.rect(x0 + left - 2, base, x0 + pw - 10, base + 2, (0, 0, 0))
+        for k in range(5):
+            v = ymax * k / 4
+            y = int(base - v * scale)
+            cv.rect(x0 + left - 6, y, x0 + left - 2, y + 1, (0, 0, 0))
+            cv.text(x0 + 4, y - 4, "%.0f" % v)
+        bw = (pw - left - 20) // max(1, len(summ))
+        for i, (label, s) in enumerate(summ.items()):
+            bx = x0 + left + 6 + i * bw
+            color = (221, 132, 82) if label.startswith("nanwatch") else (76, 114, 176)
+            cv.rect(bx, int(base - s["median_ms"] * scale), bx + bw - 12, base, color)
+            cx = bx + (bw - 12) // 2
+            ylo, yhi = int(base - s["min_ms"] * scale), int(base - s["max_ms"] * scale)
+            cv.rect(cx, yhi, cx + 2, ylo + 1, (0, 0, 0))
+            cv.rect(cx - 5, yhi, cx + 7, yhi + 2, (0, 0, 0))
+            cv.rect(cx - 5, ylo, cx + 7, ylo + 2, (0, 0, 0))
+            cv.text(bx, yhi - 14, "%.2fx" % s["ratio"])
+            short = label.replace("uninstrumented", "plain").replace("detect_anomaly", "anomaly")
+            short = short.replace("nanwatch-", "nw-")
+            cv.text(bx, base + 8 + (i % 2) * 14, short[:10])
+    cv.png(path)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--daemon", required=True, help="path of nanwatchd")
+    ap.add_argument("--python", default="/usr/bin/python3", help="the trainer's Python (torch)")
+    ap.add_argument("--models", default="transformer,cnn", help="comma-separated")
+    ap.add_argument("--rounds", type=int, help="rounds of every mode (default 5; quick 2)")
+    ap.add_argument("--steps", type=int,
+                    help="steps per measurement window for every model (default per model: %s)"
+                    % ", ".join("%s %d" % kv for kv in DEFAULT_STEPS.items()))
+    ap.add_argument("--threads", type=int, default=1, help="trainer compute threads")
+    ap.add_argument("--daemon-modes", help="comma-separated (default: from nanwatchd --help)")
+    ap.add_argument("--no-scan", action="store_true", help="skip the scan-rate measurement")
+    ap.add_argument("--no-bpf-stats", action="store_true",
+                    help="attach to the training models without --bpf-stats (kernel BPF "
+                    "run-time accounting: two clock reads per program run); the scan "
+                    "measurement keeps it")
+    ap.add_argument("--memread", help="memread binary (default: next to --daemon)")
+    ap.add_argument("--json", default=os.path.join("build", "bench.json"))
+    ap.add_argument("--plot", default=os.path.join("build", "bench.png"))
+    ap.add_argument("--quick", action="store_true", help="~1 minute smoke run")
+    a = ap.parse_args()
+    a.models = [m for m in a.models.split(",") if m]
+    bad = [m for m in a.models if m not in ("transformer", "cnn")]
+    if bad or not a.models:
+        ap.error("--models: choose from transformer,cnn")
+    if a.rounds is None:
+        a.rounds = 2 if a.quick else 5
+    if a.rounds < 1 or (a.steps is not None and a.steps < 1):
+        ap.error("--rounds and --steps must be at least 1")
+    base = QUICK_STEPS if a.quick else DEFAULT_STEPS
+    a.step_counts = {m: a.steps or base[m] for m in base}
+    a.memread = a.memread or os.path.join(os.path.dirname(a.daemon), "memread")
+    for path, what in ((a.daemon, "--daemon"), (a.memread, "--memread")):
+        if not os.access(path, os.X_OK):
+            ap.error("%s %s is not an executable (run `make` first)" % (what, path))
+    a.daemon = os.path.abspath(a.daemon)
+    return a
+
+
+def machine():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")),
+                       "?")
+    except OSError:
+        pass
+    return {"host": platform.node(), "kernel": platform.release(), "cpu": cpu,
+            "cpus": os.cpu_count()}
+
+
+def run_all(a, out):
+    dmodes = out["daemon_modes"]
+    trainers = {}
+    for m in a.models + ([] if a.no_scan else ["scan"]):
+        log("starting trainer %s" % m)
+        trainers[m] = Trainer(a.python, m, a.threads, 3)
+        if m == "scan":
+            out["scan"].update(info=trainers[m].info, steps=a.step_counts[m], rounds=[])
+            continue
+        for mode in ("plain", "hooks", "anomaly"):  # first-call costs, not measured
+            trainers[m].run(mode, 2)
+        out["models"][m] = {"info": trainers[m].info, "steps": a.step_counts[m], "rounds": []}
+    for r in range(a.rounds):
+        log("round %d/%d" % (r + 1, a.rounds))
+        for m in a.models:
+            model_round(a, trainers[m], dmodes, a.step_counts[m], r, out["models"][m]["rounds"])
+        if not a.no_scan:
+            scan_round(a, trainers["scan"], a.step_counts["scan"], r, out["scan"]["rounds"])
+        out["memread"].append(memread(a.memread))
+    for t in trainers.values():
+        t.quit()
+
+
+def main():
+    a = parse_args()
+    if os.geteuid() != 0:
+        sys.stderr.write("bench: nanwatchd needs root: run `make bench` as root\n")
+        return 2
+    t_start = time.monotonic()
+    cpu0 = cpu_times()
+    dmodes = a.daemon_modes.split(",") if a.daemon_modes else daemon_modes(a.daemon)
+    modes_order = ["uninstrumented", "hooks", "detect_anomaly"] \
+        + ["nanwatch-" + m for m in dmodes] + ["detached"]
+    out = {"schema": "nanwatch-bench/1", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                               time.gmtime()),
+           "machine": machine(), "daemon": a.daemon, "python": a.python,
+           "daemon_modes": dmodes, "rounds": a.rounds, "quick": a.quick, "threads": a.threads,
+           "bpf_stats": not a.no_bpf_stats, "models": {}, "scan": {}, "memread": []}
+    err = None
+    for p in (a.json, a.plot):
+        os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
+    try:
+        run_all(a, out)
+    except (BenchError, OSError, ValueError, KeyError) as e:
+        err = str(e)
+    except KeyboardInterrupt:
+        err = "interrupted"
+    finally:
+        kill_children()
+    elapsed = time.monotonic() - t_start
+    cpu1 = cpu_times()
+    out["elapsed_s"] = elapsed
+    if cpu0 and cpu1 and cpu1[2] > cpu0[2]:
+        out["steal_pct"] = 100.0 * (cpu1[1] - cpu0[1]) / (cpu1[2] - cpu0[2])
+    if err:
+        out["error"] = err
+        sys.stderr.write("bench: %s\n" % err)
+
+    lines = ["nanwatch bench  %s  %s, %s CPUs, kernel %s; %d rounds, modes rotate per round; "
+             "daemon %s --bpf-stats" % (out["time"], out["machine"]["cpu"],
+                                        out["machine"]["cpus"], out["machine"]["kernel"],
+                                        a.rounds, "without" if a.no_bpf_stats else "with")]
+    summaries = {}
+    for name, res in out["models"].items():
+        if not res["rounds"]:
+            continue
+        summaries[name] = model_summary(res, modes_order)
+        res["summary"] = summaries[name]
+        lines += report_model(name, res, summaries[name])
+    scan = None
+    mem = out["memread"]
+    if out["scan"].get("rounds") and mem:
+        scan = scan_summary(out["scan"], median([m["bytes_per_s"] for m in mem]))
+        scan.update(steps=out["scan"]["steps"], rounds=len(out["scan"]["rounds"]))
+        out["scan"]["summary"] = scan
+        lines += report_scan(scan, mem)
+    tg = targets(summaries, scan, dmodes)
+    out["targets"] = [{"target": t, "holds": h} for t, h in tg]
+    lines.append("targets:")
+    lines += ["  %-6s %s" % ("HOLDS" if h else "MISSED", t) for t, h in tg]
+    if "steal_pct" in out and out["steal_pct"] >= 1:
+        lines.append("note: %.1f%% of CPU time was stolen by the hypervisor during the run"
+                     % out["steal_pct"])
+    if summaries:
+        title = "nanwatch bench %s %s" % (out["time"], out["machine"]["host"])
+        try:
+            how = plot(a.plot, summaries, title)
+            lines.append("plot: %s (%s)" % (a.plot, how))
+            out["plot"] = a.plot
+        except Exception as e:  # the numbers matter more than the picture
+            lines.append("plot: failed: %s" % e)
+    with open(a.json, "w") as f:
+        json.dump(out, f, indent=1)
+    lines.append("json: %s; took %.0f s" % (a.json, elapsed))
+    if err:
+        lines.append("error: %s" % err)
+    print("\n".join(lines))
+    return 1 if err else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
