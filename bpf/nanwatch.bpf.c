@@ -28,6 +28,7 @@ enum code_kind {
 
 const volatile __u32 targ_tgid = 0;
 const volatile __u64 max_scan_bytes = 1ULL << 30;
+const volatile __u32 step_by_marker = 0;	/* steps come from uprobe_step_marker instead */
 const volatile struct nw_layout L = {};
 const volatile struct nw_addrs A = {};
 
@@ -53,8 +54,11 @@ struct frame_key {
 struct frame_rec {
 	__u64 frame;
 	__u64 self;
+	__u64 args[MAX_ITEMS];	/* positional arguments, taken at entry: 3.12+ clears the frame first */
+	__u32 nargs;
 	__u32 kind;
 	__u32 depth;
+	__u32 pad;
 };
 
 struct code_rec {
@@ -98,6 +102,9 @@ struct scan_ctx {
 
 struct scratch {
 	__u64 buf[CHUNK_WORDS];
+	__u64 args[MAX_ITEMS];	/* the returning call's positional arguments */
+	__u32 nargs;
+	__u32 pad;
 	struct nw_event ev;
 	struct tensor_info ti;
 	struct scan_ctx c;
@@ -294,11 +301,26 @@ static int classify(__u64 code, __u64 frame)
 	rec.name = name;
 	if (str_equals(name, 0) && file_matches(read_u64(code + L.code_filename)))
 		rec.kind = CODE_MODULE;
-	else if (str_equals(name, 1) &&
+	else if (!step_by_marker && str_equals(name, 1) &&
 		 is_optimizer(read_u64(frame + L.frame_localsplus + 8 * L.self_slot)))
 		rec.kind = CODE_STEP;
 	bpf_map_update_elem(&codes, &code, &rec, BPF_ANY);
 	return rec.kind;
+}
+
+/* Keep the *args tuple's items: the caller still holds them when the call returns. */
+static __always_inline void capture_args(struct frame_rec *rec, __u64 frame)
+{
+	__u64 args = read_u64(frame + L.frame_localsplus + 8 * L.args_slot);
+	__u64 n;
+
+	if (!args || read_u64(args + L.obj_type) != A.tuple_type)
+		return;
+	n = read_u64(args + L.var_size);
+	if (n > MAX_ITEMS)
+		n = MAX_ITEMS;
+	if (n && !bpf_probe_read_user(rec->args, n * 8, (void *)(args + L.tuple_items)))
+		rec->nargs = n;
 }
 
 static __always_inline struct thread_state *get_thread(__u32 tid)
@@ -384,6 +406,7 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	depth = ts->depth;
 	rec.self = self;
 	rec.depth = depth;
+	capture_args(&rec, (__u64)frame);
 	if (depth < NW_MAX_DEPTH)
 		ts->stack[depth] = self;
 	else
@@ -757,21 +780,17 @@ static __always_inline int seq_items(__u64 obj, __u64 *items, __u64 *n)
 	return 1;
 }
 
-/* The module's positional arguments, from the frame's *args tuple. */
-static __always_inline int check_inputs(__u64 frame)
+/* The module's positional arguments, as taken when the call was entered. */
+static __always_inline int check_inputs(struct scratch *s)
 {
-	__u64 args = read_u64(frame + L.frame_localsplus + 8 * L.args_slot);
-	__u64 items = 0, n = 0;
 	int i, j;
 
-	if (!seq_items(args, &items, &n))
-		return 0;
 	for (i = 0; i < MAX_ITEMS; i++) {
 		__u64 obj, sub = 0, m = 0;
 
-		if (i >= n)
+		if (i >= s->nargs)
 			break;
-		obj = read_u64(items + 8 * i);
+		obj = s->args[i];
 		if (seq_items(obj, &sub, &m)) {
 			for (j = 0; j < MAX_ITEMS; j++) {
 				if (j >= m)
@@ -805,9 +824,9 @@ static __always_inline int should_report(__u64 iter)
 
 /*
  * Check one output tensor; on NaN/±Inf fill s->ev (the caller set the module
- * stack) and send it. frame is the module call's frame, for its inputs.
+ * stack, and the call's arguments in s->args) and send it.
  */
-__noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1, __u64 frame)
+__noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 {
 	struct scratch *s = get_scratch();
 	__u64 iter, type;
@@ -837,7 +856,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1, __u64 frame)
 	s->ev.inputs_checked = 0;
 	s->ev.inputs_nonfinite = 0;
 	s->ev.inputs_skipped = 0;
-	check_inputs(frame);
+	check_inputs(s);
 	type = read_u64(s->ev.module + L.obj_type);
 	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
 	s->ev.time_ns = bpf_ktime_get_ns();
@@ -847,13 +866,13 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1, __u64 frame)
 }
 
 /* Walk a module's return value: a tensor, or a tuple/list of them nested one level. */
-static __always_inline int check_result(__u64 ret, __u64 frame)
+static __always_inline int check_result(__u64 ret)
 {
 	__u64 items = 0, n = 0;
 	int i, j;
 
 	if (is_tensor(read_u64(ret + L.obj_type))) {
-		check_output(ret, NW_NO_INDEX, NW_NO_INDEX, frame);
+		check_output(ret, NW_NO_INDEX, NW_NO_INDEX);
 		return 0;
 	}
 	if (!seq_items(ret, &items, &n))
@@ -867,7 +886,7 @@ static __always_inline int check_result(__u64 ret, __u64 frame)
 			break;
 		obj = read_u64(items + 8 * i);
 		if (is_tensor(read_u64(obj + L.obj_type))) {
-			check_output(obj, i, NW_NO_INDEX, frame);
+			check_output(obj, i, NW_NO_INDEX);
 		} else if (seq_items(obj, &sub, &m)) {
 			if (m > MAX_ITEMS)
 				count(NW_C_SKIP_ITEMS, m - MAX_ITEMS);
@@ -878,7 +897,7 @@ static __always_inline int check_result(__u64 ret, __u64 frame)
 					break;
 				o = read_u64(sub + 8 * j);
 				if (is_tensor(read_u64(o + L.obj_type)))
-					check_output(o, i, j, frame);
+					check_output(o, i, j);
 			}
 		}
 	}
@@ -936,7 +955,44 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	if (!s)
 		return 0;
 	fill_stack(s, ts, rec.depth);
-	check_result((__u64)ret, rec.frame);
+	__builtin_memcpy(s->args, rec.args, sizeof(s->args));
+	s->nargs = rec.nargs;
+	check_result((__u64)ret);
+	return 0;
+}
+
+/*
+ * torch 2.x: Optimizer.step runs inside record_function("Optimizer.step#<class>.step"),
+ * whose C++ entry gets the name as a std::string (pointer, length first). It returns an
+ * intrusive_ptr, a class returned through a hidden first argument: the name is the second.
+ */
+SEC("uprobe")
+int BPF_KPROBE(uprobe_step_marker, void *ret_slot, void *name)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct {
+		__u64 ptr;
+		__u64 len;
+	} str = {};
+	char buf[NW_MATCH_LEN] = {};
+	__u32 plen = pat_len(L.step_marker);
+	int i;
+
+	if ((id >> 32) != targ_tgid || !plen || plen >= NW_MATCH_LEN)
+		return 0;
+	if (bpf_probe_read_user(&str, sizeof(str), name) || str.len < plen)
+		return 0;
+	if (bpf_probe_read_user(buf, plen & (NW_MATCH_LEN - 1), (void *)str.ptr))
+		return 0;
+	for (i = 0; i < NW_MATCH_LEN; i++) {
+		if (i >= plen)
+			break;
+		if (buf[i] != L.step_marker[i])
+			return 0;
+	}
+	/* counted as the step starts: no module runs inside a step but an LBFGS closure */
+	__sync_fetch_and_add(&step_count, 1);
+	count(NW_C_STEPS, 1);
 	return 0;
 }
 

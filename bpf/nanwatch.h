@@ -98,6 +98,7 @@ struct nw_layout {
 	char call_file[NW_MATCH_LEN];	/* its file ends with this */
 	char step_func[NW_MATCH_LEN];	/* optimizer step function: "step" */
 	char step_class[NW_MATCH_LEN];	/* class name an optimizer derives from: "Optimizer" */
+	char step_marker[NW_MATCH_LEN];	/* profiler name prefix of a step: "Optimizer.step#"; "" off */
 };
 
 /* Addresses in the target, resolved from symbols by the daemon. */

@@ -60,7 +60,9 @@ void elfsym__close(struct elfsym *e)
 	free(e);
 }
 
-static int find_in(Elf *elf, Elf_Scn *scn, const char *name, uint64_t *addr)
+/* prefix_len 0: name must match whole; else the first symbol starting with name[0..len). */
+static int find_in(Elf *elf, Elf_Scn *scn, const char *name, size_t prefix_len, uint64_t *addr,
+		   char *found, size_t found_len)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
 	GElf_Shdr sh;
@@ -76,9 +78,34 @@ static int find_in(Elf *elf, Elf_Scn *scn, const char *name, uint64_t *addr)
 		if (!gelf_getsym(data, i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
 			continue;
 		s = elf_strptr(elf, sh.sh_link, sym.st_name);
-		if (s && !strcmp(s, name)) {
-			*addr = sym.st_value;
-			return 0;
+		if (!s || (prefix_len ? strncmp(s, name, prefix_len) : strcmp(s, name)))
+			continue;
+		if (found && strlen(s) >= found_len)
+			continue;
+		if (found)
+			strcpy(found, s);
+		*addr = sym.st_value;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static int find_sym(struct elfsym *e, const char *name, size_t prefix_len, uint64_t *addr,
+		    char *found, size_t found_len)
+{
+	static const Elf64_Word types[] = {SHT_DYNSYM, SHT_SYMTAB};
+	size_t t;
+
+	/* .dynsym first: exported symbols are what a stripped build keeps */
+	for (t = 0; t < 2; t++) {
+		Elf_Scn *scn = NULL;
+
+		while ((scn = elf_nextscn(e->elf, scn))) {
+			GElf_Shdr sh;
+
+			if (gelf_getshdr(scn, &sh) && sh.sh_type == types[t] &&
+			    !find_in(e->elf, scn, name, prefix_len, addr, found, found_len))
+				return 0;
 		}
 	}
 	return -ENOENT;
@@ -86,25 +113,16 @@ static int find_in(Elf *elf, Elf_Scn *scn, const char *name, uint64_t *addr)
 
 int elfsym__find(struct elfsym *e, const char *name, uint64_t *addr)
 {
-	Elf_Scn *scn = NULL;
-	int err = -ENOENT;
+	return find_sym(e, name, 0, addr, NULL, 0);
+}
 
-	/* .dynsym first: exported symbols are what a stripped build keeps */
-	while ((scn = elf_nextscn(e->elf, scn))) {
-		GElf_Shdr sh;
+int elfsym__find_prefix(struct elfsym *e, const char *prefix, char *name, size_t len)
+{
+	uint64_t addr;
 
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM &&
-		    !find_in(e->elf, scn, name, addr))
-			return 0;
-	}
-	while ((scn = elf_nextscn(e->elf, scn))) {
-		GElf_Shdr sh;
-
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB &&
-		    !find_in(e->elf, scn, name, addr))
-			return 0;
-	}
-	return err;
+	if (!*prefix)
+		return -EINVAL;
+	return find_sym(e, prefix, strlen(prefix), &addr, name, len);
 }
 
 int elfsym__first_load(struct elfsym *e, uint64_t *vaddr)

@@ -15,6 +15,9 @@ void elfsym__close(struct elfsym *e);
 /* Link-time address of a defined symbol from .dynsym or .symtab; -ENOENT if absent. */
 int elfsym__find(struct elfsym *e, const char *name, uint64_t *addr);
 
+/* Full name of the first defined symbol starting with prefix; -ENOENT if none fits in len. */
+int elfsym__find_prefix(struct elfsym *e, const char *prefix, char *name, size_t len);
+
 /*
  * Link-time address that the file's offset 0 is mapped at (first PT_LOAD):
  * runtime address = link-time address + (start of the offset-0 mapping - this).

@@ -540,6 +540,12 @@ int layout__fill(const struct layout *l, struct nw_layout *out, char *err, size_
 		if (ret)
 			return ret;
 	}
+	/* optional: torch 2.x counts optimizer steps at its profiler marker */
+	if (!strcmp(l->kind, "torch") && find(l, "step_marker")) {
+		ret = fill_str(l, find(l, "step_marker"), tmp.step_marker, err, errlen);
+		if (ret)
+			return ret;
+	}
 	*out = tmp;
 	return 0;
 }

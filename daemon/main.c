@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "elfsym.h"
 #include "emit.h"
 #include "layout.h"
 #include "names.h"
@@ -51,6 +52,7 @@ struct app {
 	struct names *names;
 	struct report r;
 	struct probe *p;
+	char step_symbol[512];
 	int pidfd;
 	const char *reason;
 };
@@ -208,6 +210,27 @@ static const char *layouts_dir(const struct args *a, char *buf, size_t len)
 	return NW_LAYOUT_DIR;
 }
 
+/* The full name of the torch table's step marker function in the target's libtorch_cpu. */
+static int step_symbol(struct app *app, const char *prefix, char *err, size_t errlen)
+{
+	struct elfsym *e;
+	int ret;
+
+	app->step_symbol[0] = 0;
+	if (!prefix)
+		return 0;
+	e = app->t.torch_cpu_file[0] ? elfsym__open(app->t.torch_cpu_file) : NULL;
+	if (!e) {
+		snprintf(err, errlen, "failed to open the target's libtorch_cpu for the step marker");
+		return -ENOENT;
+	}
+	ret = elfsym__find_prefix(e, prefix, app->step_symbol, sizeof(app->step_symbol));
+	elfsym__close(e);
+	if (ret)
+		snprintf(err, errlen, "no symbol %.60s* in %.100s", prefix, app->t.torch_cpu_file);
+	return ret;
+}
+
 static int load_layouts(struct app *app, char *err, size_t errlen)
 {
 	char dirbuf[PATH_MAX + 32], why[256];
@@ -231,7 +254,9 @@ static int load_layouts(struct app *app, char *err, size_t errlen)
 		goto cleanup;
 	}
 	memset(&app->nwl, 0, sizeof(app->nwl));
-	ret = layout__fill(py, &app->nwl, why, sizeof(why));
+	ret = step_symbol(app, layout__str(tl, "step_symbol_prefix"), why, sizeof(why));
+	if (!ret)
+		ret = layout__fill(py, &app->nwl, why, sizeof(why));
 	if (!ret)
 		ret = layout__fill(tl, &app->nwl, why, sizeof(why));
 	if (!ret)
@@ -379,6 +404,7 @@ static int setup(struct app *app, char *err, size_t errlen)
 	}
 	app->r.e = &app->e;
 	app->r.names = app->names;
+	po.step_symbol = app->step_symbol[0] ? app->step_symbol : NULL;
 	app->p = probe__open(&app->t, &app->nwl, &po, on_event, app, err, errlen);
 	if (!app->p)
 		return -errno;

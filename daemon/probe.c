@@ -35,6 +35,8 @@ static int on_record(void *ctx, void *data, size_t size)
 	return p->cb(p->ctx, data);
 }
 
+static int s_marker(const struct probe_opts *o, const struct nw_layout *l);
+
 static int configure(struct probe *p, const struct target *t, const struct nw_layout *l,
 		     const struct probe_opts *o)
 {
@@ -46,8 +48,31 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	s->rodata->A.tuple_type = t->tuple_type;
 	s->rodata->A.list_type = t->list_type;
 	s->rodata->A.tensor_type = t->tensor_type;
+	s->rodata->step_by_marker = s_marker(o, l);
 	if (o->ringbuf_bytes)
 		return bpf_map__set_max_entries(s->maps.events, o->ringbuf_bytes);
+	return 0;
+}
+
+static int attach_marker(struct probe *p, const struct target *t, const char *symbol, char *err,
+			 size_t errlen)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = symbol);
+	struct nanwatch_bpf *s = p->skel;
+
+	if (!t->torch_cpu_file[0]) {
+		snprintf(err, errlen, "torch layout names a step marker but pid %d maps no "
+			 "libtorch_cpu.so", t->pid);
+		return -ENOENT;
+	}
+	s->links.uprobe_step_marker = bpf_program__attach_uprobe_opts(
+		s->progs.uprobe_step_marker, t->pid, t->torch_cpu_file, 0, &uo);
+	if (!s->links.uprobe_step_marker) {
+		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s",
+			 t->torch_cpu_file, symbol, strerror(errno));
+		return -errno;
+	}
+	p->nprobes++;
 	return 0;
 }
 
@@ -68,7 +93,7 @@ static int attach(struct probe *p, const struct target *t, char *err, size_t err
 						t->python_file, 0, &uo);
 	if (!s->links.uretprobe_eval_frame)
 		goto fail;
-	p->nprobes = 2;
+	p->nprobes += 2;
 	return 0;
 fail:
 	snprintf(err, errlen, "failed to attach uprobe to %s:_PyEval_EvalFrameDefault: %s",
@@ -89,6 +114,11 @@ static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list a
 	(void)fmt;
 	(void)args;
 	return 0;
+}
+
+static int s_marker(const struct probe_opts *o, const struct nw_layout *l)
+{
+	return o->step_symbol && l->step_marker[0];
 }
 
 struct probe *probe__open(const struct target *t, const struct nw_layout *l,
@@ -134,6 +164,8 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 		}
 	}
 	ret = attach(p, t, err, errlen);
+	if (!ret && s_marker(o, l))
+		ret = attach_marker(p, t, o->step_symbol, err, errlen);
 	if (ret)
 		goto fail;
 	p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.events), on_record, p, NULL);

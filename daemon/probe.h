@@ -15,6 +15,7 @@ struct probe_opts {
 	uint32_t ringbuf_bytes;
 	int verbose;
 	int bpf_stats;			/* keep kernel run-time stats of our programs (global toggle) */
+	const char *step_symbol;	/* libtorch_cpu function marking optimizer steps, or NULL */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */

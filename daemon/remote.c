@@ -52,8 +52,14 @@ int remote__layout_from(struct remote_layout *out, const struct layout *py, char
 		K(keys_indices), K(values_items), K(unicode_length), K(unicode_state),
 		K(unicode_ascii_data), K(unicode_compact_data), K(unicode_kind_shift),
 		K(ascii_bit), K(compact_bit), K(type_name),
-#undef K
 	};
+	static const struct {
+		const char *key;
+		size_t off;
+	} optional[] = {
+		K(inline_values_flag), K(inline_values_offset), K(values_valid),
+	};
+#undef K
 	size_t i;
 
 	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -64,6 +70,15 @@ int remote__layout_from(struct remote_layout *out, const struct layout *py, char
 			return -ENOENT;
 		}
 		*(int64_t *)((char *)out + keys[i].off) = v;
+	}
+	for (i = 0; i < sizeof(optional) / sizeof(optional[0]); i++) {
+		long long v = 0;
+
+		if (layout__int(py, optional[i].key, &v) == -EINVAL) {
+			snprintf(err, errlen, "python layout: '%s' is not an integer", optional[i].key);
+			return -EINVAL;
+		}
+		*(int64_t *)((char *)out + optional[i].off) = v;
 	}
 	return 0;
 }
@@ -274,7 +289,19 @@ int remote__attr(const struct remote *r, uint64_t obj, const char *key, uint64_t
 		err = remote__u64(r, type + l->type_flags, &flags);
 	if (err)
 		return err;
-	if (flags & l->managed_dict_flag) {
+	if (l->inline_values_flag && (flags & l->inline_values_flag)) {
+		/* 3.13: values live in the object while valid; else a materialized dict */
+		uint8_t valid = 0;
+
+		values = obj + l->inline_values_offset;
+		err = r->read(r->ctx, values + l->values_valid, &valid, 1);
+		if (!err && valid)
+			err = remote__u64(r, type + l->type_cached_keys, &keys);
+		else if (!err)
+			err = remote__u64(r, obj + l->managed_dict, &dict);
+		if (!valid)
+			values = 0;
+	} else if (flags & l->managed_dict_flag) {
 		/* 3.11: the dict exists only once __dict__ was asked for; else inline values */
 		err = remote__u64(r, obj + l->managed_dict, &dict);
 		if (!err && !dict) {

@@ -33,6 +33,10 @@ struct remote_layout {
 	int64_t ascii_bit;
 	int64_t compact_bit;
 	int64_t type_name;
+	/* 3.13+: attribute values inline after the object header; 0 when absent */
+	int64_t inline_values_flag;	/* Py_TPFLAGS_INLINE_VALUES */
+	int64_t inline_values_offset;	/* from the object to its PyDictValues */
+	int64_t values_valid;		/* PyDictValues.valid byte */
 };
 
 /* Reads len bytes at addr into buf; returns 0 or a negative errno. */

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include "elfsym.h"
 #include "remote.h"
@@ -22,6 +24,8 @@
 struct image {
 	char *path;
 	uint64_t base;		/* start of its offset-0 mapping */
+	dev_t dev;		/* device and inode from the maps line */
+	ino_t ino;
 };
 
 struct maps {
@@ -112,7 +116,8 @@ static void maps_free(struct maps *m)
 	free(m->img);
 }
 
-static int maps_add(struct maps *m, const char *path, uint64_t start, uint64_t off)
+static int maps_add(struct maps *m, const char *path, uint64_t start, uint64_t off, dev_t dev,
+		    ino_t ino)
 {
 	struct image *img;
 	size_t i;
@@ -134,6 +139,8 @@ static int maps_add(struct maps *m, const char *path, uint64_t start, uint64_t o
 	if (!img[m->n].path)
 		return -ENOMEM;
 	img[m->n].base = off == 0 ? start : 0;
+	img[m->n].dev = dev;
+	img[m->n].ino = ino;
 	m->n++;
 	return 0;
 }
@@ -148,15 +155,16 @@ static int maps_read(pid_t pid, struct maps *m)
 	if (!buf)
 		return -errno;
 	for (line = strtok_r(buf, "\n", &save); line && !err; line = strtok_r(NULL, "\n", &save)) {
-		unsigned long long start, end, off;
+		unsigned long long start, end, off, ino;
+		unsigned int major, minor;
 		int pos = 0;
 
-		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &start, &end, &off, &pos) < 3 ||
-		    !pos || line[pos] != '/')
+		if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu %n", &start, &end, &off, &major,
+			   &minor, &ino, &pos) < 6 || !pos || line[pos] != '/')
 			continue;
 		if (strstr(line + pos, " (deleted)"))
 			continue;
-		err = maps_add(m, line + pos, start, off);
+		err = maps_add(m, line + pos, start, off, makedev(major, minor), ino);
 	}
 	free(buf);
 	return err;
@@ -179,12 +187,58 @@ static uint64_t sym_addr(struct elfsym *e, const struct image *img, const char *
 	return img->base - first + value;
 }
 
-static int open_image(const struct target *t, const struct image *img, struct elfsym **e)
+/*
+ * /proc/PID/maps names files as the reader sees them: a target in its own
+ * mount namespace (a container) shows paths inside it, one in a plain chroot
+ * shows host paths. Take the candidate whose device and inode are the mapped
+ * file's; prefer the path through the target's root.
+ */
+static int resolve_image(struct target *t, const struct image *img, int *through_root)
+{
+	const char *cand[2] = {t->proc_root, ""};
+	int i, pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < 2; i++) {
+			char file[PATH_MAX + 64];
+			struct stat st;
+
+			if (snprintf(file, sizeof(file), "%s%s", cand[i], img->path) >=
+			    (int)sizeof(file) || stat(file, &st))
+				continue;
+			/* overlay filesystems may report other numbers: then take what exists */
+			if (pass == 0 && (st.st_ino != img->ino || st.st_dev != img->dev))
+				continue;
+			*through_root = i == 0;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static void image_file(const struct target *t, const char *path, int through_root, char *out,
+		       size_t len)
+{
+	const char *prefix = through_root ? t->proc_root : "";
+	size_t n = strlen(prefix);
+
+	if (n + strlen(path) + 1 > len) {
+		out[0] = 0;	/* too long to open: fails as a missing file */
+		return;
+	}
+	memcpy(out, prefix, n);
+	strcpy(out + n, path);
+}
+
+static int open_image(struct target *t, const struct image *img, struct elfsym **e,
+		      int *through_root)
 {
 	char file[PATH_MAX + 64];
+	int err = resolve_image(t, img, through_root);
 
-	if (snprintf(file, sizeof(file), "%s%s", t->proc_root, img->path) >= (int)sizeof(file))
-		return -ENAMETOOLONG;
+	if (err)
+		return err;
+	image_file(t, img->path, *through_root, file, sizeof(file));
 	*e = elfsym__open(file);
 	return *e ? 0 : -errno;
 }
@@ -207,15 +261,16 @@ static int find_python(struct target *t, const struct maps *m, char *err, size_t
 		const struct image *img = &m->img[i];
 		struct elfsym *e = NULL;
 		uint64_t dummy, ver_addr, ver = 0;
+		int root;
 
-		if (!is_python_name(img->path) || open_image(t, img, &e))
+		if (!is_python_name(img->path) || open_image(t, img, &e, &root))
 			continue;
 		if (elfsym__find(e, "_PyEval_EvalFrameDefault", &dummy)) {
 			elfsym__close(e);
 			continue;
 		}
 		snprintf(t->python_path, sizeof(t->python_path), "%s", img->path);
-		snprintf(t->python_file, sizeof(t->python_file), "%s%s", t->proc_root, img->path);
+		image_file(t, img->path, root, t->python_file, sizeof(t->python_file));
 		ver_addr = sym_addr(e, img, "Py_Version");	/* exported since 3.11 */
 		t->tuple_type = sym_addr(e, img, "PyTuple_Type");
 		t->list_type = sym_addr(e, img, "PyList_Type");
@@ -242,45 +297,68 @@ static int find_python(struct target *t, const struct maps *m, char *err, size_t
 	return -ENOEXEC;
 }
 
-/* The torch package directory: where torch/_C.*.so is mapped from. */
-static int torch_dir(const struct maps *m, char *out, size_t len)
+/* The torch package directory, as the daemon can open it: where torch/_C.*.so is mapped from. */
+static int torch_dir(struct target *t, const struct maps *m, char *out, size_t len)
 {
 	size_t i;
 
 	for (i = 0; i < m->n; i++) {
 		const char *p = m->img[i].path, *b = base_name(p);
+		char dir[PATH_MAX];
 		size_t dirlen = b - p;
+		int root;
 
 		if (strncmp(b, "_C.", 3) || dirlen < 7 || strncmp(b - 7, "/torch/", 7))
 			continue;
-		if (dirlen >= len)
-			return -ENAMETOOLONG;
-		memcpy(out, p, dirlen - 1);
-		out[dirlen - 1] = 0;
+		if (dirlen >= sizeof(dir) || resolve_image(t, &m->img[i], &root))
+			return -ENOENT;
+		memcpy(dir, p, dirlen - 1);
+		dir[dirlen - 1] = 0;
+		image_file(t, dir, root, out, len);
 		return 0;
 	}
 	return -ENOENT;
 }
 
-/* torch/version.py: `__version__ = '1.13.0a0'`, read as text, never run. */
+/* The quoted value of a line `__version__ = '1.13.0a0'` (not `__all__ = ['__version__']`). */
+static char *version_line(char *buf)
+{
+	char *p;
+
+	for (p = buf; p; p = strchr(p, '\n')) {
+		char *v;
+
+		p += *p == '\n';
+		if (strncmp(p, "__version__", 11))
+			continue;
+		v = p + 11;
+		v += strspn(v, " \t");
+		if (*v++ != '=')
+			continue;
+		v += strspn(v, " \t");
+		if (*v == '\'' || *v == '"')
+			return v;
+	}
+	return NULL;
+}
+
+/* torch/version.py, read as text, never run. dir is a path the daemon can open. */
 static int torch_version(struct target *t, const char *dir, char *err, size_t errlen)
 {
 	char file[PATH_MAX + 128], *buf, *p, *q;
 	size_t n;
 
-	snprintf(file, sizeof(file), "%s%s/version.py", t->proc_root, dir);
+	snprintf(file, sizeof(file), "%s/version.py", dir);
 	buf = target__read_file(file, 64 << 10, &n);
 	if (!buf) {
-		snprintf(err, errlen, "failed to read %s/version.py in pid %d's root: %s", dir,
-			 t->pid, strerror(errno));
+		snprintf(err, errlen, "failed to read %s: %s", file, strerror(errno));
 		return -ENOENT;
 	}
-	p = strstr(buf, "__version__");
-	p = p ? strpbrk(p, "'\"") : NULL;
+	p = version_line(buf);
 	q = p ? strchr(p + 1, *p) : NULL;
 	if (!q || q - p - 1 <= 0 || (size_t)(q - p - 1) >= sizeof(t->torch_version)) {
 		free(buf);
-		snprintf(err, errlen, "failed to parse torch version in %s/version.py", dir);
+		snprintf(err, errlen, "failed to parse torch version in %s", file);
 		return -EINVAL;
 	}
 	memcpy(t->torch_version, p + 1, q - p - 1);
@@ -293,6 +371,21 @@ static int torch_version(struct target *t, const char *dir, char *err, size_t er
 	return 0;
 }
 
+static void find_torch_cpu(struct target *t, const struct maps *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->n; i++) {
+		int root;
+
+		if (strncmp(base_name(m->img[i].path), "libtorch_cpu.so", 15) ||
+		    resolve_image(t, &m->img[i], &root))
+			continue;
+		image_file(t, m->img[i].path, root, t->torch_cpu_file, sizeof(t->torch_cpu_file));
+		return;
+	}
+}
+
 static int find_torch(struct target *t, const struct maps *m, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
@@ -301,12 +394,13 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 	for (i = 0; i < m->n; i++) {
 		const struct image *img = &m->img[i];
 		struct elfsym *e = NULL;
+		int root;
 
 		/* pip wheels map torch/lib/libtorch_python.so; Debian a versioned .so.1.13.0 */
 		if (strncmp(base_name(img->path), "libtorch_python.so", 18))
 			continue;
 		snprintf(t->torch_path, sizeof(t->torch_path), "%s", img->path);
-		if (open_image(t, img, &e)) {
+		if (open_image(t, img, &e, &root)) {
 			snprintf(err, errlen, "failed to open %s in pid %d's root", img->path, t->pid);
 			return -ENOENT;
 		}
@@ -316,7 +410,8 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 			snprintf(err, errlen, "failed to resolve THPVariableType in %s", img->path);
 			return -ENOENT;
 		}
-		if (torch_dir(m, dir, sizeof(dir))) {
+		find_torch_cpu(t, m);
+		if (torch_dir(t, m, dir, sizeof(dir))) {
 			snprintf(err, errlen, "pid %d maps %s but no torch/_C module", t->pid,
 				 img->path);
 			return -ENOENT;

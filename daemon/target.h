@@ -14,6 +14,7 @@ struct target {
 	char python_path[PATH_MAX];	/* image exporting the frame evaluator, as the target sees it */
 	char python_file[PATH_MAX];	/* the same file reached through proc_root */
 	char torch_path[PATH_MAX];	/* libtorch_python.so, as the target sees it */
+	char torch_cpu_file[PATH_MAX];	/* libtorch_cpu.so, as the daemon opens it ("" if unmapped) */
 	char python_version[16];	/* "3.11.2" */
 	char python_series[8];		/* "3.11" */
 	char torch_version[64];		/* "1.13.0a0" */

@@ -400,6 +400,11 @@ def model_summary(res, modes_order):
     base = summ.get("uninstrumented", {}).get("median_ms")
     for label, s in summ.items():
         s["ratio"] = s["median_ms"] / base if base else None
+        # the same ratio taken within each round, then the median: robust to slow drift
+        paired = [r["windows"][label]["median_ms"] / r["windows"]["uninstrumented"]["median_ms"]
+                  for r in res["rounds"]
+                  if label in r["windows"] and "uninstrumented" in r["windows"]]
+        s["paired_ratio"] = median(paired) if paired else None
         if label.startswith("nanwatch-"):
             ws = [r["windows"][label] for r in res["rounds"] if label in r["windows"]]
             s["daemon"] = daemon_summary(ws)
@@ -451,10 +456,12 @@ def report_model(name, res, summ):
     lines = ["%s: %.2fM params, %d steps x %d rounds per mode, torch %s, %s thread(s)"
              % (name, info["params"] / 1e6, res["steps"], len(res["rounds"]), info["torch"],
                 info["threads"]),
-             "  %-16s %10s %7s  %s" % ("mode", "median_ms", "ratio", "spread_ms (round medians)")]
+             "  %-16s %10s %7s %7s  %s" % ("mode", "median_ms", "ratio", "paired",
+                                          "spread_ms (min..max of round medians)")]
     for label, s in summ.items():
-        lines.append("  %-16s %10.2f %6.3fx  %.2f..%.2f"
-                     % (label, s["median_ms"], s["ratio"] or 0, s["min_ms"], s["max_ms"]))
+        lines.append("  %-16s %10.2f %6.3fx %6.3fx  %.2f..%.2f"
+                     % (label, s["median_ms"], s["ratio"] or 0, s["paired_ratio"] or 0,
+                        s["min_ms"], s["max_ms"]))
     for label, s in summ.items():
         d = s.get("daemon")
         if not d:
@@ -807,6 +814,8 @@ def main():
         lines += report_scan(scan, mem)
     tg = targets(summaries, scan, dmodes)
     out["targets"] = [{"target": t, "holds": h} for t, h in tg]
+    lines.append("ratio: median step time / uninstrumented median; paired: median over rounds "
+                 "of the same ratio within one round")
     lines.append("targets:")
     lines += ["  %-6s %s" % ("HOLDS" if h else "MISSED", t) for t, h in tg]
     if "steal_pct" in out and out["steal_pct"] >= 1:
