@@ -1,5 +1,6 @@
 # nanwatch: make | make test | make demo | make bench | make install
 OUTPUT := build
+TRIXIE_ROOT := $(OUTPUT)/trixie-root
 CLANG ?= clang
 BPFTOOL ?= bpftool
 CC ?= gcc
@@ -72,15 +73,22 @@ $(OUTPUT)/tests/%: tests/%.c $(LIB_OBJS) | $(OUTPUT)/tests
 	$(call msg,TEST-CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -lcmocka -o $@
 
-test: all $(TEST_BINS)
+test: all $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
-	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd
+	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd --trixie-root $(TRIXIE_ROOT)
 
 unit: all $(TEST_BINS)
 	$(Q)tests/run-unit $(TEST_BINS)
 
-integration: all
-	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd
+integration: all trixie-root
+	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd --trixie-root $(TRIXIE_ROOT)
+
+# Debian trixie root (Python 3.13, torch 2.6) the integration tests also run trainers in.
+.PHONY: trixie-root
+trixie-root: $(TRIXIE_ROOT)/.nanwatch-ready
+
+$(TRIXIE_ROOT)/.nanwatch-ready:
+	$(Q)tools/make-trixie-root $(TRIXIE_ROOT)
 
 demo: all
 	$(Q)tools/demo

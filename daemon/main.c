@@ -19,6 +19,7 @@
 #include "layout.h"
 #include "names.h"
 #include "probe.h"
+#include "pyoffsets.h"
 #include "remote.h"
 #include "report.h"
 #include "sink.h"
@@ -53,6 +54,7 @@ struct app {
 	struct report r;
 	struct probe *p;
 	char step_symbol[512];
+	int published;		/* offsets taken from the interpreter itself */
 	int pidfd;
 	const char *reason;
 };
@@ -261,8 +263,19 @@ static int load_layouts(struct app *app, char *err, size_t errlen)
 		ret = layout__fill(tl, &app->nwl, why, sizeof(why));
 	if (!ret)
 		ret = remote__layout_from(&app->remote.l, py, why, sizeof(why));
-	if (ret)
+	if (ret) {
 		snprintf(err, errlen, "bad layout table in %.256s: %.200s", dir, why);
+		goto cleanup;
+	}
+	ret = pyoffsets__apply(&app->remote, app->t.runtime, app->t.py_version_hex, py, &app->nwl,
+			       &app->remote.l, why, sizeof(why));
+	if (ret < 0) {
+		snprintf(err, errlen, "unsupported Python %s in pid %d: %.200s",
+			 app->t.python_version, app->t.pid, why);
+		goto cleanup;
+	}
+	app->published = ret;
+	ret = 0;
 cleanup:
 	layout__free(py);
 	layout__free(tl);
@@ -291,6 +304,7 @@ static int emit_attach(struct app *app)
 	json__null(j, "config");
 	json__string(j, "interpreter", app->t.python_path);
 	json__string(j, "torch_library", app->t.torch_path);
+	json__int(j, "published_offsets", app->published);
 	return emit__end(&app->e);
 }
 

@@ -275,12 +275,14 @@ static int find_python(struct target *t, const struct maps *m, char *err, size_t
 		t->tuple_type = sym_addr(e, img, "PyTuple_Type");
 		t->list_type = sym_addr(e, img, "PyList_Type");
 		t->none = sym_addr(e, img, "_Py_NoneStruct");
+		t->runtime = sym_addr(e, img, "_PyRuntime");
 		elfsym__close(e);
 		if (!ver_addr || remote__u64(&r, ver_addr, &ver)) {
 			snprintf(err, errlen, "unsupported Python in pid %d (%s): older than 3.11 "
 				 "(no Py_Version); nanwatch supports CPython 3.11+", t->pid, img->path);
 			return -ENOTSUP;
 		}
+		t->py_version_hex = ver;
 		snprintf(t->python_version, sizeof(t->python_version), "%u.%u.%u",
 			 (unsigned)(ver >> 24) & 0xff, (unsigned)(ver >> 16) & 0xff,
 			 (unsigned)(ver >> 8) & 0xff);

@@ -21,6 +21,8 @@ struct target {
 	char torch_series[16];		/* "1.13" */
 	char rank[16];			/* RANK / LOCAL_RANK from the environment, "" if unset */
 	char local_rank[16];
+	uint64_t py_version_hex;	/* Py_Version: PY_VERSION_HEX */
+	uint64_t runtime;		/* &_PyRuntime (0 if not exported) */
 	uint64_t tuple_type;		/* runtime addresses in the target */
 	uint64_t list_type;
 	uint64_t none;

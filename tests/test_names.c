@@ -238,6 +238,40 @@ static void test_inline_values(void **state)
 	names__free(n);
 }
 
+static void test_inline_values_313(void **state)
+{
+	struct mem *m = *state;
+	const char *names[] = {"layer"};
+	uint64_t child = mkmodule(m, 0, NULL, NULL);
+	uint64_t mods = mkdict(m, 1, names, (uint64_t[]){child});
+	uint64_t type3 = alloc(m, 1024), keys[2], root = alloc(m, 96) + 32;
+	struct remote r;
+	struct names *n;
+
+	/* 3.13: PyDictValues inside the object after its header; values[] after 4 flag bytes */
+	put64(m, type3 + 168, 1 << 4 | 1 << 2);
+	keys[0] = mkstr(m, "training", 0);
+	keys[1] = mkstr(m, "_modules", 0);
+	put64(m, type3 + 880, mkkeys(m, 2, keys, NULL));
+	put64(m, root + 8, type3);
+	put8(m, root + 16 + 3, 1);	/* valid */
+	put64(m, root + 16 + 8, m->none);
+	put64(m, root + 16 + 16, mods);
+	init_remote(&r, m);
+	r.l.inline_values_flag = 1 << 2;
+	r.l.inline_values_offset = 16;
+	r.l.values_valid = 3;
+	r.l.values_items = 8;
+	n = names__new(&r);
+	assert_string_equal(names__path(n, root, child), "layer");
+	names__free(n);
+	/* once the values are no longer valid, the managed dict holds the attributes */
+	put8(m, root + 16 + 3, 0);
+	n = names__new(&r);
+	assert_null(names__path(n, root, child));
+	names__free(n);
+}
+
 static void test_wide_keys_and_bad_memory(void **state)
 {
 	struct mem *m = *state;
@@ -268,6 +302,7 @@ int main(void)
 		cmocka_unit_test_setup(test_shared_and_none, setup),
 		cmocka_unit_test_setup(test_unknown_module_and_rewalk, setup),
 		cmocka_unit_test_setup(test_inline_values, setup),
+		cmocka_unit_test_setup(test_inline_values_313, setup),
 		cmocka_unit_test_setup(test_wide_keys_and_bad_memory, setup),
 	};
 

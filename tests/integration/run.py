@@ -10,9 +10,19 @@ non-contiguous view, which the daemon must skip (and count), reporting the next 
 first. Then the bad-input cases: each must fail with one line on stderr
 and leave its target alone.
 
+With --trixie-root DIR (a root made by tools/make-trixie-root: Debian trixie, Python 3.13,
+torch 2.6) every trainer case and the sigterm case run a second time with the trainer inside
+that root, named with the suffix [trixie]: tests/trainers/*.py are copied to
+DIR/opt/nanwatch-tests/trainers/ first, and the trainers (oracle runs included, so each
+environment is compared with its own oracle) run as `chroot DIR /usr/bin/python3
+/opt/nanwatch-tests/trainers/X.py`. The daemon stays the host's, attached by host pid (a plain
+chroot shares the pid namespace). One error case runs there too: torch without a layout table.
+A DIR without its .nanwatch-ready stamp is one FAIL line, not a silent skip.
+
 Standard library only: torch is imported by the trainers, never here.
 
-  /usr/bin/python3 tests/integration/run.py --daemon build/nanwatchd [-k SUBSTRING] [-v]
+  /usr/bin/python3 tests/integration/run.py --daemon build/nanwatchd [--trixie-root DIR]
+                                            [-k SUBSTRING] [-v]
 """
 import argparse
 import json
@@ -36,6 +46,9 @@ DETACH_TIMEOUT = 30
 ERROR_TIMEOUT = 30
 TRAINER_TIMEOUT = 180
 NOBODY = 65534
+TRIXIE_STAMP = ".nanwatch-ready"
+TRIXIE_PYTHON = "/usr/bin/python3"  # inside the root
+TRIXIE_TRAINERS = "/opt/nanwatch-tests/trainers"  # inside the root
 
 COMMON_FIELDS = ("schema", "event", "time", "seq", "host", "pid", "comm")
 ANOMALY_FIELDS = ("tid", "step", "iteration", "phase", "layer", "module", "tensor", "dtype",
@@ -139,6 +152,22 @@ def kill_all():
         proc.kill()
 
 
+class Env:
+    """Where the trainers run: the host, or a root entered with chroot."""
+
+    def __init__(self, name, suffix, python, trainers, root=None):
+        self.name = name
+        self.suffix = suffix  # appended to case names
+        self.root = root  # None: the host
+        self.python = python  # as seen inside the root
+        self.trainers = trainers  # as seen inside the root
+
+    def argv(self, *args):
+        """A command that runs python with args in this environment."""
+        prefix = ["chroot", self.root] if self.root is not None else []
+        return prefix + [self.python, *args]
+
+
 class Context:
     def __init__(self, args):
         self.args = args
@@ -148,6 +177,8 @@ class Context:
         self.tmp = tempfile.mkdtemp(prefix="nanwatch-it-")
         self.traces = {}
         self.current_daemon = None  # for the stderr tail on failure
+        self.host = Env("host", "", args.python, TRAINERS)
+        self.env = self.host  # the environment of the case running now
 
     def log(self, msg):
         if self.args.verbose:
@@ -155,7 +186,7 @@ class Context:
 
 
 def trainer_argv(ctx, name, *extra):
-    return [ctx.python, os.path.join(TRAINERS, name + ".py"), *extra]
+    return ctx.env.argv(os.path.join(ctx.env.trainers, name + ".py"), *extra)
 
 
 def tail(lines, n=8):
@@ -164,7 +195,7 @@ def tail(lines, n=8):
 
 def run_trainer(ctx, name, *extra):
     """Run a trainer to completion; return its last JSON line (the oracle or the trace)."""
-    key = (name,) + extra
+    key = (ctx.env.name, name) + extra
     if key in ctx.traces:
         return ctx.traces[key]
     argv = trainer_argv(ctx, name, *extra)
@@ -575,8 +606,8 @@ def case_not_python(ctx):
 
 
 def case_no_torch(ctx):
-    target = Proc([ctx.python, "-c",
-                   "import time; print('READY', flush=True); time.sleep(60)"])
+    target = Proc(ctx.env.argv("-c",
+                               "import time; print('READY', flush=True); time.sleep(60)"))
     if target.wait_out(lambda l: l.startswith(b"READY"), 30) is None:
         raise Fail("python -c did not start")
     expect_refusal(ctx, start_daemon(ctx, target.pid), ["torch"])
@@ -584,9 +615,13 @@ def case_no_torch(ctx):
 
 
 def interpreter_version(ctx):
-    r = subprocess.run([ctx.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                       capture_output=True, text=True, timeout=30)
-    return r.stdout.strip()
+    r = subprocess.run(ctx.env.argv("-c", "import sys; print('%d.%d' % sys.version_info[:2])"),
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    version = r.stdout.strip()
+    if r.returncode != 0 or not re.match(r"^\d+\.\d+$", version):
+        raise Fail("cannot tell the %s interpreter's version (exit %d): %r" %
+                   (ctx.env.name, r.returncode, (r.stdout + r.stderr)[-300:]))
+    return version
 
 
 def layouts_dir(ctx, what, keep):
@@ -652,11 +687,52 @@ CASES += [
     ("error_unprivileged", case_unprivileged),
     ("sigterm_while_attached", case_sigterm),
 ]
+# Run again with the trainer inside the --trixie-root root: every trainer case, and one error.
+TRIXIE_CASES = [name for name, _ in CASES if not name.startswith("error_")]
+TRIXIE_CASES += ["error_torch_unsupported"]
 
 
-def run_case(ctx, name, fn):
+def trixie_env(ctx, root):
+    """The trixie environment, with the trainers copied in; Fail when the root is not usable."""
+    root = os.path.abspath(root)
+    stamp = os.path.join(root, TRIXIE_STAMP)
+    if not os.path.isfile(stamp):
+        raise Fail("%s is not built (no %s): run tools/make-trixie-root %s (or make "
+                   "trixie-root)" % (root, TRIXIE_STAMP, root))
+    parent = os.path.join(root, os.path.dirname(TRIXIE_TRAINERS).lstrip("/"))
+    dest = os.path.join(root, TRIXIE_TRAINERS.lstrip("/"))
+    # Written as root into a tree whose contents we did not make: never through a symlink.
+    sub = root
+    for part in TRIXIE_TRAINERS.strip("/").split("/"):
+        sub = os.path.join(sub, part)
+        if os.path.islink(sub):
+            raise Fail("%s is a symlink; refusing to copy the trainers through it" % sub)
+    try:
+        os.makedirs(parent, mode=0o755, exist_ok=True)
+        os.chmod(parent, 0o755)
+        if os.path.isdir(dest):
+            shutil.rmtree(dest)
+        elif os.path.lexists(dest):
+            os.unlink(dest)
+        os.mkdir(dest, 0o755)
+        os.chown(dest, 0, 0)
+        os.chmod(dest, 0o755)
+        names = sorted(n for n in os.listdir(TRAINERS) if n.endswith(".py"))
+        for n in names:
+            shutil.copy(os.path.join(TRAINERS, n), os.path.join(dest, n))
+    except OSError as e:
+        raise Fail("cannot copy the trainers into %s: %s" % (dest, e))
+    if not names:
+        raise Fail("no trainers in %s" % TRAINERS)
+    ctx.log("copied %d trainers into %s" % (len(names), dest))
+    return Env("trixie", "[trixie]", TRIXIE_PYTHON, TRIXIE_TRAINERS, root=root)
+
+
+def run_case(ctx, name, fn, env=None):
     start = time.monotonic()
     ctx.current_daemon = None
+    ctx.env = env or ctx.host
+    name += ctx.env.suffix
     try:
         if not os.access(ctx.daemon, os.X_OK):
             raise Fail("daemon %s is not an executable file (build it first)" % ctx.daemon)
@@ -683,6 +759,9 @@ def parse_args():
                     help="interpreter with torch for the trainers (default %(default)s)")
     ap.add_argument("--layouts", default=os.path.join(REPO, "config", "layouts"),
                     help="layout tables passed to the daemon (default %(default)s)")
+    ap.add_argument("--trixie-root", metavar="DIR",
+                    help="also run the trainer cases with the trainer inside this root "
+                         "(made by tools/make-trixie-root), suffixed [trixie]")
     ap.add_argument("-k", dest="select", default="", help="run the cases whose name has this")
     ap.add_argument("-v", dest="verbose", action="store_true", help="say what each case does")
     return ap.parse_args()
@@ -697,12 +776,26 @@ def main():
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
     try:
+        trixie = None
+        wanted = [(name, fn) for name, fn in CASES if name in TRIXIE_CASES
+                  and args.select in name + "[trixie]"]
+        if args.trixie_root is not None:
+            try:
+                trixie = trixie_env(ctx, args.trixie_root)
+            except Fail as e:
+                print("FAIL trixie_root: %s" % e, flush=True)
+                failed += 1
         for name, fn in CASES:
             if args.select in name:
                 if run_case(ctx, name, fn):
                     passed += 1
                 else:
                     failed += 1
+        for name, fn in wanted if trixie is not None else []:
+            if run_case(ctx, name, fn, trixie):
+                passed += 1
+            else:
+                failed += 1
     except KeyboardInterrupt:
         print("interrupted", flush=True)
         failed += 1
