@@ -12,9 +12,6 @@
 #include "layout.h"
 #include "remote.h"
 
-#define KIND_GENERAL 0	/* dict keys kinds, CPython 3.11-3.13 */
-#define ENTRY_GENERAL 24	/* hash, key, value */
-#define ENTRY_UNICODE 16	/* key, value */
 
 static int pid_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
@@ -49,7 +46,8 @@ int remote__layout_from(struct remote_layout *out, const struct layout *py, char
 		K(obj_type), K(type_flags), K(type_dictoffset), K(type_cached_keys),
 		K(managed_dict_flag), K(managed_dict), K(managed_values), K(dict_keys),
 		K(dict_values), K(keys_log2_index_bytes), K(keys_kind), K(keys_nentries),
-		K(keys_indices), K(values_items), K(unicode_length), K(unicode_state),
+		K(keys_indices), K(values_items), K(keys_kind_general), K(entry_general),
+		K(entry_unicode), K(unicode_length), K(unicode_state),
 		K(unicode_ascii_data), K(unicode_compact_data), K(unicode_kind_shift),
 		K(ascii_bit), K(compact_bit), K(type_name),
 	};
@@ -211,7 +209,7 @@ static int keys_each(const struct remote *r, uint64_t keys, uint64_t values, rem
 {
 	const struct remote_layout *l = &r->l;
 	uint8_t log2_index_bytes = 0, kind = 0;
-	uint64_t nentries, entries, esize, i;
+	uint64_t nentries, entries, esize, i, kofs;
 	char key[256];
 	int err;
 
@@ -224,15 +222,19 @@ static int keys_each(const struct remote *r, uint64_t keys, uint64_t values, rem
 		return err;
 	if (log2_index_bytes > 40 || nentries > REMOTE_MAX_ITEMS)
 		return -E2BIG;
-	esize = kind == KIND_GENERAL ? ENTRY_GENERAL : ENTRY_UNICODE;
+	/* entries end with (key, value); the general kind has a hash before them */
+	esize = kind == l->keys_kind_general ? l->entry_general : l->entry_unicode;
+	if (esize < 16 || esize > 64 || esize % 8)
+		return -EINVAL;
+	kofs = esize / 8 - 2;
 	entries = keys + l->keys_indices + (1ULL << log2_index_bytes);
 	for (i = 0; i < nentries; i++) {
-		uint64_t e[3] = {}, k, v;
+		uint64_t e[8] = {}, k, v;
 
 		if (r->read(r->ctx, entries + i * esize, e, esize))
 			return -EFAULT;
-		k = kind == KIND_GENERAL ? e[1] : e[0];
-		v = kind == KIND_GENERAL ? e[2] : e[1];
+		k = e[kofs];
+		v = e[kofs + 1];
 		if (values && remote__u64(r, values + l->values_items + 8 * i, &v))
 			return -EFAULT;
 		if (!k || !v)

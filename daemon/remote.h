@@ -25,6 +25,9 @@ struct remote_layout {
 	int64_t keys_nentries;
 	int64_t keys_indices;
 	int64_t values_items;
+	int64_t keys_kind_general;	/* dk_kind of (hash, key, value) entries */
+	int64_t entry_general;		/* entry sizes: (hash, key, value) */
+	int64_t entry_unicode;		/* (key, value) */
 	int64_t unicode_length;
 	int64_t unicode_state;
 	int64_t unicode_ascii_data;

@@ -462,6 +462,21 @@ static int read_comm(struct target *t, char *err, size_t errlen)
 	return 0;
 }
 
+/* Paths as the target sees them: a plain chroot's maps show host paths below its root. */
+static void strip_root(const struct target *t, char *path, size_t len)
+{
+	char link[64], root[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/root", t->pid);
+	n = readlink(link, root, sizeof(root) - 1);
+	if (n <= 1)
+		return;	/* unreadable, or "/" */
+	root[n] = 0;
+	if (!strncmp(path, root, n) && path[n] == '/')
+		memmove(path, path + n, strnlen(path + n, len - n) + 1);
+}
+
 int target__resolve(pid_t pid, struct target *t, char *err, size_t errlen)
 {
 	struct maps m = {};
@@ -485,8 +500,11 @@ int target__resolve(pid_t pid, struct target *t, char *err, size_t errlen)
 	ret = find_python(t, &m, err, errlen);
 	if (!ret)
 		ret = find_torch(t, &m, err, errlen);
-	if (!ret)
+	if (!ret) {
 		read_env(t);
+		strip_root(t, t->python_path, sizeof(t->python_path));
+		strip_root(t, t->torch_path, sizeof(t->torch_path));
+	}
 cleanup:
 	maps_free(&m);
 	return ret;

@@ -58,7 +58,8 @@ static const struct remote_layout L311 = {
 	.obj_type = 8, .type_flags = 168, .type_dictoffset = 288, .type_cached_keys = 880,
 	.managed_dict_flag = 1 << 4, .managed_dict = -24, .managed_values = -32,
 	.dict_keys = 32, .dict_values = 40, .keys_log2_index_bytes = 9, .keys_kind = 10,
-	.keys_nentries = 24, .keys_indices = 32, .values_items = 0, .unicode_length = 16,
+	.keys_nentries = 24, .keys_indices = 32, .values_items = 0, .keys_kind_general = 0,
+	.entry_general = 24, .entry_unicode = 16, .unicode_length = 16,
 	.unicode_state = 32, .unicode_ascii_data = 48, .unicode_compact_data = 72,
 	.unicode_kind_shift = 2, .ascii_bit = 6, .compact_bit = 5, .type_name = 24,
 };
