@@ -56,6 +56,7 @@ int remote__layout_from(struct remote_layout *out, const struct layout *py, char
 		size_t off;
 	} optional[] = {
 		K(inline_values_flag), K(inline_values_offset), K(values_valid),
+		K(managed_dict_tagged),
 	};
 #undef K
 	size_t i;
@@ -303,6 +304,21 @@ int remote__attr(const struct remote *r, uint64_t obj, const char *key, uint64_t
 			err = remote__u64(r, obj + l->managed_dict, &dict);
 		if (!valid)
 			values = 0;
+	} else if (l->managed_dict_tagged && (flags & l->managed_dict_flag)) {
+		/*
+		 * 3.12: one word, PyDictOrValues: bit 0 set, it is the values pointer - 1
+		 * (_PyDictOrValues_GetValues adds the 1 back: values are 8-aligned, so
+		 * clearing bit 0 would not undo it); else the dict pointer, maybe NULL.
+		 */
+		uint64_t word;
+
+		err = remote__u64(r, obj + l->managed_dict, &word);
+		if (!err && (word & 1)) {
+			values = word + 1;
+			err = remote__u64(r, type + l->type_cached_keys, &keys);
+		} else if (!err) {
+			dict = word;
+		}
 	} else if (flags & l->managed_dict_flag) {
 		/* 3.11: the dict exists only once __dict__ was asked for; else inline values */
 		err = remote__u64(r, obj + l->managed_dict, &dict);

@@ -2,14 +2,17 @@
 /*
  * Module naming against a fake target memory laid out as CPython 3.11 does:
  * managed instance dicts (materialized or inline values), combined _modules
- * dicts, None entries, shared modules, and str keys of each kind.
+ * dicts, None entries, shared modules, and str keys of each kind; and the
+ * 3.12 and 3.13 ways of keeping an instance's attributes.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include "layout.h"
 #include "names.h"
 #include "remote.h"
 
@@ -22,6 +25,8 @@ struct mem {
 	uint64_t type;		/* the one module type */
 	uint64_t none;
 	int reads;
+	uint64_t ascii_data;	/* where mkstr puts a str's characters: ASCII */
+	uint64_t compact_data;	/* other kinds */
 };
 
 static int mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
@@ -75,10 +80,10 @@ static uint64_t mkstr(struct mem *m, const char *s, int wide)
 	memcpy(m->bytes + (a - BASE) + 32, &state, 4);
 	for (i = 0; i < n; i++) {
 		if (wide) {
-			put8(m, a + 72 + 2 * i, (unsigned char)s[i]);
-			put8(m, a + 72 + 2 * i + 1, 0);
+			put8(m, a + m->compact_data + 2 * i, (unsigned char)s[i]);
+			put8(m, a + m->compact_data + 2 * i + 1, 0);
 		} else {
-			put8(m, a + 48 + i, s[i]);
+			put8(m, a + m->ascii_data + i, s[i]);
 		}
 	}
 	return a;
@@ -129,6 +134,8 @@ static int setup(void **state)
 	static struct mem m;
 
 	memset(&m, 0, sizeof(m));
+	m.ascii_data = L311.unicode_ascii_data;
+	m.compact_data = L311.unicode_compact_data;
 	m.type = alloc(&m, 1024);
 	put64(&m, m.type + 168, 1 << 4);
 	m.none = alloc(&m, 16);
@@ -273,6 +280,90 @@ static void test_inline_values_313(void **state)
 	names__free(n);
 }
 
+/* 3.12: one tagged word before the object, read with the shipped python-3.12 table */
+static void test_tagged_dict_or_values_312(void **state)
+{
+	struct mem *m = *state;
+	const char *names[] = {"block"}, *attr[] = {"training", "_modules"};
+	struct layout *py;
+	struct remote r;
+	struct names *n;
+	uint64_t child, mods, type4, keys[2], prefix, values, root, d, v;
+	char err[256];
+
+	memset(&r, 0, sizeof(r));
+	r.read = mem_read;
+	r.ctx = m;
+	r.none = m->none;
+	py = layout__find("config/layouts", "python", "3.12", err, sizeof(err));
+	if (!py)
+		fail_msg("%s", err);
+	assert_int_equal(remote__layout_from(&r.l, py, err, sizeof(err)), 0);
+	layout__free(py);
+	assert_int_equal(r.l.managed_dict_tagged, 1);
+	assert_int_equal(r.l.managed_dict, -24);
+	assert_int_equal(r.l.managed_values, 0);
+	assert_int_equal(r.l.values_items, 0);
+	assert_int_equal(r.l.inline_values_flag, 0);
+	/* the strs, dicts and modules below are laid out with this table's offsets */
+	m->ascii_data = r.l.unicode_ascii_data;
+	m->compact_data = r.l.unicode_compact_data;
+	assert_int_equal(r.l.unicode_state, 32);
+	assert_int_equal(r.l.unicode_length, 16);
+	assert_int_equal(r.l.obj_type, 8);
+	assert_int_equal(r.l.type_flags, 168);
+	assert_int_equal(r.l.dict_keys, 32);
+	assert_int_equal(r.l.keys_nentries, 24);
+	assert_int_equal(r.l.keys_indices, 32);
+
+	/* a child whose word is a dict pointer (mkmodule: dict at -24, bit 0 clear) */
+	child = mkmodule(m, 0, NULL, NULL);
+	mods = mkdict(m, 1, names, (uint64_t[]){child});
+	type4 = alloc(m, 1024);
+	put64(m, type4 + 168, 1 << 4);
+	keys[0] = mkstr(m, attr[0], 0);
+	keys[1] = mkstr(m, attr[1], 0);
+	put64(m, type4 + r.l.type_cached_keys, mkkeys(m, 2, keys, NULL));
+	/* new_values(2): prefix of 8 bytes (order 1, 0; used 2; prefix size 8), then values[] */
+	prefix = alloc(m, 8 + 2 * 8);
+	values = prefix + 8;
+	put8(m, values - 1, 8);
+	put8(m, values - 2, 2);
+	put8(m, values - 3, 0);
+	put8(m, values - 4, 1);
+	put64(m, values + r.l.values_items, m->none);
+	put64(m, values + r.l.values_items + 8, mods);
+	root = alloc(m, 64) + 32;
+	put64(m, root + 8, type4);
+	/* _PyDictOrValues_SetValues: the word is values - 1 (bit 0 set; values is 8-aligned) */
+	put64(m, root + r.l.managed_dict, values - 1);
+	assert_int_equal(remote__attr(&r, root, "_modules", &v), 0);
+	assert_int_equal(v, mods);
+	assert_int_equal(remote__attr(&r, root, "training", &v), 0);
+	assert_int_equal(v, m->none);
+	assert_int_equal(remote__attr(&r, root, "missing", &v), -ENOENT);
+	n = names__new(&r);
+	assert_string_equal(names__path(n, root, child), "block");
+	names__free(n);
+
+	/* __dict__ asked for: the word is now the dict pointer that took over the values */
+	d = mkdict(m, 2, attr, (uint64_t[]){m->none, mods});
+	put64(m, root + r.l.managed_dict, d);
+	v = 0;
+	assert_int_equal(remote__attr(&r, root, "_modules", &v), 0);
+	assert_int_equal(v, mods);
+	n = names__new(&r);
+	assert_string_equal(names__path(n, root, child), "block");
+	names__free(n);
+
+	/* no dict and no values */
+	put64(m, root + r.l.managed_dict, 0);
+	assert_int_equal(remote__attr(&r, root, "_modules", &v), -ENOENT);
+	n = names__new(&r);
+	assert_null(names__path(n, root, child));
+	names__free(n);
+}
+
 static void test_wide_keys_and_bad_memory(void **state)
 {
 	struct mem *m = *state;
@@ -304,6 +395,7 @@ int main(void)
 		cmocka_unit_test_setup(test_unknown_module_and_rewalk, setup),
 		cmocka_unit_test_setup(test_inline_values, setup),
 		cmocka_unit_test_setup(test_inline_values_313, setup),
+		cmocka_unit_test_setup(test_tagged_dict_or_values_312, setup),
 		cmocka_unit_test_setup(test_wide_keys_and_bad_memory, setup),
 	};
 
