@@ -29,6 +29,7 @@ enum code_kind {
 const volatile __u32 targ_tgid = 0;
 const volatile __u64 max_scan_bytes = 1ULL << 30;
 const volatile __u32 step_by_marker = 0;	/* steps come from uprobe_step_marker instead */
+const volatile __u32 top_only = 0;		/* mode sample: check outermost calls only */
 const volatile struct nw_layout L = {};
 const volatile struct nw_addrs A = {};
 
@@ -962,7 +963,7 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 		return 0;
 	}
 	ts->depth = rec.depth;	/* pop, exactly to where this call was pushed */
-	if (!ret || rec.depth >= NW_MAX_DEPTH)
+	if (!ret || rec.depth >= NW_MAX_DEPTH || (top_only && rec.depth > 0))
 		return 0;
 	s = get_scratch();
 	if (!s)

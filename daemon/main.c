@@ -67,6 +67,9 @@ static const char usage[] =
 	"  -p, --pid PID            process to watch (required)\n"
 	"  -o, --output DEST        '-' (stdout, default), a file, or unix:/path/to/socket\n"
 	"  -m, --mode MODE          'full': check every module output (default)\n"
+	"                           'sample': check only outermost calls (the model's\n"
+	"                           output, a loss module): finds the first bad step and\n"
+	"                           iteration, not the layer\n"
 	"  -L, --layouts DIR        layout tables (default: next to the binary, then\n"
 	"                           " NW_LAYOUT_DIR ")\n"
 	"      --max-scan-mb N      scan at most N MiB of each tensor (default 1024)\n"
@@ -162,8 +165,8 @@ static void parse_args(int argc, char **argv, struct args *a)
 		die_usage("unexpected argument");
 	if (!a->pid)
 		die_usage("--pid is required");
-	if (strcmp(a->mode, "full"))
-		die_usage("unknown --mode (supported: full)");
+	if (strcmp(a->mode, "full") && strcmp(a->mode, "sample"))
+		die_usage("unknown --mode (supported: full, sample)");
 }
 
 static void on_signal(int sig)
@@ -386,7 +389,8 @@ static int setup(struct app *app, char *err, size_t errlen)
 {
 	struct probe_opts po = {.max_scan_bytes = app->a.max_scan_bytes,
 				.verbose = app->a.verbose,
-				.bpf_stats = app->a.bpf_stats};
+				.bpf_stats = app->a.bpf_stats,
+				.top_only = !strcmp(app->a.mode, "sample")};
 	int ret;
 
 	app->pidfd = syscall(SYS_pidfd_open, app->a.pid, 0);

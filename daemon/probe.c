@@ -49,6 +49,7 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	s->rodata->A.list_type = t->list_type;
 	s->rodata->A.tensor_type = t->tensor_type;
 	s->rodata->step_by_marker = s_marker(o, l);
+	s->rodata->top_only = o->top_only;
 	if (o->ringbuf_bytes)
 		return bpf_map__set_max_entries(s->maps.events, o->ringbuf_bytes);
 	return 0;

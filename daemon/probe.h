@@ -16,6 +16,7 @@ struct probe_opts {
 	int verbose;
 	int bpf_stats;			/* keep kernel run-time stats of our programs (global toggle) */
 	const char *step_symbol;	/* libtorch_cpu function marking optimizer steps, or NULL */
+	int top_only;			/* check only outermost module calls (mode sample) */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */
