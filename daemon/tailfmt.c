@@ -327,15 +327,20 @@ static void tf__first(const struct tailfmt *t, FILE *out, const struct jv *ev)
 	fputc('\n', out);
 }
 
+static void tf__step_iter(FILE *out, const struct jv *ev)
+{
+	fputs("step ", out);
+	tf__field(out, ev, "step");
+	fputs(" iter ", out);
+	tf__field(out, ev, "iteration");
+}
+
 static void tf__anomaly(const struct tailfmt *t, FILE *out, const struct jv *ev)
 {
 	const char *phase = jv__string(jv__get(ev, "phase"));
 
 	tf__head(t, out, ev, "ANOMALY", TF_RED);
-	fputs("step ", out);
-	tf__field(out, ev, "step");
-	fputs(" iter ", out);
-	tf__field(out, ev, "iteration");
+	tf__step_iter(out, ev);
 	if (phase && strcmp(phase, "forward")) {
 		fputc(' ', out);
 		tf__str(out, phase);
@@ -453,10 +458,7 @@ static void tf__diagnosis(const struct tailfmt *t, FILE *out, const struct jv *e
 	const char *capture = jv__string(jv__get(ev, "capture"));
 
 	tf__head(t, out, ev, "diagnosis", TF_RED);
-	fputs("step ", out);
-	tf__field(out, ev, "step");
-	fputs(" iter ", out);
-	tf__field(out, ev, "iteration");
+	tf__step_iter(out, ev);
 	fputs("  ", out);
 	tf__layer(out, ev);
 	fputs("  cause ", out);

@@ -7,8 +7,10 @@ daemon's stream must name the same first anomaly, the same anomalies in that ite
 detach by itself when the trainer exits, and the trainer's trace (losses, final parameters)
 must be the same in both runs. noncontig is the exception: its first non-finite output is a
 non-contiguous view, which the daemon must skip (and count), reporting the next contiguous one
-first. Then the bad-input cases: each must fail with one line on stderr
-and leave its target alone.
+first. nan_input and demo also run under `--mode sample` (sample_*): only outermost module calls
+are checked, so the daemon must find the oracle's first bad step and iteration at the root
+model's output, report no inner layer, and scan fewer tensors than in full mode. Then the
+bad-input cases: each must fail with one line on stderr and leave its target alone.
 
 With --trixie-root DIR (a root made by tools/make-trixie-root: Debian trixie, Python 3.13,
 torch 2.6) every trainer case and the sigterm case run a second time with the trainer inside
@@ -16,7 +18,9 @@ that root, named with the suffix [trixie]: tests/trainers/*.py are copied to
 DIR/opt/nanwatch-tests/trainers/ first, and the trainers (oracle runs included, so each
 environment is compared with its own oracle) run as `chroot DIR /usr/bin/python3
 /opt/nanwatch-tests/trainers/X.py`. The daemon stays the host's, attached by host pid (a plain
-chroot shares the pid namespace). One error case runs there too: torch without a layout table.
+chroot shares the pid namespace). The error cases with a target run there too (not
+error_no_such_pid): error_not_python's target is `chroot DIR /bin/sleep`, and
+error_python_unsupported keeps only that root's torch table.
 A DIR without its .nanwatch-ready stamp is one FAIL line, not a silent skip.
 
 Standard library only: torch is imported by the trainers, never here.
@@ -49,6 +53,8 @@ NOBODY = 65534
 TRIXIE_STAMP = ".nanwatch-ready"
 TRIXIE_PYTHON = "/usr/bin/python3"  # inside the root
 TRIXIE_TRAINERS = "/opt/nanwatch-tests/trainers"  # inside the root
+TRIXIE_TORCH_TABLE = "torch-2.6.yaml"  # the layout table of the root's torch
+SAMPLED = ["nan_input", "demo"]  # trainers also run under --mode sample
 
 COMMON_FIELDS = ("schema", "event", "time", "seq", "host", "pid", "comm")
 ANOMALY_FIELDS = ("tid", "step", "iteration", "phase", "layer", "module", "tensor", "dtype",
@@ -155,12 +161,13 @@ def kill_all():
 class Env:
     """Where the trainers run: the host, or a root entered with chroot."""
 
-    def __init__(self, name, suffix, python, trainers, root=None):
+    def __init__(self, name, suffix, python, trainers, root=None, torch_table=None):
         self.name = name
         self.suffix = suffix  # appended to case names
         self.root = root  # None: the host
         self.python = python  # as seen inside the root
         self.trainers = trainers  # as seen inside the root
+        self.torch_table = torch_table  # the layout table of its torch; None: any torch-*
 
     def argv(self, *args):
         """A command that runs python with args in this environment."""
@@ -176,6 +183,7 @@ class Context:
         self.layouts = os.path.abspath(args.layouts)
         self.tmp = tempfile.mkdtemp(prefix="nanwatch-it-")
         self.traces = {}
+        self.streams = {}  # (env, trainer, mode) -> events of a watch() that passed its checks
         self.current_daemon = None  # for the stderr tail on failure
         self.host = Env("host", "", args.python, TRAINERS)
         self.env = self.host  # the environment of the case running now
@@ -244,8 +252,10 @@ def start_waiting_trainer(ctx, name, *extra):
     return trainer
 
 
-def start_daemon(ctx, pid, layouts=None, user=None):
+def start_daemon(ctx, pid, layouts=None, user=None, mode=None):
     argv = [ctx.daemon, "--pid", str(pid), "--layouts", layouts or ctx.layouts]
+    if mode is not None:
+        argv += ["--mode", mode]
     if user is not None:
         argv = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + argv
     daemon = Proc(argv)
@@ -524,11 +534,11 @@ def case_healthy(ctx):
         raise Fail("%d anomaly events on a healthy run" % n)
 
 
-def watch(ctx, name, trace):
+def watch(ctx, name, trace, mode=None):
     """Trainer under the daemon from step 0 to exit; the parsed stream."""
     trainer = start_waiting_trainer(ctx, name)
     comm = read_comm(trainer.pid)
-    daemon = start_daemon(ctx, trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid, mode=mode)
     wait_attach(daemon)
     trainer.send(b"go\n")
     finish_trainer(ctx, trainer, name, trace)
@@ -536,7 +546,74 @@ def watch(ctx, name, trace):
     events = parse_stream(daemon, trainer.pid, comm)
     check_envelope(events, "target_exit")
     ctx.log("%d events: %s" % (len(events), ", ".join(sorted({e["event"] for e in events}))))
+    ctx.streams[(ctx.env.name, name, mode or "full")] = events
     return events
+
+
+def tensors_scanned(events, what):
+    stats = [ev for ev in events if ev["event"] == "stats"]
+    n = stats[-1].get("tensors_scanned") if stats else None
+    if type(n) is not int:
+        raise Fail("%s stats event has tensors_scanned %r" % (what, n))
+    return n
+
+
+def case_sample(ctx, name):
+    """--mode sample: outermost calls only; the first bad step and iteration, at layer ""."""
+    oracle, trace = oracle_of(ctx, name)
+    if oracle is None:
+        raise Fail("%s --oracle found no anomaly (the trainer lost its fault)" % name)
+    outer = [a for a in oracle["first_iteration"] if a["layer"] == ""]
+    if not outer:
+        raise Fail("oracle's iteration %d has no non-finite outermost output (layer \"\"): the "
+                   "fault does not reach the model's output" % oracle["iteration"])
+    want = outer[0]
+    ctx.log("oracle: first %s, outermost %s, step %d iteration %d" %
+            (describe(oracle), describe(want), oracle["step"], oracle["iteration"]))
+    events = watch(ctx, name, trace, mode="sample")
+    pid = events[0]["pid"]
+    if events[0].get("mode") != "sample":
+        raise Fail("attach event has mode %r, want \"sample\"" % events[0].get("mode"))
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    if not anomalies:
+        raise Fail("no anomaly event; oracle's outermost: %s at step %d" %
+                   (describe(want), want["step"]))
+    for ev in anomalies:
+        check_anomaly_fields(ev, pid)
+    inner = [ev for ev in anomalies if ev["layer"] != ""]
+    if inner:
+        raise Fail("%d anomaly events name an inner layer, first: %s" %
+                   (len(inner), json.dumps(inner[0])))
+    firsts = [ev for ev in anomalies if ev["first"] is True]
+    if len(firsts) != 1 or anomalies[0] is not firsts[0]:
+        raise Fail("%d events with first: true; the first anomaly event must be the one" %
+                   len(firsts))
+    first = firsts[0]
+    if first["phase"] != "forward":
+        raise Fail("first anomaly phase %r, want forward" % first["phase"])
+    diffs = ["%s %r, oracle's first %r" % (f, first[f], oracle[f])
+             for f in ("step", "iteration") if not same(first[f], oracle[f])]
+    diffs += ["%s %r, oracle's outermost %r" % (f, first[f], want[f])
+              for f in ("layer", "module", "tensor", "dtype", "shape", "nan", "posinf",
+                        "neginf") if not same(first[f], want[f])]
+    if diffs:
+        raise Fail("first anomaly differs: " + "; ".join(diffs))
+    got = [(ev["layer"], ev["module"], ev["tensor"]) for ev in anomalies
+           if ev["phase"] == "forward" and ev["iteration"] == first["iteration"]]
+    listed = [(a["layer"], a["module"], a["tensor"]) for a in outer]
+    if got != listed:
+        raise Fail("outermost anomalies of iteration %d differ:\n    daemon: %s\n    oracle: %s"
+                   % (first["iteration"], listing(got), listing(listed)))
+    sampled = tensors_scanned(events, "sample-mode")
+    full = ctx.streams.get((ctx.env.name, name, "full"))
+    if full is None:
+        ctx.log("no full-mode stream of %s kept: running it" % name)
+        full = watch(ctx, name, trace)
+    scanned = tensors_scanned(full, "full-mode")
+    ctx.log("tensors_scanned: sample %d, full %d" % (sampled, scanned))
+    if not 0 < sampled < scanned:
+        raise Fail("tensors_scanned %d in sample mode, %d in full mode: want fewer, and not 0" %
+                   (sampled, scanned))
 
 
 def case_sigterm(ctx):
@@ -599,8 +676,17 @@ def case_no_such_pid(ctx):
 
 
 def case_not_python(ctx):
-    target = Proc(["sleep", "60"])
+    if ctx.env.root is None:
+        target = Proc(["sleep", "60"])
+    else:
+        target = Proc(["chroot", ctx.env.root, "/bin/sleep", "60"])
     time.sleep(0.2)
+    deadline = time.monotonic() + 10  # chroot execs sleep in the same process
+    while target.running() and read_comm(target.pid) != "sleep":
+        if time.monotonic() > deadline:
+            raise Fail("target %s is %r, not sleep, after 10s" % (" ".join(target.argv),
+                                                                  read_comm(target.pid)))
+        time.sleep(0.1)
     expect_refusal(ctx, start_daemon(ctx, target.pid), ["python"])
     target_untouched(target)
 
@@ -654,7 +740,11 @@ def case_torch_unsupported(ctx):
 
 
 def case_python_unsupported(ctx):
-    layouts = layouts_dir(ctx, "torch", lambda n: not n.startswith("python-"))
+    table = ctx.env.torch_table
+    if table is None:
+        layouts = layouts_dir(ctx, "torch", lambda n: not n.startswith("python-"))
+    else:
+        layouts = layouts_dir(ctx, table, lambda n: n == table)
     refuse_with_layouts(ctx, layouts, ["python"])
 
 
@@ -676,6 +766,7 @@ def case_unprivileged(ctx):
 
 
 CASES = [("trainer_" + n, (lambda n: lambda ctx: case_trainer(ctx, n))(n)) for n in FAULTY]
+CASES += [("sample_" + n, (lambda n: lambda ctx: case_sample(ctx, n))(n)) for n in SAMPLED]
 CASES += [
     ("noncontig", case_noncontig),
     ("healthy", case_healthy),
@@ -687,9 +778,9 @@ CASES += [
     ("error_unprivileged", case_unprivileged),
     ("sigterm_while_attached", case_sigterm),
 ]
-# Run again with the trainer inside the --trixie-root root: every trainer case, and one error.
-TRIXIE_CASES = [name for name, _ in CASES if not name.startswith("error_")]
-TRIXIE_CASES += ["error_torch_unsupported"]
+# Run again with the trainer inside the --trixie-root root: every case but error_no_such_pid,
+# which has no target.
+TRIXIE_CASES = [name for name, _ in CASES if name != "error_no_such_pid"]
 
 
 def trixie_env(ctx, root):
@@ -725,7 +816,8 @@ def trixie_env(ctx, root):
     if not names:
         raise Fail("no trainers in %s" % TRAINERS)
     ctx.log("copied %d trainers into %s" % (len(names), dest))
-    return Env("trixie", "[trixie]", TRIXIE_PYTHON, TRIXIE_TRAINERS, root=root)
+    return Env("trixie", "[trixie]", TRIXIE_PYTHON, TRIXIE_TRAINERS, root=root,
+               torch_table=TRIXIE_TORCH_TABLE)
 
 
 def run_case(ctx, name, fn, env=None):
