@@ -53,8 +53,6 @@ struct frame_key {
 };
 
 struct frame_rec {
-	__u64 frame;
-	__u64 self;
 	__u64 args[MAX_ITEMS];	/* positional arguments, taken at entry: 3.12+ clears the frame first */
 	__u32 nargs;
 	__u32 kind;
@@ -394,7 +392,6 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	ts = get_thread((__u32)id);
 	if (!ts)
 		return 0;
-	rec.frame = (__u64)frame;
 	rec.kind = kind;
 	key.sp = PT_REGS_SP(ctx) + 8;	/* the stack pointer once the return address is popped */
 	key.tid = (__u32)id;
@@ -405,7 +402,6 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	}
 	self = read_u64((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
 	depth = ts->depth;
-	rec.self = self;
 	rec.depth = depth;
 	capture_args(&rec, (__u64)frame);
 	if (depth < NW_MAX_DEPTH)
