@@ -23,6 +23,20 @@ error_no_such_pid): error_not_python's target is `chroot DIR /bin/sleep`, and
 error_python_unsupported keeps only that root's torch table.
 A DIR without its .nanwatch-ready stamp is one FAIL line, not a silent skip.
 
+The same root also makes a third environment, suffixed [container]: a real mount-namespace
+container whose files do not exist at those paths on the host. Each trainer runs as
+`unshare --mount sh -c SCRIPT`, where SCRIPT bind-mounts DIR on a fresh empty directory (MNT,
+made with tempfile.mkdtemp), pivot_roots into it, mounts a new /proc, lazily unmounts the old
+root and execs /usr/bin/python3 (the exec chain keeps the pid: no pid namespace, so the pid in
+the READY line is the host pid, which is checked). Inside it /proc/PID/maps names
+/usr/bin/python3.13, which the host need not have, so the daemon must open the target's files
+through /proc/PID/root. The trainer cases, healthy, sample_nan_input and
+sigterm_while_attached run there, oracles included (each run in the same kind of container,
+not the [trixie] chroot's), and each attach event must name /usr/bin/python3.13 as the
+interpreter (the host's lack of that file is checked too, where the host lacks it). The
+container's mounts vanish with its namespace when the trainer exits; every MNT is then removed
+with rmdir (never recursively: it must be empty on the host) and a leftover one fails the case.
+
 Standard library only: torch is imported by the trainers, never here.
 
   /usr/bin/python3 tests/integration/run.py --daemon build/nanwatchd [--trixie-root DIR]
@@ -54,6 +68,19 @@ TRIXIE_STAMP = ".nanwatch-ready"
 TRIXIE_PYTHON = "/usr/bin/python3"  # inside the root
 TRIXIE_TRAINERS = "/opt/nanwatch-tests/trainers"  # inside the root
 TRIXIE_TORCH_TABLE = "torch-2.6.yaml"  # the layout table of the root's torch
+CONTAINER_INTERPRETER = "/usr/bin/python3.13"  # what the container's maps show
+# $1 the root, $2 an empty directory to mount it on, then the command. unshare execs sh, sh
+# forks only for the mount commands and execs the command: one pid throughout, one session.
+CONTAINER_SCRIPT = """set -e
+mount --make-rprivate /
+mount --bind "$1" "$2"
+cd "$2"
+mkdir -p .oldroot
+pivot_root . .oldroot
+cd / && mount -t proc proc /proc && umount -l /.oldroot
+shift 2
+exec "$@"
+"""
 SAMPLED = ["nan_input", "demo"]  # trainers also run under --mode sample
 
 COMMON_FIELDS = ("schema", "event", "time", "seq", "host", "pid", "comm")
@@ -65,6 +92,7 @@ EXACT_FIELDS = ("step", "iteration", "layer", "module", "tensor", "dtype", "shap
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$")
 
 CHILDREN = []  # every Proc started, killed in finally
+MNT_DIRS = []  # every container mount point made, removed (rmdir) once its process is gone
 
 
 class Fail(Exception):
@@ -158,19 +186,41 @@ def kill_all():
         proc.kill()
 
 
-class Env:
-    """Where the trainers run: the host, or a root entered with chroot."""
+def remove_mnt_dirs():
+    """rmdir every container mount point (call after kill_all); the ones left, with why."""
+    left = []
+    for path in MNT_DIRS:
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            left.append("%s (%s)" % (path, e.strerror))
+    del MNT_DIRS[:]
+    return left
 
-    def __init__(self, name, suffix, python, trainers, root=None, torch_table=None):
+
+class Env:
+    """Where the trainers run: the host, a root entered with chroot, or that root as the
+    root of a mount-namespace container (container=True)."""
+
+    def __init__(self, name, suffix, python, trainers, root=None, torch_table=None,
+                 container=False):
         self.name = name
         self.suffix = suffix  # appended to case names
         self.root = root  # None: the host
         self.python = python  # as seen inside the root
         self.trainers = trainers  # as seen inside the root
         self.torch_table = torch_table  # the layout table of its torch; None: any torch-*
+        self.container = container
 
     def argv(self, *args):
         """A command that runs python with args in this environment."""
+        if self.container:
+            mnt = tempfile.mkdtemp(prefix="nanwatch-container-")
+            MNT_DIRS.append(mnt)
+            return ["unshare", "--mount", "sh", "-c", CONTAINER_SCRIPT, "sh", self.root, mnt,
+                    self.python, *args]
         prefix = ["chroot", self.root] if self.root is not None else []
         return prefix + [self.python, *args]
 
@@ -206,16 +256,15 @@ def run_trainer(ctx, name, *extra):
     key = (ctx.env.name, name) + extra
     if key in ctx.traces:
         return ctx.traces[key]
-    argv = trainer_argv(ctx, name, *extra)
-    try:
-        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                           timeout=TRAINER_TIMEOUT)
-    except subprocess.TimeoutExpired:
+    proc = Proc(trainer_argv(ctx, name, *extra))  # its session is killed on any failure
+    rc = proc.wait(TRAINER_TIMEOUT)
+    if rc is None:
+        proc.kill()
         raise Fail("%s %s did not finish in %ds" % (name, " ".join(extra), TRAINER_TIMEOUT))
-    err = r.stderr.decode("utf-8", "replace").splitlines()
-    if r.returncode != 0:
-        raise Fail("%s %s exited %d:\n%s" % (name, " ".join(extra), r.returncode, tail(err)))
-    result = last_json(r.stdout.decode("utf-8", "replace"), "trace")
+    if rc != 0:
+        raise Fail("%s %s exited %d:\n%s" % (name, " ".join(extra), rc,
+                                             tail(proc.stderr_lines())))
+    result = last_json(proc.stdout_text(), "trace")
     if result is None:
         raise Fail("%s %s printed no trace line" % (name, " ".join(extra)))
     ctx.traces[key] = result
@@ -249,6 +298,16 @@ def start_waiting_trainer(ctx, name, *extra):
         raise Fail("%s --wait printed no READY line:\n%s" % (name, tail(trainer.stderr_lines())))
     if line.split()[1:] != [str(trainer.pid).encode()]:
         raise Fail("%s --wait: READY line %r does not name pid %d" % (name, line, trainer.pid))
+    if ctx.env.container:
+        try:
+            ns = {kind: [os.readlink("/proc/%s/ns/%s" % (who, kind))
+                         for who in (trainer.pid, "self")] for kind in ("mnt", "pid")}
+        except OSError as e:
+            raise Fail("cannot read the namespaces of %s (pid %d): %s" % (name, trainer.pid, e))
+        if ns["mnt"][0] == ns["mnt"][1]:
+            raise Fail("%s runs in the runner's mount namespace, not a container" % name)
+        if ns["pid"][0] != ns["pid"][1]:
+            raise Fail("%s runs in another pid namespace (%s)" % (name, ns["pid"][0]))
     return trainer
 
 
@@ -333,6 +392,22 @@ def parse_stream(daemon, pid, comm):
     if not events:
         raise Fail("daemon printed nothing")
     return events
+
+
+def check_interpreter(ctx, events):
+    """In the container: the attach event names the container's interpreter path."""
+    if not ctx.env.container:
+        return
+    got = events[0].get("interpreter")
+    if got != CONTAINER_INTERPRETER:
+        raise Fail("attach event's interpreter %r, want %r" % (got, CONTAINER_INTERPRETER))
+    if ctx.env.host_lacks_interpreter:
+        if os.path.lexists(CONTAINER_INTERPRETER):
+            raise Fail("the host has %s now (it did not at the start)" % CONTAINER_INTERPRETER)
+        ctx.log("interpreter %s, a path the host does not have" % got)
+    else:
+        ctx.log("interpreter %s (the host has that path too: not checked that it lacks it)"
+                % got)
 
 
 def check_envelope(events, reason):
@@ -545,6 +620,7 @@ def watch(ctx, name, trace, mode=None):
     wait_daemon_exit(daemon)
     events = parse_stream(daemon, trainer.pid, comm)
     check_envelope(events, "target_exit")
+    check_interpreter(ctx, events)
     ctx.log("%d events: %s" % (len(events), ", ".join(sorted({e["event"] for e in events}))))
     ctx.streams[(ctx.env.name, name, mode or "full")] = events
     return events
@@ -634,6 +710,7 @@ def case_sigterm(ctx):
     finish_trainer(ctx, trainer, "healthy", trace)
     events = parse_stream(daemon, trainer.pid, comm)
     check_envelope(events, "signal")
+    check_interpreter(ctx, events)
     if any(ev["event"] == "anomaly" for ev in events):
         raise Fail("anomaly events on a healthy run")
 
@@ -781,6 +858,10 @@ CASES += [
 # Run again with the trainer inside the --trixie-root root: every case but error_no_such_pid,
 # which has no target.
 TRIXIE_CASES = [name for name, _ in CASES if name != "error_no_such_pid"]
+# And in the container made from that root: the trainer cases, healthy, one sampled case, and
+# the SIGTERM case.
+CONTAINER_CASES = ["trainer_" + n for n in FAULTY] + ["sample_nan_input", "healthy",
+                                                       "sigterm_while_attached"]
 
 
 def trixie_env(ctx, root):
@@ -820,6 +901,19 @@ def trixie_env(ctx, root):
                torch_table=TRIXIE_TORCH_TABLE)
 
 
+def container_env(ctx, trixie):
+    """The container environment on the trixie root (its trainers already copied in)."""
+    missing = [tool for tool in ("unshare", "sh") if shutil.which(tool) is None]
+    if missing:
+        raise Fail("no %s on PATH" % ", ".join(missing))
+    env = Env("container", "[container]", trixie.python, trixie.trainers, root=trixie.root,
+              torch_table=trixie.torch_table, container=True)
+    env.host_lacks_interpreter = not os.path.lexists(CONTAINER_INTERPRETER)
+    ctx.log("container on %s; the host %s %s" % (
+        trixie.root, "lacks" if env.host_lacks_interpreter else "has", CONTAINER_INTERPRETER))
+    return env
+
+
 def run_case(ctx, name, fn, env=None):
     start = time.monotonic()
     ctx.current_daemon = None
@@ -840,6 +934,12 @@ def run_case(ctx, name, fn, env=None):
     finally:
         kill_all()
         del CHILDREN[:]
+        left = remove_mnt_dirs()
+        if left:  # after a FAIL line too, so a leak is never silent
+            print("FAIL %s: container mount point left behind: %s" % (name, ", ".join(left)),
+                  flush=True)
+    if left:
+        return False
     print("PASS %s (%.1fs)" % (name, time.monotonic() - start), flush=True)
     return True
 
@@ -853,7 +953,8 @@ def parse_args():
                     help="layout tables passed to the daemon (default %(default)s)")
     ap.add_argument("--trixie-root", metavar="DIR",
                     help="also run the trainer cases with the trainer inside this root "
-                         "(made by tools/make-trixie-root), suffixed [trixie]")
+                         "(made by tools/make-trixie-root), suffixed [trixie], and in a "
+                         "mount-namespace container on it, suffixed [container]")
     ap.add_argument("-k", dest="select", default="", help="run the cases whose name has this")
     ap.add_argument("-v", dest="verbose", action="store_true", help="say what each case does")
     return ap.parse_args()
@@ -868,14 +969,22 @@ def main():
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
     try:
-        trixie = None
+        trixie = container = None
         wanted = [(name, fn) for name, fn in CASES if name in TRIXIE_CASES
                   and args.select in name + "[trixie]"]
+        in_container = [(name, fn) for name, fn in CASES if name in CONTAINER_CASES
+                        and args.select in name + "[container]"]
         if args.trixie_root is not None:
             try:
                 trixie = trixie_env(ctx, args.trixie_root)
             except Fail as e:
                 print("FAIL trixie_root: %s" % e, flush=True)
+                failed += 1
+        if trixie is not None and in_container:
+            try:
+                container = container_env(ctx, trixie)
+            except Fail as e:
+                print("FAIL container_env: %s" % e, flush=True)
                 failed += 1
         for name, fn in CASES:
             if args.select in name:
@@ -888,11 +997,19 @@ def main():
                 passed += 1
             else:
                 failed += 1
+        for name, fn in in_container if container is not None else []:
+            if run_case(ctx, name, fn, container):
+                passed += 1
+            else:
+                failed += 1
     except KeyboardInterrupt:
         print("interrupted", flush=True)
         failed += 1
     finally:
         kill_all()
+        left = remove_mnt_dirs()
+        if left:
+            print("container mount point left behind: %s" % ", ".join(left), flush=True)
         shutil.rmtree(ctx.tmp, ignore_errors=True)
     if not passed + failed:
         print("no case name contains %r" % args.select)
