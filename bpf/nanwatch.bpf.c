@@ -143,6 +143,14 @@ struct {
 	__type(value, __u8);
 } seen SEC(".maps");
 
+/* module -> its parameters, filled by the daemon when it names the module */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct nw_params);
+} params SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -814,6 +822,43 @@ static __always_inline int check_inputs(struct scratch *s)
 	return 0;
 }
 
+/*
+ * The module's own parameters, scanned now: a moment later the optimizer may
+ * have written NaN into them, or overwritten NaN with something else.
+ */
+__noinline int check_params(__u64 module)
+{
+	struct scratch *s = get_scratch();
+	struct nw_params *p = bpf_map_lookup_elem(&params, &module);
+	int i, r;
+
+	if (!s || !p)
+		return 0;
+	s->ev.params_known = 1;
+	s->ev.params_skipped = p->more;
+	for (i = 0; i < NW_MAX_PARAMS; i++) {
+		if (i >= p->n)
+			break;
+		if (!is_tensor(read_u64(p->tensors[i] + L.obj_type))) {
+			s->ev.params_skipped++;
+			continue;
+		}
+		r = read_tensor(p->tensors[i]);
+		if (r == 1)
+			continue;
+		if (r == 0)
+			r = scan_tensor(0);
+		if (r < 0) {
+			s->ev.params_skipped++;
+			continue;
+		}
+		s->ev.params_checked++;
+		if (r > 0)
+			s->ev.params_nonfinite++;
+	}
+	return 0;
+}
+
 static __always_inline int should_report(__u64 iter)
 {
 	__u64 first = first_iter_p1, last;
@@ -867,6 +912,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	s->ev.inputs_nonfinite = 0;
 	s->ev.inputs_skipped = 0;
 	check_inputs(s);
+	check_params(s->ev.module);
 	type = read_u64(s->ev.module + L.obj_type);
 	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
 	s->ev.time_ns = bpf_ktime_get_ns();

@@ -101,6 +101,15 @@ struct nw_layout {
 	char step_marker[NW_MATCH_LEN];	/* profiler name prefix of a step: "Optimizer.step#"; "" off */
 };
 
+#define NW_MAX_PARAMS 8	/* parameters of one module checked at an anomaly */
+
+/* A module's own parameters (torch.nn.Parameter objects), listed by the daemon. */
+struct nw_params {
+	__u64 tensors[NW_MAX_PARAMS];
+	__u32 n;
+	__u32 more;		/* parameters past the listed ones */
+};
+
 /* Addresses in the target, resolved from symbols by the daemon. */
 struct nw_addrs {
 	__u64 tuple_type;	/* &PyTuple_Type */
@@ -137,6 +146,10 @@ struct nw_event {
 	__u32 inputs_nonfinite; /* of those, how many hold NaN/±Inf */
 	__u32 inputs_skipped;	/* tensor inputs that could not be scanned */
 	__u32 first_iteration;	/* 1 while in the first anomalous iteration */
+	__u32 params_known;	/* 1 if the daemon had listed the module's parameters */
+	__u32 params_checked;	/* parameters scanned */
+	__u32 params_nonfinite; /* of those, how many hold NaN/±Inf */
+	__u32 params_skipped;	/* parameters that could not be scanned (or were not listed) */
 	__u8 index0;		/* output[index0]; NW_NO_INDEX: output itself */
 	__u8 index1;		/* output[index0][index1]; NW_NO_INDEX: none */
 	__u8 pad[6];

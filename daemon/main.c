@@ -285,6 +285,13 @@ cleanup:
 	return ret;
 }
 
+static int set_params(void *ctx, uint64_t module, const struct nw_params *np)
+{
+	struct app *app = ctx;
+
+	return app->p ? probe__set_params(app->p, module, np) : -EAGAIN;
+}
+
 static int on_event(void *ctx, const struct nw_event *ev)
 {
 	struct app *app = ctx;
@@ -422,6 +429,9 @@ static int setup(struct app *app, char *err, size_t errlen)
 	}
 	app->r.e = &app->e;
 	app->r.names = app->names;
+	app->r.remote = &app->remote;
+	app->r.set_params = set_params;
+	app->r.params_ctx = app;
 	po.step_symbol = app->step_symbol[0] ? app->step_symbol : NULL;
 	app->p = probe__open(&app->t, &app->nwl, &po, on_event, app, err, errlen);
 	if (!app->p)

@@ -15,7 +15,7 @@
 #include "nanwatch.skel.h"
 #include "target.h"
 
-_Static_assert(sizeof(struct nw_event) == 400, "nw_event layout changed: update both sides");
+_Static_assert(sizeof(struct nw_event) == 416, "nw_event layout changed: update both sides");
 
 struct probe {
 	struct nanwatch_bpf *skel;
@@ -250,4 +250,12 @@ int probe__runtime(const struct probe *p, struct probe_runtime *rt)
 	prog_runtime(p->skel->progs.uprobe_eval_frame, &rt->entry_ns, &rt->entry_runs);
 	prog_runtime(p->skel->progs.uretprobe_eval_frame, &rt->return_ns, &rt->return_runs);
 	return 0;
+}
+
+int probe__set_params(struct probe *p, uint64_t module, const struct nw_params *np)
+{
+	int err = bpf_map__update_elem(p->skel->maps.params, &module, sizeof(module), np,
+				       sizeof(*np), BPF_ANY);
+
+	return err < 0 ? err : 0;
 }

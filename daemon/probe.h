@@ -44,4 +44,7 @@ uint64_t probe__steps(const struct probe *p);
 uint64_t probe__iterations(const struct probe *p);
 int probe__runtime(const struct probe *p, struct probe_runtime *rt);
 
+/* Tell the BPF side which parameter objects belong to a module. */
+int probe__set_params(struct probe *p, uint64_t module, const struct nw_params *np);
+
 #endif /* __PROBE_H */

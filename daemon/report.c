@@ -5,6 +5,7 @@
 #include "emit.h"
 #include "fpconv.h"
 #include "names.h"
+#include "params.h"
 #include "probe.h"
 #include "nwfloat.h"
 #include "report.h"
@@ -24,6 +25,13 @@ int report__inputs_finite(const struct nw_event *ev)
 	if (ev->inputs_nonfinite)
 		return 0;
 	return ev->inputs_skipped ? -1 : 1;
+}
+
+int report__params_finite(const struct nw_event *ev)
+{
+	if (ev->params_nonfinite)
+		return 0;
+	return !ev->params_known || ev->params_skipped ? -1 : 1;
 }
 
 static void tristate(struct json *j, const char *key, int v)
@@ -77,6 +85,7 @@ static int anomaly(struct report *r, const struct nw_event *ev)
 	struct json *j = emit__begin(r->e, "anomaly", ev->time_ns);
 	const char *path = names__path(r->names, ev->modules[0], ev->module);
 	int inputs = report__inputs_finite(ev);
+	int params = report__params_finite(ev);
 
 	if (!path)
 		r->unnamed++;
@@ -88,8 +97,9 @@ static int anomaly(struct report *r, const struct nw_event *ev)
 	class_name(j, ev);
 	tensor_fields(j, ev);
 	tristate(j, "inputs_finite", inputs);
-	json__null(j, "params_finite");
-	json__bool(j, "origin", inputs == 1);
+	tristate(j, "params_finite", params);
+	/* created here: finite inputs, and no parameter known to be bad */
+	json__bool(j, "origin", inputs == 1 && params != 0);
 	json__bool(j, "first", r->anomalies == 0);
 	json__null(j, "cause");
 	json__uint(j, "depth", ev->depth);
@@ -97,6 +107,15 @@ static int anomaly(struct report *r, const struct nw_event *ev)
 	json__string(j, "skipped", ev->flags & NW_SKIP_TRUNCATED ? "truncated" : NULL);
 	r->anomalies++;
 	return emit__end(r->e);
+}
+
+static void note_params(struct report *r, uint64_t module)
+{
+	struct nw_params np;
+
+	/* listed even when empty: a module without parameters has none non-finite */
+	if (r->set_params && !params__list(r->remote, module, &np))
+		r->set_params(r->params_ctx, module, &np);
 }
 
 int report__event(struct report *r, const struct nw_event *ev)
@@ -108,6 +127,7 @@ int report__event(struct report *r, const struct nw_event *ev)
 		/* name it now, while the target surely still exists */
 		r->modules++;
 		names__path(r->names, ev->modules[0], ev->module);
+		note_params(r, ev->module);
 		return 0;
 	default:
 		return 0;

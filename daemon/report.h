@@ -8,10 +8,17 @@
 
 struct emitter;
 struct names;
+struct remote;
+
+/* Hands a module's parameter list to the BPF side. */
+typedef int (*report_params_fn)(void *ctx, uint64_t module, const struct nw_params *np);
 
 struct report {
 	struct emitter *e;
 	struct names *names;
+	const struct remote *remote;
+	report_params_fn set_params;
+	void *params_ctx;
 	uint64_t anomalies;	/* anomaly lines written */
 	uint64_t modules;	/* distinct (root, module) pairs seen */
 	uint64_t lost_reported;
@@ -23,6 +30,9 @@ void report__tensor_name(const struct nw_event *ev, char *buf, size_t len);
 
 /* inputs_finite: 1 true, 0 false, -1 unknown (some input could not be scanned). */
 int report__inputs_finite(const struct nw_event *ev);
+
+/* params_finite: 1 true, 0 false, -1 unknown (not listed yet, or not all scanned). */
+int report__params_finite(const struct nw_event *ev);
 
 int report__event(struct report *r, const struct nw_event *ev);
 

@@ -131,6 +131,7 @@ class Oracle:
         self.forwards = 0
         self.first = None
         self.first_iteration = []
+        self.later = {}  # iteration -> its first anomaly, after the first anomalous iteration
         self.handles = []
         for root in roots:
             for path, mod in root.named_modules():
@@ -158,7 +159,8 @@ class Oracle:
         assert mod is module, "module calls not nested"
         outer = self.stack[0][0] if self.stack else module
         iteration = self.forwards - 1
-        if self.first is not None and iteration != self.first["iteration"]:
+        later = self.first is not None and iteration != self.first["iteration"]
+        if later and iteration in self.later:
             return None
         for tensor, t in output_tensors(output):
             found = scan(t)
@@ -166,10 +168,17 @@ class Oracle:
                 continue
             layer = self.names[id(module)].get(id(outer), "?")
             contiguous = t.is_contiguous()
+            # the module's own parameters, as they are while its output is produced
+            params_finite = all_finite(list(module.parameters(recurse=False)))
             entry = dict(step=self.harness.steps_done, iteration=iteration,
                          layer=layer, module=type(module).__name__, tensor=tensor,
-                         inputs_finite=inputs_finite, origin=inputs_finite,
+                         inputs_finite=inputs_finite, params_finite=params_finite,
+                         origin=inputs_finite and params_finite,
                          contiguous=contiguous, **found)
+            if later:
+                # at most one event per later iteration: its first non-finite output
+                self.later[iteration] = entry
+                return None
             self.first_iteration.append(entry)
             if not contiguous:
                 print("oracle: warning: %s %s is not contiguous (the daemon skips it)" %
@@ -186,7 +195,8 @@ class Oracle:
                      ", ".join(sorted(self.unhooked)))
         if self.first is None:
             return None
-        return dict(self.first, first_iteration=self.first_iteration)
+        return dict(self.first, first_iteration=self.first_iteration,
+                    later=[self.later[i] for i in sorted(self.later)])
 
 
 class Harness:
