@@ -15,6 +15,11 @@ enum nw_event_type {
 	NW_EV_MODULE = 2,	/* first call of a (root, module) pair */
 };
 
+enum nw_phase {
+	NW_PHASE_FORWARD = 0,	/* a module's output */
+	NW_PHASE_LOSS = 1,	/* a tensor backward() starts from */
+};
+
 /* Our dtype ids (the target's scalar type codes map onto these via the layout). */
 enum nw_dtype {
 	NW_DT_NONE = 0,
@@ -152,7 +157,8 @@ struct nw_event {
 	__u32 params_skipped;	/* parameters that could not be scanned (or were not listed) */
 	__u8 index0;		/* output[index0]; NW_NO_INDEX: output itself */
 	__u8 index1;		/* output[index0][index1]; NW_NO_INDEX: none */
-	__u8 pad[6];
+	__u8 phase;		/* enum nw_phase */
+	__u8 pad[5];
 	char class_name[NW_NAME_LEN]; /* tp_name of the module's type */
 };
 

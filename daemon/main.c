@@ -54,6 +54,7 @@ struct app {
 	struct report r;
 	struct probe *p;
 	char step_symbol[512];
+	char backward_symbol[256];
 	int published;		/* offsets taken from the interpreter itself */
 	int pidfd;
 	const char *reason;
@@ -259,6 +260,8 @@ static int load_layouts(struct app *app, char *err, size_t errlen)
 		goto cleanup;
 	}
 	memset(&app->nwl, 0, sizeof(app->nwl));
+	snprintf(app->backward_symbol, sizeof(app->backward_symbol), "%s",
+		 layout__str(tl, "backward_symbol") ? layout__str(tl, "backward_symbol") : "");
 	ret = step_symbol(app, layout__str(tl, "step_symbol_prefix"), why, sizeof(why));
 	if (!ret)
 		ret = layout__fill(py, &app->nwl, why, sizeof(why));
@@ -433,6 +436,7 @@ static int setup(struct app *app, char *err, size_t errlen)
 	app->r.set_params = set_params;
 	app->r.params_ctx = app;
 	po.step_symbol = app->step_symbol[0] ? app->step_symbol : NULL;
+	po.backward_symbol = app->backward_symbol[0] ? app->backward_symbol : NULL;
 	app->p = probe__open(&app->t, &app->nwl, &po, on_event, app, err, errlen);
 	if (!app->p)
 		return -errno;

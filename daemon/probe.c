@@ -77,6 +77,23 @@ static int attach_marker(struct probe *p, const struct target *t, const char *sy
 	return 0;
 }
 
+static int attach_backward(struct probe *p, const struct target *t, const char *symbol,
+			   char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = symbol);
+	struct nanwatch_bpf *s = p->skel;
+
+	s->links.uprobe_run_backward = bpf_program__attach_uprobe_opts(
+		s->progs.uprobe_run_backward, t->pid, t->torch_python_file, 0, &uo);
+	if (!s->links.uprobe_run_backward) {
+		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s",
+			 t->torch_path, symbol, strerror(errno));
+		return -errno;
+	}
+	p->nprobes++;
+	return 0;
+}
+
 static int attach(struct probe *p, const struct target *t, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = "_PyEval_EvalFrameDefault");
@@ -167,6 +184,8 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 	ret = attach(p, t, err, errlen);
 	if (!ret && s_marker(o, l))
 		ret = attach_marker(p, t, o->step_symbol, err, errlen);
+	if (!ret && o->backward_symbol && !o->top_only)
+		ret = attach_backward(p, t, o->backward_symbol, err, errlen);
 	if (ret)
 		goto fail;
 	p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.events), on_record, p, NULL);

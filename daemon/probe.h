@@ -17,6 +17,7 @@ struct probe_opts {
 	int bpf_stats;			/* keep kernel run-time stats of our programs (global toggle) */
 	const char *step_symbol;	/* libtorch_cpu function marking optimizer steps, or NULL */
 	int top_only;			/* check only outermost module calls (mode sample) */
+	const char *backward_symbol;	/* libtorch_python's run_backward, or NULL: no loss check */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */

@@ -12,6 +12,15 @@
 
 void report__tensor_name(const struct nw_event *ev, char *buf, size_t len)
 {
+	const char *base = ev->phase == NW_PHASE_LOSS ? "loss" : "output";
+
+	if (ev->phase == NW_PHASE_LOSS) {
+		if (ev->index0 == NW_NO_INDEX)
+			snprintf(buf, len, "%s", base);
+		else
+			snprintf(buf, len, "%s[%u]", base, ev->index0);
+		return;
+	}
 	if (ev->index0 == NW_NO_INDEX)
 		snprintf(buf, len, "output");
 	else if (ev->index1 == NW_NO_INDEX)
@@ -80,13 +89,49 @@ static void tensor_fields(struct json *j, const struct nw_event *ev)
 		json__element(j, "finite_max", nw_key_bits(ev->max_key, ev->dtype), ev->dtype);
 }
 
+/* The fields every anomaly ends with; writes the line. */
+static int finish(struct report *r, struct json *j, const struct nw_event *ev)
+{
+	json__bool(j, "first", r->anomalies == 0);
+	json__null(j, "cause");
+	json__uint(j, "depth", ev->depth);
+	json__uint(j, "scanned", ev->scanned);
+	json__string(j, "skipped", ev->flags & NW_SKIP_TRUNCATED ? "truncated" : NULL);
+	r->anomalies++;
+	return emit__end(r->e);
+}
+
+/*
+ * The tensor backward() started from. Its inputs are unknown (it may be
+ * computed outside any module); it created the bad value when no module
+ * output of the same iteration was reported non-finite before it.
+ */
+static int loss(struct report *r, const struct nw_event *ev, struct json *j)
+{
+	json__uint(j, "tid", ev->tid);
+	json__uint(j, "step", ev->step);
+	json__uint(j, "iteration", ev->iteration);
+	json__string(j, "phase", "loss");
+	json__null(j, "layer");
+	json__null(j, "module");
+	tensor_fields(j, ev);
+	json__null(j, "inputs_finite");
+	json__null(j, "params_finite");
+	json__bool(j, "origin", r->forward_iter_p1 != ev->iteration + 1);
+	return finish(r, j, ev);
+}
+
 static int anomaly(struct report *r, const struct nw_event *ev)
 {
 	struct json *j = emit__begin(r->e, "anomaly", ev->time_ns);
-	const char *path = names__path(r->names, ev->modules[0], ev->module);
-	int inputs = report__inputs_finite(ev);
-	int params = report__params_finite(ev);
+	const char *path;
+	int inputs, params;
 
+	if (ev->phase == NW_PHASE_LOSS)
+		return loss(r, ev, j);
+	path = names__path(r->names, ev->modules[0], ev->module);
+	inputs = report__inputs_finite(ev);
+	params = report__params_finite(ev);
 	if (!path)
 		r->unnamed++;
 	json__uint(j, "tid", ev->tid);
@@ -100,13 +145,8 @@ static int anomaly(struct report *r, const struct nw_event *ev)
 	tristate(j, "params_finite", params);
 	/* created here: finite inputs, and no parameter known to be bad */
 	json__bool(j, "origin", inputs == 1 && params != 0);
-	json__bool(j, "first", r->anomalies == 0);
-	json__null(j, "cause");
-	json__uint(j, "depth", ev->depth);
-	json__uint(j, "scanned", ev->scanned);
-	json__string(j, "skipped", ev->flags & NW_SKIP_TRUNCATED ? "truncated" : NULL);
-	r->anomalies++;
-	return emit__end(r->e);
+	r->forward_iter_p1 = ev->iteration + 1;
+	return finish(r, j, ev);
 }
 
 static void note_params(struct report *r, uint64_t module)

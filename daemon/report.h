@@ -23,6 +23,7 @@ struct report {
 	uint64_t modules;	/* distinct (root, module) pairs seen */
 	uint64_t lost_reported;
 	uint64_t unnamed;	/* anomalies whose module is not under its root's tree */
+	uint64_t forward_iter_p1; /* iteration + 1 of the last module output reported */
 };
 
 /* Tensor path: "output", "output[1]", "output[1][0]". */

@@ -220,7 +220,12 @@ static void tf__attach(const struct tailfmt *t, FILE *out, const struct jv *ev)
 static void tf__layer(FILE *out, const struct jv *ev)
 {
 	const struct jv *layer = jv__get(ev, "layer");
+	const char *phase = jv__string(jv__get(ev, "phase"));
 
+	if (phase && !strcmp(phase, "loss")) {
+		fputs("the loss (what backward() started from)", out);
+		return;
+	}
 	if (jv__string(layer) && !*jv__string(layer))
 		fputs("<root>", out);
 	else
@@ -307,15 +312,20 @@ static void tf__flags(const struct tailfmt *t, FILE *out, const struct jv *ev)
 static void tf__first(const struct tailfmt *t, FILE *out, const struct jv *ev)
 {
 	const char *why = "it arrived through its inputs";
+	const char *phase = jv__string(jv__get(ev, "phase"));
 
-	if (tf__is_true(jv__get(ev, "origin")))
+	if (phase && !strcmp(phase, "loss"))
+		why = "every module output was finite: look at how the loss is computed";
+	else if (tf__is_true(jv__get(ev, "origin")))
 		why = "this layer created it (its inputs were finite)";
 	else if (tf__is_true(jv__get(ev, "inputs_finite")) &&
 		 tf__is_false(jv__get(ev, "params_finite")))
 		why = "it came from the layer's parameters (already non-finite)";
 	fputs("         ", out);
 	tf__on(t, out, TF_FIRST);
-	fputs(">>> First non-finite value: layer ", out);
+	fputs(">>> First non-finite value: ", out);
+	if (!phase || strcmp(phase, "loss"))
+		fputs("layer ", out);
 	tf__layer(out, ev);
 	fputs(" at step ", out);
 	tf__field(out, ev, "step");
@@ -341,7 +351,7 @@ static void tf__anomaly(const struct tailfmt *t, FILE *out, const struct jv *ev)
 
 	tf__head(t, out, ev, "ANOMALY", TF_RED);
 	tf__step_iter(out, ev);
-	if (phase && strcmp(phase, "forward")) {
+	if (phase && strcmp(phase, "forward") && strcmp(phase, "loss")) {
 		fputc(' ', out);
 		tf__str(out, phase);
 	}

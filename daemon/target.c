@@ -408,6 +408,7 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 		}
 		t->tensor_type = sym_addr(e, img, "THPVariableType");
 		elfsym__close(e);
+		image_file(t, img->path, root, t->torch_python_file, sizeof(t->torch_python_file));
 		if (!t->tensor_type) {
 			snprintf(err, errlen, "failed to resolve THPVariableType in %s", img->path);
 			return -ENOENT;

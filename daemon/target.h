@@ -15,6 +15,7 @@ struct target {
 	char python_file[PATH_MAX];	/* the same file reached through proc_root */
 	char torch_path[PATH_MAX];	/* libtorch_python.so, as the target sees it */
 	char torch_cpu_file[PATH_MAX];	/* libtorch_cpu.so, as the daemon opens it ("" if unmapped) */
+	char torch_python_file[PATH_MAX]; /* libtorch_python.so, as the daemon opens it */
 	char python_version[16];	/* "3.11.2" */
 	char python_series[8];		/* "3.11" */
 	char torch_version[64];		/* "1.13.0a0" */

@@ -131,6 +131,24 @@ static void test_anomaly_later(void **state)
 		"nan 0 +inf 1 -inf 2  finite none  cause lr_too_high  skipped truncated\n");
 }
 
+/* The loss: no layer to name; the first-anomaly block points at the loss computation. */
+static void test_anomaly_loss_first(void **state)
+{
+	const char *got = fmt(state, 0,
+			      "{\"event\":\"anomaly\"," COMMON ",\"step\":4,\"iteration\":4,"
+			      "\"phase\":\"loss\",\"layer\":null,\"module\":null,"
+			      "\"tensor\":\"loss\",\"dtype\":\"float32\",\"shape\":[],"
+			      "\"nan\":0,\"posinf\":1,\"neginf\":0,\"finite_min\":null,"
+			      "\"finite_max\":null,\"inputs_finite\":null,\"origin\":true,"
+			      "\"first\":true,\"cause\":null,\"skipped\":null}");
+
+	assert_non_null(strstr(got, "step 4 iter 4  the loss (what backward() started from)  "
+				    "loss float32[]"));
+	assert_non_null(strstr(got, ">>> First non-finite value: the loss"));
+	assert_non_null(strstr(got, "look at how the loss is computed"));
+	assert_null(strstr(got, "null"));
+}
+
 static void test_stats(void **state)
 {
 	assert_string_equal(
@@ -261,6 +279,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_anomaly_first_through_inputs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_from_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_later, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anomaly_loss_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats_small_and_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_detach_error, setup, teardown),

@@ -187,6 +187,17 @@ class Oracle:
                 self.first = dict(entry)
         return None
 
+    def loss(self, t):
+        """The tensor backward() starts from: a non-finite loss is the first anomaly when no
+        module output was non-finite before it (a loss computed outside any module)."""
+        found = scan(t)
+        if found is None or self.first is not None:
+            return
+        self.first = dict(step=self.harness.steps_done, iteration=self.forwards - 1,
+                          phase="loss", layer=None, module=None, tensor="loss",
+                          inputs_finite=None, params_finite=None, origin=True,
+                          contiguous=True, **found)
+
     def result(self):
         for h in self.handles:
             h.remove()
@@ -223,6 +234,7 @@ class Harness:
         opt = t.optimizer(model.parameters())
         roots = [model] + ([loss_fn] if isinstance(loss_fn, nn.Module) else [])
         oracle = Oracle(self, roots) if self.args.oracle else None
+        self.oracle = oracle
         if self.args.wait:
             print("READY %d" % os.getpid(), flush=True)
             if not sys.stdin.readline():
@@ -250,6 +262,8 @@ class Harness:
             inputs, target = t.batch(step, micro, gen)
             out = model(*inputs)
             loss = loss_fn(out, target) / t.accum
+            if self.oracle is not None:
+                self.oracle.loss(loss)
             loss.backward()
             self.losses.append(float(loss).hex())
         opt.step()

@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""log(0) in a hand-written loss: every module output stays finite, the loss does not.
+
+The classifier's logits grow at step 4 (a schedule scales the head), softmax computed outside
+any module underflows to exactly 0 for the target class, and -log(p) is +Inf. Forward hooks see
+nothing; the loss passed to backward() is the first non-finite tensor.
+
+Expected first anomaly: phase "loss", step 4, iteration 4, tensor "loss", +Inf.
+"""
+import torch
+import torch.nn as nn
+
+import common
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 16), nn.Tanh())
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def nll_by_hand(logits, target):
+    """-log(softmax(logits)[target]), the way it should not be written (log of a softmax)."""
+    probs = torch.softmax(logits, dim=1)
+    picked = probs.gather(1, target.unsqueeze(1))
+    return -torch.log(picked).mean()
+
+
+class LossLogZero(common.Trainer):
+    """Trainer whose hand-written loss takes log(0) at step 4."""
+
+    lr = 0.01
+
+    def model(self):
+        return Classifier()
+
+    def loss(self):
+        return nll_by_hand
+
+    def schedule(self, model, step):
+        if step == self.fault_step:
+            with torch.no_grad():
+                model.head.weight.mul_(1e4)  # logits in the thousands: exp underflows to 0
+
+    def batch(self, step, micro, gen):
+        x = torch.randn(8, 6, generator=gen)
+        target = (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long()
+        if step == self.fault_step:
+            target = 3 - target  # the least likely class for this input
+        return (x,), target
+
+
+if __name__ == "__main__":
+    common.main(LossLogZero())
