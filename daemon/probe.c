@@ -6,6 +6,7 @@
  * descriptors: a killed daemon leaves nothing behind.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -55,68 +56,52 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	return 0;
 }
 
-static int attach_marker(struct probe *p, const struct target *t, const char *symbol, char *err,
-			 size_t errlen)
+/* One uprobe (or uretprobe) on symbol in file; the link is kept in *link. */
+static int attach_one(struct probe *p, struct bpf_program *prog, struct bpf_link **link,
+		      const struct target *t, const char *file, const char *shown,
+		      const char *symbol, bool retprobe, char *err, size_t errlen)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = symbol);
-	struct nanwatch_bpf *s = p->skel;
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = symbol, .retprobe = retprobe);
 
-	if (!t->torch_cpu_file[0]) {
-		snprintf(err, errlen, "torch layout names a step marker but pid %d maps no "
-			 "libtorch_cpu.so", t->pid);
-		return -ENOENT;
-	}
-	s->links.uprobe_step_marker = bpf_program__attach_uprobe_opts(
-		s->progs.uprobe_step_marker, t->pid, t->torch_cpu_file, 0, &uo);
-	if (!s->links.uprobe_step_marker) {
-		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s",
-			 t->torch_cpu_file, symbol, strerror(errno));
-		return -errno;
+	*link = bpf_program__attach_uprobe_opts(prog, t->pid, file, 0, &uo);
+	if (!*link) {
+		int e = errno;
+
+		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s", shown, symbol,
+			 strerror(e));
+		return -e;
 	}
 	p->nprobes++;
 	return 0;
 }
 
-static int attach_backward(struct probe *p, const struct target *t, const char *symbol,
-			   char *err, size_t errlen)
+/* The frame evaluator's entry and return, then the optional torch probes. */
+static int attach(struct probe *p, const struct target *t, const struct probe_opts *o,
+		  const struct nw_layout *l, char *err, size_t errlen)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = symbol);
+	static const char eval[] = "_PyEval_EvalFrameDefault";
 	struct nanwatch_bpf *s = p->skel;
+	int ret;
 
-	s->links.uprobe_run_backward = bpf_program__attach_uprobe_opts(
-		s->progs.uprobe_run_backward, t->pid, t->torch_python_file, 0, &uo);
-	if (!s->links.uprobe_run_backward) {
-		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s",
-			 t->torch_path, symbol, strerror(errno));
-		return -errno;
+	ret = attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
+			 t->python_file, t->python_path, eval, false, err, errlen);
+	ret = ret ?: attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame,
+				t, t->python_file, t->python_path, eval, true, err, errlen);
+	if (!ret && s_marker(o, l)) {
+		if (!t->torch_cpu_file[0]) {
+			snprintf(err, errlen, "torch layout names a step marker but pid %d maps "
+				 "no libtorch_cpu.so", t->pid);
+			return -ENOENT;
+		}
+		ret = attach_one(p, s->progs.uprobe_step_marker, &s->links.uprobe_step_marker, t,
+				 t->torch_cpu_file, t->torch_cpu_file, o->step_symbol, false, err,
+				 errlen);
 	}
-	p->nprobes++;
-	return 0;
-}
-
-static int attach(struct probe *p, const struct target *t, char *err, size_t errlen)
-{
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = "_PyEval_EvalFrameDefault");
-	struct nanwatch_bpf *s = p->skel;
-
-	uo.retprobe = false;
-	s->links.uprobe_eval_frame =
-		bpf_program__attach_uprobe_opts(s->progs.uprobe_eval_frame, t->pid,
-						t->python_file, 0, &uo);
-	if (!s->links.uprobe_eval_frame)
-		goto fail;
-	uo.retprobe = true;
-	s->links.uretprobe_eval_frame =
-		bpf_program__attach_uprobe_opts(s->progs.uretprobe_eval_frame, t->pid,
-						t->python_file, 0, &uo);
-	if (!s->links.uretprobe_eval_frame)
-		goto fail;
-	p->nprobes += 2;
-	return 0;
-fail:
-	snprintf(err, errlen, "failed to attach uprobe to %s:_PyEval_EvalFrameDefault: %s",
-		 t->python_path, strerror(errno));
-	return -errno;
+	if (!ret && o->backward_symbol && !o->top_only)
+		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
+				 t->torch_python_file, t->torch_path, o->backward_symbol, false, err,
+				 errlen);
+	return ret;
 }
 
 static int silent_print(enum libbpf_print_level level, const char *fmt, va_list args)
@@ -181,11 +166,7 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			goto fail;
 		}
 	}
-	ret = attach(p, t, err, errlen);
-	if (!ret && s_marker(o, l))
-		ret = attach_marker(p, t, o->step_symbol, err, errlen);
-	if (!ret && o->backward_symbol && !o->top_only)
-		ret = attach_backward(p, t, o->backward_symbol, err, errlen);
+	ret = attach(p, t, o, l, err, errlen);
 	if (ret)
 		goto fail;
 	p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.events), on_record, p, NULL);

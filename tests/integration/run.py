@@ -470,12 +470,8 @@ def check_anomaly_fields(ev, pid):
                    (ev["origin"], ev["inputs_finite"], ev["params_finite"]))
 
 
-def check_anomalies(events, oracle, pid):
-    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
-    if not anomalies:
-        raise Fail("no anomaly event; oracle: %s at step %d" % (describe(oracle), oracle["step"]))
-    for ev in anomalies:
-        check_anomaly_fields(ev, pid)
+def check_first(anomalies, oracle):
+    """Exactly one event has first: true, it is the first one, in the oracle's phase."""
     firsts = [ev for ev in anomalies if ev["first"] is True]
     if len(firsts) != 1 or anomalies[0] is not firsts[0]:
         raise Fail("%d events with first: true; the first anomaly event must be the one" %
@@ -484,6 +480,16 @@ def check_anomalies(events, oracle, pid):
     if first["phase"] != oracle.get("phase", "forward"):
         raise Fail("first anomaly phase %r, oracle %r" % (first["phase"],
                                                            oracle.get("phase", "forward")))
+    return first
+
+
+def check_anomalies(events, oracle, pid):
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    if not anomalies:
+        raise Fail("no anomaly event; oracle: %s at step %d" % (describe(oracle), oracle["step"]))
+    for ev in anomalies:
+        check_anomaly_fields(ev, pid)
+    first = check_first(anomalies, oracle)
     diffs = ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in EXACT_FIELDS
              if not same(first[f], oracle[f])]
     diffs += ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in ("finite_min", "finite_max")
@@ -692,14 +698,7 @@ def case_sample(ctx, name):
     if inner:
         raise Fail("%d anomaly events name an inner layer, first: %s" %
                    (len(inner), json.dumps(inner[0])))
-    firsts = [ev for ev in anomalies if ev["first"] is True]
-    if len(firsts) != 1 or anomalies[0] is not firsts[0]:
-        raise Fail("%d events with first: true; the first anomaly event must be the one" %
-                   len(firsts))
-    first = firsts[0]
-    if first["phase"] != oracle.get("phase", "forward"):
-        raise Fail("first anomaly phase %r, oracle %r" % (first["phase"],
-                                                           oracle.get("phase", "forward")))
+    first = check_first(anomalies, oracle)
     diffs = ["%s %r, oracle's first %r" % (f, first[f], oracle[f])
              for f in ("step", "iteration") if not same(first[f], oracle[f])]
     diffs += ["%s %r, oracle's outermost %r" % (f, first[f], want[f])
