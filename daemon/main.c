@@ -336,6 +336,7 @@ static void emit_final(struct app *app)
 	struct json *j;
 
 	probe__consume(app->p);
+	report__diagnose(&app->r, UINT64_MAX);
 	probe__counters(app->p, c);
 	report__lost(&app->r, c);
 	emit_stats(app, c);
@@ -382,6 +383,9 @@ static int run(struct app *app)
 		}
 		probe__counters(app->p, c);
 		report__lost(&app->r, c);
+		/* iterations started - 1 is the one running: the incident's may be over */
+		if (probe__iterations(app->p))
+			report__diagnose(&app->r, probe__iterations(app->p) - 1);
 		if (app->a.stats_interval > 0 && now_s() >= next_stats) {
 			emit_stats(app, c);
 			next_stats += app->a.stats_interval;
@@ -430,6 +434,8 @@ static int setup(struct app *app, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return ret;
 	}
+	diagnose__init(&app->r.diag);
+	app->r.diag.top_only = !strcmp(app->a.mode, "sample");
 	app->r.e = &app->e;
 	app->r.names = app->names;
 	app->r.remote = &app->remote;

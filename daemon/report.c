@@ -158,10 +158,78 @@ static void note_params(struct report *r, uint64_t module)
 		r->set_params(r->params_ctx, module, &np);
 }
 
+static double max_abs(const struct nw_event *ev)
+{
+	double lo, hi;
+
+	if (ev->min_key == ~0ULL)
+		return 0;
+	lo = nw_bits_to_double(nw_key_bits(ev->min_key, ev->dtype), ev->dtype);
+	hi = nw_bits_to_double(nw_key_bits(ev->max_key, ev->dtype), ev->dtype);
+	lo = lo < 0 ? -lo : lo;
+	hi = hi < 0 ? -hi : hi;
+	return lo > hi ? lo : hi;
+}
+
+static void observe(struct report *r, const struct nw_event *ev)
+{
+	int loss = ev->phase == NW_PHASE_LOSS;
+	char cls[NW_NAME_LEN + 1], *dot;
+	struct diag_anomaly a = {
+		.step = ev->step, .iteration = ev->iteration, .nan = ev->nan,
+		.posinf = ev->posinf, .neginf = ev->neginf, .finite_max_abs = max_abs(ev),
+		.phase = loss ? "loss" : "forward", .dtype = nw_dtype_name(ev->dtype),
+		.inputs_finite = loss ? -1 : report__inputs_finite(ev),
+		.params_finite = loss ? -1 : report__params_finite(ev),
+		.depth = loss ? 0 : ev->depth,
+	};
+
+	memcpy(cls, ev->class_name, NW_NAME_LEN);
+	cls[NW_NAME_LEN] = 0;
+	dot = strrchr(cls, '.');
+	if (!loss) {
+		a.layer = names__path(r->names, ev->modules[0], ev->module);
+		a.module = dot ? dot + 1 : cls;
+	}
+	if (!a.dtype)
+		a.dtype = "";
+	if (diagnose__observe(&r->diag, &a))
+		report__diagnose(r, ev->iteration);
+}
+
+int report__diagnose(struct report *r, uint64_t iteration)
+{
+	struct diagnosis g;
+	struct json *j;
+	int i;
+
+	if (!r->diag.open || r->diag.done || iteration <= r->diag.first.iteration ||
+	    diagnose__conclude(&r->diag, &g))
+		return 0;
+	j = emit__begin(r->e, "diagnosis", 0);
+	json__uint(j, "step", g.step);
+	json__uint(j, "iteration", g.iteration);
+	json__string(j, "layer", r->diag.first.layer ? g.layer : NULL);
+	json__string(j, "module", r->diag.first.module ? g.module : NULL);
+	json__string(j, "cause", g.cause);
+	json__double(j, "confidence", g.confidence);
+	json__array_begin(j, "evidence");
+	for (i = 0; i < g.nevidence; i++)
+		json__string(j, NULL, g.evidence[i]);
+	json__array_end(j);
+	json__array_begin(j, "fixes");
+	for (i = 0; i < g.nfixes; i++)
+		json__string(j, NULL, g.fixes[i]);
+	json__array_end(j);
+	json__null(j, "capture");
+	return emit__end(r->e);
+}
+
 int report__event(struct report *r, const struct nw_event *ev)
 {
 	switch (ev->type) {
 	case NW_EV_ANOMALY:
+		observe(r, ev);
 		return anomaly(r, ev);
 	case NW_EV_MODULE:
 		/* name it now, while the target surely still exists */

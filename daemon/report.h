@@ -4,6 +4,7 @@
 #define __REPORT_H
 
 #include <stdint.h>
+#include "diagnose.h"
 #include "nanwatch.h"
 
 struct emitter;
@@ -24,6 +25,7 @@ struct report {
 	uint64_t lost_reported;
 	uint64_t unnamed;	/* anomalies whose module is not under its root's tree */
 	uint64_t forward_iter_p1; /* iteration + 1 of the last module output reported */
+	struct diag diag;	/* the incident being collected for its diagnosis */
 };
 
 /* Tensor path: "output", "output[1]", "output[1][0]". */
@@ -42,6 +44,12 @@ struct probe_runtime;
 /* stats line from the BPF counters; steps/iterations as counted in BPF; rt may be NULL. */
 int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 		  uint64_t iterations, const struct probe_runtime *rt);
+
+/*
+ * The diagnosis line once the incident's first iteration is over: iteration
+ * is the target's current one (UINT64_MAX: the watch ends, conclude now).
+ */
+int report__diagnose(struct report *r, uint64_t iteration);
 
 /* A lost line if the kernel dropped events since the last call. */
 int report__lost(struct report *r, const uint64_t c[NW_C_MAX]);

@@ -516,6 +516,27 @@ def check_anomalies(events, oracle, pid):
     if over:
         raise Fail("more than one anomaly event in iterations %s" % over)
     check_later(forward, first, oracle)
+    check_diagnosis(events, first, oracle)
+
+
+def check_diagnosis(events, first, oracle):
+    """One diagnosis for the incident, on the first anomaly, with the cause the trainer's
+    fault was built to produce."""
+    diags = [ev for ev in events if ev["event"] == "diagnosis"]
+    if len(diags) != 1:
+        raise Fail("%d diagnosis events, want 1" % len(diags))
+    d = diags[0]
+    diffs = ["%s %r, first anomaly %r" % (f, d[f], first[f])
+             for f in ("step", "iteration", "layer", "module") if not same(d[f], first[f])]
+    if d["cause"] != oracle["expected_cause"]:
+        diffs.append("cause %r, the fault is %r" % (d["cause"], oracle["expected_cause"]))
+    if not d["evidence"] or not (0 < d["confidence"] <= 1) or \
+            (d["cause"] != "unknown" and not d["fixes"]):
+        diffs.append("evidence/fixes/confidence missing: %s" % json.dumps(d))
+    if diffs:
+        raise Fail("diagnosis differs: " + "; ".join(diffs))
+    if events.index(d) < events.index(first):
+        raise Fail("diagnosis before the first anomaly")
 
 
 LATER_FIELDS = ("layer", "module", "tensor", "nan", "posinf", "neginf", "inputs_finite",
@@ -635,6 +656,8 @@ def case_noncontig(ctx):
     if skipped < 1:
         raise Fail("stats.skipped.noncontiguous %r, want >= 1" % skipped)
     ctx.log("skipped.noncontiguous %d" % skipped)
+    # the origin was skipped and the first seen layer's input is unknown: no cause to claim
+    check_diagnosis(events, first, oracle)
 
 
 def case_healthy(ctx):
@@ -642,9 +665,9 @@ def case_healthy(ctx):
     if oracle is not None:
         raise Fail("healthy --oracle found an anomaly: %s" % describe(oracle))
     events = watch(ctx, "healthy", trace)
-    n = sum(1 for ev in events if ev["event"] == "anomaly")
+    n = sum(1 for ev in events if ev["event"] in ("anomaly", "diagnosis"))
     if n:
-        raise Fail("%d anomaly events on a healthy run" % n)
+        raise Fail("%d anomaly or diagnosis events on a healthy run" % n)
 
 
 def watch(ctx, name, trace, mode=None):

@@ -53,6 +53,7 @@ class Trainer:
 
     steps = 10  # optimizer steps
     fault_step = 4  # documentation for readers; each trainer injects its fault itself
+    expected_cause = None  # the diagnosis the fault must produce (ground truth by construction)
     accum = 1  # micro-batches (root forward passes) per optimizer step
     lr = 0.05
 
@@ -250,7 +251,10 @@ class Harness:
                  "params_sha256": self.params_digest(model)}
         line = {"trace": trace}
         if oracle is not None:
-            line = {"oracle": oracle.result(), "trace": trace}
+            found = oracle.result()
+            if found is not None:
+                found["expected_cause"] = self.trainer.expected_cause
+            line = {"oracle": found, "trace": trace}
         print(json.dumps(line, sort_keys=True), flush=True)
 
     def train_step(self, model, loss_fn, opt, step):

@@ -75,6 +75,8 @@ class TinyLM(nn.Module):
 class Demo(common.Trainer):
     """Tiny transformer whose eps-less RMSNorm meets padding at step 12."""
 
+    expected_cause = "norm_zero_variance"  # what the daemon's diagnosis must say
+
     steps = 20
     fault_step = FAULT_STEP
     lr = 3e-3

@@ -39,6 +39,8 @@ class Net(nn.Module):
 class DivZero(common.Trainer):
     """Trainer whose temperature schedule reaches zero at step 4."""
 
+    expected_cause = "division_by_zero"  # what the daemon's diagnosis must say
+
     accum = 2
 
     def model(self):

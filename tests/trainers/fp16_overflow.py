@@ -49,6 +49,8 @@ class Net(nn.Module):
 class Fp16Overflow(common.Trainer):
     """Trainer whose float16 square overflows on an unnormalized batch at step 4."""
 
+    expected_cause = "fp16_overflow"  # what the daemon's diagnosis must say
+
     lr = 0.01
 
     def model(self):

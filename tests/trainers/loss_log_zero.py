@@ -33,6 +33,8 @@ def nll_by_hand(logits, target):
 class LossLogZero(common.Trainer):
     """Trainer whose hand-written loss takes log(0) at step 4."""
 
+    expected_cause = "loss_log_zero"  # what the daemon's diagnosis must say
+
     lr = 0.01
 
     def model(self):

@@ -41,6 +41,8 @@ class Net(nn.Module):
 class MhaTuple(common.Trainer):
     """Trainer whose batch at step 4 holds a sequence that is all padding."""
 
+    expected_cause = "attention_fully_masked"  # what the daemon's diagnosis must say
+
     lr = 0.02
 
     def model(self):

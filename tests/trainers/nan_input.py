@@ -36,6 +36,8 @@ class Net(nn.Module):
 class NanInput(common.Trainer):
     """Trainer whose input batch holds a NaN at step 4."""
 
+    expected_cause = "bad_input_data"  # what the daemon's diagnosis must say
+
     def model(self):
         return Net()
 

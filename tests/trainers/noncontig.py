@@ -51,6 +51,8 @@ class Net(nn.Module):
 class NonContig(common.Trainer):
     """Trainer whose first NaN is in a transposed (non-contiguous) module output at step 4."""
 
+    expected_cause = "unknown"  # what the daemon's diagnosis must say
+
     def model(self):
         return Net()
 

@@ -41,6 +41,8 @@ class Net(nn.Module):
 class RnnTuple(common.Trainer):
     """Trainer whose batch at step 4 holds +Inf readings."""
 
+    expected_cause = "bad_input_data"  # what the daemon's diagnosis must say
+
     def model(self):
         return Net()
 

@@ -82,6 +82,8 @@ class Views(common.Trainer):
     """Trainer with view outputs (chunks, transpose, strided slice), float64 and integer outputs;
     the temperature of the chunked layer reaches zero in the last chunk at step 4."""
 
+    expected_cause = "division_by_zero"  # what the daemon's diagnosis must say
+
     lr = 0.02
 
     def model(self):

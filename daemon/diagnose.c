@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Diagnosis: from the anomalies of the first bad iteration, pick a cause from
+ * the fixed vocabulary, say which facts led there and what to change. Rules
+ * run from the most specific fact to the most generic one.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "diagnose.h"
+
+#define F16_MAX 65504.0
+#define NEAR_OVERFLOW 1e30	/* float32 values this large overflow at the next multiply */
+
+void diagnose__init(struct diag *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->root_inputs_finite = -1;
+}
+
+static void copy(char *dst, size_t len, const char *src)
+{
+	snprintf(dst, len, "%s", src ? src : "");
+}
+
+int diagnose__observe(struct diag *d, const struct diag_anomaly *a)
+{
+	if (d->done)
+		return 0;
+	if (!d->open) {
+		d->open = 1;
+		d->first = *a;
+		copy(d->first_layer, sizeof(d->first_layer), a->layer);
+		copy(d->first_module, sizeof(d->first_module), a->module);
+		copy(d->first_phase, sizeof(d->first_phase), a->phase);
+		copy(d->first_dtype, sizeof(d->first_dtype), a->dtype);
+		d->first.layer = a->layer ? d->first_layer : NULL;
+		d->first.module = a->module ? d->first_module : NULL;
+		d->first.phase = d->first_phase;
+		d->first.dtype = d->first_dtype;
+	}
+	if (a->iteration != d->first.iteration)
+		return 1;	/* the incident's iteration is over */
+	/*
+	 * The first outermost module to return is the model (a loss module returns
+	 * after it): its inputs are the batch itself.
+	 */
+	if (!d->root_seen && a->depth == 1 && a->phase && !strcmp(a->phase, "forward")) {
+		d->root_seen = 1;
+		d->root_inputs_finite = a->inputs_finite;
+	}
+	return 0;
+}
+
+__attribute__((format(printf, 2, 3)))
+static void evidence(struct diagnosis *g, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (g->nevidence >= DIAG_MAX_EVIDENCE)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(g->evidence[g->nevidence++], sizeof(g->evidence[0]), fmt, ap);
+	va_end(ap);
+}
+
+static const char *name(const char *layer)
+{
+	return !layer ? "an unnamed module" : *layer ? layer : "the model";
+}
+
+static void fix(struct diagnosis *g, const char *text)
+{
+	if (g->nfixes < DIAG_MAX_FIXES)
+		g->fixes[g->nfixes++] = text;
+}
+
+static void conclude(struct diagnosis *g, const char *cause, double confidence)
+{
+	g->cause = cause;
+	g->confidence = confidence;
+}
+
+static int has(const char *s, const char *part)
+{
+	return s && strstr(s, part);
+}
+
+static int rule_loss(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	if (!a->phase || strcmp(a->phase, "loss"))
+		return 0;
+	evidence(g, "every module output of iteration %llu was finite; the loss was not",
+		 (unsigned long long)a->iteration);
+	evidence(g, "loss: %llu NaN, %llu +Inf, %llu -Inf", (unsigned long long)a->nan,
+		 (unsigned long long)a->posinf, (unsigned long long)a->neginf);
+	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);
+	fix(g, "compute log-probabilities with log_softmax (or F.cross_entropy / F.nll_loss) "
+	       "instead of log(softmax(x))");
+	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
+	return 1;
+}
+
+static int rule_params(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	if (a->params_finite != 0)
+		return 0;
+	evidence(g, "the parameters of %s were already non-finite: an earlier optimizer update "
+		    "wrote them", name(a->layer));
+	conclude(g, "nonfinite_params", 0.7);
+	fix(g, "clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)");
+	fix(g, "lower the learning rate or add warmup");
+	return 1;
+}
+
+static int rule_input(const struct diag *d, struct diagnosis *g)
+{
+	if (d->root_inputs_finite != 0)
+		return 0;
+	evidence(g, "the model's own inputs held NaN/Inf at iteration %llu",
+		 (unsigned long long)d->first.iteration);
+	evidence(g, "first non-finite output: %s, which received them", name(d->first.layer));
+	conclude(g, "bad_input_data", 0.9);
+	fix(g, "check each batch before the forward: assert torch.isfinite(x).all()");
+	fix(g, "clean or drop corrupt samples in the data pipeline");
+	return 1;
+}
+
+static int rule_fp16(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	if (strcmp(a->dtype, "float16") || !(a->posinf + a->neginf) || a->inputs_finite != 1)
+		return 0;
+	evidence(g, "float16 output of %s overflowed from finite inputs", name(a->layer));
+	evidence(g, "largest finite |value| %g against the float16 maximum %g", a->finite_max_abs,
+		 F16_MAX);
+	conclude(g, "fp16_overflow", 0.85);
+	fix(g, "keep this op in float32 (exclude it from autocast, or .float() around it)");
+	fix(g, "lower the loss scale (GradScaler init_scale) or scale the inputs down");
+	return 1;
+}
+
+static int rule_module(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	if (a->inputs_finite != 1)
+		return 0;
+	if (has(a->module, "Norm") && a->nan) {
+		evidence(g, "%s (%s) normalizes by a variance; its inputs were finite and it produced "
+			    "NaN (0/0 on a constant or all-zero row)", name(a->layer), a->module);
+		conclude(g, "norm_zero_variance", 0.75);
+		fix(g, "add an epsilon to the variance (eps=1e-5 in the norm)");
+		fix(g, "look for constant or all-zero rows (padding) reaching the norm");
+		return 1;
+	}
+	if (has(a->module, "Attention") && a->nan) {
+		evidence(g, "%s (%s) produced NaN from finite inputs: a softmax over scores that are "
+			    "all -inf (a fully masked row)", name(a->layer), a->module);
+		conclude(g, "attention_fully_masked", 0.7);
+		fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
+		fix(g, "mask with a large negative finite value instead of -inf");
+		return 1;
+	}
+	return 0;
+}
+
+static int rule_arith(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	if (a->inputs_finite != 1)
+		return 0;
+	if (a->posinf + a->neginf && a->finite_max_abs > NEAR_OVERFLOW) {
+		evidence(g, "%s made +-Inf from finite inputs next to values near the float range "
+			    "(|x| up to %g)", name(a->layer), a->finite_max_abs);
+		conclude(g, "exp_overflow", 0.6);
+		fix(g, "subtract the maximum before exp (as softmax does), or use logsumexp");
+		fix(g, "clamp the exponent: torch.exp(x.clamp(max=80))");
+		return 1;
+	}
+	if (a->posinf + a->neginf) {
+		evidence(g, "%s made %llu +-Inf from finite inputs, finite values up to %g: a "
+			    "division by zero", name(a->layer),
+			 (unsigned long long)(a->posinf + a->neginf), a->finite_max_abs);
+		conclude(g, "division_by_zero", 0.6);
+		fix(g, "add an epsilon to the denominator, or clamp it away from 0");
+		return 1;
+	}
+	evidence(g, "%s made NaN from finite inputs: an operation outside its domain "
+		    "(sqrt/log of a negative, 0/0, inf-inf)", name(a->layer));
+	conclude(g, "invalid_domain", 0.5);
+	fix(g, "clamp the argument into the op's domain (x.clamp_min(0) before sqrt)");
+	return 1;
+}
+
+int diagnose__conclude(struct diag *d, struct diagnosis *out)
+{
+	const struct diag_anomaly *a = &d->first;
+
+	if (!d->open || d->done)
+		return -ENOENT;
+	memset(out, 0, sizeof(*out));
+	out->step = a->step;
+	out->iteration = a->iteration;
+	copy(out->layer, sizeof(out->layer), a->layer);
+	copy(out->module, sizeof(out->module), a->module);
+	d->done = 1;
+	if (rule_loss(a, out) || rule_input(d, out) || rule_params(a, out))
+		return 0;
+	if (d->top_only) {
+		evidence(out, "mode sample checks only the model's output: run with --mode full to "
+			      "find the layer that made the value");
+		conclude(out, "unknown", 0.2);
+		return 0;
+	}
+	if (rule_fp16(a, out) || rule_module(a, out) || rule_arith(a, out))
+		return 0;
+	evidence(out, "the first non-finite output, of %s, had inputs that were non-finite or "
+		      "could not be read, from outside any module seen", name(a->layer));
+	conclude(out, "unknown", 0.2);
+	return 0;
+}

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Diagnosis rules: one incident per cause, from the anomalies a run would report. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include "diagnose.h"
+
+static struct diag_anomaly fwd(const char *layer, const char *module, uint32_t depth, int in)
+{
+	struct diag_anomaly a = {
+		.step = 4, .iteration = 4, .nan = 3, .finite_max_abs = 2.5, .phase = "forward",
+		.layer = layer, .module = module, .dtype = "float32", .inputs_finite = in,
+		.params_finite = 1, .depth = depth,
+	};
+
+	return a;
+}
+
+/* Feed anomalies of iteration 4, then one of iteration 5, and conclude. */
+static const char *cause_of(struct diagnosis *g, struct diag_anomaly *as, int n, int top_only)
+{
+	struct diag_anomaly next = fwd("x", "Linear", 2, 1);
+	struct diag d;
+	int i;
+
+	diagnose__init(&d);
+	d.top_only = top_only;
+	for (i = 0; i < n; i++)
+		assert_int_equal(diagnose__observe(&d, &as[i]), 0);
+	next.iteration = 5;
+	assert_int_equal(diagnose__observe(&d, &next), 1);
+	assert_int_equal(diagnose__conclude(&d, g), 0);
+	assert_true(g->nevidence > 0);
+	assert_true(g->confidence > 0 && g->confidence <= 1);
+	assert_int_equal(diagnose__conclude(&d, g), -ENOENT);	/* once per incident */
+	return g->cause;
+}
+
+static void test_bad_input(void **state)
+{
+	/* the first layer gets NaN inputs; the model (first depth-1 return) too; then the loss */
+	struct diag_anomaly as[] = {fwd("encoder.0", "Linear", 3, 0), fwd("", "Net", 1, 0),
+				    fwd("", "MSELoss", 1, 0)};
+	struct diagnosis g;
+
+	(void)state;
+	assert_string_equal(cause_of(&g, as, 3, 0), "bad_input_data");
+	assert_string_equal(g.layer, "encoder.0");
+	assert_int_equal(g.step, 4);
+	assert_true(g.nfixes > 0);
+}
+
+static void test_model_inputs_decide_not_the_loss_module(void **state)
+{
+	/* the loss module returns after the model with NaN inputs: that is not the batch */
+	struct diag_anomaly as[] = {fwd("blocks.0.norm", "RMSNorm", 3, 1), fwd("", "TinyLM", 1, 1),
+				    fwd("", "CrossEntropyLoss", 1, 0)};
+	struct diagnosis g;
+
+	(void)state;
+	assert_string_equal(cause_of(&g, as, 3, 0), "norm_zero_variance");
+}
+
+static void test_attention(void **state)
+{
+	struct diag_anomaly as[] = {fwd("layers.0.attn", "MultiheadAttention", 3, 1)};
+	struct diagnosis g;
+
+	(void)state;
+	assert_string_equal(cause_of(&g, as, 1, 0), "attention_fully_masked");
+}
+
+static void test_fp16(void **state)
+{
+	struct diag_anomaly as[] = {fwd("amp.square", "SignedSquare", 3, 1)};
+	struct diagnosis g;
+
+	(void)state;
+	as[0].dtype = "float16";
+	as[0].nan = 0;
+	as[0].posinf = 1;
+	as[0].finite_max_abs = 50400;
+	assert_string_equal(cause_of(&g, as, 1, 0), "fp16_overflow");
+	assert_non_null(strstr(g.evidence[1], "65504"));
+}
+
+static void test_division_exp_domain(void **state)
+{
+	struct diag_anomaly as[] = {fwd("scale", "TempScale", 2, 1)};
+	struct diagnosis g;
+
+	(void)state;
+	as[0].posinf = 19;
+	as[0].neginf = 11;
+	as[0].nan = 0;
+	assert_string_equal(cause_of(&g, as, 1, 0), "division_by_zero");
+	as[0].finite_max_abs = 3e37;	/* Inf next to values near the float32 range */
+	assert_string_equal(cause_of(&g, as, 1, 0), "exp_overflow");
+	as[0].posinf = as[0].neginf = 0;
+	as[0].nan = 2;
+	as[0].finite_max_abs = 1;
+	assert_string_equal(cause_of(&g, as, 1, 0), "invalid_domain");
+}
+
+static void test_params_and_loss(void **state)
+{
+	struct diag_anomaly as[] = {fwd("embed", "Embedding", 2, 1)};
+	struct diag_anomaly loss = {.step = 4, .iteration = 4, .posinf = 1, .phase = "loss",
+				    .dtype = "float32", .inputs_finite = -1, .params_finite = -1};
+	struct diagnosis g;
+
+	(void)state;
+	as[0].params_finite = 0;
+	assert_string_equal(cause_of(&g, as, 1, 0), "nonfinite_params");
+	assert_string_equal(cause_of(&g, &loss, 1, 0), "loss_log_zero");
+	assert_string_equal(g.layer, "");
+}
+
+static void test_unknown_and_sample_mode(void **state)
+{
+	struct diag_anomaly as[] = {fwd("mix", "Linear", 2, -1)};
+	struct diag_anomaly root[] = {fwd("", "TinyLM", 1, 1)};
+	struct diagnosis g;
+
+	(void)state;
+	assert_string_equal(cause_of(&g, as, 1, 0), "unknown");
+	/* only the model's output seen: no layer-level rule may claim a cause */
+	assert_string_equal(cause_of(&g, root, 1, 1), "unknown");
+	assert_int_equal(g.nfixes, 0);
+	root[0].inputs_finite = 0;
+	assert_string_equal(cause_of(&g, root, 1, 1), "bad_input_data");
+}
+
+static void test_no_incident(void **state)
+{
+	struct diagnosis g;
+	struct diag d;
+
+	(void)state;
+	diagnose__init(&d);
+	assert_int_equal(diagnose__conclude(&d, &g), -ENOENT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_model_inputs_decide_not_the_loss_module),
+		cmocka_unit_test(test_attention),
+		cmocka_unit_test(test_fp16),
+		cmocka_unit_test(test_division_exp_domain),
+		cmocka_unit_test(test_params_and_loss),
+		cmocka_unit_test(test_unknown_and_sample_mode),
+		cmocka_unit_test(test_no_incident),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
