@@ -57,7 +57,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAINERS = os.path.join(REPO, "tests", "trainers")
 FAULTY = ["nan_input", "div_zero", "rnn_tuple", "mha_tuple", "fp16_overflow", "demo", "views",
-          "loss_log_zero"]
+          "loss_log_zero", "exp_overflow", "invalid_domain", "nonfinite_params"]
 
 SCHEMA = "nanwatch/1"
 ATTACH_TIMEOUT = 60
