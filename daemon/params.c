@@ -9,12 +9,14 @@
 #include "params.h"
 #include "remote.h"
 
+struct list_ctx {
+	const struct remote *r;
+	struct nw_params *out;
+};
+
 static int param_cb(const char *key, uint64_t value, void *ctx)
 {
-	struct {
-		const struct remote *r;
-		struct nw_params *out;
-	} *p = ctx;
+	struct list_ctx *p = ctx;
 
 	(void)key;
 	if (value == p->r->none)
@@ -28,10 +30,7 @@ static int param_cb(const char *key, uint64_t value, void *ctx)
 
 int params__list(const struct remote *r, uint64_t module, struct nw_params *out)
 {
-	struct {
-		const struct remote *r;
-		struct nw_params *out;
-	} ctx = {r, out};
+	struct list_ctx ctx = {r, out};
 	uint64_t dict;
 	int err;
 

@@ -51,16 +51,16 @@ static void tristate(struct json *j, const char *key, int v)
 		json__bool(j, key, v);
 }
 
-static void class_name(struct json *j, const struct nw_event *ev)
+/* The module's class as type(m).__name__; buf holds NW_NAME_LEN + 1 bytes. */
+static const char *class_of(const struct nw_event *ev, char *buf)
 {
-	char name[NW_NAME_LEN + 1];
 	const char *dot;
 
-	memcpy(name, ev->class_name, NW_NAME_LEN);
-	name[NW_NAME_LEN] = 0;
-	/* static types carry their module: "torch.nn.X" -> "X", as type(m).__name__ */
-	dot = strrchr(name, '.');
-	json__string(j, "module", dot ? dot + 1 : name);
+	memcpy(buf, ev->class_name, NW_NAME_LEN);
+	buf[NW_NAME_LEN] = 0;
+	/* static types carry their module: "torch.nn.X" -> "X" */
+	dot = strrchr(buf, '.');
+	return dot ? dot + 1 : buf;
 }
 
 static void tensor_fields(struct json *j, const struct nw_event *ev)
@@ -124,6 +124,7 @@ static int loss(struct report *r, const struct nw_event *ev, struct json *j)
 static int anomaly(struct report *r, const struct nw_event *ev)
 {
 	struct json *j = emit__begin(r->e, "anomaly", ev->time_ns);
+	char cls[NW_NAME_LEN + 1];
 	const char *path;
 	int inputs, params;
 
@@ -139,7 +140,7 @@ static int anomaly(struct report *r, const struct nw_event *ev)
 	json__uint(j, "iteration", ev->iteration);
 	json__string(j, "phase", "forward");
 	json__string(j, "layer", path);
-	class_name(j, ev);
+	json__string(j, "module", class_of(ev, cls));
 	tensor_fields(j, ev);
 	tristate(j, "inputs_finite", inputs);
 	tristate(j, "params_finite", params);
@@ -174,7 +175,7 @@ static double max_abs(const struct nw_event *ev)
 static void observe(struct report *r, const struct nw_event *ev)
 {
 	int loss = ev->phase == NW_PHASE_LOSS;
-	char cls[NW_NAME_LEN + 1], *dot;
+	char cls[NW_NAME_LEN + 1];
 	struct diag_anomaly a = {
 		.step = ev->step, .iteration = ev->iteration, .nan = ev->nan,
 		.posinf = ev->posinf, .neginf = ev->neginf, .finite_max_abs = max_abs(ev),
@@ -184,12 +185,9 @@ static void observe(struct report *r, const struct nw_event *ev)
 		.depth = loss ? 0 : ev->depth,
 	};
 
-	memcpy(cls, ev->class_name, NW_NAME_LEN);
-	cls[NW_NAME_LEN] = 0;
-	dot = strrchr(cls, '.');
 	if (!loss) {
 		a.layer = names__path(r->names, ev->modules[0], ev->module);
-		a.module = dot ? dot + 1 : cls;
+		a.module = class_of(ev, cls);
 	}
 	if (!a.dtype)
 		a.dtype = "";
