@@ -158,6 +158,14 @@ struct {
 	__type(value, struct scratch);
 } scratch_map SEC(".maps");
 
+/* module -> the highest magnitude mark (nw_mag_mark) its outputs reported */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u32);
+} marks SEC(".maps");
+
 static __always_inline void count(int c, __u64 n)
 {
 	if (c >= 0 && c < NW_C_MAX)
@@ -586,6 +594,7 @@ static __always_inline int read_chunk(struct scratch *s, __u32 idx)
 		return 0;
 	}
 	words = (n + 7) / 8;
+	c->words = words;
 	tail = n % 8;
 	if (tail && words > 0 && words <= CHUNK_WORDS)
 		s->buf[(words - 1) & (CHUNK_WORDS - 1)] &= (1ULL << (tail * 8)) - 1;
@@ -859,6 +868,90 @@ __noinline int check_params(__u64 module)
 	return 0;
 }
 
+/*
+ * max(a, b) without a branch, for values below 2^63: a branch per element
+ * would give the verifier a state per path and the loop would never verify.
+ */
+static __always_inline __u64 umax63(__u64 a, __u64 b)
+{
+	__u64 mask = -((a - b) >> 63);	/* all ones when a < b */
+
+	return a ^ ((a ^ b) & mask);
+}
+
+/* Largest |element| bits in the first NW_MAG_WORDS words of s->buf (the last chunk read). */
+static __always_inline __u64 sample_max(struct scratch *s)
+{
+	__u32 words = s->c.words, size = s->c.size, i;
+	__u64 mx = 0;
+
+	if (words > NW_MAG_WORDS)
+		words = NW_MAG_WORDS;
+	for (i = 0; i < NW_MAG_WORDS; i++) {
+		__u64 w;
+
+		if (i >= words)
+			break;
+		w = s->buf[i];
+		if (size == 8) {
+			mx = umax63(mx, w & 0x7fffffffffffffffULL);
+		} else if (size == 4) {
+			mx = umax63(mx, w & 0x7fffffffULL);
+			mx = umax63(mx, (w >> 32) & 0x7fffffffULL);
+		} else {
+			mx = umax63(mx, w & 0x7fff);
+			mx = umax63(mx, (w >> 16) & 0x7fff);
+			mx = umax63(mx, (w >> 32) & 0x7fff);
+			mx = umax63(mx, (w >> 48) & 0x7fff);
+		}
+	}
+	return mx;
+}
+
+/*
+ * A finite output just scanned: sample its magnitude from the chunk still in
+ * s->buf and report the module when it reaches a mark it never reached: the
+ * run-up "large, huge, Inf" shows before the overflow, a healthy run is quiet.
+ */
+__noinline int note_magnitude(__u32 idx0, __u32 idx1)
+{
+	struct scratch *s = get_scratch();
+	__u32 mark, *old;
+	__u64 mx, module, type;
+	int i;
+
+	if (!s || s->ev.phase != NW_PHASE_FORWARD)
+		return 0;
+	mx = sample_max(s);
+	mark = nw_mag_mark(mx, s->ti.dtype);
+	if (!mark)
+		return 0;
+	module = s->ev.module;
+	old = bpf_map_lookup_elem(&marks, &module);
+	if (old && *old >= mark)
+		return 0;
+	bpf_map_update_elem(&marks, &module, &mark, BPF_ANY);
+	s->ev.type = NW_EV_MAGNITUDE;
+	s->ev.max_key = mx;
+	s->ev.index0 = idx0;
+	s->ev.index1 = idx1;
+	s->ev.dtype = s->ti.dtype;
+	s->ev.ndim = s->ti.ndim;
+	s->ev.numel = s->ti.numel;
+	s->ev.scanned = (__u64)(s->c.words < NW_MAG_WORDS ? s->c.words : NW_MAG_WORDS) * 8 /
+			s->c.size;
+	for (i = 0; i < NW_MAX_DIMS; i++)
+		s->ev.shape[i] = s->ti.shape[i];
+	type = read_u64(module + L.obj_type);
+	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
+	s->ev.time_ns = bpf_ktime_get_ns();
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+		count(NW_C_LOST, 1);
+	s->ev.type = NW_EV_ANOMALY;
+	s->ev.max_key = 0;
+	return 0;
+}
+
 static __always_inline int should_report(__u64 iter)
 {
 	__u64 first = first_iter_p1, last;
@@ -892,7 +985,12 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	r = read_tensor(obj);
 	if (r < 0)
 		count_skip(s->ti.flags);
-	if (r != 0 || scan_tensor(0) <= 0)
+	if (r != 0)
+		return 0;
+	r = scan_tensor(0);
+	if (r == 0)
+		note_magnitude(idx0, idx1);
+	if (r <= 0)
 		return 0;
 	count(NW_C_ANOMALIES, 1);
 	iter = s->ev.iteration;
@@ -1052,6 +1150,31 @@ int BPF_KPROBE(uprobe_step_marker, void *ret_slot, void *name)
 	return 0;
 }
 
+/* The value of a scalar loss (s->ti, as check_output read it), for the loss trend. */
+static __always_inline void send_loss(struct scratch *s)
+{
+	__u64 bits = 0;
+	__u32 size = nw_dtype_size(s->ti.dtype);
+	void *p = (void *)s->ti.data;
+
+	if (s->ti.numel != 1 || s->ti.flags)
+		return;
+	if (size == 2 && bpf_probe_read_user(&bits, 2, p))
+		return;
+	if (size == 4 && bpf_probe_read_user(&bits, 4, p))
+		return;
+	if (size == 8 && bpf_probe_read_user(&bits, 8, p))
+		return;
+	if (!size)
+		return;
+	s->ev.type = NW_EV_LOSS;
+	s->ev.dtype = s->ti.dtype;
+	s->ev.min_key = bits;
+	s->ev.time_ns = bpf_ktime_get_ns();
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+		count(NW_C_LOST, 1);
+}
+
 /*
  * The loss, however it was computed: backward() hands the engine's
  * run_backward(self, args, kwargs) a tuple whose first item is the tuple of
@@ -1093,6 +1216,8 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 		s->ev.iteration = cur_iteration();
 		s->nargs = 0;
 		check_output(obj, n > 1 ? i : NW_NO_INDEX, NW_NO_INDEX);
+		if (i == 0)
+			send_loss(s);
 	}
 	return 0;
 }

@@ -13,7 +13,18 @@
 enum nw_event_type {
 	NW_EV_ANOMALY = 1,	/* a checked tensor holds NaN/±Inf */
 	NW_EV_MODULE = 2,	/* first call of a (root, module) pair */
+	/* the scalar backward() starts from: min_key holds its element bits, dtype its type */
+	NW_EV_LOSS = 30,
+	/*
+	 * a module's output reached a new magnitude: max_key holds the bits of the
+	 * largest |value| in the sampled words (sign cleared), with the module stack,
+	 * the tensor index and the class as in an anomaly
+	 */
+	NW_EV_MAGNITUDE = 31,
 };
+
+#define NW_MAG_WORDS	256	/* 64-bit words of an output sampled for its magnitude */
+#define NW_MAG_BINADES	4	/* a new magnitude mark every 2^4 = 16x */
 
 enum nw_phase {
 	NW_PHASE_FORWARD = 0,	/* a module's output */

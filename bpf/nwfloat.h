@@ -176,4 +176,39 @@ NW_INLINE __u64 nw_word_nonfinite(__u64 w, const struct nw_lanes *l)
 	return ((w & l->mask) + l->add) & l->high;
 }
 
+/* Unbiased binary exponent of |x| given as bits with the sign cleared (x finite, non-zero). */
+NW_INLINE int nw_exponent(__u64 abs_bits, __u32 dt)
+{
+	switch (dt) {
+	case NW_DT_F16:
+		return (int)(abs_bits >> 10) - 15;
+	case NW_DT_BF16:
+		return (int)(abs_bits >> 7) - 127;
+	case NW_DT_F32:
+		return (int)(abs_bits >> 23) - 127;
+	default:
+		return (int)(abs_bits >> 52) - 1023;
+	}
+}
+
+/*
+ * Magnitude mark of a largest |value|: 0 below the floor (2^4 for float16,
+ * 2^10 for the wider types: ordinary activations), then one more every
+ * NW_MAG_BINADES binades (16x). A module's output is reported each time it
+ * reaches a mark it has not reached before, so the run-up to an overflow
+ * shows as a few events, and a healthy run shows none.
+ */
+NW_INLINE __u32 nw_mag_mark(__u64 abs_bits, __u32 dt)
+{
+	int floor = dt == NW_DT_F16 ? 4 : 10;
+	int e;
+
+	if (!abs_bits)
+		return 0;
+	e = nw_exponent(abs_bits, dt);
+	if (e < floor)
+		return 0;
+	return (__u32)(e - floor) / NW_MAG_BINADES + 1;
+}
+
 #endif /* __NWFLOAT_H */

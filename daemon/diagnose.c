@@ -5,6 +5,7 @@
  * run from the most specific fact to the most generic one.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,108 @@ void diagnose__init(struct diag *d)
 static void copy(char *dst, size_t len, const char *src)
 {
 	snprintf(dst, len, "%s", src ? src : "");
+}
+
+void diagnose__loss(struct diag *d, uint64_t step, uint64_t iteration, double value)
+{
+	struct diag_loss *l;
+
+	if (d->nlosses) {
+		l = &d->losses[(d->loss_head + d->nlosses - 1) % DIAG_MAX_LOSSES];
+		if (l->iteration == iteration) {
+			l->step = step;
+			l->value = value;
+			return;
+		}
+	}
+	if (d->nlosses < DIAG_MAX_LOSSES)
+		l = &d->losses[(d->loss_head + d->nlosses++) % DIAG_MAX_LOSSES];
+	else {
+		l = &d->losses[d->loss_head];
+		d->loss_head = (d->loss_head + 1) % DIAG_MAX_LOSSES;
+	}
+	l->step = step;
+	l->iteration = iteration;
+	l->value = value;
+}
+
+static const struct diag_loss *loss_at(const struct diag *d, unsigned int i)
+{
+	return &d->losses[(d->loss_head + i) % DIAG_MAX_LOSSES];
+}
+
+static const struct diag_mark *mark_at(const struct diag *d, unsigned int i)
+{
+	return &d->marks[(d->mark_head + i) % DIAG_MAX_MARKS];
+}
+
+/* The module's latest mark, NULL if none. */
+static const struct diag_mark *last_mark(const struct diag *d, uint64_t module)
+{
+	unsigned int i;
+
+	for (i = d->nmarks; i-- > 0;)
+		if (mark_at(d, i)->module == module)
+			return mark_at(d, i);
+	return NULL;
+}
+
+static struct diag_module *module_state(struct diag *d, uint64_t module)
+{
+	unsigned int i;
+
+	for (i = 0; i < d->nmodules; i++)
+		if (d->modules[i].module == module)
+			return &d->modules[i];
+	if (d->nmodules >= DIAG_MAX_MODULES)
+		return NULL;
+	d->modules[d->nmodules].module = module;
+	return &d->modules[d->nmodules++];
+}
+
+int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iteration,
+		   double value, double limit, struct diag_warning *w)
+{
+	const struct diag_mark *prev = last_mark(d, module);
+	struct diag_module *m = module_state(d, module);
+	struct diag_mark *k;
+	double growth = 0;
+	int left = -1;
+
+	memset(w, 0, sizeof(*w));
+	if (prev && iteration > prev->iteration && prev->value > 0 && value > prev->value) {
+		growth = pow(value / prev->value, 1.0 / (double)(iteration - prev->iteration));
+		if (growth >= DIAG_GROWTH && value < limit)
+			left = (int)ceil(log(limit / value) / log(growth));
+	}
+	if (d->nmarks < DIAG_MAX_MARKS)
+		k = &d->marks[(d->mark_head + d->nmarks++) % DIAG_MAX_MARKS];
+	else {
+		k = &d->marks[d->mark_head];
+		d->mark_head = (d->mark_head + 1) % DIAG_MAX_MARKS;
+	}
+	k->module = module;
+	k->step = step;
+	k->iteration = iteration;
+	k->value = value;
+	if (!m)
+		return 0;
+	w->value = value;
+	w->limit = limit;
+	w->growth = growth;
+	w->iterations_left = left;
+	if (left >= 0 && left <= DIAG_HORIZON && !m->warned_growth) {
+		m->warned_growth = 1;
+		w->reason = "growth";
+		return 1;
+	}
+	/* x * x overflows past the square root of the range: a variance, a dot product */
+	if (value >= sqrt(limit) && !m->warned_range) {
+		m->warned_range = 1;
+		w->reason = "near_range";
+		return 1;
+	}
+	return 0;
 }
 
 int diagnose__observe(struct diag *d, const struct diag_anomaly *a)
@@ -87,6 +190,108 @@ static int has(const char *s, const char *part)
 	return s && strstr(s, part);
 }
 
+/* The loss of the last iteration before `iteration`, NULL if none. */
+static const struct diag_loss *loss_before(const struct diag *d, uint64_t iteration)
+{
+	unsigned int i;
+
+	for (i = d->nlosses; i-- > 0;)
+		if (loss_at(d, i)->iteration < iteration)
+			return loss_at(d, i);
+	return NULL;
+}
+
+/*
+ * Divergence: the losses just before `iteration` rose at every step for at
+ * least two steps and by DIAG_GROWTH overall. Returns the index of the lowest
+ * one (where it began) and sets *end to the last, or -1.
+ */
+static int diverging(const struct diag *d, uint64_t iteration, int *end)
+{
+	int i, last = -1;
+
+	for (i = (int)d->nlosses; i-- > 0;)
+		if (loss_at(d, i)->iteration < iteration && isfinite(loss_at(d, i)->value)) {
+			last = i;
+			break;
+		}
+	if (last < 2)
+		return -1;
+	for (i = last; i > 0; i--) {
+		const struct diag_loss *a = loss_at(d, i - 1), *b = loss_at(d, i);
+
+		if (!isfinite(a->value) || !(a->value < b->value) || b->iteration != a->iteration + 1)
+			break;
+	}
+	if (last - i < 2 || !(loss_at(d, i)->value > 0) ||
+	    loss_at(d, last)->value < DIAG_GROWTH * loss_at(d, i)->value)
+		return -1;
+	*end = last;
+	return i;
+}
+
+/* "max |output| of X: v at iteration i, ..." from the module's marks, if it has some. */
+static void mark_evidence(const struct diag *d, const struct diag_anomaly *a,
+			  struct diagnosis *g)
+{
+	char buf[sizeof(g->evidence[0])];
+	unsigned int i;
+	int n = 0, len;
+
+	len = snprintf(buf, sizeof(buf), "max |output| of %s before it overflowed:",
+		       name(a->layer));
+	for (i = 0; i < d->nmarks && len < (int)sizeof(buf); i++) {
+		const struct diag_mark *k = mark_at(d, i);
+
+		if (k->module != a->module_id || k->iteration > a->iteration)
+			continue;
+		len += snprintf(buf + len, sizeof(buf) - len, "%s %.3g at step %llu", n ? "," : "",
+				k->value, (unsigned long long)k->step);
+		n++;
+	}
+	if (n)
+		evidence(g, "%s", buf);
+}
+
+static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const struct diag_loss *lo, *hi;
+	int start, end, i, len;
+	char buf[sizeof(g->evidence[0])];
+	double rate;
+
+	start = diverging(d, a->iteration, &end);
+	if (start < 0)
+		return 0;
+	lo = loss_at(d, start);
+	hi = loss_at(d, end);
+	rate = pow(hi->value / lo->value, 1.0 / (double)(end - start));
+	evidence(g, "the loss diverged before the first non-finite value: %.3g at step %llu, "
+		    "%.3g at step %llu (x%.3g per step)", lo->value, (unsigned long long)lo->step,
+		 hi->value, (unsigned long long)hi->step, rate);
+	len = snprintf(buf, sizeof(buf), "loss by step:");
+	for (i = start; i <= end && len < (int)sizeof(buf); i++)
+		len += snprintf(buf + len, sizeof(buf) - len, "%s %llu: %.3g", i > start ? "," : "",
+				(unsigned long long)loss_at(d, i)->step, loss_at(d, i)->value);
+	evidence(g, "%s", buf);
+	mark_evidence(d, a, g);
+	if (a->params_finite == 0)
+		evidence(g, "the parameters of %s were non-finite by then: the updates since step "
+			    "%llu grew them past the range", name(a->layer),
+			 (unsigned long long)lo->step);
+	else if (a->phase && !strcmp(a->phase, "forward"))
+		evidence(g, "%s overflowed on finite inputs and parameters grown by the updates "
+			    "since step %llu", name(a->layer), (unsigned long long)lo->step);
+	g->origin_step = (int64_t)lo->step;
+	conclude(g, "lr_too_high", 0.8);
+	snprintf(g->fix_buf[0], sizeof(g->fix_buf[0]),
+		 "lower the learning rate (the loss grew x%.3g per step from step %llu): try a "
+		 "tenth of it, or add warmup", rate, (unsigned long long)lo->step);
+	fix(g, g->fix_buf[0]);
+	fix(g, "clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)");
+	return 1;
+}
+
 static int rule_loss(const struct diag_anomaly *a, struct diagnosis *g)
 {
 	if (!a->phase || strcmp(a->phase, "loss"))
@@ -102,12 +307,28 @@ static int rule_loss(const struct diag_anomaly *a, struct diagnosis *g)
 	return 1;
 }
 
-static int rule_params(const struct diag_anomaly *a, struct diagnosis *g)
+static int rule_params(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
+	const struct diag_loss *before;
+
 	if (a->params_finite != 0)
 		return 0;
-	evidence(g, "the parameters of %s were already non-finite: an earlier optimizer update "
-		    "wrote them", name(a->layer));
+	before = loss_before(d, a->iteration);
+	if (before && before->step < a->step) {
+		/* every output of that iteration was finite (this is the first anomaly) */
+		g->origin_step = (int64_t)before->step;
+		evidence(g, "every output was finite at step %llu; at step %llu the parameters of %s "
+			    "were non-finite: the optimizer update of step %llu wrote them",
+			 (unsigned long long)before->step, (unsigned long long)a->step,
+			 name(a->layer), (unsigned long long)before->step);
+		evidence(g, "the loss of step %llu was %.4g, %s", (unsigned long long)before->step,
+			 before->value, isfinite(before->value) ?
+			 "finite: the gradients or the step size of that update were too large" :
+			 "not finite: its gradients were");
+	} else {
+		evidence(g, "the parameters of %s were already non-finite: an earlier optimizer "
+			    "update wrote them", name(a->layer));
+	}
 	conclude(g, "nonfinite_params", 0.7);
 	fix(g, "clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)");
 	fix(g, "lower the learning rate or add warmup");
@@ -190,6 +411,22 @@ static int rule_arith(const struct diag_anomaly *a, struct diagnosis *g)
 	return 1;
 }
 
+/* The last DIAG_TREND losses up to the first anomaly's iteration. */
+static void trend(const struct diag *d, struct diagnosis *g)
+{
+	unsigned int i, n = 0, first = d->nlosses;
+
+	for (i = d->nlosses; i-- > 0 && n < DIAG_TREND;) {
+		if (loss_at(d, i)->iteration > d->first.iteration)
+			continue;
+		first = i;
+		n++;
+	}
+	for (i = first; i < d->nlosses && g->ntrend < (int)n; i++)
+		if (loss_at(d, i)->iteration <= d->first.iteration)
+			g->trend[g->ntrend++] = *loss_at(d, i);
+}
+
 int diagnose__conclude(struct diag *d, struct diagnosis *out)
 {
 	const struct diag_anomaly *a = &d->first;
@@ -202,7 +439,10 @@ int diagnose__conclude(struct diag *d, struct diagnosis *out)
 	copy(out->layer, sizeof(out->layer), a->layer);
 	copy(out->module, sizeof(out->module), a->module);
 	d->done = 1;
-	if (rule_loss(a, out) || rule_input(d, out) || rule_params(a, out))
+	out->origin_step = -1;
+	trend(d, out);
+	if (rule_input(d, out) || rule_lr(d, a, out) || rule_loss(a, out) ||
+	    rule_params(d, a, out))
 		return 0;
 	if (d->top_only) {
 		evidence(out, "mode sample checks only the model's output: run with --mode full to "

@@ -5,8 +5,41 @@
 
 #include <stdint.h>
 
-#define DIAG_MAX_EVIDENCE 8
+#define DIAG_MAX_EVIDENCE 10
 #define DIAG_MAX_FIXES	  4
+#define DIAG_MAX_LOSSES	  64	/* loss values kept, one per iteration */
+#define DIAG_MAX_MARKS	  256	/* magnitude marks kept, all modules together */
+#define DIAG_MAX_MODULES  1024	/* modules whose warnings are remembered */
+#define DIAG_TREND	  8	/* losses in a diagnosis' loss_trend */
+#define DIAG_GROWTH	  100.0	/* x per iteration: a run-up */
+#define DIAG_HORIZON	  10	/* iterations to overflow at which a run-up is worth a warning */
+
+/* The scalar backward() started from, one per iteration. */
+struct diag_loss {
+	uint64_t step, iteration;
+	double value;		/* NaN/Inf kept as they are */
+};
+
+/* A module's output reached a new magnitude (sampled largest |value|). */
+struct diag_mark {
+	uint64_t module;	/* the module object's address: the key */
+	uint64_t step, iteration;
+	double value;
+};
+
+struct diag_module {
+	uint64_t module;
+	uint8_t warned_range, warned_growth;
+};
+
+/* Why a warning is due: a magnitude near the dtype's range, or a run-up towards it. */
+struct diag_warning {
+	const char *reason;	/* "near_range", "growth" */
+	double value;		/* the sampled largest |value| */
+	double limit;		/* the dtype's largest finite value */
+	double growth;		/* x per iteration since the module's previous mark; 0: none */
+	int iterations_left;	/* to overflow at that growth; -1: unknown */
+};
 
 /* What a rule needs to know of one anomaly (the daemon fills it from the event). */
 struct diag_anomaly {
@@ -17,6 +50,7 @@ struct diag_anomaly {
 	const char *layer;	/* may be NULL */
 	const char *module;	/* class name, may be NULL */
 	const char *dtype;	/* "float16", ... */
+	uint64_t module_id;	/* the module object's address (0 for the loss) */
 	int inputs_finite;	/* 1, 0, -1 unknown */
 	int params_finite;
 	uint32_t depth;		/* 1: the outermost module */
@@ -31,6 +65,10 @@ struct diagnosis {
 	char evidence[DIAG_MAX_EVIDENCE][160];
 	const char *fixes[DIAG_MAX_FIXES];
 	int nevidence, nfixes;
+	int64_t origin_step;	/* the optimizer step whose update began it; -1: none found */
+	struct diag_loss trend[DIAG_TREND]; /* the losses up to the first anomaly's iteration */
+	int ntrend;
+	char fix_buf[DIAG_MAX_FIXES][160]; /* fixes that carry numbers */
 };
 
 struct diag {
@@ -41,11 +79,26 @@ struct diag {
 	int root_inputs_finite; /* the outermost module's inputs in that iteration; -1 unknown */
 	int root_seen;
 	int top_only;		/* mode sample: only outermost outputs were checked */
+	struct diag_loss losses[DIAG_MAX_LOSSES]; /* ring, oldest first from loss_head */
+	unsigned int nlosses, loss_head;
+	struct diag_mark marks[DIAG_MAX_MARKS];	/* ring */
+	unsigned int nmarks, mark_head;
+	struct diag_module modules[DIAG_MAX_MODULES];
+	unsigned int nmodules;
 };
 
 void diagnose__init(struct diag *d);
 /* Feed each anomaly of the stream; returns 1 when the incident's first iteration is over. */
 int diagnose__observe(struct diag *d, const struct diag_anomaly *a);
+/* The loss of an iteration (a later value for the same iteration replaces it). */
+void diagnose__loss(struct diag *d, uint64_t step, uint64_t iteration, double value);
+/*
+ * A module's new magnitude mark; limit is its dtype's largest finite value.
+ * Returns 1 and fills w when it deserves a warning (at most one per module
+ * and reason), 0 otherwise.
+ */
+int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iteration,
+		   double value, double limit, struct diag_warning *w);
 /* Apply the rules to what was observed; 0, or -ENOENT if there is no incident to diagnose. */
 int diagnose__conclude(struct diag *d, struct diagnosis *out);
 

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Named events from raw ones: module paths, tensor names, origin, first. */
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "emit.h"
@@ -183,6 +185,7 @@ static void observe(struct report *r, const struct nw_event *ev)
 		.inputs_finite = loss ? -1 : report__inputs_finite(ev),
 		.params_finite = loss ? -1 : report__params_finite(ev),
 		.depth = loss ? 0 : ev->depth,
+		.module_id = loss ? 0 : ev->module,
 	};
 
 	if (!loss) {
@@ -219,7 +222,86 @@ int report__diagnose(struct report *r, uint64_t iteration)
 	for (i = 0; i < g.nfixes; i++)
 		json__string(j, NULL, g.fixes[i]);
 	json__array_end(j);
+	if (g.origin_step >= 0)
+		json__uint(j, "origin_step", (uint64_t)g.origin_step);
+	else
+		json__null(j, "origin_step");
+	json__array_begin(j, "loss_trend");
+	for (i = 0; i < g.ntrend; i++) {
+		json__object_begin(j, NULL);
+		json__uint(j, "step", g.trend[i].step);
+		json__uint(j, "iteration", g.trend[i].iteration);
+		if (isfinite(g.trend[i].value))
+			json__double(j, "loss", g.trend[i].value);
+		else
+			json__null(j, "loss");
+		json__object_end(j);
+	}
+	json__array_end(j);
 	json__null(j, "capture");
+	return emit__end(r->e);
+}
+
+/* The largest finite value of a dtype. */
+static double dtype_max(__u32 dtype)
+{
+	switch (dtype) {
+	case NW_DT_F16:
+		return 65504.0;
+	case NW_DT_BF16:
+		return 3.3895313892515355e38;
+	case NW_DT_F32:
+		return FLT_MAX;
+	default:
+		return DBL_MAX;
+	}
+}
+
+/* A module's output reached a new magnitude: remember it, and warn of a run-up. */
+static int magnitude(struct report *r, const struct nw_event *ev)
+{
+	double value = nw_bits_to_double(ev->max_key, ev->dtype);
+	char cls[NW_NAME_LEN + 1], tensor[32], msg[200];
+	struct diag_warning w;
+	const char *path, *who;
+	struct json *j;
+
+	if (!diagnose__mark(&r->diag, ev->module, ev->step, ev->iteration, value,
+			    dtype_max(ev->dtype), &w))
+		return 0;
+	path = names__path(r->names, ev->modules[0], ev->module);
+	who = path && *path ? path : class_of(ev, cls);
+	report__tensor_name(ev, tensor, sizeof(tensor));
+	if (!strcmp(w.reason, "growth"))
+		snprintf(msg, sizeof(msg), "max |%s| of %s grew x%.3g per iteration to %.3g: at this "
+			 "rate %s overflows in %d iteration%s", tensor, who,
+			 w.growth, w.value, nw_dtype_name(ev->dtype), w.iterations_left,
+			 w.iterations_left == 1 ? "" : "s");
+	else
+		snprintf(msg, sizeof(msg), "max |%s| of %s reached %.3g, past the square root of "
+			 "the %s range (%.3g): squaring it overflows", tensor, who, w.value, nw_dtype_name(ev->dtype), sqrt(w.limit));
+	j = emit__begin(r->e, "warning", ev->time_ns);
+	json__uint(j, "tid", ev->tid);
+	json__uint(j, "step", ev->step);
+	json__uint(j, "iteration", ev->iteration);
+	json__string(j, "layer", path);
+	json__string(j, "module", class_of(ev, cls));
+	json__string(j, "tensor", tensor);
+	json__string(j, "dtype", nw_dtype_name(ev->dtype));
+	json__string(j, "reason", w.reason);
+	json__double(j, "max_abs", w.value);
+	json__double(j, "dtype_max", w.limit);
+	if (w.growth > 0)
+		json__double(j, "growth_per_iteration", w.growth);
+	else
+		json__null(j, "growth_per_iteration");
+	if (w.iterations_left >= 0)
+		json__int(j, "iterations_to_overflow", w.iterations_left);
+	else
+		json__null(j, "iterations_to_overflow");
+	json__uint(j, "sampled", ev->scanned);
+	json__string(j, "message", msg);
+	r->warnings++;
 	return emit__end(r->e);
 }
 
@@ -229,6 +311,12 @@ int report__event(struct report *r, const struct nw_event *ev)
 	case NW_EV_ANOMALY:
 		observe(r, ev);
 		return anomaly(r, ev);
+	case NW_EV_LOSS:
+		diagnose__loss(&r->diag, ev->step, ev->iteration,
+			       nw_bits_to_double(ev->min_key, ev->dtype));
+		return 0;
+	case NW_EV_MAGNITUDE:
+		return magnitude(r, ev);
 	case NW_EV_MODULE:
 		/* name it now, while the target surely still exists */
 		r->modules++;
@@ -254,6 +342,7 @@ int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 	json__uint(j, "bytes_scanned", c[NW_C_BYTES_SCANNED]);
 	json__uint(j, "anomalies", c[NW_C_ANOMALIES]);
 	json__uint(j, "reported", r->anomalies);
+	json__uint(j, "warnings", r->warnings);
 	json__uint(j, "suppressed", c[NW_C_SUPPRESSED]);
 	json__uint(j, "lost", c[NW_C_LOST]);
 	json__object_begin(j, "skipped");

@@ -21,6 +21,7 @@ struct report {
 	report_params_fn set_params;
 	void *params_ctx;
 	uint64_t anomalies;	/* anomaly lines written */
+	uint64_t warnings;	/* warning lines written */
 	uint64_t modules;	/* distinct (root, module) pairs seen */
 	uint64_t lost_reported;
 	uint64_t unnamed;	/* anomalies whose module is not under its root's tree */

@@ -478,6 +478,11 @@ static void tf__diagnosis(const struct tailfmt *t, FILE *out, const struct jv *e
 	fputs(" (confidence ", out);
 	tf__field(out, ev, "confidence");
 	fputs(")\n", out);
+	if (jv__get(ev, "origin_step") && !jv__is_null(jv__get(ev, "origin_step"))) {
+		fputs("         began with the update of step ", out);
+		tf__field(out, ev, "origin_step");
+		fputc('\n', out);
+	}
 	tf__list(out, ev, "evidence", "evidence");
 	tf__list(out, ev, "fixes", "fix");
 	if (capture) {
@@ -485,6 +490,15 @@ static void tf__diagnosis(const struct tailfmt *t, FILE *out, const struct jv *e
 		tf__str(out, capture);
 		fputc('\n', out);
 	}
+}
+
+static void tf__warning(const struct tailfmt *t, FILE *out, const struct jv *ev)
+{
+	tf__head(t, out, ev, "warning", TF_YELLOW);
+	tf__step_iter(out, ev);
+	fputs("  ", out);
+	tf__field(out, ev, "message");
+	fputc('\n', out);
 }
 
 static void tf__generic(const struct tailfmt *t, FILE *out, const struct jv *ev, const char *name)
@@ -502,7 +516,7 @@ static void tf__event(const struct tailfmt *t, FILE *out, const struct jv *ev, c
 	} table[] = {
 		{ "attach", tf__attach },	{ "anomaly", tf__anomaly }, { "stats", tf__stats },
 		{ "lost", tf__lost },		{ "detach", tf__detach },   { "error", tf__error },
-		{ "diagnosis", tf__diagnosis },
+		{ "diagnosis", tf__diagnosis }, { "warning", tf__warning },
 	};
 	size_t i;
 

@@ -135,6 +135,80 @@ static void test_unknown_and_sample_mode(void **state)
 	assert_string_equal(cause_of(&g, root, 1, 1), "bad_input_data");
 }
 
+/* Losses of iterations 0..n-1 (one step each), then the anomalies of iteration n. */
+static const char *with_losses(struct diagnosis *g, const double *losses, int n,
+			       struct diag_anomaly *a)
+{
+	struct diag_anomaly next = fwd("x", "Linear", 2, 1);
+	struct diag d;
+	int i;
+
+	diagnose__init(&d);
+	for (i = 0; i < n; i++)
+		diagnose__loss(&d, i, i, losses[i]);
+	a->step = a->iteration = n;
+	assert_int_equal(diagnose__observe(&d, a), 0);
+	next.iteration = n + 1;
+	assert_int_equal(diagnose__observe(&d, &next), 1);
+	assert_int_equal(diagnose__conclude(&d, g), 0);
+	return g->cause;
+}
+
+static void test_lr_too_high(void **state)
+{
+	const double diverging[] = {170, 27.7, 1.2e4, 8.6e9, 1.2e29};
+	const double stable[] = {3.1, 2.9, 2.8, 2.6, 2.5};
+	const double noisy[] = {3.0, 2.0, 2.5, 2.4, 2.6};
+	struct diag_anomaly a = fwd("2", "Linear", 2, 1);
+	struct diagnosis g;
+
+	(void)state;
+	a.posinf = 8;
+	a.finite_max_abs = 0;
+	assert_string_equal(with_losses(&g, diverging, 5, &a), "lr_too_high");
+	assert_int_equal(g.origin_step, 1);	/* the lowest loss: its update began it */
+	assert_int_equal(g.ntrend, 5);
+	assert_true(g.trend[4].value == 1.2e29 && g.trend[4].step == 4);
+	assert_true(g.nfixes == 2 && strstr(g.fixes[0], "learning rate"));
+	/* params already non-finite after a divergence: still the learning rate */
+	a.params_finite = 0;
+	assert_string_equal(with_losses(&g, diverging, 5, &a), "lr_too_high");
+	/* a stable loss: the update of the last clean step wrote the parameters */
+	assert_string_equal(with_losses(&g, stable, 5, &a), "nonfinite_params");
+	assert_int_equal(g.origin_step, 4);
+	/* rising, but not two steps in a row by 100x: not a divergence */
+	a.params_finite = 1;
+	assert_string_equal(with_losses(&g, noisy, 5, &a), "division_by_zero");
+	assert_int_equal(g.origin_step, -1);
+}
+
+static void test_warnings(void **state)
+{
+	struct diag_warning w;
+	struct diag d;
+
+	(void)state;
+	diagnose__init(&d);
+	/* the first mark of a module: nothing to compare with, far from the range */
+	assert_int_equal(diagnose__mark(&d, 0x10, 3, 3, 2.4e5, 3.4e38, &w), 0);
+	/* x3.8e9 in one iteration: overflows in 3 */
+	assert_int_equal(diagnose__mark(&d, 0x10, 4, 4, 9.3e14, 3.4e38, &w), 1);
+	assert_string_equal(w.reason, "growth");
+	assert_int_equal(w.iterations_left, 3);
+	assert_true(w.growth > 3e9 && w.growth < 4e9);
+	/* once per module and reason; then the square root of the range */
+	assert_int_equal(diagnose__mark(&d, 0x10, 5, 5, 1e17, 3.4e38, &w), 0);
+	assert_int_equal(diagnose__mark(&d, 0x10, 6, 6, 2e19, 3.4e38, &w), 1);
+	assert_string_equal(w.reason, "near_range");
+	assert_int_equal(diagnose__mark(&d, 0x10, 7, 7, 2e21, 3.4e38, &w), 0);
+	/* slow growth over many iterations is no run-up */
+	assert_int_equal(diagnose__mark(&d, 0x20, 1, 1, 2e3, 3.4e38, &w), 0);
+	assert_int_equal(diagnose__mark(&d, 0x20, 50, 50, 4e4, 3.4e38, &w), 0);
+	/* float16: 300 is past sqrt(65504) */
+	assert_int_equal(diagnose__mark(&d, 0x30, 1, 1, 300, 65504, &w), 1);
+	assert_string_equal(w.reason, "near_range");
+}
+
 static void test_no_incident(void **state)
 {
 	struct diagnosis g;
@@ -156,6 +230,8 @@ int main(void)
 		cmocka_unit_test(test_params_and_loss),
 		cmocka_unit_test(test_unknown_and_sample_mode),
 		cmocka_unit_test(test_no_incident),
+		cmocka_unit_test(test_lr_too_high),
+		cmocka_unit_test(test_warnings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -385,6 +385,40 @@ static void test_dtype_name(void **state)
 	assert_null(nw_dtype_name(5));
 }
 
+static __u64 f32_of(float f)
+{
+	__u32 u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static __u64 f64_of(double f)
+{
+	__u64 u;
+
+	memcpy(&u, &f, 8);
+	return u;
+}
+
+/* Magnitude marks: 0 below the floor, +1 every 16x, the same for every float type. */
+static void test_mag_mark(void **state)
+{
+	(void)state;
+	assert_int_equal(nw_mag_mark(0, NW_DT_F32), 0);
+	assert_int_equal(nw_mag_mark(f32_of(1023.0f), NW_DT_F32), 0);
+	assert_int_equal(nw_mag_mark(f32_of(1024.0f), NW_DT_F32), 1);
+	assert_int_equal(nw_mag_mark(f32_of(16383.0f), NW_DT_F32), 1);
+	assert_int_equal(nw_mag_mark(f32_of(16384.0f), NW_DT_F32), 2);
+	assert_int_equal(nw_mag_mark(f32_of(3.4e38f), NW_DT_F32), (127 - 10) / 4 + 1);
+	assert_int_equal(nw_mag_mark(f64_of(16384.0), NW_DT_F64), 2);
+	assert_int_equal(nw_mag_mark(f32_of(16384.0f) >> 16, NW_DT_BF16), 2);
+	assert_int_equal(nw_mag_mark(0x4b00, NW_DT_F16), 0);	/* 14.0 */
+	assert_int_equal(nw_mag_mark(0x4c00, NW_DT_F16), 1);	/* 16.0 */
+	assert_int_equal(nw_mag_mark(0x7bff, NW_DT_F16), 3);	/* 65504 */
+	assert_int_equal(nw_exponent(f32_of(0.75f), NW_DT_F32), -1);
+}
+
 static void test_json_element(void **state)
 {
 	static const struct {
@@ -452,6 +486,7 @@ int main(void)
 		cmocka_unit_test(test_bits_to_double_f32_f64),
 		cmocka_unit_test(test_dtype_name),
 		cmocka_unit_test(test_json_element),
+		cmocka_unit_test(test_mag_mark),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,6 +44,7 @@ Standard library only: torch is imported by the trainers, never here.
 """
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -57,7 +58,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAINERS = os.path.join(REPO, "tests", "trainers")
 FAULTY = ["nan_input", "div_zero", "rnn_tuple", "mha_tuple", "fp16_overflow", "demo", "views",
-          "loss_log_zero", "exp_overflow", "invalid_domain", "nonfinite_params"]
+          "loss_log_zero", "exp_overflow", "invalid_domain", "nonfinite_params", "lr_too_high"]
 
 SCHEMA = "nanwatch/1"
 ATTACH_TIMEOUT = 60
@@ -539,6 +540,46 @@ def check_diagnosis(events, first, oracle):
         raise Fail("diagnosis before the first anomaly")
 
 
+def check_origin_and_trend(events, oracle, trace):
+    """The diagnosis' origin_step is the trainer's ground truth (where the trainer defines one),
+    and its loss_trend holds exactly the losses the trainer computed, at their steps."""
+    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
+    if oracle.get("origin_step") is not None and d.get("origin_step") != oracle["origin_step"]:
+        raise Fail("diagnosis origin_step %r, the trainer's ground truth %r (%s)" %
+                   (d.get("origin_step"), oracle["origin_step"], d["evidence"]))
+    trend = d.get("loss_trend")
+    if not isinstance(trend, list) or not trend:
+        raise Fail("diagnosis has no loss_trend: %s" % json.dumps(d))
+    losses = [float.fromhex(v) for v in trace["losses"]]
+    if trend[-1]["iteration"] != d["iteration"] and oracle.get("phase") == "loss":
+        raise Fail("loss_trend ends at iteration %d, the incident is at %d" %
+                   (trend[-1]["iteration"], d["iteration"]))
+    for t in trend:
+        it = t["iteration"]
+        if not 0 <= it < len(losses) or it > d["iteration"]:
+            raise Fail("loss_trend iteration %r outside the run (%d losses, incident at %d)" %
+                       (it, len(losses), d["iteration"]))
+        want = losses[it] if math.isfinite(losses[it]) else None
+        if t["loss"] != want or t["step"] != trace["loss_steps"][it]:
+            raise Fail("loss_trend at iteration %d: loss %r step %r, the trainer's %r step %r" %
+                       (it, t["loss"], t["step"], want, trace["loss_steps"][it]))
+
+
+def check_warnings(events, oracle):
+    """Warnings are well formed; a run-up (lr_too_high) is warned of before its first anomaly."""
+    warnings = [ev for ev in events if ev["event"] == "warning"]
+    for w in warnings:
+        if w.get("reason") not in ("growth", "near_range") or \
+                not (isinstance(w.get("max_abs"), (int, float)) and w["max_abs"] > 0) or \
+                not isinstance(w.get("message"), str) or type(w.get("step")) is not int:
+            raise Fail("malformed warning: %s" % json.dumps(w))
+    if oracle["expected_cause"] == "lr_too_high":
+        early = [w for w in warnings if w["iteration"] < oracle["iteration"]]
+        if not early:
+            raise Fail("no warning before the first anomaly (iteration %d) of a run-up; "
+                       "warnings: %s" % (oracle["iteration"], [w["message"] for w in warnings]))
+
+
 LATER_FIELDS = ("layer", "module", "tensor", "nan", "posinf", "neginf", "inputs_finite",
                 "params_finite", "origin")
 
@@ -585,6 +626,8 @@ def case_trainer(ctx, name):
                                                  for a in noncontig]))
     events = watch(ctx, name, trace)
     check_anomalies(events, oracle, events[0]["pid"])
+    check_origin_and_trend(events, oracle, trace)
+    check_warnings(events, oracle)
     if name == "views":
         skipped = last_stats(events)["skipped"]["noncontiguous"]
         if skipped < 1:
@@ -665,14 +708,16 @@ def case_healthy(ctx):
     if oracle is not None:
         raise Fail("healthy --oracle found an anomaly: %s" % describe(oracle))
     events = watch(ctx, "healthy", trace)
-    n = sum(1 for ev in events if ev["event"] in ("anomaly", "diagnosis"))
+    n = sum(1 for ev in events if ev["event"] in ("anomaly", "diagnosis", "warning"))
     if n:
-        raise Fail("%d anomaly or diagnosis events on a healthy run" % n)
+        raise Fail("%d anomaly, diagnosis or warning events on a healthy run" % n)
 
 
 def watch(ctx, name, trace, mode=None):
-    """Trainer under the daemon from step 0 to exit; the parsed stream."""
-    trainer = start_waiting_trainer(ctx, name)
+    """Trainer under the daemon from step 0 to exit; the parsed stream. The trainer sleeps
+    20 ms a step: the daemon lists a module's parameters when it first sees the module, and
+    on a loaded machine it may not have run yet by the fault step (params_finite null)."""
+    trainer = start_waiting_trainer(ctx, name, "--pace", "0.02")
     comm = read_comm(trainer.pid)
     daemon = start_daemon(ctx, trainer.pid, mode=mode)
     wait_attach(daemon)

@@ -54,6 +54,10 @@ class Trainer:
     steps = 10  # optimizer steps
     fault_step = 4  # documentation for readers; each trainer injects its fault itself
     expected_cause = None  # the diagnosis the fault must produce (ground truth by construction)
+    # which optimizer step began it, for the diagnosis' origin_step: "params_bad" (the step
+    # whose update first left a parameter non-finite), "loss_min" (the step with the lowest
+    # loss before the first anomaly: the divergence starts with its update), None (not checked)
+    expected_origin = None
     accum = 1  # micro-batches (root forward passes) per optimizer step
     lr = 0.05
 
@@ -217,6 +221,8 @@ class Harness:
         self.args = args
         self.steps_done = 0
         self.losses = []
+        self.loss_steps = []  # the step of each loss (one per micro-batch)
+        self.params_bad_step = None
 
     def params_digest(self, model):
         h = hashlib.sha256()
@@ -247,13 +253,14 @@ class Harness:
                 print("STEP %d" % self.steps_done, flush=True)
             if self.args.pace:
                 time.sleep(self.args.pace)
-        trace = {"steps": self.steps_done, "losses": self.losses,
+        trace = {"steps": self.steps_done, "losses": self.losses, "loss_steps": self.loss_steps,
                  "params_sha256": self.params_digest(model)}
         line = {"trace": trace}
         if oracle is not None:
             found = oracle.result()
             if found is not None:
                 found["expected_cause"] = self.trainer.expected_cause
+                found["origin_step"] = self.origin_step(found)
             line = {"oracle": found, "trace": trace}
         print(json.dumps(line, sort_keys=True), flush=True)
 
@@ -270,8 +277,22 @@ class Harness:
                 self.oracle.loss(loss)
             loss.backward()
             self.losses.append(float(loss).hex())
+            self.loss_steps.append(self.steps_done)
         opt.step()
+        if self.oracle is not None and self.params_bad_step is None and \
+                not all_finite(list(model.parameters())):
+            self.params_bad_step = self.steps_done
         self.steps_done += 1
+
+    def origin_step(self, found):
+        """Ground truth for the diagnosis' origin_step (see Trainer.expected_origin)."""
+        how = self.trainer.expected_origin
+        if how == "params_bad":
+            return self.params_bad_step
+        if how == "loss_min":
+            before = [(float.fromhex(v), i) for i, v in enumerate(self.losses[:found["iteration"]])]
+            return self.loss_steps[min(before)[1]] if before else None
+        return None
 
 
 def main(trainer):

@@ -4,7 +4,8 @@
 Every output of step 4 is finite; the update overflows the weights to ±Inf (3e38 times a
 gradient above ~1.2 is past the float32 range), and step 5's first anomaly is in a layer whose
 inputs are finite and whose parameters are not.
-Expected first anomaly: the first Linear at step 5, params_finite false: nonfinite_params.
+Expected first anomaly: the first Linear at step 5, params_finite false: nonfinite_params, origin
+step 4 (the update that wrote the weights).
 """
 import torch
 import torch.nn as nn
@@ -16,6 +17,7 @@ class NonfiniteParams(common.Trainer):
     """Trainer whose learning rate schedule spikes at step 4."""
 
     expected_cause = "nonfinite_params"  # what the daemon's diagnosis must say
+    expected_origin = "params_bad"  # origin step: the update that wrote the non-finite weights
 
     def model(self):
         return nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 1))
