@@ -743,7 +743,10 @@ __noinline int scan_tensor(int full)
 		s->ev.scanned = c->elems;
 		c->acc = c->nan | c->posinf | c->neginf;
 	} else {
+		__u64 t0 = bpf_ktime_get_ns();
+
 		bpf_loop(chunks, fast_chunk, NULL, 0);
+		count(NW_C_SCAN_NS, bpf_ktime_get_ns() - t0);
 	}
 	if (c->err) {
 		count(NW_C_SKIP_UNREADABLE, 1);

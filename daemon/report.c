@@ -340,6 +340,7 @@ int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 	json__uint(j, "probe_hits", c[NW_C_PROBE_HITS]);
 	json__uint(j, "tensors_scanned", c[NW_C_TENSORS_SCANNED]);
 	json__uint(j, "bytes_scanned", c[NW_C_BYTES_SCANNED]);
+	json__uint(j, "scan_ns", c[NW_C_SCAN_NS]);
 	json__uint(j, "anomalies", c[NW_C_ANOMALIES]);
 	json__uint(j, "reported", r->anomalies);
 	json__uint(j, "warnings", r->warnings);

@@ -364,6 +364,9 @@ def daemon_summary(windows):
             "bpf_runs": bpf.get("return_runs", 0),
             "rate": st.get("bytes_scanned", 0) / bpf["return_ns"] * 1e9
             if bpf.get("return_ns") else None,
+            # the scan loop alone: BPF times each tensor's scan (stats.scan_ns)
+            "scan_rate": st.get("bytes_scanned", 0) / st["scan_ns"] * 1e9
+            if st.get("scan_ns") else None,
             "skipped": {k: per_step(skipped, k, steps) for k in skipped if skipped[k]},
             "anomalies": st.get("anomalies", 0), "lost": st.get("lost", 0),
             "suppressed": st.get("suppressed", 0),
@@ -426,14 +429,17 @@ def scan_summary(res, mem):
     extra = median(diffs)
     total_bytes = sum(w["daemon"]["stats"]["bytes_scanned"] for w in att)
     total_ns = sum((w["daemon"]["stats"].get("bpf") or {}).get("return_ns", 0) for w in att)
+    scan_ns = sum(w["daemon"]["stats"].get("scan_ns", 0) for w in att)
     s = {"attached_ms": median([w["median_ms"] for w in att]),
          "detached_ms": median([w["median_ms"] for w in det]),
          "extra_ms": extra, "extra_ms_rounds": diffs, "daemon": d,
          "bytes_per_step": d["bytes"] if d else 0,
          "bpf_rate": total_bytes / total_ns * 1e9 if total_ns else None,
          "wall_rate": d["bytes"] / (extra / 1e3) if d and extra > 0 else None,
+         "scan_rate": total_bytes / scan_ns * 1e9 if scan_ns else None,
          "memread_rate": mem}
     s["bpf_rate_ratio"] = s["bpf_rate"] / mem if s["bpf_rate"] and mem else None
+    s["scan_rate_ratio"] = s["scan_rate"] / mem if s["scan_rate"] and mem else None
     return s
 
 
@@ -475,10 +481,10 @@ def report_model(name, res, summ):
                 s.get("bpf_us_per_hit", 0), d["entry_ns"] / 1e6, d["return_ns"] / 1e6)
         lines.append("  %s: +%.2f ms/step over uninstrumented = %.1f us per probe hit%s"
                      % (label, s.get("extra_ms_per_step", 0), s.get("extra_us_per_hit", 0), bpf))
-        if d["bpf_runs"]:
-            lines.append("  %s: BPF scan rate >= %s (bytes scanned / return-program run time: "
-                         "a lower bound, the whole program, not only the scan loop)"
-                         % (label, fmt_rate(d["rate"])))
+        lines.append("  %s: BPF scan rate %s (bytes scanned / time in the scan loop, "
+                     "copy included)%s" % (label, fmt_rate(d.get("scan_rate")),
+                                           "; whole return program >= %s" % fmt_rate(d["rate"])
+                                           if d["bpf_runs"] else ""))
         lines.append("  %s: daemon CPU %.0f ms per attach (user %.0f + sys %.0f; %.2f%% of "
                      "the window), peak RSS %.1f MiB, attach %.0f ms, detach %.0f ms"
                      % (label, 1e3 * d["cpu_s"], 1e3 * d["user_s"], 1e3 * d["sys_s"],
@@ -505,14 +511,17 @@ def report_scan(s, mem_runs):
                  "-> %s (step-time based)" % (s["detached_ms"], s["attached_ms"], s["extra_ms"],
                                               fmt_bytes(s["bytes_per_step"]),
                                               fmt_rate(s["wall_rate"])))
-    lines.append("  BPF scan rate >= %s (bytes scanned / return-program run time, lower bound)"
+    lines.append("  BPF scan rate %s (bytes scanned / time in the scan loop: the copy out of "
+                 "the target and the test)" % fmt_rate(s["scan_rate"]))
+    lines.append("  whole return program >= %s (bytes scanned / its run time, a lower bound)"
                  % fmt_rate(s["bpf_rate"]))
     rates = [m["bytes_per_s"] for m in mem_runs]
     lines.append("  plain memory read (tools/memread.c, %d MiB, summing 64-bit words): %s "
                  "(median of %d runs, %s..%s)" % (SCAN_MIB, fmt_rate(median(rates)), len(rates),
                                                   fmt_rate(min(rates)), fmt_rate(max(rates))))
-    if s["bpf_rate_ratio"]:
-        lines.append("  BPF scan rate / memory read rate = %.2f" % s["bpf_rate_ratio"])
+    if s["scan_rate_ratio"]:
+        lines.append("  BPF scan rate / memory read rate = %.2f (whole program: %.2f)"
+                     % (s["scan_rate_ratio"], s["bpf_rate_ratio"] or 0))
     return lines
 
 
@@ -544,9 +553,9 @@ def targets(summaries, scan, dmodes):
                         "uninstrumented spread, whichever is larger)" % (name, s["ratio"], tol),
                         abs(s["ratio"] - 1) <= tol))
     if scan:
-        r = scan["bpf_rate_ratio"]
+        r = scan["scan_rate_ratio"]
         out.append(("BPF scan rate at least half the memory read rate: %s vs %s = %s"
-                    % (fmt_rate(scan["bpf_rate"]), fmt_rate(scan["memread_rate"]),
+                    % (fmt_rate(scan["scan_rate"]), fmt_rate(scan["memread_rate"]),
                        "%.2f" % r if r else "n/a"), bool(r and r >= 0.5)))
     return out
 
