@@ -882,12 +882,21 @@ static __always_inline __u64 umax63(__u64 a, __u64 b)
 	return a ^ ((a ^ b) & mask);
 }
 
-/* Largest |element| bits in the first NW_MAG_WORDS words of s->buf (the last chunk read). */
-static __always_inline __u64 sample_max(struct scratch *s)
+/*
+ * Largest |element| bits in the first NW_MAG_WORDS words of s->buf (s->c.words
+ * of them hold data, of s->c.size bytes an element). A global function: the
+ * verifier walks its loop once, not once per caller and parameter.
+ */
+__noinline __u64 sample_max(void)
 {
-	__u32 words = s->c.words, size = s->c.size, i;
+	struct scratch *s = get_scratch();
+	__u32 words, size, i;
 	__u64 mx = 0;
 
+	if (!s)
+		return 0;
+	words = s->c.words;
+	size = s->c.size;
 	if (words > NW_MAG_WORDS)
 		words = NW_MAG_WORDS;
 	for (i = 0; i < NW_MAG_WORDS; i++) {
@@ -925,7 +934,7 @@ __noinline int note_magnitude(__u32 idx0, __u32 idx1)
 
 	if (!s || s->ev.phase != NW_PHASE_FORWARD)
 		return 0;
-	mx = sample_max(s);
+	mx = sample_max();
 	mark = nw_mag_mark(mx, s->ti.dtype);
 	if (!mark)
 		return 0;
@@ -952,6 +961,69 @@ __noinline int note_magnitude(__u32 idx0, __u32 idx1)
 		count(NW_C_LOST, 1);
 	s->ev.type = NW_EV_ANOMALY;
 	s->ev.max_key = 0;
+	return 0;
+}
+
+/*
+ * The same for the module's parameters, listed by the daemon: the first 2 KiB
+ * of each is sampled at every call, so a run of updates that blows the
+ * weights up shows before they overflow. Marks keyed by module | NW_PARAMS_KEY.
+ */
+__noinline int note_param_magnitude(__u64 module)
+{
+	struct scratch *s = get_scratch();
+	struct nw_params *p = bpf_map_lookup_elem(&params, &module);
+	__u32 best = 0, dtype = 0, mark, *old;
+	__u64 best_bits = 0, bits, n, key, type, sampled = 0;
+	int i;
+
+	if (!s || !p)
+		return 0;
+	for (i = 0; i < NW_MAX_PARAMS; i++) {
+		if (i >= p->n)
+			break;
+		if (!is_tensor(read_u64(p->tensors[i] + L.obj_type)) || read_tensor(p->tensors[i]))
+			continue;
+		n = s->ti.bytes;
+		if (n > NW_MAG_WORDS * 8)
+			n = NW_MAG_WORDS * 8;
+		n &= ~7ULL;
+		if (n == 0 || n > NW_MAG_WORDS * 8 ||
+		    bpf_probe_read_user(s->buf, n, (void *)s->ti.data))
+			continue;
+		s->c.words = n / 8;
+		s->c.size = nw_dtype_size(s->ti.dtype);
+		if (s->c.size)
+			sampled += n / s->c.size;
+		bits = sample_max();
+		mark = nw_mag_mark(bits, s->ti.dtype);
+		if (mark > best) {
+			best = mark;
+			best_bits = bits;
+			dtype = s->ti.dtype;
+		}
+	}
+	if (!best)
+		return 0;
+	key = module | NW_PARAMS_KEY;
+	old = bpf_map_lookup_elem(&marks, &key);
+	if (old && *old >= best)
+		return 0;
+	bpf_map_update_elem(&marks, &key, &best, BPF_ANY);
+	s->ev.type = NW_EV_MAGNITUDE;
+	s->ev.max_key = best_bits;
+	s->ev.index0 = NW_PARAMS_INDEX;
+	s->ev.index1 = NW_NO_INDEX;
+	s->ev.dtype = dtype;
+	s->ev.ndim = 0;
+	s->ev.numel = 0;
+	s->ev.scanned = sampled;
+	type = read_u64(module + L.obj_type);
+	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
+	s->ev.time_ns = bpf_ktime_get_ns();
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+		count(NW_C_LOST, 1);
+	s->ev.type = NW_EV_ANOMALY;
 	return 0;
 }
 
@@ -1115,6 +1187,7 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	__builtin_memcpy(s->args, rec.args, sizeof(s->args));
 	s->nargs = rec.nargs;
 	check_result((__u64)ret);
+	note_param_magnitude(s->ev.module);
 	return 0;
 }
 

@@ -25,6 +25,8 @@ enum nw_event_type {
 
 #define NW_MAG_WORDS	256	/* 64-bit words of an output sampled for its magnitude */
 #define NW_MAG_BINADES	4	/* a new magnitude mark every 2^4 = 16x */
+#define NW_PARAMS_INDEX	0xfe	/* index0 of a magnitude event about the module's parameters */
+#define NW_PARAMS_KEY	1ULL	/* or-ed into a module's address: its parameters' mark */
 
 enum nw_phase {
 	NW_PHASE_FORWARD = 0,	/* a module's output */

@@ -192,7 +192,7 @@ NW_INLINE int nw_exponent(__u64 abs_bits, __u32 dt)
 }
 
 /*
- * Magnitude mark of a largest |value|: 0 below the floor (2^4 for float16,
+ * Magnitude mark of a largest |value|: 0 for NaN/±Inf, 0 below the floor (2^4 for float16,
  * 2^10 for the wider types: ordinary activations), then one more every
  * NW_MAG_BINADES binades (16x). A module's output is reported each time it
  * reaches a mark it has not reached before, so the run-up to an overflow
@@ -201,10 +201,13 @@ NW_INLINE int nw_exponent(__u64 abs_bits, __u32 dt)
 NW_INLINE __u32 nw_mag_mark(__u64 abs_bits, __u32 dt)
 {
 	int floor = dt == NW_DT_F16 ? 4 : 10;
+	__u64 exp, sign;
+	__u32 width;
 	int e;
 
-	if (!abs_bits)
-		return 0;
+	nw_dtype_bits(dt, &exp, &sign, &width);
+	if (!abs_bits || (abs_bits & exp) == exp)
+		return 0;	/* zero, or not finite: no magnitude */
 	e = nw_exponent(abs_bits, dt);
 	if (e < floor)
 		return 0;

@@ -230,20 +230,20 @@ static int diverging(const struct diag *d, uint64_t iteration, int *end)
 	return i;
 }
 
-/* "max |output| of X: v at iteration i, ..." from the module's marks, if it has some. */
-static void mark_evidence(const struct diag *d, const struct diag_anomaly *a,
-			  struct diagnosis *g)
+/* "max |what| of X: v at step s, ..." from the marks under key, if there are some. */
+static void mark_evidence(const struct diag *d, const struct diag_anomaly *a, uint64_t key,
+			  const char *what, struct diagnosis *g)
 {
 	char buf[sizeof(g->evidence[0])];
 	unsigned int i;
 	int n = 0, len;
 
-	len = snprintf(buf, sizeof(buf), "max |output| of %s before it overflowed:",
+	len = snprintf(buf, sizeof(buf), "max |%s| of %s (sampled) before the overflow:", what,
 		       name(a->layer));
 	for (i = 0; i < d->nmarks && len < (int)sizeof(buf); i++) {
 		const struct diag_mark *k = mark_at(d, i);
 
-		if (k->module != a->module_id || k->iteration > a->iteration)
+		if (k->module != key || k->iteration > a->iteration)
 			continue;
 		len += snprintf(buf + len, sizeof(buf) - len, "%s %.3g at step %llu", n ? "," : "",
 				k->value, (unsigned long long)k->step);
@@ -274,7 +274,8 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 		len += snprintf(buf + len, sizeof(buf) - len, "%s %llu: %.3g", i > start ? "," : "",
 				(unsigned long long)loss_at(d, i)->step, loss_at(d, i)->value);
 	evidence(g, "%s", buf);
-	mark_evidence(d, a, g);
+	mark_evidence(d, a, a->module_id, "output", g);
+	mark_evidence(d, a, a->module_id | 1, "parameters", g);
 	if (a->params_finite == 0)
 		evidence(g, "the parameters of %s were non-finite by then: the updates since step "
 			    "%llu grew them past the range", name(a->layer),

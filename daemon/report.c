@@ -23,7 +23,9 @@ void report__tensor_name(const struct nw_event *ev, char *buf, size_t len)
 			snprintf(buf, len, "%s[%u]", base, ev->index0);
 		return;
 	}
-	if (ev->index0 == NW_NO_INDEX)
+	if (ev->index0 == NW_PARAMS_INDEX)
+		snprintf(buf, len, "parameters");
+	else if (ev->index0 == NW_NO_INDEX)
 		snprintf(buf, len, "output");
 	else if (ev->index1 == NW_NO_INDEX)
 		snprintf(buf, len, "output[%u]", ev->index0);
@@ -266,8 +268,8 @@ static int magnitude(struct report *r, const struct nw_event *ev)
 	const char *path, *who;
 	struct json *j;
 
-	if (!diagnose__mark(&r->diag, ev->module, ev->step, ev->iteration, value,
-			    dtype_max(ev->dtype), &w))
+	if (!diagnose__mark(&r->diag, ev->module | (ev->index0 == NW_PARAMS_INDEX ? NW_PARAMS_KEY : 0),
+			    ev->step, ev->iteration, value, dtype_max(ev->dtype), &w))
 		return 0;
 	path = names__path(r->names, ev->modules[0], ev->module);
 	who = path && *path ? path : class_of(ev, cls);

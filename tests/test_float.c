@@ -417,6 +417,9 @@ static void test_mag_mark(void **state)
 	assert_int_equal(nw_mag_mark(0x4c00, NW_DT_F16), 1);	/* 16.0 */
 	assert_int_equal(nw_mag_mark(0x7bff, NW_DT_F16), 3);	/* 65504 */
 	assert_int_equal(nw_exponent(f32_of(0.75f), NW_DT_F32), -1);
+	assert_int_equal(nw_mag_mark(0x7f800000, NW_DT_F32), 0);	/* Inf */
+	assert_int_equal(nw_mag_mark(0x7fc00000, NW_DT_F32), 0);	/* NaN */
+	assert_int_equal(nw_mag_mark(0x7c00, NW_DT_F16), 0);
 }
 
 static void test_json_element(void **state)
