@@ -921,6 +921,31 @@ __noinline __u64 sample_max(void)
 }
 
 /*
+ * Send a magnitude event for key (a module, or module | NW_PARAMS_KEY) if mark
+ * is one it never reached. s->ev holds the call's stack; the caller set the
+ * tensor fields. Returns 1 if sent.
+ */
+static __always_inline int send_mark(struct scratch *s, __u64 key, __u32 mark, __u64 bits)
+{
+	__u32 *old = bpf_map_lookup_elem(&marks, &key);
+	__u64 type;
+
+	if (old && *old >= mark)
+		return 0;
+	bpf_map_update_elem(&marks, &key, &mark, BPF_ANY);
+	s->ev.type = NW_EV_MAGNITUDE;
+	s->ev.max_key = bits;
+	type = read_u64(s->ev.module + L.obj_type);
+	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
+	s->ev.time_ns = bpf_ktime_get_ns();
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+		count(NW_C_LOST, 1);
+	s->ev.type = NW_EV_ANOMALY;
+	s->ev.max_key = 0;
+	return 1;
+}
+
+/*
  * A finite output just scanned: sample its magnitude from the chunk still in
  * s->buf and report the module when it reaches a mark it never reached: the
  * run-up "large, huge, Inf" shows before the overflow, a healthy run is quiet.
@@ -928,39 +953,26 @@ __noinline __u64 sample_max(void)
 __noinline int note_magnitude(__u32 idx0, __u32 idx1)
 {
 	struct scratch *s = get_scratch();
-	__u32 mark, *old;
-	__u64 mx, module, type;
+	__u32 mark, words;
+	__u64 mx;
 	int i;
 
-	if (!s || s->ev.phase != NW_PHASE_FORWARD)
+	if (!s || s->ev.phase != NW_PHASE_FORWARD || !s->c.size)
 		return 0;
 	mx = sample_max();
 	mark = nw_mag_mark(mx, s->ti.dtype);
 	if (!mark)
 		return 0;
-	module = s->ev.module;
-	old = bpf_map_lookup_elem(&marks, &module);
-	if (old && *old >= mark)
-		return 0;
-	bpf_map_update_elem(&marks, &module, &mark, BPF_ANY);
-	s->ev.type = NW_EV_MAGNITUDE;
-	s->ev.max_key = mx;
+	words = s->c.words < NW_MAG_WORDS ? s->c.words : NW_MAG_WORDS;
 	s->ev.index0 = idx0;
 	s->ev.index1 = idx1;
 	s->ev.dtype = s->ti.dtype;
 	s->ev.ndim = s->ti.ndim;
 	s->ev.numel = s->ti.numel;
-	s->ev.scanned = (__u64)(s->c.words < NW_MAG_WORDS ? s->c.words : NW_MAG_WORDS) * 8 /
-			s->c.size;
+	s->ev.scanned = (__u64)words * 8 / s->c.size;
 	for (i = 0; i < NW_MAX_DIMS; i++)
 		s->ev.shape[i] = s->ti.shape[i];
-	type = read_u64(module + L.obj_type);
-	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
-	s->ev.time_ns = bpf_ktime_get_ns();
-	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
-		count(NW_C_LOST, 1);
-	s->ev.type = NW_EV_ANOMALY;
-	s->ev.max_key = 0;
+	send_mark(s, s->ev.module, mark, mx);
 	return 0;
 }
 
@@ -973,8 +985,8 @@ __noinline int note_param_magnitude(__u64 module)
 {
 	struct scratch *s = get_scratch();
 	struct nw_params *p = bpf_map_lookup_elem(&params, &module);
-	__u32 best = 0, dtype = 0, mark, *old;
-	__u64 best_bits = 0, bits, n, key, type, sampled = 0;
+	__u32 best = 0, dtype = 0, mark;
+	__u64 best_bits = 0, bits, n, sampled = 0;
 	int i;
 
 	if (!s || !p)
@@ -1005,25 +1017,13 @@ __noinline int note_param_magnitude(__u64 module)
 	}
 	if (!best)
 		return 0;
-	key = module | NW_PARAMS_KEY;
-	old = bpf_map_lookup_elem(&marks, &key);
-	if (old && *old >= best)
-		return 0;
-	bpf_map_update_elem(&marks, &key, &best, BPF_ANY);
-	s->ev.type = NW_EV_MAGNITUDE;
-	s->ev.max_key = best_bits;
 	s->ev.index0 = NW_PARAMS_INDEX;
 	s->ev.index1 = NW_NO_INDEX;
 	s->ev.dtype = dtype;
 	s->ev.ndim = 0;
 	s->ev.numel = 0;
 	s->ev.scanned = sampled;
-	type = read_u64(module + L.obj_type);
-	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
-	s->ev.time_ns = bpf_ktime_get_ns();
-	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
-		count(NW_C_LOST, 1);
-	s->ev.type = NW_EV_ANOMALY;
+	send_mark(s, module | NW_PARAMS_KEY, best, best_bits);
 	return 0;
 }
 

@@ -25,6 +25,18 @@ static void copy(char *dst, size_t len, const char *src)
 	snprintf(dst, len, "%s", src ? src : "");
 }
 
+/* The slot to write next in a ring of cap entries: a free one, or the oldest. */
+static unsigned int ring_next(unsigned int *head, unsigned int *n, unsigned int cap)
+{
+	unsigned int i;
+
+	if (*n < cap)
+		return (*head + (*n)++) % cap;
+	i = *head;
+	*head = (*head + 1) % cap;
+	return i;
+}
+
 void diagnose__loss(struct diag *d, uint64_t step, uint64_t iteration, double value)
 {
 	struct diag_loss *l;
@@ -37,12 +49,7 @@ void diagnose__loss(struct diag *d, uint64_t step, uint64_t iteration, double va
 			return;
 		}
 	}
-	if (d->nlosses < DIAG_MAX_LOSSES)
-		l = &d->losses[(d->loss_head + d->nlosses++) % DIAG_MAX_LOSSES];
-	else {
-		l = &d->losses[d->loss_head];
-		d->loss_head = (d->loss_head + 1) % DIAG_MAX_LOSSES;
-	}
+	l = &d->losses[ring_next(&d->loss_head, &d->nlosses, DIAG_MAX_LOSSES)];
 	l->step = step;
 	l->iteration = iteration;
 	l->value = value;
@@ -97,12 +104,7 @@ int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iter
 		if (growth >= DIAG_GROWTH && value < limit)
 			left = (int)ceil(log(limit / value) / log(growth));
 	}
-	if (d->nmarks < DIAG_MAX_MARKS)
-		k = &d->marks[(d->mark_head + d->nmarks++) % DIAG_MAX_MARKS];
-	else {
-		k = &d->marks[d->mark_head];
-		d->mark_head = (d->mark_head + 1) % DIAG_MAX_MARKS;
-	}
+	k = &d->marks[ring_next(&d->mark_head, &d->nmarks, DIAG_MAX_MARKS)];
 	k->module = module;
 	k->step = step;
 	k->iteration = iteration;
