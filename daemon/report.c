@@ -219,7 +219,7 @@ int report__diagnose(struct report *r, uint64_t iteration)
 	for (i = 0; i < g.nfixes; i++)
 		json__string(j, NULL, g.fixes[i]);
 	json__array_end(j);
-	json__null(j, "capture");
+	json__string(j, "capture", r->capture);
 	return emit__end(r->e);
 }
 
