@@ -698,6 +698,37 @@ static int write_tensor(int dirfd, struct json *j, const struct pending *p,
 	return why && strcmp(why, "not_tensor");
 }
 
+/*
+ * Parameters and buffers the module has but the BPF side did not know of yet
+ * (the daemon lists them at the module's first call, asynchronously): listed
+ * as not captured, so the manifest never looks complete when it is not.
+ */
+static int write_unlisted(struct json *j, const struct named_list *l, const char *role,
+			  const struct capture *c)
+{
+	int i, k, n = 0;
+
+	for (i = 0; i < l->n; i++) {
+		int seen = !l->items[i].obj;
+
+		for (k = 0; k < NW_CAP_MAX_TENSORS && !seen; k++)
+			seen = c->t[k].have && c->t[k].d.obj == l->items[i].obj &&
+			       (c->t[k].d.role == NW_CAP_PARAM || c->t[k].d.role == NW_CAP_BUFFER);
+		if (seen)
+			continue;
+		json__object_begin(j, NULL);
+		json__string(j, "role", role);
+		json__string(j, "name", l->items[i].name);
+		json__array_begin(j, "index");
+		json__array_end(j);
+		json__null(j, "file");
+		json__string(j, "skipped", "unlisted");
+		json__object_end(j);
+		n++;
+	}
+	return n;
+}
+
 static void write_names(struct json *j, const char *key, const struct named_list *l)
 {
 	int i;
@@ -815,6 +846,8 @@ static int assemble(struct capture *c, const struct nw_cap_end *e)
 	for (i = 0; i < NW_CAP_MAX_TENSORS && (uint32_t)i < e->ntensors; i++)
 		if (c->t[i].have && write_tensor(dirfd, &j, &c->t[i], params, buffers))
 			truncated = 1;
+	if (write_unlisted(&j, params, "param", c) + write_unlisted(&j, buffers, "buffer", c))
+		truncated = 1;
 	json__array_end(&j);
 	write_names(&j, "params_none", params);
 	write_names(&j, "buffers_none", buffers);
