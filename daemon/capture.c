@@ -113,6 +113,9 @@ struct capture *capture__new(const struct capture_opts *o, char *err, size_t err
 	snprintf(c->dir, sizeof(c->dir), "%s", o->dir);
 	c->dirfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (c->dirfd < 0) {
+		/* O_DIRECTORY is checked first: a symlink reads ENOTDIR */
+		if (errno == ENOTDIR && !lstat(o->dir, &st) && S_ISLNK(st.st_mode))
+			errno = ELOOP;
 		ret = -errno;
 		snprintf(err, errlen, "failed to open capture directory %.256s: %s%s", o->dir,
 			 strerror(errno), errno == ELOOP ? " (a symlink: give the real path)" : "");
@@ -298,17 +301,20 @@ static int assemble(struct capture *c, const struct nw_cap_end *e);
 
 static int on_record(void *ctx, void *data, size_t size)
 {
-	struct capture *c = ctx;
+	return capture__record(ctx, data, size);
+}
 
+int capture__record(struct capture *c, const void *data, size_t size)
+{
 	/* the three record types have different sizes; each says its type too */
 	if (size == sizeof(struct nw_cap_tensor) &&
-	    ((struct nw_cap_tensor *)data)->type == NW_EV_CAP_TENSOR) {
+	    ((const struct nw_cap_tensor *)data)->type == NW_EV_CAP_TENSOR) {
 		on_tensor(c, data);
 	} else if (size == sizeof(struct nw_cap_data) &&
-		   ((struct nw_cap_data *)data)->type == NW_EV_CAP_DATA) {
+		   ((const struct nw_cap_data *)data)->type == NW_EV_CAP_DATA) {
 		on_data(c, data);
 	} else if (size == sizeof(struct nw_cap_end) &&
-		   ((struct nw_cap_end *)data)->type == NW_EV_CAP_END) {
+		   ((const struct nw_cap_end *)data)->type == NW_EV_CAP_END) {
 		if (!c->done) {
 			int err = assemble(c, data);
 

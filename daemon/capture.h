@@ -44,6 +44,8 @@ void capture__free(struct capture *c);	/* accepts NULL */
 
 /* Read the capture ring buffer (map fd) from now on. */
 int capture__attach(struct capture *c, int ring_fd);
+/* One record of the capture ring buffer (what capture__consume feeds); always 0. */
+int capture__record(struct capture *c, const void *data, size_t size);
 /* Assemble whatever the BPF side sent; 0 or a negative errno. */
 int capture__consume(struct capture *c);
 /* The capture directory once written (as the daemon sees it), else NULL. */

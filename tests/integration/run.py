@@ -94,6 +94,7 @@ TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d
 
 CHILDREN = []  # every Proc started, killed in finally
 MNT_DIRS = []  # every container mount point made, removed (rmdir) once its process is gone
+CAPTURE_DIRS = []  # capture directories made inside an environment's root, removed at the end
 
 
 class Fail(Exception):
@@ -922,6 +923,8 @@ def capture_dir(ctx):
     os.chmod(ctx.tmp, 0o711)  # traversable, not listable
     path = tempfile.mkdtemp(prefix="nanwatch-capture-", dir=base)
     os.chmod(path, 0o755)  # the user's repro must reach its own capture inside
+    if ctx.env.root is not None:
+        CAPTURE_DIRS.append(path)
     inside = path if ctx.env.root is None else "/" + os.path.relpath(path, ctx.env.root)
     return path, inside
 
@@ -1328,6 +1331,8 @@ def main():
         if left:
             print("container mount point left behind: %s" % ", ".join(left), flush=True)
         shutil.rmtree(ctx.tmp, ignore_errors=True)
+        for path in CAPTURE_DIRS:
+            shutil.rmtree(path, ignore_errors=True)
     if not passed + failed:
         print("no case name contains %r" % args.select)
     print("integration: %d passed, %d failed" % (passed, failed), flush=True)
