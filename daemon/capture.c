@@ -59,6 +59,7 @@ struct capture {
 	gid_t gid;
 	struct ring_buffer *rb;
 	struct pending t[NW_CAP_MAX_TENSORS];
+	uint64_t allocated;	/* bytes of t[].buf, at most the budget */
 	int done;
 	char path[PATH_MAX + 256];
 	char error[512];
@@ -263,6 +264,7 @@ static void reset(struct capture *c)
 		free(c->t[i].buf);
 		memset(&c->t[i], 0, sizeof(c->t[i]));
 	}
+	c->allocated = 0;
 }
 
 static void on_tensor(struct capture *c, const struct nw_cap_tensor *d)
@@ -272,15 +274,21 @@ static void on_tensor(struct capture *c, const struct nw_cap_tensor *d)
 	if (d->index >= NW_CAP_MAX_TENSORS)
 		return;
 	p = &c->t[d->index];
+	if (p->buf)
+		c->allocated -= p->d.bytes;
 	free(p->buf);
 	memset(p, 0, sizeof(*p));
 	p->d = *d;
 	p->have = 1;
 	if (d->ndim > NW_MAX_DIMS)
 		p->d.ndim = NW_MAX_DIMS, p->d.flags |= NW_SKIP_DIMS;
-	/* data follows only for a tensor within the budget; the budget bounds the allocation */
-	if (!d->flags && d->bytes && d->bytes <= c->o.max_bytes)
+	/* data follows only for a tensor within the budget; the budget bounds the allocations */
+	if (!d->flags && d->bytes && d->elem_size && d->bytes % d->elem_size == 0 &&
+	    d->bytes / d->elem_size == d->numel && d->bytes <= c->o.max_bytes - c->allocated) {
 		p->buf = malloc(d->bytes);
+		if (p->buf)
+			c->allocated += d->bytes;
+	}
 }
 
 static void on_data(struct capture *c, const struct nw_cap_data *r)
@@ -667,9 +675,9 @@ static int write_tensor(int dirfd, struct json *j, const struct pending *p,
 	tensor_name(label, sizeof(label), d, name);
 	if (d->flags)
 		why = skip_reason(d->flags);
-	else if (!dt)
+	else if (!dt || dt->size != d->elem_size)
 		why = "dtype";
-	else if (!p->buf || p->received != d->bytes)
+	else if ((!p->buf && d->bytes) || p->received != d->bytes)
 		why = "lost";
 	else if (capture__filename(file, sizeof(file), d, name) ||
 		 write_npy(dirfd, file, p, dt))

@@ -114,7 +114,7 @@ static long long parse_num(const char *s, const char *what, long long min, long 
 	return v;
 }
 
-/* MiB, fractions allowed (a budget of a few bytes is a valid test); at most 1024. */
+/* MiB, fractions allowed (a budget of a few bytes is a valid test); at most 512. */
 static uint64_t parse_mb(const char *s, const char *what)
 {
 	char *end;
@@ -122,10 +122,10 @@ static uint64_t parse_mb(const char *s, const char *what)
 
 	errno = 0;
 	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v > 0) || v > 1024 || v * 1048576 < 1) {
+	if (errno || end == s || *end || !(v > 0) || v > 512 || v * 1048576 < 1) {
 		char msg[128];
 
-		snprintf(msg, sizeof(msg), "invalid %s '%s' (more than 0, at most 1024)", what, s);
+		snprintf(msg, sizeof(msg), "invalid %s '%s' (more than 0, at most 512)", what, s);
 		die_usage(msg);
 	}
 	return (uint64_t)(v * 1048576);
@@ -479,6 +479,10 @@ static int setup_capture(struct app *app, struct probe_opts *po, char *err, size
 		return -errno;
 	po->capture_max_bytes = app->a.capture_max_bytes;
 	po->capture_ring_bytes = capture__ring_bytes(app->a.capture_max_bytes);
+	if (!po->capture_ring_bytes) {
+		snprintf(err, errlen, "--capture-max-mb too large for one ring buffer");
+		return -EINVAL;
+	}
 	po->capture_int_codes = capture__int_codes(&app->nwl);
 	return 0;
 }

@@ -285,6 +285,7 @@ static void test_ring_bytes(void **state)
 	assert_int_equal(capture__ring_bytes(CAPTURE_DEFAULT_BYTES), 64u << 20);
 	assert_int_equal(capture__ring_bytes(64ull << 20), 128u << 20);
 	assert_int_equal(capture__ring_bytes(200), 512u << 10);
+	assert_int_equal(capture__ring_bytes(512ull << 20), 1u << 30);	/* the largest budget */
 	assert_int_equal(capture__ring_bytes(4ull << 30), 0);
 	assert_true(capture__int_codes(&l));
 	l.dtype_f32 = 7;
