@@ -780,6 +780,20 @@ static int give(const struct capture *c, int dirfd)
 	return err;
 }
 
+/* The names of the module's child modules: a layer with children is not rebuilt generically. */
+static void write_children(const struct capture *c, struct json *j, uint64_t module,
+			   struct named_list *scratch)
+{
+	int i;
+
+	json__array_begin(j, "children");
+	if (!list_dict(c->o.remote, module, "_modules", NULL, scratch))
+		for (i = 0; i < scratch->n; i++)
+			if (scratch->items[i].obj)
+				json__string(j, NULL, scratch->items[i].name);
+	json__array_end(j);
+}
+
 static int make_dir(struct capture *c, const struct nw_cap_end *e, const char *layer,
 		    char *name, size_t len)
 {
@@ -865,6 +879,7 @@ static int assemble(struct capture *c, const struct nw_cap_end *e)
 	json__array_end(&j);
 	write_names(&j, "params_none", params);
 	write_names(&j, "buffers_none", buffers);
+	write_children(c, &j, e->module, params);
 	json__object_begin(&j, "attrs");
 	a->c = c;
 	a->j = &j;

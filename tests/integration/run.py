@@ -46,7 +46,9 @@ and size (read here) and values (loaded with numpy, hashed, compared to the orac
 tools/nanwatch-repro, run as that user with the environment's Python, must reproduce the
 non-finite output with the oracle's NaN/+Inf/-Inf counts. capture_standard: a frozen
 BatchNorm1d (torch.nn); capture_custom: div_zero's TempScale, whose zero temperature is a
-buffer (instructions without --class-from, exit 3; reproduced with it); capture_budget: a
+buffer (instructions without --class-from, exit 3; reproduced with it); capture_children:
+MultiheadAttention, whose out_proj child the manifest lists and the repro refuses (exit 2);
+capture_budget: a
 200-byte budget leaves tensors out, no file holds more, the manifest says truncated and the
 repro refuses it (exit 2).
 
@@ -1137,7 +1139,8 @@ def case_capture_standard(ctx):
     oracle, path, inside, man = capture_case(ctx, "frozen_norm")
     attrs = man["attrs"]
     if attrs.get("eps") != 1e-5 or attrs.get("training") is not False or \
-            attrs.get("num_features") != 8 or man["class_module"] != "torch.nn.modules.batchnorm":
+            attrs.get("num_features") != 8 or man["children"] != [] or \
+            man["class_module"] != "torch.nn.modules.batchnorm":
         raise Fail("attrs/class_module %s %r" % (json.dumps(attrs), man["class_module"]))
     check_reproduced(ctx, inside, oracle)
 
@@ -1151,6 +1154,17 @@ def case_capture_custom(ctx):
         raise Fail("repro without the class exited %d:\n%s" % (r.returncode, r.stdout[-500:]))
     check_reproduced(ctx, inside, oracle, "--class-from",
                      os.path.join(ctx.env.trainers, "div_zero.py"))
+
+
+def case_capture_children(ctx):
+    """MultiheadAttention (mha_tuple): a tuple output's first item, three positional inputs;
+    its out_proj child is listed, and the repro refuses to rebuild it generically."""
+    oracle, path, inside, man = capture_case(ctx, "mha_tuple")
+    if man["children"] != ["out_proj"] or man["attrs"].get("num_heads") != 2:
+        raise Fail("children %r, attrs %s" % (man["children"], json.dumps(man["attrs"])))
+    r = run_repro(ctx, inside)
+    if r.returncode != 2 or "out_proj" not in r.stderr:
+        raise Fail("repro of a layer with children exited %d: %s" % (r.returncode, r.stderr))
 
 
 def case_capture_budget(ctx):
@@ -1186,6 +1200,7 @@ CASES += [
     ("sigterm_while_attached", case_sigterm),
     ("capture_standard", case_capture_standard),
     ("capture_custom", case_capture_custom),
+    ("capture_children", case_capture_children),
     ("capture_budget", case_capture_budget),
 ]
 # Run again with the trainer inside the --trixie-root root: every case but error_no_such_pid,
