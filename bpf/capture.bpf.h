@@ -2,8 +2,8 @@
 /*
  * Capture for offline reproduction, included by nanwatch.bpf.c.
  *
- * On the first origin anomaly (finite inputs, parameters not known bad, output
- * not finite) of the first anomalous iteration, the layer's positional
+ * When the first anomaly reported is an origin (finite inputs, parameters not
+ * known bad, output not finite: the layer the diagnosis names), the layer's positional
  * arguments, parameters, buffers and the bad output tensor are copied here,
  * synchronously, in the uretprobe of that very call: the output is the value
  * being returned, the arguments are still referenced by the caller (taken at
@@ -22,6 +22,7 @@
 const volatile __u64 capture_max_bytes = 0;	/* 0: captures off */
 const volatile __u32 capture_int_codes = 0;	/* the target numbers ScalarType as c10 does */
 __u32 capture_taken = 0;			/* one capture per watch */
+__u32 capture_first_seen = 0;			/* the first anomaly was reported */
 
 struct cap_state {
 	struct nw_cap_tensor d;	/* the tensor being described */
@@ -53,6 +54,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct cap_state);
 } cap_state_map SEC(".maps");
+
+/*
+ * Called for every anomaly reported: only the first one may be captured, and
+ * only if it is an origin. A later origin (the root model, whose own inputs
+ * are the finite batch) would not be the layer the diagnosis is about.
+ */
+static __always_inline int capture_wanted(struct scratch *s)
+{
+	if (!capture_max_bytes || capture_first_seen ||
+	    __sync_val_compare_and_swap(&capture_first_seen, 0, 1) != 0)
+		return 0;
+	return s->ev.phase == NW_PHASE_FORWARD && !s->ev.inputs_nonfinite &&
+	       !s->ev.inputs_skipped && !s->ev.params_nonfinite;
+}
 
 static __always_inline struct cap_state *get_cap(void)
 {

@@ -915,10 +915,8 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	s->ev.inputs_skipped = 0;
 	check_inputs(s);
 	check_params(s->ev.module);
-	/* the first origin of the first bad iteration: copy the call while it is on the stack */
-	if (capture_max_bytes && !capture_taken && s->ev.phase == NW_PHASE_FORWARD &&
-	    s->ev.first_iteration && !s->ev.inputs_nonfinite && !s->ev.inputs_skipped &&
-	    !s->ev.params_nonfinite)
+	/* the first anomaly, when it is an origin: copy the call while it is on the stack */
+	if (capture_wanted(s))
 		capture_layer(obj, idx0, idx1);
 	type = read_u64(s->ev.module + L.obj_type);
 	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));

@@ -677,6 +677,8 @@ static int write_tensor(int dirfd, struct json *j, const struct pending *p,
 		why = skip_reason(d->flags);
 	else if (!dt || dt->size != d->elem_size)
 		why = "dtype";
+	else if (d->bytes % dt->size || d->bytes / dt->size != d->numel)
+		why = "invalid";	/* never write numel elements into a smaller buffer */
 	else if ((!p->buf && d->bytes) || p->received != d->bytes)
 		why = "lost";
 	else if (capture__filename(file, sizeof(file), d, name) ||

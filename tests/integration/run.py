@@ -48,7 +48,7 @@ non-finite output with the oracle's NaN/+Inf/-Inf counts. capture_standard: a fr
 BatchNorm1d (torch.nn); capture_custom: div_zero's TempScale, whose zero temperature is a
 buffer (instructions without --class-from, exit 3; reproduced with it); capture_children:
 MultiheadAttention, whose out_proj child the manifest lists and the repro refuses (exit 2);
-capture_budget: a
+capture_none: no capture when the first anomaly is not an origin; capture_budget: a
 200-byte budget leaves tensors out, no file holds more, the manifest says truncated and the
 repro refuses it (exit 2).
 
@@ -1167,6 +1167,24 @@ def case_capture_children(ctx):
         raise Fail("repro of a layer with children exited %d: %s" % (r.returncode, r.stderr))
 
 
+def case_capture_none(ctx):
+    """nonfinite_params: the first anomaly is not an origin (its weights were already bad), so
+    nothing is captured, though a later output of that iteration (the root model's, whose own
+    input is the finite batch) counts as one; the diagnosis says capture null."""
+    oracle, trace = oracle_of(ctx, "nonfinite_params")
+    later = [a for a in oracle["first_iteration"][1:] if a["origin"]]
+    if oracle["origin"] or oracle["capture"] is not None or not later:
+        raise Fail("oracle: first origin %r, later origins %s: the case lost its point" % (
+            oracle["origin"], listing([(a["layer"], a["module"], a["tensor"]) for a in later])))
+    dirpath, _ = capture_dir(ctx)
+    events, pid = watch_capture(ctx, "nonfinite_params", trace, dirpath)
+    check_anomalies(events, oracle, pid)
+    diags = [ev for ev in events if ev["event"] == "diagnosis"]
+    if os.listdir(dirpath) or [d["capture"] for d in diags] != [None]:
+        raise Fail("capture made: %s, diagnosis capture %s" % (
+            os.listdir(dirpath), [d.get("capture") for d in diags]))
+
+
 def case_capture_budget(ctx):
     """A budget of 200 bytes: the tensors that fit are written, the rest listed as skipped,
     the manifest says truncated, no file holds more, and the repro refuses the capture."""
@@ -1202,6 +1220,7 @@ CASES += [
     ("capture_custom", case_capture_custom),
     ("capture_children", case_capture_children),
     ("capture_budget", case_capture_budget),
+    ("capture_none", case_capture_none),
 ]
 # Run again with the trainer inside the --trixie-root root: every case but error_no_such_pid,
 # which has no target.

@@ -148,7 +148,7 @@ class Oracle:
         self.first = None
         self.first_iteration = []
         self.later = {}  # iteration -> its first anomaly, after the first anomalous iteration
-        self.capture = None  # the tensors of the first origin of that iteration, as captured
+        self.capture = None  # the first anomaly's call, when it is an origin, as captured
         self.handles = []
         for root in roots:
             for path, mod in root.named_modules():
@@ -197,7 +197,7 @@ class Oracle:
                 self.later[iteration] = entry
                 return None
             self.first_iteration.append(entry)
-            if self.capture is None and entry["origin"]:
+            if self.first is None and entry["origin"]:
                 self.capture = self.captured(module, inputs, tensor, t)
             if not contiguous:
                 print("oracle: warning: %s %s is not contiguous (the daemon skips it)" %
@@ -207,7 +207,8 @@ class Oracle:
         return None
 
     def captured(self, module, inputs, tensor, out):
-        """What nanwatchd --capture-dir must write for this call: its positional tensor
+        """What nanwatchd --capture-dir must write for the first anomaly's call (an origin):
+        its positional tensor
         inputs (one level into tuples and lists), own parameters and buffers, and the bad
         output tensor, with digests of their values at this moment."""
         found = []
