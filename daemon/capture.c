@@ -427,29 +427,47 @@ static int builtin_type(const struct capture *c, uint64_t obj, uint64_t *type, c
 	return 0;
 }
 
-/* A small int (at most two 30-bit digits) of CPython 3.11 (ob_size) or 3.12+ (lv_tag). */
+int capture__pylong_size(uint64_t word, int py312, int *neg)
+{
+	uint64_t n;
+
+	if (py312) {
+		/* 3.12: lv_tag = ndigits << 3 | sign (0 positive, 1 zero, 2 negative) */
+		n = word >> 3;
+		*neg = (word & 3) == 2;
+	} else {
+		/* 3.11: ob_size is the digit count, negated for a negative int */
+		*neg = (int64_t)word < 0;
+		n = *neg ? (uint64_t)-(int64_t)word : word;
+	}
+	return n > 2 ? -ERANGE : (int)n;
+}
+
+long long capture__pylong_value(const uint32_t digits[2], int n, int neg)
+{
+	uint64_t v = 0;
+
+	if (n > 0)
+		v = digits[0] & 0x3fffffff;
+	if (n > 1)
+		v |= (uint64_t)(digits[1] & 0x3fffffff) << 30;
+	return neg ? -(long long)v : (long long)v;
+}
+
+/* A small int (at most two 30-bit digits: 60 bits) of the target. */
 static int read_int(const struct capture *c, uint64_t obj, long long *out)
 {
 	const struct remote *r = c->o.remote;
 	uint64_t head = obj + c->o.layout->var_size, word;
 	uint32_t digits[2] = {};
-	uint64_t n, v = 0;
-	int neg;
+	int n, neg;
 
 	if (remote__u64(r, head, &word))
 		return -EFAULT;
-	if (c->o.py_version_hex >= 0x030c0000) {
-		/* 3.12: lv_tag = ndigits << 3 | sign (0 positive, 1 zero, 2 negative) */
-		n = word >> 3;
-		neg = (word & 3) == 2;
-	} else {
-		neg = (int64_t)word < 0;
-		n = neg ? (uint64_t)-(int64_t)word : word;
-	}
-	if (n > 2 || (n && remote__read(r, head + 8, digits, n * 4)))
+	n = capture__pylong_size(word, c->o.py_version_hex >= 0x030c0000, &neg);
+	if (n < 0 || (n && remote__read(r, head + 8, digits, n * 4)))
 		return -ERANGE;
-	v = (uint64_t)(digits[0] & 0x3fffffff) | (uint64_t)(digits[1] & 0x3fffffff) << 30;
-	*out = neg ? -(long long)v : (long long)v;
+	*out = capture__pylong_value(digits, n, neg);
 	return 0;
 }
 

@@ -68,4 +68,11 @@ int capture__dirname(char *buf, size_t len, pid_t pid, uint64_t step, const char
 /* The .npy file name of a tensor: input0.npy, input1_2.npy, param.weight.npy, output.npy. */
 int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name);
 
+/*
+ * A CPython int's digit count from the word after its object header (3.11 ob_size, 3.12+
+ * lv_tag), and its sign; -ERANGE past two 30-bit digits. Then its value from the digits.
+ */
+int capture__pylong_size(uint64_t word, int py312, int *neg);
+long long capture__pylong_value(const uint32_t digits[2], int n, int neg);
+
 #endif /* __CAPTURE_H */

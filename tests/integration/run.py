@@ -1140,6 +1140,7 @@ def case_capture_standard(ctx):
     attrs = man["attrs"]
     if attrs.get("eps") != 1e-5 or attrs.get("training") is not False or \
             attrs.get("num_features") != 8 or man["children"] != [] or \
+            attrs.get("frozen_at") != [-1, 2 ** 40] or attrs.get("note") != "frozen statistics" or \
             man["class_module"] != "torch.nn.modules.batchnorm":
         raise Fail("attrs/class_module %s %r" % (json.dumps(attrs), man["class_module"]))
     check_reproduced(ctx, inside, oracle)
