@@ -101,6 +101,7 @@ install: all
 	install -m 0755 $(OUTPUT)/nanwatchd $(DESTDIR)$(PREFIX)/sbin/nanwatchd
 	install -m 0755 $(OUTPUT)/nanwatch-tail $(DESTDIR)$(PREFIX)/bin/nanwatch-tail
 	install -m 0755 tools/nanwatch-layout $(DESTDIR)$(PREFIX)/bin/nanwatch-layout
+	install -m 0755 tools/nanwatch-repro $(DESTDIR)$(PREFIX)/bin/nanwatch-repro
 	install -d $(DESTDIR)$(PREFIX)/share/nanwatch/layouts
 	install -m 0644 config/layouts/*.yaml $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
 

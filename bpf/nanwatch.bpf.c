@@ -1045,6 +1045,8 @@ static __always_inline int should_report(__u64 iter)
 	return 0;
 }
 
+#include "capture.bpf.h"
+
 /*
  * Check one output tensor; on NaN/±Inf fill s->ev (the caller set the module
  * stack, and the call's arguments in s->args) and send it.
@@ -1086,6 +1088,9 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	s->ev.inputs_skipped = 0;
 	check_inputs(s);
 	check_params(s->ev.module);
+	/* the first anomaly, when it is an origin: copy the call while it is on the stack */
+	if (capture_wanted(s))
+		capture_layer(obj, idx0, idx1);
 	type = read_u64(s->ev.module + L.obj_type);
 	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
 	s->ev.time_ns = bpf_ktime_get_ns();

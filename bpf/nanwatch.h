@@ -13,6 +13,10 @@
 enum nw_event_type {
 	NW_EV_ANOMALY = 1,	/* a checked tensor holds NaN/±Inf */
 	NW_EV_MODULE = 2,	/* first call of a (root, module) pair */
+	/* on the capture ring buffer (bpf/capture.bpf.h) */
+	NW_EV_CAP_TENSOR = 20,	/* struct nw_cap_tensor: one tensor of the captured call */
+	NW_EV_CAP_DATA = 21,	/* struct nw_cap_data: a chunk of its bytes */
+	NW_EV_CAP_END = 22,	/* struct nw_cap_end: the capture is complete */
 	/* the scalar backward() starts from: min_key holds its element bits, dtype its type */
 	NW_EV_LOSS = 30,
 	/*
@@ -174,6 +178,78 @@ struct nw_event {
 	__u8 phase;		/* enum nw_phase */
 	__u8 pad[5];
 	char class_name[NW_NAME_LEN]; /* tp_name of the module's type */
+};
+
+
+/*
+ * Capture for offline reproduction: the first origin anomaly's call, copied in
+ * BPF while it is still on the stack. Records on the capture ring buffer, in
+ * order: for each tensor one NW_EV_CAP_TENSOR then its NW_EV_CAP_DATA chunks,
+ * then one NW_EV_CAP_END.
+ */
+#define NW_CAP_CHUNK	   8192	/* data bytes per record */
+#define NW_CAP_MAX_TENSORS 40	/* tensors described per capture */
+#define NW_NO_SCALAR	   0xffff /* nw_cap_tensor.scalar_type: not a tensor */
+
+enum nw_cap_role {
+	NW_CAP_INPUT = 0,	/* positional argument pos0 (item pos1 of a tuple/list one) */
+	NW_CAP_PARAM = 1,	/* _parameters entry pos0 */
+	NW_CAP_BUFFER = 2,	/* _buffers entry pos0 */
+	NW_CAP_OUTPUT = 3,	/* output[pos0][pos1] (NW_NO_INDEX: unused) */
+};
+
+/* Why a described tensor has no data (nw_cap_tensor.flags), besides enum nw_skip. */
+enum nw_cap_flag {
+	NW_CAP_OVER_BUDGET = 1 << 8,	/* would pass the capture's byte budget: not copied */
+	NW_CAP_NOT_TENSOR = 1 << 9,	/* a positional argument that is not a tensor */
+	NW_CAP_UNSUPPORTED = 1 << 10,	/* a dtype we do not copy (complex, quantized, ...) */
+};
+
+struct nw_cap_tensor {
+	__u64 shape[NW_MAX_DIMS];
+	__u64 strides[NW_MAX_DIMS];	/* in elements */
+	__u64 obj;			/* the tensor object (names params and buffers) */
+	__u64 storage_offset;		/* in elements */
+	__u64 numel;
+	__u64 bytes;			/* of its dense block: numel * elem_size; 0 if no data */
+	__u32 type;			/* NW_EV_CAP_TENSOR */
+	__u32 capture;			/* capture id (1: the first) */
+	__u32 index;			/* 0, 1, ... in the capture */
+	__u32 role;			/* enum nw_cap_role */
+	__u32 pos0, pos1;
+	__u32 scalar_type;		/* the target's ScalarType code; NW_NO_SCALAR */
+	__u32 elem_size;
+	__u32 ndim;
+	__u32 flags;			/* enum nw_skip, enum nw_cap_flag: why no data */
+};
+
+struct nw_cap_data {
+	__u64 offset;			/* into the tensor's dense block */
+	__u32 type;			/* NW_EV_CAP_DATA */
+	__u32 capture;
+	__u32 index;
+	__u32 len;			/* bytes used of data */
+	__u8 data[NW_CAP_CHUNK];
+};
+
+struct nw_cap_end {
+	__u64 time_ns;
+	__u64 step;
+	__u64 iteration;
+	__u64 module;
+	__u64 root;			/* modules[0] of the anomaly: names the module */
+	__u64 bytes;			/* data bytes copied */
+	__u64 budget;			/* capture_max_bytes */
+	__u32 type;			/* NW_EV_CAP_END */
+	__u32 capture;
+	__u32 ntensors;			/* NW_EV_CAP_TENSOR records sent */
+	__u32 nargs;			/* positional arguments of the call */
+	__u32 truncated;		/* some tensor was left out for the budget, or a record lost */
+	__u32 lost;			/* records the ring buffer had no room for */
+	__u8 index0;			/* the output tensor that went bad: output[index0][index1] */
+	__u8 index1;
+	__u8 pad[6];
+	char class_name[NW_NAME_LEN];
 };
 
 #endif /* __NANWATCH_H */

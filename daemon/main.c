@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "capture.h"
 #include "elfsym.h"
 #include "emit.h"
 #include "layout.h"
@@ -41,6 +42,8 @@ struct args {
 	double stats_interval;
 	int verbose;
 	int bpf_stats;
+	const char *capture_dir;
+	uint64_t capture_max_bytes;
 };
 
 struct app {
@@ -53,6 +56,7 @@ struct app {
 	struct names *names;
 	struct report r;
 	struct probe *p;
+	struct capture *cap;
 	char step_symbol[512];
 	char backward_symbol[256];
 	int published;		/* offsets taken from the interpreter itself */
@@ -75,6 +79,11 @@ static const char usage[] =
 	"                           " NW_LAYOUT_DIR ")\n"
 	"      --max-scan-mb N      scan at most N MiB of each tensor (default 1024)\n"
 	"      --stats-interval S   emit a stats line every S seconds (default: at exit)\n"
+	"      --capture-dir DIR    on the first origin anomaly, write the layer's inputs,\n"
+	"                           parameters, buffers and output (.npy) and a manifest\n"
+	"                           into DIR/<pid>-step<N>-<layer>/ (see tools/nanwatch-repro)\n"
+	"      --capture-max-mb N   tensor bytes one capture may hold (default 60; a\n"
+	"                           fraction is allowed); tensors past it are left out\n"
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
 	"                           (turns on kernel-wide BPF run-time accounting)\n"
 	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
@@ -105,6 +114,23 @@ static long long parse_num(const char *s, const char *what, long long min, long 
 	return v;
 }
 
+/* MiB, fractions allowed (a budget of a few bytes is a valid test); at most 512. */
+static uint64_t parse_mb(const char *s, const char *what)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v > 0) || v > 512 || v * 1048576 < 1) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "invalid %s '%s' (more than 0, at most 512)", what, s);
+		die_usage(msg);
+	}
+	return (uint64_t)(v * 1048576);
+}
+
 static void parse_args(int argc, char **argv, struct args *a)
 {
 	static const struct option opts[] = {
@@ -115,6 +141,8 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"max-scan-mb", required_argument, NULL, 'M'},
 		{"stats-interval", required_argument, NULL, 'S'},
 		{"bpf-stats", no_argument, NULL, 'B'},
+		{"capture-dir", required_argument, NULL, 'C'},
+		{"capture-max-mb", required_argument, NULL, 'X'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -125,6 +153,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->output = "-";
 	a->mode = "full";
 	a->max_scan_bytes = 1024ULL << 20;
+	a->capture_max_bytes = CAPTURE_DEFAULT_BYTES;
 	while ((c = getopt_long(argc, argv, "p:o:m:L:vhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -147,6 +176,12 @@ static void parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'B':
 			a->bpf_stats = 1;
+			break;
+		case 'C':
+			a->capture_dir = optarg;
+			break;
+		case 'X':
+			a->capture_max_bytes = parse_mb(optarg, "--capture-max-mb");
 			break;
 		case 'v':
 			a->verbose = 1;
@@ -291,14 +326,41 @@ cleanup:
 static int set_params(void *ctx, uint64_t module, const struct nw_params *np)
 {
 	struct app *app = ctx;
+	struct nw_params bufs;
 
-	return app->p ? probe__set_params(app->p, module, np) : -EAGAIN;
+	if (!app->p)
+		return -EAGAIN;
+	/* a captured layer's buffers are copied with its parameters */
+	if (app->cap && !capture__buffers(&app->remote, module, &bufs))
+		probe__set_buffers(app->p, module, &bufs);
+	return probe__set_params(app->p, module, np);
+}
+
+/* Capture records come before the anomaly they belong to: assemble them first. */
+static void take_capture(struct app *app)
+{
+	const char *msg;
+	struct json *j;
+
+	if (!app->cap)
+		return;
+	capture__consume(app->cap);
+	app->r.capture = capture__path(app->cap);
+	msg = capture__error(app->cap);
+	if (msg) {
+		j = emit__begin(&app->e, "error", 0);
+		json__string(j, "message", msg);
+		emit__end(&app->e);
+	}
 }
 
 static int on_event(void *ctx, const struct nw_event *ev)
 {
 	struct app *app = ctx;
-	int err = report__event(&app->r, ev);
+	int err;
+
+	take_capture(app);
+	err = report__event(&app->r, ev);
 
 	/* a broken sink ends the watch; anything else is not worth stopping for */
 	if (err == -EPIPE || app->e.failed)
@@ -336,6 +398,7 @@ static void emit_final(struct app *app)
 	struct json *j;
 
 	probe__consume(app->p);
+	take_capture(app);
 	report__diagnose(&app->r, UINT64_MAX);
 	probe__counters(app->p, c);
 	report__lost(&app->r, c);
@@ -399,6 +462,31 @@ static int run(struct app *app)
 	return 0;
 }
 
+static int setup_capture(struct app *app, struct probe_opts *po, char *err, size_t errlen)
+{
+	struct capture_opts co = {
+		.dir = app->a.capture_dir, .max_bytes = app->a.capture_max_bytes,
+		.pid = app->a.pid, .comm = app->t.comm, .python_version = app->t.python_version,
+		.torch_version = app->t.torch_version, .remote = &app->remote,
+		.names = app->names, .layout = &app->nwl, .tuple_type = app->t.tuple_type,
+		.py_version_hex = app->t.py_version_hex,
+	};
+
+	if (!app->a.capture_dir)
+		return 0;
+	app->cap = capture__new(&co, err, errlen);
+	if (!app->cap)
+		return -errno;
+	po->capture_max_bytes = app->a.capture_max_bytes;
+	po->capture_ring_bytes = capture__ring_bytes(app->a.capture_max_bytes);
+	if (!po->capture_ring_bytes) {
+		snprintf(err, errlen, "--capture-max-mb too large for one ring buffer");
+		return -EINVAL;
+	}
+	po->capture_int_codes = capture__int_codes(&app->nwl);
+	return 0;
+}
+
 static int setup(struct app *app, char *err, size_t errlen)
 {
 	struct probe_opts po = {.max_scan_bytes = app->a.max_scan_bytes,
@@ -441,11 +529,18 @@ static int setup(struct app *app, char *err, size_t errlen)
 	app->r.remote = &app->remote;
 	app->r.set_params = set_params;
 	app->r.params_ctx = app;
+	ret = setup_capture(app, &po, err, errlen);
+	if (ret)
+		return ret;
 	po.step_symbol = app->step_symbol[0] ? app->step_symbol : NULL;
 	po.backward_symbol = app->backward_symbol[0] ? app->backward_symbol : NULL;
 	app->p = probe__open(&app->t, &app->nwl, &po, on_event, app, err, errlen);
 	if (!app->p)
 		return -errno;
+	if (app->cap && capture__attach(app->cap, probe__capture_fd(app->p))) {
+		snprintf(err, errlen, "failed to read the capture ring buffer: %s", strerror(errno));
+		return -errno;
+	}
 	if (target_exited(app)) {
 		snprintf(err, errlen, "pid %d exited while attaching", app->a.pid);
 		return -ESRCH;
@@ -455,6 +550,7 @@ static int setup(struct app *app, char *err, size_t errlen)
 
 static void cleanup(struct app *app)
 {
+	capture__free(app->cap);
 	probe__close(app->p);
 	names__free(app->names);
 	emit__free(&app->e);

@@ -17,6 +17,9 @@
 #include "target.h"
 
 _Static_assert(sizeof(struct nw_event) == 416, "nw_event layout changed: update both sides");
+_Static_assert(sizeof(struct nw_cap_tensor) == 200, "nw_cap_tensor changed: update both sides");
+_Static_assert(sizeof(struct nw_cap_data) == 8216, "nw_cap_data changed: update both sides");
+_Static_assert(sizeof(struct nw_cap_end) == 152, "nw_cap_end changed: update both sides");
 
 struct probe {
 	struct nanwatch_bpf *skel;
@@ -51,6 +54,14 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	s->rodata->A.tensor_type = t->tensor_type;
 	s->rodata->step_by_marker = s_marker(o, l);
 	s->rodata->top_only = o->top_only;
+	s->rodata->capture_max_bytes = o->capture_max_bytes;
+	s->rodata->capture_int_codes = o->capture_int_codes;
+	if (o->capture_ring_bytes) {
+		int err = bpf_map__set_max_entries(s->maps.captures, o->capture_ring_bytes);
+
+		if (err)
+			return err;
+	}
 	if (o->ringbuf_bytes)
 		return bpf_map__set_max_entries(s->maps.events, o->ringbuf_bytes);
 	return 0;
@@ -258,4 +269,17 @@ int probe__set_params(struct probe *p, uint64_t module, const struct nw_params *
 				       sizeof(*np), BPF_ANY);
 
 	return err < 0 ? err : 0;
+}
+
+int probe__set_buffers(struct probe *p, uint64_t module, const struct nw_params *np)
+{
+	int err = bpf_map__update_elem(p->skel->maps.cap_buffers, &module, sizeof(module), np,
+				       sizeof(*np), BPF_ANY);
+
+	return err < 0 ? err : 0;
+}
+
+int probe__capture_fd(const struct probe *p)
+{
+	return bpf_map__fd(p->skel->maps.captures);
 }

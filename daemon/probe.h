@@ -18,6 +18,9 @@ struct probe_opts {
 	const char *step_symbol;	/* libtorch_cpu function marking optimizer steps, or NULL */
 	int top_only;			/* check only outermost module calls (mode sample) */
 	const char *backward_symbol;	/* libtorch_python's run_backward, or NULL: no loss check */
+	uint64_t capture_max_bytes;	/* capture budget; 0: no capture */
+	uint32_t capture_ring_bytes;	/* capture ring buffer size (a power of 2 pages) */
+	int capture_int_codes;		/* the target's ScalarType codes are c10's: copy integers */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */
@@ -47,5 +50,11 @@ int probe__runtime(const struct probe *p, struct probe_runtime *rt);
 
 /* Tell the BPF side which parameter objects belong to a module. */
 int probe__set_params(struct probe *p, uint64_t module, const struct nw_params *np);
+
+/* Tell the BPF side which buffer objects belong to a module (for captures). */
+int probe__set_buffers(struct probe *p, uint64_t module, const struct nw_params *np);
+
+/* The capture ring buffer's map fd. */
+int probe__capture_fd(const struct probe *p);
 
 #endif /* __PROBE_H */

@@ -279,10 +279,11 @@ static int find_cb(const char *key, uint64_t value, void *ctx)
 	return 1;
 }
 
-int remote__attr(const struct remote *r, uint64_t obj, const char *key, uint64_t *value)
+/* Where an instance keeps its attributes: a dict, or split values with the type's keys. */
+static int instance_dict(const struct remote *r, uint64_t obj, uint64_t *dictp, uint64_t *valuesp,
+			 uint64_t *keysp)
 {
 	const struct remote_layout *l = &r->l;
-	struct find_ctx f = {.key = key};
 	uint64_t type, flags, dict = 0, values = 0, keys = 0;
 	int64_t dictoff;
 	int err;
@@ -336,12 +337,32 @@ int remote__attr(const struct remote *r, uint64_t obj, const char *key, uint64_t
 	}
 	if (err)
 		return err;
-	if (dict)
-		err = remote__dict_each(r, dict, find_cb, &f);
-	else if (values && keys)
-		err = keys_each(r, keys, values, find_cb, &f);
-	else
+	if (!dict && !(values && keys))
 		return -ENOENT;
+	*dictp = dict;
+	*valuesp = values;
+	*keysp = keys;
+	return 0;
+}
+
+int remote__attrs_each(const struct remote *r, uint64_t obj, remote_item_fn cb, void *ctx)
+{
+	uint64_t dict, values, keys;
+	int err = instance_dict(r, obj, &dict, &values, &keys);
+
+	if (err)
+		return err;
+	if (dict)
+		return remote__dict_each(r, dict, cb, ctx);
+	return keys_each(r, keys, values, cb, ctx);
+}
+
+int remote__attr(const struct remote *r, uint64_t obj, const char *key, uint64_t *value)
+{
+	struct find_ctx f = {.key = key};
+	int err;
+
+	err = remote__attrs_each(r, obj, find_cb, &f);
 	if (err)
 		return err;
 	if (!f.found)

@@ -79,4 +79,7 @@ int remote__dict_each(const struct remote *r, uint64_t dict, remote_item_fn cb, 
 /* obj.__dict__[key] for an instance; -ENOENT if absent. */
 int remote__attr(const struct remote *r, uint64_t obj, const char *key, uint64_t *value);
 
+/* Call cb for each of an instance's attributes (its __dict__), as remote__dict_each does. */
+int remote__attrs_each(const struct remote *r, uint64_t obj, remote_item_fn cb, void *ctx);
+
 #endif /* __REMOTE_H */

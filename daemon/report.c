@@ -240,7 +240,7 @@ int report__diagnose(struct report *r, uint64_t iteration)
 		json__object_end(j);
 	}
 	json__array_end(j);
-	json__null(j, "capture");
+	json__string(j, "capture", r->capture);
 	return emit__end(r->e);
 }
 

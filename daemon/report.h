@@ -27,6 +27,7 @@ struct report {
 	uint64_t unnamed;	/* anomalies whose module is not under its root's tree */
 	uint64_t forward_iter_p1; /* iteration + 1 of the last module output reported */
 	struct diag diag;	/* the incident being collected for its diagnosis */
+	const char *capture;	/* the incident's capture directory, or NULL */
 };
 
 /* Tensor path: "output", "output[1]", "output[1][0]". */

@@ -125,6 +125,21 @@ def scan(t):
         }
 
 
+def digest(t):
+    """sha256 of a tensor's values in C order, as a capture's .npy holds them (bfloat16 as its
+    raw bits)."""
+    with torch.no_grad():
+        t = t.detach().contiguous()
+        if t.dtype == torch.bfloat16:
+            t = t.view(torch.int16)
+        return hashlib.sha256(t.numpy().tobytes()).hexdigest()
+
+
+def described(name, t):
+    return {"name": name, "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+            "sha256": digest(t)}
+
+
 class Oracle:
     """Forward hooks on every module: finds the first non-finite module output."""
 
@@ -137,6 +152,7 @@ class Oracle:
         self.first = None
         self.first_iteration = []
         self.later = {}  # iteration -> its first anomaly, after the first anomalous iteration
+        self.capture = None  # the first anomaly's call, when it is an origin, as captured
         self.handles = []
         for root in roots:
             for path, mod in root.named_modules():
@@ -185,12 +201,33 @@ class Oracle:
                 self.later[iteration] = entry
                 return None
             self.first_iteration.append(entry)
+            if self.first is None and entry["origin"]:
+                self.capture = self.captured(module, inputs, tensor, t)
             if not contiguous:
                 print("oracle: warning: %s %s is not contiguous (the daemon skips it)" %
                       (layer, tensor), file=sys.stderr)
             if self.first is None:
                 self.first = dict(entry)
         return None
+
+    def captured(self, module, inputs, tensor, out):
+        """What nanwatchd --capture-dir must write for the first anomaly's call (an origin):
+        its positional tensor
+        inputs (one level into tuples and lists), own parameters and buffers, and the bad
+        output tensor, with digests of their values at this moment."""
+        found = []
+        for i, arg in enumerate(inputs):
+            if isinstance(arg, torch.Tensor):
+                found.append(dict(described("input[%d]" % i, arg), role="input"))
+            elif type(arg) in (tuple, list):
+                found += [dict(described("input[%d][%d]" % (i, j), a), role="input")
+                          for j, a in enumerate(arg) if isinstance(a, torch.Tensor)]
+        found += [dict(described(n, p), role="param")
+                  for n, p in module.named_parameters(recurse=False)]
+        found += [dict(described(n, b), role="buffer")
+                  for n, b in module.named_buffers(recurse=False)]
+        found.append(dict(described(tensor, out), role="output"))
+        return {"tensors": found, "nargs": len(inputs)}
 
     def loss(self, t):
         """The tensor backward() starts from: a non-finite loss is the first anomaly when no
@@ -212,7 +249,7 @@ class Oracle:
         if self.first is None:
             return None
         return dict(self.first, first_iteration=self.first_iteration,
-                    later=[self.later[i] for i in sorted(self.later)])
+                    later=[self.later[i] for i in sorted(self.later)], capture=self.capture)
 
 
 class Harness:

@@ -1,0 +1,927 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Capture assembly. The BPF side copied the tensors of the first origin
+ * anomaly's call while the call was on the stack (bpf/capture.bpf.h); this
+ * file turns its records into one directory per capture:
+ *
+ *   DIR/<pid>-step<N>-<layer>/manifest.json   what the layer is, how to rebuild it
+ *   DIR/<pid>-step<N>-<layer>/input0.npy ...  C-order arrays numpy.load() reads
+ *
+ * Written as root into a directory the target's user may share, so: the
+ * directory is made with mkdirat (mode 0700, never reused), files are created
+ * under its fd with O_CREAT|O_EXCL|O_NOFOLLOW (mode 0600), and only once
+ * everything is written is ownership given to the target's user. Module
+ * attributes are read from the target with bounded process_vm_readv reads,
+ * after the call; they describe the layer, the tensors are the exact data.
+ */
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "capture.h"
+#include "json.h"
+#include "names.h"
+#include "npy.h"
+#include "remote.h"
+#include "target.h"
+
+#define PY_TPFLAGS_HEAPTYPE (1UL << 9)
+
+struct pending {
+	struct nw_cap_tensor d;
+	unsigned char *buf;	/* d.bytes, when data follows */
+	uint64_t received;
+	int have;
+};
+
+struct named {
+	char name[128];
+	uint64_t obj;		/* 0: registered as None */
+};
+
+struct named_list {
+	struct named items[CAPTURE_MAX_NAMED];
+	int n;
+};
+
+struct capture {
+	struct capture_opts o;
+	char dir[PATH_MAX];
+	int dirfd;
+	uid_t uid;
+	gid_t gid;
+	struct ring_buffer *rb;
+	struct pending t[NW_CAP_MAX_TENSORS];
+	uint64_t allocated;	/* bytes of t[].buf, at most the budget */
+	int done;
+	char path[PATH_MAX + 256];
+	char error[512];
+	int error_pending;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void fail(struct capture *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->error, sizeof(c->error), fmt, ap);
+	va_end(ap);
+	c->error_pending = 1;
+}
+
+/* Real uid and gid of the target: who its captures belong to. */
+static int target_owner(pid_t pid, uid_t *uid, gid_t *gid)
+{
+	char path[64], *buf, *u, *g;
+	unsigned long uv, gv;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	buf = target__read_file(path, 64 << 10, NULL);
+	if (!buf)
+		return -errno;
+	u = strstr(buf, "\nUid:");
+	g = strstr(buf, "\nGid:");
+	if (!u || !g || sscanf(u + 5, "%lu", &uv) != 1 || sscanf(g + 5, "%lu", &gv) != 1) {
+		free(buf);
+		return -EINVAL;
+	}
+	free(buf);
+	*uid = uv;
+	*gid = gv;
+	return 0;
+}
+
+struct capture *capture__new(const struct capture_opts *o, char *err, size_t errlen)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	struct stat st;
+	int ret;
+
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->o = *o;
+	c->dirfd = -1;
+	snprintf(c->dir, sizeof(c->dir), "%s", o->dir);
+	c->dirfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (c->dirfd < 0) {
+		/* O_DIRECTORY is checked first: a symlink reads ENOTDIR */
+		if (errno == ENOTDIR && !lstat(o->dir, &st) && S_ISLNK(st.st_mode))
+			errno = ELOOP;
+		ret = -errno;
+		snprintf(err, errlen, "failed to open capture directory %.256s: %s%s", o->dir,
+			 strerror(errno), errno == ELOOP ? " (a symlink: give the real path)" : "");
+		goto fail;
+	}
+	if (fstat(c->dirfd, &st) || (st.st_mode & S_IWOTH && !(st.st_mode & S_ISVTX))) {
+		ret = -EPERM;
+		snprintf(err, errlen, "capture directory %.256s is world-writable without the "
+			 "sticky bit: use a directory only trusted users can write", o->dir);
+		goto fail;
+	}
+	ret = target_owner(o->pid, &c->uid, &c->gid);
+	if (ret) {
+		snprintf(err, errlen, "failed to read the owner of pid %d: %s", o->pid,
+			 strerror(-ret));
+		goto fail;
+	}
+	return c;
+fail:
+	capture__free(c);
+	errno = -ret;
+	return NULL;
+}
+
+void capture__free(struct capture *c)
+{
+	int i;
+
+	if (!c)
+		return;
+	ring_buffer__free(c->rb);
+	for (i = 0; i < NW_CAP_MAX_TENSORS; i++)
+		free(c->t[i].buf);
+	if (c->dirfd >= 0)
+		close(c->dirfd);
+	free(c);
+}
+
+const char *capture__path(const struct capture *c)
+{
+	return c && c->path[0] ? c->path : NULL;
+}
+
+const char *capture__error(struct capture *c)
+{
+	if (!c || !c->error_pending)
+		return NULL;
+	c->error_pending = 0;
+	return c->error;
+}
+
+uint32_t capture__ring_bytes(uint64_t max_bytes)
+{
+	/* ring records carry an 8-byte header; a tensor may end in a part-filled chunk */
+	uint64_t rec = (sizeof(struct nw_cap_data) + 8 + 7) / 8 * 8;
+	uint64_t need = (max_bytes / NW_CAP_CHUNK + NW_CAP_MAX_TENSORS) * rec +
+			NW_CAP_MAX_TENSORS * (sizeof(struct nw_cap_tensor) + 8) +
+			sizeof(struct nw_cap_end) + 8;
+	uint64_t size = 4096;
+
+	while (size < need) {
+		size <<= 1;
+		if (size > CAPTURE_MAX_RING)
+			return 0;
+	}
+	return size;
+}
+
+int capture__int_codes(const struct nw_layout *l)
+{
+	/* c10::ScalarType: Half 5, Float 6, Double 7, BFloat16 15 */
+	return l->dtype_f16 == 5 && l->dtype_f32 == 6 && l->dtype_f64 == 7 && l->dtype_bf16 == 15;
+}
+
+static void sanitize(char *out, size_t len, const char *in)
+{
+	size_t i;
+
+	for (i = 0; in[i] && i + 1 < len; i++) {
+		char ch = in[i];
+
+		out[i] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+				 (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-' ?
+			 ch : '_';
+	}
+	out[i] = 0;
+	if (out[0] == '.')
+		out[0] = '_';	/* never "." or ".." or a hidden name */
+}
+
+int capture__dirname(char *buf, size_t len, pid_t pid, uint64_t step, const char *layer)
+{
+	char safe[96];
+	int n;
+
+	if (!layer)
+		snprintf(safe, sizeof(safe), "unnamed");
+	else if (!*layer)
+		snprintf(safe, sizeof(safe), "root");
+	else
+		sanitize(safe, sizeof(safe), layer);
+	n = snprintf(buf, len, "%d-step%llu-%s", pid, (unsigned long long)step, safe);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name)
+{
+	char safe[96];
+	int n;
+
+	switch (d->role) {
+	case NW_CAP_INPUT:
+		if (d->pos1 == NW_NO_INDEX)
+			n = snprintf(buf, len, "input%u.npy", d->pos0);
+		else
+			n = snprintf(buf, len, "input%u_%u.npy", d->pos0, d->pos1);
+		break;
+	case NW_CAP_PARAM:
+	case NW_CAP_BUFFER:
+		sanitize(safe, sizeof(safe), name && *name ? name : "unnamed");
+		n = snprintf(buf, len, "%s.%s.npy", d->role == NW_CAP_PARAM ? "param" : "buffer",
+			     safe);
+		break;
+	case NW_CAP_OUTPUT:
+		if (d->pos0 == NW_NO_INDEX)
+			n = snprintf(buf, len, "output.npy");
+		else if (d->pos1 == NW_NO_INDEX)
+			n = snprintf(buf, len, "output%u.npy", d->pos0);
+		else
+			n = snprintf(buf, len, "output%u_%u.npy", d->pos0, d->pos1);
+		break;
+	default:
+		return -EINVAL;
+	}
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* ---------------------------------------------------------------- records */
+
+static void reset(struct capture *c)
+{
+	int i;
+
+	for (i = 0; i < NW_CAP_MAX_TENSORS; i++) {
+		free(c->t[i].buf);
+		memset(&c->t[i], 0, sizeof(c->t[i]));
+	}
+	c->allocated = 0;
+}
+
+static void on_tensor(struct capture *c, const struct nw_cap_tensor *d)
+{
+	struct pending *p;
+
+	if (d->index >= NW_CAP_MAX_TENSORS)
+		return;
+	p = &c->t[d->index];
+	if (p->buf)
+		c->allocated -= p->d.bytes;
+	free(p->buf);
+	memset(p, 0, sizeof(*p));
+	p->d = *d;
+	p->have = 1;
+	if (d->ndim > NW_MAX_DIMS)
+		p->d.ndim = NW_MAX_DIMS, p->d.flags |= NW_SKIP_DIMS;
+	/* data follows only for a tensor within the budget; the budget bounds the allocations */
+	if (!d->flags && d->bytes && d->elem_size && d->bytes % d->elem_size == 0 &&
+	    d->bytes / d->elem_size == d->numel && d->bytes <= c->o.max_bytes - c->allocated) {
+		p->buf = malloc(d->bytes);
+		if (p->buf)
+			c->allocated += d->bytes;
+	}
+}
+
+static void on_data(struct capture *c, const struct nw_cap_data *r)
+{
+	struct pending *p;
+
+	if (r->index >= NW_CAP_MAX_TENSORS)
+		return;
+	p = &c->t[r->index];
+	if (!p->have || !p->buf || r->len > NW_CAP_CHUNK || r->offset > p->d.bytes ||
+	    r->len > p->d.bytes - r->offset)
+		return;
+	memcpy(p->buf + r->offset, r->data, r->len);
+	p->received += r->len;
+}
+
+static int assemble(struct capture *c, const struct nw_cap_end *e);
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	return capture__record(ctx, data, size);
+}
+
+int capture__record(struct capture *c, const void *data, size_t size)
+{
+	/* the three record types have different sizes; each says its type too */
+	if (size == sizeof(struct nw_cap_tensor) &&
+	    ((const struct nw_cap_tensor *)data)->type == NW_EV_CAP_TENSOR) {
+		on_tensor(c, data);
+	} else if (size == sizeof(struct nw_cap_data) &&
+		   ((const struct nw_cap_data *)data)->type == NW_EV_CAP_DATA) {
+		on_data(c, data);
+	} else if (size == sizeof(struct nw_cap_end) &&
+		   ((const struct nw_cap_end *)data)->type == NW_EV_CAP_END) {
+		if (!c->done) {
+			int err = assemble(c, data);
+
+			if (err)
+				fail(c, "failed to write the capture into %.256s: %s", c->dir,
+				     strerror(-err));
+		}
+		c->done = 1;
+		reset(c);
+	}
+	return 0;
+}
+
+int capture__attach(struct capture *c, int ring_fd)
+{
+	c->rb = ring_buffer__new(ring_fd, on_record, c, NULL);
+	return c->rb ? 0 : -errno;
+}
+
+int capture__consume(struct capture *c)
+{
+	int n;
+
+	if (!c || !c->rb)
+		return 0;
+	n = ring_buffer__consume(c->rb);
+	return n < 0 ? n : 0;
+}
+
+/* ------------------------------------------------------- reading the module */
+
+struct list_ctx {
+	const struct remote *r;
+	struct nw_params *np;
+	struct named_list *names;
+};
+
+static int list_cb(const char *key, uint64_t value, void *ctx)
+{
+	struct list_ctx *l = ctx;
+	int none = value == l->r->none;
+
+	if (l->names && l->names->n < CAPTURE_MAX_NAMED) {
+		struct named *n = &l->names->items[l->names->n++];
+
+		snprintf(n->name, sizeof(n->name), "%s", key);
+		n->obj = none ? 0 : value;
+	}
+	if (l->np && !none) {
+		if (l->np->n < NW_MAX_PARAMS)
+			l->np->tensors[l->np->n++] = value;
+		else
+			l->np->more++;
+	}
+	return 0;
+}
+
+static int list_dict(const struct remote *r, uint64_t module, const char *attr,
+		     struct nw_params *np, struct named_list *names)
+{
+	struct list_ctx ctx = {r, np, names};
+	uint64_t dict;
+	int err;
+
+	if (np)
+		memset(np, 0, sizeof(*np));
+	if (names)
+		names->n = 0;
+	err = remote__attr(r, module, attr, &dict);
+	if (err)
+		return err;
+	return remote__dict_each(r, dict, list_cb, &ctx);
+}
+
+int capture__buffers(const struct remote *r, uint64_t module, struct nw_params *out)
+{
+	return list_dict(r, module, "_buffers", out, NULL);
+}
+
+static const char *name_of(const struct named_list *l, uint64_t obj)
+{
+	int i;
+
+	for (i = 0; i < l->n; i++)
+		if (obj && l->items[i].obj == obj)
+			return l->items[i].name;
+	return NULL;
+}
+
+/* A static (non-heap) type's name: builtins cannot be subclassed under that name statically. */
+static int builtin_type(const struct capture *c, uint64_t obj, uint64_t *type, char *name,
+			size_t len)
+{
+	const struct remote *r = c->o.remote;
+	uint64_t flags, tp_name;
+
+	if (remote__u64(r, obj + r->l.obj_type, type) ||
+	    remote__u64(r, *type + r->l.type_flags, &flags) || (flags & PY_TPFLAGS_HEAPTYPE) ||
+	    remote__u64(r, *type + r->l.type_name, &tp_name) ||
+	    remote__cstr(r, tp_name, name, len))
+		return -EINVAL;
+	return 0;
+}
+
+int capture__pylong_size(uint64_t word, int py312, int *neg)
+{
+	uint64_t n;
+
+	if (py312) {
+		/* 3.12: lv_tag = ndigits << 3 | sign (0 positive, 1 zero, 2 negative) */
+		n = word >> 3;
+		*neg = (word & 3) == 2;
+	} else {
+		/* 3.11: ob_size is the digit count, negated for a negative int */
+		*neg = (int64_t)word < 0;
+		n = *neg ? (uint64_t)-(int64_t)word : word;
+	}
+	return n > 2 ? -ERANGE : (int)n;
+}
+
+long long capture__pylong_value(const uint32_t digits[2], int n, int neg)
+{
+	uint64_t v = 0;
+
+	if (n > 0)
+		v = digits[0] & 0x3fffffff;
+	if (n > 1)
+		v |= (uint64_t)(digits[1] & 0x3fffffff) << 30;
+	return neg ? -(long long)v : (long long)v;
+}
+
+/* A small int (at most two 30-bit digits: 60 bits) of the target. */
+static int read_int(const struct capture *c, uint64_t obj, long long *out)
+{
+	const struct remote *r = c->o.remote;
+	uint64_t head = obj + c->o.layout->var_size, word;
+	uint32_t digits[2] = {};
+	int n, neg;
+
+	if (remote__u64(r, head, &word))
+		return -EFAULT;
+	n = capture__pylong_size(word, c->o.py_version_hex >= 0x030c0000, &neg);
+	if (n < 0 || (n && remote__read(r, head + 8, digits, n * 4)))
+		return -ERANGE;
+	*out = capture__pylong_value(digits, n, neg);
+	return 0;
+}
+
+/* One attribute value into the manifest; -ENOTSUP for anything but simple values. */
+static int write_value(const struct capture *c, struct json *j, const char *key, uint64_t v)
+{
+	const struct remote *r = c->o.remote;
+	char tname[32], *str;
+	uint64_t type, n, i;
+	long long iv;
+	double d;
+
+	if (v == r->none) {
+		json__null(j, key);
+		return 0;
+	}
+	if (builtin_type(c, v, &type, tname, sizeof(tname)))
+		return -ENOTSUP;
+	if (!strcmp(tname, "bool") || !strcmp(tname, "int")) {
+		if (read_int(c, v, &iv))
+			return -ENOTSUP;
+		if (tname[0] == 'b')
+			json__bool(j, key, iv != 0);
+		else
+			json__int(j, key, iv);
+		return 0;
+	}
+	if (!strcmp(tname, "float")) {
+		/* ob_fval follows the object header, where a var object's size would be */
+		if (remote__read(r, v + c->o.layout->var_size, &d, sizeof(d)) || !isfinite(d))
+			return -ENOTSUP;
+		json__double(j, key, d);
+		return 0;
+	}
+	if (!strcmp(tname, "str")) {
+		str = malloc(REMOTE_MAX_STR * 4 + 1);
+		if (!str || remote__str(r, v, str, REMOTE_MAX_STR * 4 + 1)) {
+			free(str);
+			return -ENOTSUP;
+		}
+		json__string(j, key, str);
+		free(str);
+		return 0;
+	}
+	if (type != c->o.tuple_type || remote__u64(r, v + c->o.layout->var_size, &n) ||
+	    n > CAPTURE_MAX_TUPLE)
+		return -ENOTSUP;
+	{
+		long long items[CAPTURE_MAX_TUPLE];
+
+		for (i = 0; i < n; i++) {
+			uint64_t item, itype;
+
+			if (remote__u64(r, v + c->o.layout->tuple_items + 8 * i, &item) ||
+			    builtin_type(c, item, &itype, tname, sizeof(tname)) ||
+			    strcmp(tname, "int") || read_int(c, item, &items[i]))
+				return -ENOTSUP;
+		}
+		json__array_begin(j, key);
+		for (i = 0; i < n; i++)
+			json__int(j, NULL, items[i]);
+		json__array_end(j);
+	}
+	return 0;
+}
+
+struct attrs_ctx {
+	const struct capture *c;
+	struct json *j;
+	char skipped[CAPTURE_MAX_ATTRS][64];
+	int nskipped, n;
+};
+
+static int attr_cb(const char *key, uint64_t value, void *ctx)
+{
+	struct attrs_ctx *a = ctx;
+
+	if (a->n++ >= CAPTURE_MAX_ATTRS)
+		return 1;
+	if (write_value(a->c, a->j, key, value) && a->nskipped < CAPTURE_MAX_ATTRS)
+		snprintf(a->skipped[a->nskipped++], sizeof(a->skipped[0]), "%s", key);
+	return 0;
+}
+
+/* type(module).__module__, from the type's dict (tp_dict follows tp_base in PyTypeObject). */
+static int class_module(const struct capture *c, uint64_t module, char *out, size_t len)
+{
+	const struct remote *r = c->o.remote;
+	struct named_list *l = NULL;
+	uint64_t type, dict, value = 0;
+	int err, i;
+
+	out[0] = 0;
+	if (remote__u64(r, module + r->l.obj_type, &type) ||
+	    remote__u64(r, type + c->o.layout->type_base + 8, &dict) || !dict)
+		return -EFAULT;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	{
+		struct list_ctx ctx = {r, NULL, l};
+
+		err = remote__dict_each(r, dict, list_cb, &ctx);
+	}
+	for (i = 0; !err && i < l->n; i++)
+		if (!strcmp(l->items[i].name, "__module__"))
+			value = l->items[i].obj;
+	free(l);
+	if (err || !value)
+		return err ? err : -ENOENT;
+	return remote__str(r, value, out, len);
+}
+
+/* ------------------------------------------------------------------ files */
+
+/* Create name under the capture's directory, 0600, never through a link or over a file. */
+static int write_file(int dirfd, const char *name, const void *head, size_t hlen,
+		      const void *data, size_t len)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	const char *parts[2] = {head, data};
+	size_t lens[2] = {hlen, len};
+	int i, err = 0;
+
+	if (fd < 0)
+		return -errno;
+	for (i = 0; i < 2 && !err; i++) {
+		size_t off = 0;
+
+		while (off < lens[i]) {
+			ssize_t w = write(fd, parts[i] + off, lens[i] - off);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				err = w < 0 ? -errno : -EIO;
+				break;
+			}
+			off += w;
+		}
+	}
+	if (!err && fchmod(fd, 0600))
+		err = -errno;
+	if (close(fd) && !err)
+		err = -errno;
+	return err;
+}
+
+static int write_npy(int dirfd, const char *file, const struct pending *p,
+		     const struct npy_dtype *dt)
+{
+	char head[NPY_HEADER_MAX];
+	void *out;
+	int hlen, err;
+
+	hlen = npy__header(head, sizeof(head), dt->descr, p->d.shape, p->d.ndim);
+	if (hlen < 0)
+		return hlen;
+	out = malloc(p->d.bytes ? p->d.bytes : 1);
+	if (!out)
+		return -ENOMEM;
+	err = npy__c_order(out, p->buf, dt->size, p->d.ndim, p->d.shape, p->d.strides,
+			   p->d.numel);
+	if (!err)
+		err = write_file(dirfd, file, head, hlen, out, p->d.bytes);
+	free(out);
+	return err;
+}
+
+static const char *role_name(uint32_t role)
+{
+	static const char *names[] = {"input", "param", "buffer", "output"};
+
+	return role < 4 ? names[role] : "unknown";
+}
+
+static const char *skip_reason(uint32_t flags)
+{
+	if (flags & NW_CAP_OVER_BUDGET)
+		return "budget";
+	if (flags & NW_CAP_NOT_TENSOR)
+		return "not_tensor";
+	if (flags & NW_CAP_UNSUPPORTED)
+		return "dtype";
+	if (flags & NW_SKIP_NONCONTIG)
+		return "noncontiguous";
+	if (flags & NW_SKIP_DEVICE)
+		return "device";
+	if (flags & NW_SKIP_DIMS)
+		return "dims";
+	if (flags & NW_SKIP_NOSTORAGE)
+		return "no_storage";
+	return "unreadable";
+}
+
+static void tensor_name(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name)
+{
+	const char *base = d->role == NW_CAP_INPUT ? "input" : "output";
+
+	if (d->role == NW_CAP_PARAM || d->role == NW_CAP_BUFFER)
+		snprintf(buf, len, "%s", name ? name : "?");
+	else if (d->pos0 == NW_NO_INDEX)
+		snprintf(buf, len, "%s", base);
+	else if (d->pos1 == NW_NO_INDEX)
+		snprintf(buf, len, "%s[%u]", base, d->pos0);
+	else
+		snprintf(buf, len, "%s[%u][%u]", base, d->pos0, d->pos1);
+}
+
+/* One manifest entry; writes the .npy when the data is whole. Returns 1 if it was left out. */
+static int write_tensor(int dirfd, struct json *j, const struct pending *p,
+			const struct named_list *params, const struct named_list *buffers)
+{
+	const struct nw_cap_tensor *d = &p->d;
+	const struct npy_dtype *dt = d->scalar_type == NW_NO_SCALAR ? NULL :
+				     npy__dtype(d->scalar_type);
+	const char *name = d->role == NW_CAP_PARAM ? name_of(params, d->obj) :
+			   d->role == NW_CAP_BUFFER ? name_of(buffers, d->obj) : NULL;
+	char file[160], label[160];
+	const char *why = NULL;
+	uint32_t i;
+
+	tensor_name(label, sizeof(label), d, name);
+	if (d->flags)
+		why = skip_reason(d->flags);
+	else if (!dt || dt->size != d->elem_size)
+		why = "dtype";
+	else if (d->bytes % dt->size || d->bytes / dt->size != d->numel)
+		why = "invalid";	/* never write numel elements into a smaller buffer */
+	else if ((!p->buf && d->bytes) || p->received != d->bytes)
+		why = "lost";
+	else if (capture__filename(file, sizeof(file), d, name) ||
+		 write_npy(dirfd, file, p, dt))
+		why = "write";
+	json__object_begin(j, NULL);
+	json__string(j, "role", role_name(d->role));
+	json__string(j, "name", label);
+	json__array_begin(j, "index");
+	if (d->role != NW_CAP_PARAM && d->role != NW_CAP_BUFFER) {
+		if (d->pos0 != NW_NO_INDEX)
+			json__uint(j, NULL, d->pos0);
+		if (d->pos1 != NW_NO_INDEX)
+			json__uint(j, NULL, d->pos1);
+	}
+	json__array_end(j);
+	json__string(j, "file", why ? NULL : file);
+	json__string(j, "skipped", why);
+	if (d->scalar_type != NW_NO_SCALAR && d->ndim <= NW_MAX_DIMS) {
+		json__string(j, "dtype", dt ? dt->name : NULL);
+		json__array_begin(j, "shape");
+		for (i = 0; i < d->ndim; i++)
+			json__uint(j, NULL, d->shape[i]);
+		json__array_end(j);
+		json__array_begin(j, "strides");
+		for (i = 0; i < d->ndim; i++)
+			json__uint(j, NULL, d->strides[i]);
+		json__array_end(j);
+		json__uint(j, "storage_offset", d->storage_offset);
+		json__uint(j, "bytes", d->bytes);
+	}
+	json__object_end(j);
+	return why && strcmp(why, "not_tensor");
+}
+
+/*
+ * Parameters and buffers the module has but the BPF side did not know of yet
+ * (the daemon lists them at the module's first call, asynchronously): listed
+ * as not captured, so the manifest never looks complete when it is not.
+ */
+static int write_unlisted(struct json *j, const struct named_list *l, const char *role,
+			  const struct capture *c)
+{
+	int i, k, n = 0;
+
+	for (i = 0; i < l->n; i++) {
+		int seen = !l->items[i].obj;
+
+		for (k = 0; k < NW_CAP_MAX_TENSORS && !seen; k++)
+			seen = c->t[k].have && c->t[k].d.obj == l->items[i].obj &&
+			       (c->t[k].d.role == NW_CAP_PARAM || c->t[k].d.role == NW_CAP_BUFFER);
+		if (seen)
+			continue;
+		json__object_begin(j, NULL);
+		json__string(j, "role", role);
+		json__string(j, "name", l->items[i].name);
+		json__array_begin(j, "index");
+		json__array_end(j);
+		json__null(j, "file");
+		json__string(j, "skipped", "unlisted");
+		json__object_end(j);
+		n++;
+	}
+	return n;
+}
+
+static void write_names(struct json *j, const char *key, const struct named_list *l)
+{
+	int i;
+
+	json__array_begin(j, key);
+	for (i = 0; i < l->n; i++)
+		if (!l->items[i].obj)
+			json__string(j, NULL, l->items[i].name);
+	json__array_end(j);
+}
+
+/* Everything written: hand the directory and its files to the target's user. */
+static int give(const struct capture *c, int dirfd)
+{
+	int fd = dup(dirfd), err = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fchownat(dirfd, de->d_name, c->uid, c->gid, AT_SYMLINK_NOFOLLOW) && !err)
+			err = -errno;
+	}
+	closedir(d);
+	if (!err && (fchmod(dirfd, 0700) || fchown(dirfd, c->uid, c->gid)))
+		err = -errno;
+	return err;
+}
+
+/* The names of the module's child modules: a layer with children is not rebuilt generically. */
+static void write_children(const struct capture *c, struct json *j, uint64_t module,
+			   struct named_list *scratch)
+{
+	int i;
+
+	json__array_begin(j, "children");
+	if (!list_dict(c->o.remote, module, "_modules", NULL, scratch))
+		for (i = 0; i < scratch->n; i++)
+			if (scratch->items[i].obj)
+				json__string(j, NULL, scratch->items[i].name);
+	json__array_end(j);
+}
+
+static int make_dir(struct capture *c, const struct nw_cap_end *e, const char *layer,
+		    char *name, size_t len)
+{
+	char base[200];
+	int i, err;
+
+	err = capture__dirname(base, sizeof(base), c->o.pid, e->step, layer);
+	if (err)
+		return err;
+	for (i = 0; i < 100; i++) {
+		if (i)
+			snprintf(name, len, "%s-%d", base, i + 1);
+		else
+			snprintf(name, len, "%s", base);
+		if (!mkdirat(c->dirfd, name, 0700))
+			return openat(c->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+				      O_CLOEXEC);
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+static void manifest_head(struct capture *c, struct json *j, const struct nw_cap_end *e,
+			  const char *layer)
+{
+	char cls[NW_NAME_LEN + 1], mod[256], tensor[32];
+	const char *dot;
+
+	memcpy(cls, e->class_name, NW_NAME_LEN);
+	cls[NW_NAME_LEN] = 0;
+	dot = strrchr(cls, '.');
+	if (e->index0 == NW_NO_INDEX)
+		snprintf(tensor, sizeof(tensor), "output");
+	else if (e->index1 == NW_NO_INDEX)
+		snprintf(tensor, sizeof(tensor), "output[%u]", e->index0);
+	else
+		snprintf(tensor, sizeof(tensor), "output[%u][%u]", e->index0, e->index1);
+	json__string(j, "schema", CAPTURE_SCHEMA);
+	json__int(j, "pid", c->o.pid);
+	json__string(j, "comm", c->o.comm);
+	json__string(j, "python", c->o.python_version);
+	json__string(j, "torch", c->o.torch_version);
+	json__uint(j, "step", e->step);
+	json__uint(j, "iteration", e->iteration);
+	json__string(j, "layer", layer);
+	json__string(j, "module", dot ? dot + 1 : cls);
+	json__string(j, "class_module", class_module(c, e->module, mod, sizeof(mod)) ? NULL : mod);
+	json__string(j, "tensor", tensor);
+	json__uint(j, "nargs", e->nargs);
+	json__uint(j, "bytes", e->bytes);
+	json__uint(j, "max_bytes", e->budget);
+}
+
+static int assemble(struct capture *c, const struct nw_cap_end *e)
+{
+	const char *layer = names__path(c->o.names, e->root, e->module);
+	struct named_list *params = calloc(2, sizeof(*params)), *buffers = params + 1;
+	struct attrs_ctx *a = calloc(1, sizeof(*a));
+	char name[256];
+	struct json j = {};
+	int dirfd = -1, err, i, truncated = e->truncated || e->lost;
+
+	if (!params || !a || json__init(&j, 1 << 16)) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	list_dict(c->o.remote, e->module, "_parameters", NULL, params);
+	list_dict(c->o.remote, e->module, "_buffers", NULL, buffers);
+	dirfd = make_dir(c, e, layer, name, sizeof(name));
+	if (dirfd < 0) {
+		err = dirfd;
+		goto cleanup;
+	}
+	json__object_begin(&j, NULL);
+	manifest_head(c, &j, e, layer);
+	json__array_begin(&j, "tensors");
+	for (i = 0; i < NW_CAP_MAX_TENSORS && (uint32_t)i < e->ntensors; i++)
+		if (c->t[i].have && write_tensor(dirfd, &j, &c->t[i], params, buffers))
+			truncated = 1;
+	if (write_unlisted(&j, params, "param", c) + write_unlisted(&j, buffers, "buffer", c))
+		truncated = 1;
+	json__array_end(&j);
+	write_names(&j, "params_none", params);
+	write_names(&j, "buffers_none", buffers);
+	write_children(c, &j, e->module, params);
+	json__object_begin(&j, "attrs");
+	a->c = c;
+	a->j = &j;
+	remote__attrs_each(c->o.remote, e->module, attr_cb, a);
+	json__object_end(&j);
+	json__array_begin(&j, "attrs_skipped");
+	for (i = 0; i < a->nskipped; i++)
+		json__string(&j, NULL, a->skipped[i]);
+	json__array_end(&j);
+	json__bool(&j, "truncated", truncated);
+	json__object_end(&j);
+	err = json__str(&j) ? write_file(dirfd, "manifest.json", json__str(&j), json__len(&j),
+					 "\n", 1) : -ENOMEM;
+	if (!err)
+		err = give(c, dirfd);
+	if (!err)
+		snprintf(c->path, sizeof(c->path), "%s/%s", c->dir, name);
+cleanup:
+	if (dirfd >= 0)
+		close(dirfd);
+	json__free(&j);
+	free(params);
+	free(a);
+	return err;
+}

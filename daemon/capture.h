@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Captures for offline reproduction: the records the BPF side copied at the
+ * first origin anomaly, assembled into DIR/<pid>-step<N>-<layer>/ as .npy
+ * files and manifest.json, owned by the target's user, modes 0700/0600.
+ */
+#ifndef __CAPTURE_H
+#define __CAPTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <linux/types.h>
+#include "nanwatch.h"
+
+struct remote;
+struct names;
+struct capture;
+
+#define CAPTURE_SCHEMA	      "nanwatch-capture/1"
+#define CAPTURE_MAX_ATTRS     256	/* module attributes written to the manifest */
+#define CAPTURE_MAX_TUPLE     16	/* items of a tuple attribute */
+#define CAPTURE_MAX_NAMED     64	/* _parameters / _buffers entries looked at */
+#define CAPTURE_MAX_RING      (1u << 30)
+#define CAPTURE_DEFAULT_BYTES (60ull << 20)	/* with the records' overhead: a 64 MiB ring */
+
+struct capture_opts {
+	const char *dir;		/* where capture directories are made */
+	uint64_t max_bytes;		/* tensor data budget */
+	pid_t pid;
+	const char *comm;
+	const char *python_version;
+	const char *torch_version;
+	const struct remote *remote;
+	struct names *names;
+	const struct nw_layout *layout;
+	uint64_t tuple_type;		/* &PyTuple_Type in the target */
+	uint64_t py_version_hex;
+};
+
+/* Check the directory and learn the target's owner; NULL (errno set, err written) on failure. */
+struct capture *capture__new(const struct capture_opts *o, char *err, size_t errlen);
+void capture__free(struct capture *c);	/* accepts NULL */
+
+/* Read the capture ring buffer (map fd) from now on. */
+int capture__attach(struct capture *c, int ring_fd);
+/* One record of the capture ring buffer (what capture__consume feeds); always 0. */
+int capture__record(struct capture *c, const void *data, size_t size);
+/* Assemble whatever the BPF side sent; 0 or a negative errno. */
+int capture__consume(struct capture *c);
+/* The capture directory once written (as the daemon sees it), else NULL. */
+const char *capture__path(const struct capture *c);
+/* A failure to report once (then NULL). */
+const char *capture__error(struct capture *c);
+
+/* The non-None values of module._buffers, in order, as params__list lists parameters. */
+int capture__buffers(const struct remote *r, uint64_t module, struct nw_params *out);
+
+/* Bytes of ring buffer that hold a capture of max_bytes: a power of two, 0 if too large. */
+uint32_t capture__ring_bytes(uint64_t max_bytes);
+
+/* Whether the layout's float codes are c10's, so integer codes can be trusted too. */
+int capture__int_codes(const struct nw_layout *l);
+
+/* "<pid>-step<step>-<layer>" with the layer's unsafe characters replaced; "root" for "". */
+int capture__dirname(char *buf, size_t len, pid_t pid, uint64_t step, const char *layer);
+
+/* The .npy file name of a tensor: input0.npy, input1_2.npy, param.weight.npy, output.npy. */
+int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name);
+
+/*
+ * A CPython int's digit count from the word after its object header (3.11 ob_size, 3.12+
+ * lv_tag), and its sign; -ERANGE past two 30-bit digits. Then its value from the digits.
+ */
+int capture__pylong_size(uint64_t word, int py312, int *neg);
+long long capture__pylong_value(const uint32_t digits[2], int n, int neg);
+
+#endif /* __CAPTURE_H */

@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Capture assembly: records as the BPF side sends them turned into a directory
+ * of .npy files and a manifest (modes, C order, what was left out and why),
+ * the directory checks, and the pure helpers (names, ring size).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "capture.h"
+#include "json.h"
+#include "names.h"
+#include "remote.h"
+#include "target.h"
+
+static int no_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	(void)addr;
+	(void)buf;
+	(void)len;
+	return -EFAULT;	/* a target whose memory is gone: names and attrs unknown */
+}
+
+struct fixture {
+	char dir[64];
+	struct remote r;
+	struct names *names;
+	struct nw_layout l;
+	struct capture *c;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct capture_opts o = {};
+	char err[256];
+
+	if (!f)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test_capture.XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	f->r.read = no_read;
+	f->names = names__new(&f->r);
+	o.dir = f->dir;
+	o.max_bytes = 1 << 20;
+	o.pid = getpid();
+	o.comm = "test";
+	o.python_version = "3.11.2";
+	o.torch_version = "1.13.0";
+	o.remote = &f->r;
+	o.names = f->names;
+	o.layout = &f->l;
+	f->c = capture__new(&o, err, sizeof(err));
+	if (!f->c)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	char path[256];
+
+	capture__free(f->c);
+	names__free(f->names);
+	/* only what this test made, under its own mkdtemp directory */
+	for (const char *n = "input0.npy\0manifest.json\0"; *n; n += strlen(n) + 1) {
+		snprintf(path, sizeof(path), "%s/%d-step7-unnamed/%s", f->dir, getpid(), n);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/%d-step7-unnamed", f->dir, getpid());
+	rmdir(path);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+static void send_tensor(struct capture *c, uint32_t index, uint32_t role, uint32_t pos0,
+			uint32_t flags)
+{
+	struct nw_cap_tensor d = {
+		.type = NW_EV_CAP_TENSOR, .capture = 1, .index = index, .role = role,
+		.pos0 = pos0, .pos1 = NW_NO_INDEX, .scalar_type = 6, .elem_size = 4, .ndim = 2,
+		.numel = 6, .bytes = 24, .obj = 0x1000 + index, .flags = flags,
+		/* a (3, 2) float32 stored as its transpose */
+		.shape = {3, 2}, .strides = {1, 3},
+	};
+
+	if (flags & NW_CAP_NOT_TENSOR)
+		d.scalar_type = NW_NO_SCALAR, d.ndim = 0, d.bytes = 0;
+	assert_int_equal(capture__record(c, &d, sizeof(d)), 0);
+}
+
+static void send_data(struct capture *c, uint32_t index, uint64_t offset, const void *p,
+		      uint32_t len)
+{
+	static struct nw_cap_data r;
+
+	memset(&r, 0, sizeof(r));
+	r.type = NW_EV_CAP_DATA;
+	r.capture = 1;
+	r.index = index;
+	r.offset = offset;
+	r.len = len;
+	memcpy(r.data, p, len);
+	assert_int_equal(capture__record(c, &r, sizeof(r)), 0);
+}
+
+static void send_end(struct capture *c, uint32_t ntensors)
+{
+	struct nw_cap_end e = {
+		.type = NW_EV_CAP_END, .capture = 1, .step = 7, .iteration = 9, .module = 0x2000,
+		.root = 0x3000, .ntensors = ntensors, .nargs = 2, .bytes = 24, .budget = 1 << 20,
+		.index0 = NW_NO_INDEX, .index1 = NW_NO_INDEX, .class_name = "torch.nn.Thing",
+	};
+
+	assert_int_equal(capture__record(c, &e, sizeof(e)), 0);
+}
+
+static char *read_all(const char *path, size_t *len, mode_t *mode)
+{
+	struct stat st;
+	char *buf;
+
+	assert_int_equal(lstat(path, &st), 0);
+	*mode = st.st_mode & 07777;
+	buf = target__read_file(path, 1 << 20, len);
+	assert_non_null(buf);
+	return buf;
+}
+
+static void test_assemble(void **state)
+{
+	struct fixture *f = *state;
+	float data[6] = {1, 2, 3, 4, 5, 6}, want[6] = {1, 4, 2, 5, 3, 6}, junk[2] = {9, 9};
+	char sub[PATH_MAX], path[PATH_MAX + 32], err[128];
+	const struct jv *t;
+	struct jv *man;
+	struct stat st;
+	size_t len;
+	mode_t mode;
+	char *buf;
+
+	send_tensor(f->c, 0, NW_CAP_INPUT, 0, 0);
+	send_data(f->c, 0, 0, data, 16);
+	send_data(f->c, 0, 16, data + 4, 8);
+	send_data(f->c, 0, 20, junk, 8);	/* past the tensor's bytes: ignored */
+	send_tensor(f->c, 1, NW_CAP_INPUT, 1, NW_CAP_NOT_TENSOR);
+	send_tensor(f->c, 2, NW_CAP_PARAM, 0, 0);	/* its data never arrives: lost */
+	send_tensor(f->c, 3, NW_CAP_OUTPUT, NW_NO_INDEX, NW_CAP_OVER_BUDGET);
+	assert_null(capture__path(f->c));
+	send_end(f->c, 4);
+	assert_null(capture__error(f->c));
+	snprintf(sub, sizeof(sub), "%s/%d-step7-unnamed", f->dir, getpid());
+	assert_non_null(capture__path(f->c));
+	assert_string_equal(capture__path(f->c), sub);
+	assert_int_equal(lstat(sub, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0700);
+
+	snprintf(path, sizeof(path), "%s/input0.npy", sub);
+	buf = read_all(path, &len, &mode);
+	assert_int_equal(mode, 0600);
+	assert_int_equal(len, 128 + sizeof(want));
+	assert_non_null(strstr(buf + 10, "'descr': '<f4', 'fortran_order': False, "
+					 "'shape': (3, 2), }"));
+	assert_memory_equal(buf + 128, want, sizeof(want));
+	free(buf);
+
+	snprintf(path, sizeof(path), "%s/manifest.json", sub);
+	buf = read_all(path, &len, &mode);
+	assert_int_equal(mode, 0600);
+	man = jv__parse(buf, len, err, sizeof(err));
+	assert_non_null(man);
+	assert_string_equal(jv__string(jv__get(man, "schema")), CAPTURE_SCHEMA);
+	assert_string_equal(jv__string(jv__get(man, "module")), "Thing");
+	assert_true(jv__is_null(jv__get(man, "layer")));
+	t = jv__get(man, "tensors");
+	assert_int_equal(jv__len(t), 4);
+	assert_string_equal(jv__string(jv__get(jv__index(t, 0), "file")), "input0.npy");
+	assert_string_equal(jv__string(jv__get(jv__index(t, 0), "name")), "input[0]");
+	assert_string_equal(jv__string(jv__get(jv__index(t, 1), "skipped")), "not_tensor");
+	assert_string_equal(jv__string(jv__get(jv__index(t, 2), "skipped")), "lost");
+	assert_string_equal(jv__string(jv__get(jv__index(t, 3), "skipped")), "budget");
+	assert_true(jv__is_null(jv__get(jv__index(t, 3), "file")));
+	{
+		int b = 0;
+
+		assert_int_equal(jv__bool(jv__get(man, "truncated"), &b), 0);
+		assert_true(b);
+	}
+	jv__free(man);
+	free(buf);
+
+	/* one capture per watch: a second one is not written */
+	send_tensor(f->c, 0, NW_CAP_INPUT, 0, 0);
+	send_data(f->c, 0, 0, data, 24);
+	send_end(f->c, 1);
+	assert_string_equal(capture__path(f->c), sub);
+}
+
+static void test_refuses_dirs(void **state)
+{
+	char dir[] = "/tmp/test_capture_dir.XXXXXX", link[64], err[256];
+	struct capture_opts o = {.max_bytes = 1, .pid = getpid()};
+	struct capture *c;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(link, sizeof(link), "%s.lnk", dir);
+	assert_int_equal(symlink(dir, link), 0);
+	o.dir = link;
+	c = capture__new(&o, err, sizeof(err));
+	assert_null(c);
+	assert_int_equal(errno, ELOOP);
+	assert_non_null(strstr(err, "symlink"));
+	assert_int_equal(chmod(dir, 0777), 0);
+	o.dir = dir;
+	assert_null(capture__new(&o, err, sizeof(err)));
+	assert_non_null(strstr(err, "world-writable"));
+	assert_int_equal(chmod(dir, 01777), 0);	/* sticky, as /tmp: accepted */
+	c = capture__new(&o, err, sizeof(err));
+	assert_non_null(c);
+	capture__free(c);
+	unlink(link);
+	rmdir(dir);
+}
+
+static void test_names(void **state)
+{
+	struct nw_cap_tensor d = {.role = NW_CAP_INPUT, .pos0 = 1, .pos1 = NW_NO_INDEX};
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(capture__dirname(buf, sizeof(buf), 42, 3, "blocks.0.norm"), 0);
+	assert_string_equal(buf, "42-step3-blocks.0.norm");
+	assert_int_equal(capture__dirname(buf, sizeof(buf), 42, 3, ""), 0);
+	assert_string_equal(buf, "42-step3-root");
+	assert_int_equal(capture__dirname(buf, sizeof(buf), 42, 3, NULL), 0);
+	assert_string_equal(buf, "42-step3-unnamed");
+	/* a module name is the target's data: no separators, nothing hidden or relative */
+	assert_int_equal(capture__dirname(buf, sizeof(buf), 1, 0, "../a/b c"), 0);
+	assert_string_equal(buf, "1-step0-_._a_b_c");
+	assert_int_equal(capture__dirname(buf, 8, 1, 0, "long"), -ENAMETOOLONG);
+
+	assert_int_equal(capture__filename(buf, sizeof(buf), &d, NULL), 0);
+	assert_string_equal(buf, "input1.npy");
+	d.pos1 = 2;
+	assert_int_equal(capture__filename(buf, sizeof(buf), &d, NULL), 0);
+	assert_string_equal(buf, "input1_2.npy");
+	d.role = NW_CAP_PARAM;
+	assert_int_equal(capture__filename(buf, sizeof(buf), &d, "in_proj/weight"), 0);
+	assert_string_equal(buf, "param.in_proj_weight.npy");
+	d.role = NW_CAP_BUFFER;
+	assert_int_equal(capture__filename(buf, sizeof(buf), &d, ".hidden"), 0);
+	assert_string_equal(buf, "buffer._hidden.npy");
+	d.role = NW_CAP_OUTPUT;
+	d.pos0 = NW_NO_INDEX;
+	assert_int_equal(capture__filename(buf, sizeof(buf), &d, NULL), 0);
+	assert_string_equal(buf, "output.npy");
+	d.pos0 = 1;
+	d.pos1 = 0;
+	assert_int_equal(capture__filename(buf, sizeof(buf), &d, NULL), 0);
+	assert_string_equal(buf, "output1_0.npy");
+}
+
+static void test_ring_bytes(void **state)
+{
+	struct nw_layout l = {.dtype_f16 = 5, .dtype_f32 = 6, .dtype_f64 = 7, .dtype_bf16 = 15};
+
+	(void)state;
+	/* the default budget fits a 64 MiB ring, records and headers included */
+	assert_int_equal(capture__ring_bytes(CAPTURE_DEFAULT_BYTES), 64u << 20);
+	assert_int_equal(capture__ring_bytes(64ull << 20), 128u << 20);
+	assert_int_equal(capture__ring_bytes(200), 512u << 10);
+	assert_int_equal(capture__ring_bytes(512ull << 20), 1u << 30);	/* the largest budget */
+	assert_int_equal(capture__ring_bytes(4ull << 30), 0);
+	assert_true(capture__int_codes(&l));
+	l.dtype_f32 = 7;
+	assert_false(capture__int_codes(&l));
+}
+
+static void test_pylong(void **state)
+{
+	uint32_t one[2] = {1, 0}, big[2] = {5, 1};
+	int neg;
+
+	(void)state;
+	/* 3.11: ob_size 0 is zero, 1 one digit, -1 one digit negative */
+	assert_int_equal(capture__pylong_size(0, 0, &neg), 0);
+	assert_int_equal(capture__pylong_value(one, 0, neg), 0);
+	assert_int_equal(capture__pylong_size(1, 0, &neg), 1);
+	assert_int_equal(capture__pylong_value(one, 1, neg), 1);
+	assert_int_equal(capture__pylong_size((uint64_t)-1, 0, &neg), 1);
+	assert_true(neg);
+	assert_int_equal(capture__pylong_value(one, 1, neg), -1);
+	assert_int_equal(capture__pylong_size(2, 0, &neg), 2);
+	assert_int_equal(capture__pylong_value(big, 2, neg), (1LL << 30) + 5);
+	assert_int_equal(capture__pylong_size(3, 0, &neg), -ERANGE);
+	/* 3.12: lv_tag; True is 1 << 3, False (zero) is sign 1, -1 is 1 << 3 | 2 */
+	assert_int_equal(capture__pylong_size(1 << 3, 1, &neg), 1);
+	assert_false(neg);
+	assert_int_equal(capture__pylong_size(1, 1, &neg), 0);
+	assert_int_equal(capture__pylong_size(1 << 3 | 2, 1, &neg), 1);
+	assert_int_equal(capture__pylong_value(one, 1, neg), -1);
+	assert_int_equal(capture__pylong_size(2 << 3 | 2, 1, &neg), 2);
+	assert_int_equal(capture__pylong_value(big, 2, neg), -((1LL << 30) + 5));
+	assert_int_equal(capture__pylong_size(3 << 3, 1, &neg), -ERANGE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_assemble, setup, teardown),
+		cmocka_unit_test(test_refuses_dirs),
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_ring_bytes),
+		cmocka_unit_test(test_pylong),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
