@@ -11,7 +11,7 @@ ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 CFLAGS ?= -g -O2
 CFLAGS += -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -MMD -MP
 INCLUDES := -I$(OUTPUT) -Ibpf -Idaemon
-LDLIBS := -lbpf -lelf -lz
+LDLIBS := -lbpf -lelf -lz -lm
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror
 
 DAEMON_SRCS := $(wildcard daemon/*.c)

@@ -39,6 +39,7 @@ __u64 iter_started = 0;		/* root forward passes started */
 __u64 root_module = 0;		/* the first depth-0 module seen with children */
 __u64 first_iter_p1 = 0;	/* first anomalous iteration + 1; 0: none yet */
 __u64 last_iter_p1 = 0;		/* last iteration that reported + 1 */
+__u64 fwd_bad_iter_p1 = 0;	/* last iteration with a non-finite module output or loss + 1 */
 
 struct thread_state {
 	__u64 stack[NW_MAX_DEPTH];
@@ -493,12 +494,27 @@ __noinline int tensor_dense(void)
  * tensor, 1 for a tensor that cannot be NaN (integers, bool), -1 otherwise
  * (ti.flags says why).
  */
+__noinline int read_impl(__u64 impl);
+
 __noinline int read_tensor(__u64 obj)
 {
+	__u64 impl;
+	__u8 borrowed = 0;
+
+	bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
+	impl = read_u64(obj + L.var_tensor);
+	if (borrowed)
+		impl = read_u64(impl);	/* a borrowed at::Tensor: its first word is the TensorImpl */
+	return read_impl(impl);
+}
+
+/* The same, from a c10::TensorImpl* (an at::Tensor's only word). */
+__noinline int read_impl(__u64 impl)
+{
 	struct scratch *s = get_scratch();
-	__u64 impl = 0, storage, data, off, ndim = 0;
+	__u64 storage, data, off, ndim = 0;
 	__u64 sizes[NW_MAX_DIMS] = {}, strides[NW_MAX_DIMS] = {};
-	__u8 borrowed = 0, device = 0;
+	__u8 device = 0;
 	__u16 st = 0;
 	__u32 size;
 	int i;
@@ -506,10 +522,6 @@ __noinline int read_tensor(__u64 obj)
 	if (!s)
 		return -1;
 	__builtin_memset(&s->ti, 0, sizeof(s->ti));
-	bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
-	impl = read_u64(obj + L.var_tensor);
-	if (borrowed)
-		impl = read_u64(impl);	/* a borrowed at::Tensor: its first word is the TensorImpl */
 	if (!impl || bpf_probe_read_user(&st, sizeof(st), (void *)(impl + L.impl_dtype))) {
 		s->ti.flags = NW_SKIP_UNREADABLE;
 		return -1;
@@ -877,6 +889,8 @@ static __always_inline int should_report(__u64 iter)
 	return 0;
 }
 
+#include "backward.bpf.h"
+
 /*
  * Check one output tensor; on NaN/±Inf fill s->ev (the caller set the module
  * stack, and the call's arguments in s->args) and send it.
@@ -896,6 +910,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 		return 0;
 	count(NW_C_ANOMALIES, 1);
 	iter = s->ev.iteration;
+	fwd_bad_iter_p1 = iter + 1;	/* its backward pass only propagates this */
 	if (!should_report(iter))
 		return 0;
 	s->ev.first_iteration = first_iter_p1 == iter + 1;
@@ -928,6 +943,7 @@ static __always_inline int check_result(__u64 ret)
 	int i, j;
 
 	if (is_tensor(read_u64(ret + L.obj_type))) {
+		note_grad_fn(ret);
 		check_output(ret, NW_NO_INDEX, NW_NO_INDEX);
 		return 0;
 	}
@@ -942,6 +958,7 @@ static __always_inline int check_result(__u64 ret)
 			break;
 		obj = read_u64(items + 8 * i);
 		if (is_tensor(read_u64(obj + L.obj_type))) {
+			note_grad_fn(obj);
 			check_output(obj, i, NW_NO_INDEX);
 		} else if (seq_items(obj, &sub, &m)) {
 			if (m > MAX_ITEMS)

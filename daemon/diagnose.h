@@ -20,6 +20,7 @@ struct diag_anomaly {
 	int inputs_finite;	/* 1, 0, -1 unknown */
 	int params_finite;
 	uint32_t depth;		/* 1: the outermost module */
+	const char *node;	/* phase backward: the autograd node's class, may be NULL */
 };
 
 struct diagnosis {
@@ -41,6 +42,7 @@ struct diag {
 	int root_inputs_finite; /* the outermost module's inputs in that iteration; -1 unknown */
 	int root_seen;
 	int top_only;		/* mode sample: only outermost outputs were checked */
+	char first_node[64];
 };
 
 void diagnose__init(struct diag *d);

@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "backward.h"
 #include "elfsym.h"
 #include "emit.h"
 #include "layout.h"
@@ -41,6 +42,7 @@ struct args {
 	double stats_interval;
 	int verbose;
 	int bpf_stats;
+	int backward;		/* check the backward pass (--backward on|off) */
 };
 
 struct app {
@@ -56,6 +58,9 @@ struct app {
 	char step_symbol[512];
 	char backward_symbol[256];
 	int published;		/* offsets taken from the interpreter itself */
+	struct nw_bwd_layout bwl;
+	char node_symbol[256];	/* "" : the backward pass is not checked */
+	long long vtable_offset;	/* vtable pointer - its _ZTV symbol */
 	int pidfd;
 	const char *reason;
 };
@@ -75,6 +80,9 @@ static const char usage[] =
 	"                           " NW_LAYOUT_DIR ")\n"
 	"      --max-scan-mb N      scan at most N MiB of each tensor (default 1024)\n"
 	"      --stats-interval S   emit a stats line every S seconds (default: at exit)\n"
+	"      --backward on|off    check gradients in the backward pass, name the autograd\n"
+	"                           node and layer that made one non-finite, and measure\n"
+	"                           gradient norms (default on; not in mode sample)\n"
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
 	"                           (turns on kernel-wide BPF run-time accounting)\n"
 	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
@@ -115,6 +123,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"max-scan-mb", required_argument, NULL, 'M'},
 		{"stats-interval", required_argument, NULL, 'S'},
 		{"bpf-stats", no_argument, NULL, 'B'},
+		{"backward", required_argument, NULL, 'G'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -125,6 +134,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->output = "-";
 	a->mode = "full";
 	a->max_scan_bytes = 1024ULL << 20;
+	a->backward = 1;
 	while ((c = getopt_long(argc, argv, "p:o:m:L:vhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -147,6 +157,11 @@ static void parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'B':
 			a->bpf_stats = 1;
+			break;
+		case 'G':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+				die_usage("--backward takes on or off");
+			a->backward = !strcmp(optarg, "on");
 			break;
 		case 'v':
 			a->verbose = 1;
@@ -237,6 +252,23 @@ static int step_symbol(struct app *app, const char *prefix, char *err, size_t er
 	return ret;
 }
 
+/* The torch table's backward keys; a table without them leaves the backward pass unwatched. */
+static int backward_layout(struct app *app, const struct layout *tl, char *err, size_t errlen)
+{
+	int ret;
+
+	app->node_symbol[0] = 0;
+	if (!app->a.backward || !strcmp(app->a.mode, "sample"))
+		return 0;
+	ret = backward__layout(tl, app->t.torch_cpu_file, app->t.torch_cpu_base, &app->bwl,
+			       app->node_symbol, sizeof(app->node_symbol), err, errlen);
+	if (ret == -ENOENT && !app->node_symbol[0] && !layout__str(tl, "node_symbol"))
+		return 0;
+	if (!ret)
+		ret = layout__int(tl, "vtable_offset", &app->vtable_offset);
+	return ret;
+}
+
 static int load_layouts(struct app *app, char *err, size_t errlen)
 {
 	char dirbuf[PATH_MAX + 32], why[256];
@@ -263,6 +295,8 @@ static int load_layouts(struct app *app, char *err, size_t errlen)
 	snprintf(app->backward_symbol, sizeof(app->backward_symbol), "%s",
 		 layout__str(tl, "backward_symbol") ? layout__str(tl, "backward_symbol") : "");
 	ret = step_symbol(app, layout__str(tl, "step_symbol_prefix"), why, sizeof(why));
+	if (!ret)
+		ret = backward_layout(app, tl, why, sizeof(why));
 	if (!ret)
 		ret = layout__fill(py, &app->nwl, why, sizeof(why));
 	if (!ret)
@@ -295,6 +329,14 @@ static int set_params(void *ctx, uint64_t module, const struct nw_params *np)
 	return app->p ? probe__set_params(app->p, module, np) : -EAGAIN;
 }
 
+static int on_grad(void *ctx, const struct nw_grad *g)
+{
+	struct app *app = ctx;
+
+	report__grad(&app->r, g);
+	return 0;
+}
+
 static int on_event(void *ctx, const struct nw_event *ev)
 {
 	struct app *app = ctx;
@@ -314,6 +356,7 @@ static int emit_attach(struct app *app)
 	json__string(j, "torch", app->t.torch_version);
 	json__int(j, "probes", probe__count(app->p));
 	json__string(j, "mode", app->a.mode);
+	json__bool(j, "backward", app->node_symbol[0] != 0);
 	json__null(j, "config");
 	json__string(j, "interpreter", app->t.python_path);
 	json__string(j, "torch_library", app->t.torch_path);
@@ -336,6 +379,7 @@ static void emit_final(struct app *app)
 	struct json *j;
 
 	probe__consume(app->p);
+	backward__flush(app->r.bwd);
 	report__diagnose(&app->r, UINT64_MAX);
 	probe__counters(app->p, c);
 	report__lost(&app->r, c);
@@ -443,6 +487,19 @@ static int setup(struct app *app, char *err, size_t errlen)
 	app->r.params_ctx = app;
 	po.step_symbol = app->step_symbol[0] ? app->step_symbol : NULL;
 	po.backward_symbol = app->backward_symbol[0] ? app->backward_symbol : NULL;
+	if (app->node_symbol[0]) {
+		app->r.bwd = backward__new(app->t.torch_cpu_file, app->t.torch_cpu_base,
+					   app->vtable_offset,
+					   &app->remote, app->nwl.var_tensor);
+		if (!app->r.bwd) {
+			snprintf(err, errlen, "failed to open %.200s: %s", app->t.torch_cpu_file,
+				 strerror(errno));
+			return -errno;
+		}
+		po.node_symbol = app->node_symbol;
+		po.bwd = &app->bwl;
+		po.grad_cb = on_grad;
+	}
 	app->p = probe__open(&app->t, &app->nwl, &po, on_event, app, err, errlen);
 	if (!app->p)
 		return -errno;
@@ -456,6 +513,7 @@ static int setup(struct app *app, char *err, size_t errlen)
 static void cleanup(struct app *app)
 {
 	probe__close(app->p);
+	backward__free(app->r.bwd);
 	names__free(app->names);
 	emit__free(&app->e);
 	sink__close(app->sink);

@@ -16,12 +16,13 @@
 #include "nanwatch.skel.h"
 #include "target.h"
 
-_Static_assert(sizeof(struct nw_event) == 416, "nw_event layout changed: update both sides");
+_Static_assert(sizeof(struct nw_event) == 448, "nw_event layout changed: update both sides");
 
 struct probe {
 	struct nanwatch_bpf *skel;
 	struct ring_buffer *rb;
 	probe_event_fn cb;
+	probe_grad_fn grad_cb;
 	void *ctx;
 	int nprobes;
 	int stats_fd;
@@ -31,6 +32,8 @@ static int on_record(void *ctx, void *data, size_t size)
 {
 	struct probe *p = ctx;
 
+	if (size == sizeof(struct nw_grad))
+		return p->grad_cb ? p->grad_cb(p->ctx, data) : 0;
 	if (size < sizeof(struct nw_event))
 		return 0;	/* not ours: skip, never stop polling for it */
 	return p->cb(p->ctx, data);
@@ -51,6 +54,10 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	s->rodata->A.tensor_type = t->tensor_type;
 	s->rodata->step_by_marker = s_marker(o, l);
 	s->rodata->top_only = o->top_only;
+	if (o->node_symbol && o->bwd) {
+		s->rodata->backward_on = 1;
+		memcpy((void *)&s->rodata->BL, o->bwd, sizeof(*o->bwd));
+	}
 	if (o->ringbuf_bytes)
 		return bpf_map__set_max_entries(s->maps.events, o->ringbuf_bytes);
 	return 0;
@@ -101,6 +108,10 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
 				 t->torch_python_file, t->torch_path, o->backward_symbol, false, err,
 				 errlen);
+	if (!ret && o->node_symbol && o->bwd)
+		ret = attach_one(p, s->progs.uprobe_bwd_node, &s->links.uprobe_bwd_node, t,
+				 t->torch_cpu_file, t->torch_cpu_file, o->node_symbol, false, err,
+				 errlen);
 	return ret;
 }
 
@@ -136,6 +147,7 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 		return NULL;
 	}
 	p->cb = cb;
+	p->grad_cb = o->grad_cb;
 	p->ctx = ctx;
 	p->stats_fd = -1;
 	libbpf_set_print(o->verbose ? silent_print : quiet_print);

@@ -10,6 +10,9 @@
 struct target;
 struct probe;
 
+/* Called for each parameter gradient histogram; same rules as probe_event_fn. */
+typedef int (*probe_grad_fn)(void *ctx, const struct nw_grad *g);
+
 struct probe_opts {
 	uint64_t max_scan_bytes;	/* per tensor */
 	uint32_t ringbuf_bytes;
@@ -18,6 +21,10 @@ struct probe_opts {
 	const char *step_symbol;	/* libtorch_cpu function marking optimizer steps, or NULL */
 	int top_only;			/* check only outermost module calls (mode sample) */
 	const char *backward_symbol;	/* libtorch_python's run_backward, or NULL: no loss check */
+	const char *node_symbol;	/* libtorch_cpu's Engine::evaluate_function, or NULL: no
+					 * backward-pass checks */
+	const struct nw_bwd_layout *bwd; /* offsets for those checks */
+	probe_grad_fn grad_cb;		/* parameter gradient histograms (NW_EV_GRAD) */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */
