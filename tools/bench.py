@@ -8,6 +8,8 @@ small CNN with SGD) in one long-lived process per model, and measures the median
   hooks            forward hooks on every module testing torch.isfinite(out).all()
   detect_anomaly   torch.autograd.detect_anomaly()
   nanwatch-MODE    nanwatchd --mode MODE attached to the same process (one per daemon mode)
+  nanwatch-full-nobwd  nanwatchd --mode full --backward off: the difference to nanwatch-full
+                   is what checking the backward pass costs, shown next to detect_anomaly's
   detached         the same process after nanwatchd detached (must equal uninstrumented)
 
 Each round runs every mode once per model; the order rotates between rounds (nanwatch-* and
@@ -56,6 +58,7 @@ READY_TIMEOUT = 300
 STEP_TIMEOUT = 30  # per step, generous: detect_anomaly and a slow daemon included
 
 LABELS = {"plain": "uninstrumented", "hooks": "hooks", "anomaly": "detect_anomaly"}
+NOBWD = "-nobwd"  # pseudo daemon mode suffix: the same mode with --backward off
 CHILDREN = []
 
 
@@ -153,7 +156,10 @@ class Daemon(Child):
 
     def __init__(self, path, pid, mode, bpf_stats=True):
         t0 = time.monotonic()
-        super().__init__([path, "--pid", str(pid), "--mode", mode]
+        extra = []
+        if mode.endswith(NOBWD):
+            mode, extra = mode[:-len(NOBWD)], ["--backward", "off"]
+        super().__init__([path, "--pid", str(pid), "--mode", mode] + extra
                          + (["--bpf-stats"] if bpf_stats else []))
         self.events = []
         self.attach_s = None
@@ -253,7 +259,10 @@ def daemon_modes(path):
             inside = False
         if inside and s.startswith("'") and "':" in s:
             modes.append(s[1:s.index("':")])
-    return modes or ["full"]
+    modes = modes or ["full"]
+    if "--backward" in text and "full" in modes:
+        modes.insert(modes.index("full") + 1, "full" + NOBWD)
+    return modes
 
 
 # --------------------------------------------------------------------------- measurement
@@ -365,6 +374,9 @@ def daemon_summary(windows):
             "rate": st.get("bytes_scanned", 0) / bpf["return_ns"] * 1e9
             if bpf.get("return_ns") else None,
             "skipped": {k: per_step(skipped, k, steps) for k in skipped if skipped[k]},
+            "bwd_nodes": per_step(st.get("backward") or {}, "nodes", steps),
+            "bwd_bytes": per_step(st.get("backward") or {}, "bytes_scanned", steps),
+            "param_grads": per_step(st.get("backward") or {}, "param_grads", steps),
             "anomalies": st.get("anomalies", 0), "lost": st.get("lost", 0),
             "suppressed": st.get("suppressed", 0),
             "cpu_s": d["rusage"]["utime_s"] + d["rusage"]["stime_s"],
@@ -484,6 +496,10 @@ def report_model(name, res, summ):
                      % (label, 1e3 * d["cpu_s"], 1e3 * d["user_s"], 1e3 * d["sys_s"],
                         100 * d["cpu_s"] / d["window_s"] if d["window_s"] else 0,
                         d["maxrss_kib"] / 1024, 1e3 * d["attach_s"], 1e3 * d["detach_s"]))
+        if d.get("bwd_nodes"):
+            lines.append("  %s: backward: %.0f autograd nodes/step, %s of gradients scanned/step, "
+                         "%.0f parameter gradients measured/step"
+                         % (label, d["bwd_nodes"], fmt_bytes(d["bwd_bytes"]), d["param_grads"]))
         odd = []
         if d["skipped"]:
             odd.append("skipped/step " + ", ".join("%s %.1f" % kv for kv in d["skipped"].items()))
@@ -495,7 +511,21 @@ def report_model(name, res, summ):
                        % d["steps_mismatch"])
         if odd:
             lines.append("  %s: note: %s" % (label, "; ".join(odd)))
+    lines += backward_cost(summ)
     return lines
+
+
+def backward_cost(summ):
+    """What checking the backward pass costs, next to what detect_anomaly costs."""
+    on, off = summ.get("nanwatch-full"), summ.get("nanwatch-full" + NOBWD)
+    base, anom = summ.get("uninstrumented"), summ.get("detect_anomaly")
+    if not (on and off and base and anom):
+        return []
+    return ["  backward checking: +%.2f ms/step (nanwatch-full %.2f vs --backward off %.2f; "
+            "paired ratios %.3fx vs %.3fx); detect_anomaly: +%.2f ms/step (%.3fx)"
+            % (on["median_ms"] - off["median_ms"], on["median_ms"], off["median_ms"],
+               on["paired_ratio"] or 0, off["paired_ratio"] or 0,
+               anom["median_ms"] - base["median_ms"], anom["paired_ratio"] or 0)]
 
 
 def report_scan(s, mem_runs):
@@ -538,6 +568,13 @@ def targets(summaries, scan, dmodes):
                             "(%.3fx vs %.3fx)" % (name, m, s["median_ms"], hooks["median_ms"],
                                                   s["ratio"], hooks["ratio"]),
                             s["median_ms"] <= hooks["median_ms"]))
+        on, off, anom = summ.get("nanwatch-full"), summ.get("nanwatch-full" + NOBWD), \
+            summ.get("detect_anomaly")
+        if on and off and anom:
+            out.append(("%s backward checking cheaper than detect_anomaly: +%.2f vs +%.2f ms/step"
+                        % (name, on["median_ms"] - off["median_ms"],
+                           anom["median_ms"] - base["median_ms"]),
+                        on["median_ms"] - off["median_ms"] < anom["median_ms"] - base["median_ms"]))
         s = summ.get("detached")
         if s:
             out.append(("%s detached 1.00x: %.3fx (tolerance +-%.3f: 2%% or half the "
