@@ -307,7 +307,8 @@ static __noinline int measure_grad(__u64 node)
 	b->g.dtype = s->ti.dtype;
 	b->g.flags = s->ti.flags;
 	count(NW_C_BWD_PARAM_GRADS, 1);
-	if (bpf_ringbuf_output(&events, &b->g, sizeof(b->g), 0))
+	/* no wake-up per parameter: the daemon polls at least every 100 ms */
+	if (bpf_ringbuf_output(&events, &b->g, sizeof(b->g), BPF_RB_NO_WAKEUP))
 		count(NW_C_LOST, 1);
 	return 0;
 }
@@ -326,9 +327,7 @@ static __noinline int check_grad(__u64 node, __u64 items, __u32 i, int accumulat
 		count_skip(s->ti.flags);
 	if (r != 0)
 		return 0;
-	r = scan_tensor(0);
-	count(NW_C_BWD_GRADS, 1);
-	count(NW_C_BWD_BYTES, s->ti.bytes);
+	r = scan_tensor(SCAN_GRAD);
 	if (accumulate && i == 0 && r >= 0)
 		measure_grad(node);
 	if (r <= 0)

@@ -715,6 +715,8 @@ static long full_chunk(__u32 idx, void *unused)
 	return scan_chunk(idx, 1) ? 1 : 0;
 }
 
+#define SCAN_GRAD 2	/* scan_tensor(SCAN_GRAD): the fast pass, counted as a backward gradient */
+
 /* Scan s->ti's data. Returns 1 if some element is NaN/±Inf, 0 if all finite, -1 if unreadable. */
 __noinline int scan_tensor(int full)
 {
@@ -736,7 +738,7 @@ __noinline int scan_tensor(int full)
 	nw_lanes_for(s->ti.dtype, &c->lanes);
 	nw_fmt_for(s->ti.dtype, &c->fmt);
 	chunks = (c->bytes + CHUNK_BYTES - 1) / CHUNK_BYTES;
-	if (full) {
+	if (full == 1) {
 		bpf_loop(chunks, full_chunk, NULL, 0);
 		s->ev.nan = c->nan;
 		s->ev.posinf = c->posinf;
@@ -755,6 +757,9 @@ __noinline int scan_tensor(int full)
 	if (!full) {
 		count(NW_C_TENSORS_SCANNED, 1);
 		count(NW_C_BYTES_SCANNED, c->bytes);
+	} else if (full == SCAN_GRAD) {
+		count(NW_C_BWD_GRADS, 1);
+		count(NW_C_BWD_BYTES, c->bytes);
 	}
 	return c->acc ? 1 : 0;
 }

@@ -37,7 +37,7 @@ struct pass {
 };
 
 struct backward {
-	char file[4096];
+	struct elfsym *elf;	/* libtorch_cpu, open from the attach: the target may be gone later */
 	uint64_t bias;		/* runtime address - link-time address */
 	int64_t vtable_offset;
 	const struct remote *r;
@@ -115,10 +115,6 @@ struct backward *backward__new(const char *torch_cpu_file, uint64_t base, int64_
 	struct elfsym *e;
 	uint64_t first;
 
-	if (strlen(torch_cpu_file) >= sizeof(b->file)) {
-		errno = ENAMETOOLONG;
-		return NULL;
-	}
 	e = elfsym__open(torch_cpu_file);
 	if (!e)
 		return NULL;
@@ -127,11 +123,13 @@ struct backward *backward__new(const char *torch_cpu_file, uint64_t base, int64_
 		errno = ENOEXEC;
 		return NULL;
 	}
-	elfsym__close(e);
 	b = calloc(1, sizeof(*b));
-	if (!b)
+	if (!b) {
+		elfsym__close(e);
+		errno = ENOMEM;
 		return NULL;
-	strcpy(b->file, torch_cpu_file);
+	}
+	b->elf = e;
 	b->bias = base - first;
 	b->vtable_offset = vtable_offset;
 	b->r = r;
@@ -141,6 +139,9 @@ struct backward *backward__new(const char *torch_cpu_file, uint64_t base, int64_
 
 void backward__free(struct backward *b)
 {
+	if (!b)
+		return;
+	elfsym__close(b->elf);
 	free(b);
 }
 
@@ -205,7 +206,6 @@ const char *backward__class(struct backward *b, uint64_t vptr)
 {
 	struct find_ctx f;
 	struct class_entry *c;
-	struct elfsym *e;
 	int i;
 
 	if (!b || !vptr)
@@ -219,12 +219,8 @@ const char *backward__class(struct backward *b, uint64_t vptr)
 	f.want = vptr - b->vtable_offset - b->bias;
 	f.out = c->name;
 	f.len = sizeof(c->name);
-	e = elfsym__open(b->file);
-	if (!e)
-		return NULL;
-	if (elfsym__each(e, "_ZTV", find_cb, &f) != 1)
+	if (elfsym__each(b->elf, "_ZTV", find_cb, &f) != 1)
 		c->name[0] = 0;
-	elfsym__close(e);
 	return c->name[0] ? c->name : NULL;
 }
 
