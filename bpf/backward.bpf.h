@@ -58,6 +58,12 @@ struct {
 	__type(value, struct bwd_thread);
 } bwd_threads SEC(".maps");
 
+/* parameter gradient histograms: a ring of their own, so they never crowd out anomalies */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} grad_events SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
@@ -271,7 +277,7 @@ static __noinline int measure_grad(__u64 node)
 {
 	struct scratch *s = get_scratch();
 	struct bwd_scratch *b = get_bwd_scratch();
-	__u64 lanes, elems;
+	__u64 lanes, elems, wake;
 	__u32 size;
 
 	if (!s || !b)
@@ -307,9 +313,11 @@ static __noinline int measure_grad(__u64 node)
 	b->g.dtype = s->ti.dtype;
 	b->g.flags = s->ti.flags;
 	count(NW_C_BWD_PARAM_GRADS, 1);
-	/* no wake-up per parameter: the daemon polls at least every 100 ms */
-	if (bpf_ringbuf_output(&events, &b->g, sizeof(b->g), BPF_RB_NO_WAKEUP))
-		count(NW_C_LOST, 1);
+	/* no wake-up per parameter (the daemon polls every 100 ms) unless the ring fills up */
+	wake = bpf_ringbuf_query(&grad_events, BPF_RB_AVAIL_DATA) > (1 << 20) ?
+		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&grad_events, &b->g, sizeof(b->g), wake))
+		count(NW_C_BWD_GRADS_LOST, 1);
 	return 0;
 }
 

@@ -64,6 +64,7 @@ enum nw_counter {
 	NW_C_BWD_ANOMALIES,	/* non-finite gradients found */
 	NW_C_BWD_PARAM_GRADS,	/* parameter gradients measured for norms */
 	NW_C_BWD_NORM_SKIPPED,	/* parameter gradients not measured (dtype, unreadable, size) */
+	NW_C_BWD_GRADS_LOST,	/* parameter gradient histograms dropped: their ring was full */
 	NW_C_MAX,
 };
 

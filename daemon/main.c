@@ -258,7 +258,7 @@ static int backward_layout(struct app *app, const struct layout *tl, char *err, 
 	int ret;
 
 	app->node_symbol[0] = 0;
-	if (!app->a.backward || !strcmp(app->a.mode, "sample"))
+	if (!app->a.backward || !strcmp(app->a.mode, "sample") || !app->t.torch_cpu_file[0])
 		return 0;
 	ret = backward__layout(tl, app->t.torch_cpu_file, app->t.torch_cpu_base, &app->bwl,
 			       app->node_symbol, sizeof(app->node_symbol), err, errlen);

@@ -32,11 +32,18 @@ static int on_record(void *ctx, void *data, size_t size)
 {
 	struct probe *p = ctx;
 
-	if (size == sizeof(struct nw_grad))
-		return p->grad_cb ? p->grad_cb(p->ctx, data) : 0;
 	if (size < sizeof(struct nw_event))
 		return 0;	/* not ours: skip, never stop polling for it */
 	return p->cb(p->ctx, data);
+}
+
+static int on_grad_record(void *ctx, void *data, size_t size)
+{
+	struct probe *p = ctx;
+
+	if (size < sizeof(struct nw_grad) || !p->grad_cb)
+		return 0;
+	return p->grad_cb(p->ctx, data);
 }
 
 static int s_marker(const struct probe_opts *o, const struct nw_layout *l);
@@ -187,6 +194,15 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 		snprintf(err, errlen, "failed to create ring buffer: %s", strerror(errno));
 		goto fail;
 	}
+	if (o->node_symbol) {
+		ret = ring_buffer__add(p->rb, bpf_map__fd(p->skel->maps.grad_events),
+				       on_grad_record, p);
+		if (ret) {
+			snprintf(err, errlen, "failed to add the gradient ring buffer: %s",
+				 strerror(-ret));
+			goto fail;
+		}
+	}
 	return p;
 fail:
 	probe__close(p);
@@ -209,6 +225,9 @@ int probe__poll(struct probe *p, int timeout_ms)
 {
 	int n = ring_buffer__poll(p->rb, timeout_ms);
 
+	/* gradient histograms come without a wake-up: take them at every poll */
+	if (n >= 0)
+		n = ring_buffer__consume(p->rb);
 	return n < 0 ? n : 0;
 }
 

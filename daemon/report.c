@@ -328,6 +328,7 @@ static void grad_stats(struct report *r, struct json *j, const uint64_t c[NW_C_M
 	json__uint(j, "anomalies", c[NW_C_BWD_ANOMALIES]);
 	json__uint(j, "param_grads", c[NW_C_BWD_PARAM_GRADS]);
 	json__uint(j, "norm_skipped", c[NW_C_BWD_NORM_SKIPPED]);
+	json__uint(j, "grads_lost", c[NW_C_BWD_GRADS_LOST]);
 	json__object_end(j);
 	if (!k) {
 		json__null(j, "grad_norm");
