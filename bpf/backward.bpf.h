@@ -127,7 +127,7 @@ static long producer_edges(__u32 idx, void *ctx)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct bwd_thread *bt = bpf_map_lookup_elem(&bwd_threads, &tid);
 	struct bwd_scratch *b = get_bwd_scratch();
-	__u64 node, v[2] = {}, n, esz = BL.edge_size;
+	__u64 node, v[2] = {}, n, esz = BL.edge_size, len;
 	__u32 slot;
 	int j;
 
@@ -142,7 +142,10 @@ static long producer_edges(__u32 idx, void *ctx)
 	n = (v[1] - v[0]) / esz;
 	if (n > BWD_EDGES)
 		n = BWD_EDGES;
-	if (!n || bpf_probe_read_user(b->edges, (n * esz) & 511, (void *)v[0]))
+	len = n * esz;
+	if (len > sizeof(b->edges))
+		len = sizeof(b->edges);
+	if (!n || bpf_probe_read_user(b->edges, len, (void *)v[0]))
 		return 0;
 	for (j = 0; j < BWD_EDGES; j++) {
 		__u32 w = (j * esz) / 8, nrw = (j * esz + BL.edge_input_nr) / 8;
