@@ -18,6 +18,7 @@
 #define BWD_EDGES	16	/* edges of one candidate producer looked at */
 
 const volatile __u32 backward_on = 0;
+const volatile __u32 backward_all = 0;	/* every gradient; else parameter gradients only */
 const volatile struct nw_bwd_layout BL = {};
 
 __u64 bwd_iter_p1 = 0;		/* last iteration whose backward pass reported + 1 */
@@ -315,6 +316,7 @@ static __noinline int measure_grad(__u64 node)
 	b->g.scanned = elems;
 	b->g.dtype = s->ti.dtype;
 	b->g.flags = s->ti.flags;
+	b->g.lost = counters[NW_C_BWD_GRADS_LOST];
 	count(NW_C_BWD_PARAM_GRADS, 1);
 	/* no wake-up per parameter (the daemon polls every 100 ms) unless the ring fills up */
 	wake = bpf_ringbuf_query(&grad_events, BPF_RB_AVAIL_DATA) > (1 << 20) ?
@@ -369,7 +371,8 @@ int BPF_KPROBE(uprobe_bwd_node, void *engine, void *graph_task, void *func, void
 		bt->valid = 0;
 	}
 	acc = BL.acc_vptr && read_u64(node) == BL.acc_vptr;
-	if (!bpf_probe_read_user(v, sizeof(v), (void *)((__u64)inputs + BL.inputbuf_items)) &&
+	if ((acc || backward_all) &&
+	    !bpf_probe_read_user(v, sizeof(v), (void *)((__u64)inputs + BL.inputbuf_items)) &&
 	    v[1] > v[0]) {
 		n = (v[1] - v[0]) / 8;
 		if (n > BWD_INPUTS)

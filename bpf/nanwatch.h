@@ -213,6 +213,7 @@ struct nw_grad {
 	__u32 dtype;
 	__u32 flags;		/* enum nw_skip */
 	__u32 hist[NW_HIST_BUCKETS];
+	__u64 lost;		/* histograms dropped so far (NW_C_BWD_GRADS_LOST) */
 };
 
 #endif /* __NANWATCH_H */

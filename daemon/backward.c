@@ -30,6 +30,8 @@ struct param_slot {
 
 struct pass {
 	int open;
+	uint64_t lost_ref;	/* histograms dropped as the previous pass ended */
+	uint64_t lost_last;	/* ... as this pass's last one arrived */
 	struct grad_norm n;
 	double lo2, hi2;
 	int nmod;
@@ -48,6 +50,7 @@ struct backward {
 	struct pass cur;
 	struct grad_norm hist[BWD_HISTORY];
 	int nhist;		/* total completed passes (ring index = n % BWD_HISTORY) */
+	uint64_t lost_end;	/* histograms dropped as the last completed pass ended */
 };
 
 static int layout_int(const struct layout *tl, const char *key, __s64 *out, char *err,
@@ -297,6 +300,7 @@ static void finish_pass(struct backward *b)
 
 	if (!p->open)
 		return;
+	b->lost_end = p->lost_last;
 	n->low = sqrt(p->lo2);
 	n->high = sqrt(p->hi2);
 	n->norm = sqrt(n->low * n->high);
@@ -322,8 +326,10 @@ static void finish_pass(struct backward *b)
 
 void backward__flush(struct backward *b)
 {
-	if (b)
-		finish_pass(b);
+	if (!b)
+		return;
+	b->cur.n.complete = b->cur.lost_ref == b->cur.lost_last;
+	finish_pass(b);
 }
 
 static void add_module(struct pass *p, uint64_t root, uint64_t module, double lo2, double hi2)
@@ -353,6 +359,8 @@ int backward__grad(struct backward *b, const struct nw_grad *g)
 		return 0;
 	p = &b->cur;
 	if (p->open && p->n.iteration != g->iteration) {
+		/* a drop between two passes may have been either's: both are incomplete */
+		p->n.complete = p->lost_ref == g->lost;
 		finish_pass(b);
 		done = 1;
 	}
@@ -360,7 +368,9 @@ int backward__grad(struct backward *b, const struct nw_grad *g)
 		p->open = 1;
 		p->n.iteration = g->iteration;
 		p->n.step = g->step;
+		p->lost_ref = b->lost_end;
 	}
+	p->lost_last = g->lost;
 	backward__hist_bounds(g->hist, &lo2, &hi2, &mlo, &mhi, &nonfinite);
 	p->lo2 += lo2;
 	p->hi2 += hi2;

@@ -38,6 +38,7 @@ struct grad_norm {
 	uint64_t params;			/* parameter gradients measured */
 	uint64_t elements;
 	uint64_t nonfinite;			/* NaN/±Inf elements among them */
+	int complete;				/* no histogram was dropped around this pass */
 	int ntop;
 	struct grad_module top[BWD_MAX_TOP];	/* largest per-module norms first */
 };

@@ -42,7 +42,7 @@ struct args {
 	double stats_interval;
 	int verbose;
 	int bpf_stats;
-	int backward;		/* check the backward pass (--backward on|off) */
+	int backward;		/* --backward: 0 off, 1 norms, 2 on */
 };
 
 struct app {
@@ -80,9 +80,14 @@ static const char usage[] =
 	"                           " NW_LAYOUT_DIR ")\n"
 	"      --max-scan-mb N      scan at most N MiB of each tensor (default 1024)\n"
 	"      --stats-interval S   emit a stats line every S seconds (default: at exit)\n"
-	"      --backward on|off    check gradients in the backward pass, name the autograd\n"
-	"                           node and layer that made one non-finite, and measure\n"
-	"                           gradient norms (default on; not in mode sample)\n"
+	"      --backward MODE      the backward pass (not in mode sample):\n"
+	"                           'norms': gradient norms per backward pass from the\n"
+	"                           parameter gradients, which are checked for NaN/+-Inf\n"
+	"                           (default)\n"
+	"                           'on': also check every gradient an autograd node\n"
+	"                           returns, name the node and layer that made one\n"
+	"                           non-finite (detect_anomaly, from outside)\n"
+	"                           'off': nothing\n"
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
 	"                           (turns on kernel-wide BPF run-time accounting)\n"
 	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
@@ -134,7 +139,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->output = "-";
 	a->mode = "full";
 	a->max_scan_bytes = 1024ULL << 20;
-	a->backward = 1;
+	a->backward = 1;	/* norms */
 	while ((c = getopt_long(argc, argv, "p:o:m:L:vhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -159,9 +164,14 @@ static void parse_args(int argc, char **argv, struct args *a)
 			a->bpf_stats = 1;
 			break;
 		case 'G':
-			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
-				die_usage("--backward takes on or off");
-			a->backward = !strcmp(optarg, "on");
+			if (!strcmp(optarg, "off"))
+				a->backward = 0;
+			else if (!strcmp(optarg, "norms"))
+				a->backward = 1;
+			else if (!strcmp(optarg, "on"))
+				a->backward = 2;
+			else
+				die_usage("--backward takes off, norms or on");
 			break;
 		case 'v':
 			a->verbose = 1;
@@ -356,7 +366,8 @@ static int emit_attach(struct app *app)
 	json__string(j, "torch", app->t.torch_version);
 	json__int(j, "probes", probe__count(app->p));
 	json__string(j, "mode", app->a.mode);
-	json__bool(j, "backward", app->node_symbol[0] != 0);
+	json__string(j, "backward", !app->node_symbol[0] ? "off" :
+				    app->a.backward == 2 ? "on" : "norms");
 	json__null(j, "config");
 	json__string(j, "interpreter", app->t.python_path);
 	json__string(j, "torch_library", app->t.torch_path);
@@ -498,6 +509,7 @@ static int setup(struct app *app, char *err, size_t errlen)
 		}
 		po.node_symbol = app->node_symbol;
 		po.bwd = &app->bwl;
+		po.backward_all = app->a.backward == 2;
 		po.grad_cb = on_grad;
 	}
 	app->p = probe__open(&app->t, &app->nwl, &po, on_event, app, err, errlen);

@@ -63,6 +63,7 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	s->rodata->top_only = o->top_only;
 	if (o->node_symbol && o->bwd) {
 		s->rodata->backward_on = 1;
+		s->rodata->backward_all = o->backward_all;
 		memcpy((void *)&s->rodata->BL, o->bwd, sizeof(*o->bwd));
 	}
 	if (o->ringbuf_bytes)

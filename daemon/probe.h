@@ -24,6 +24,7 @@ struct probe_opts {
 	const char *node_symbol;	/* libtorch_cpu's Engine::evaluate_function, or NULL: no
 					 * backward-pass checks */
 	const struct nw_bwd_layout *bwd; /* offsets for those checks */
+	int backward_all;		/* check every gradient, not only the parameters' */
 	probe_grad_fn grad_cb;		/* parameter gradient histograms (NW_EV_GRAD) */
 };
 

@@ -344,6 +344,7 @@ static void grad_stats(struct report *r, struct json *j, const uint64_t c[NW_C_M
 	json__double(j, "max_abs_high", n[k - 1].max_abs_high);
 	json__uint(j, "params", n[k - 1].params);
 	json__uint(j, "nonfinite", n[k - 1].nonfinite);
+	json__bool(j, "complete", n[k - 1].complete);
 	norm_top(r, j, &n[k - 1]);
 	json__array_begin(j, "trend");
 	for (i = 0; i < k; i++) {
@@ -353,6 +354,7 @@ static void grad_stats(struct report *r, struct json *j, const uint64_t c[NW_C_M
 		norm_value(j, "total", &n[i], n[i].norm);
 		norm_value(j, "low", &n[i], n[i].low);
 		norm_value(j, "high", &n[i], n[i].high);
+		json__bool(j, "complete", n[i].complete);
 		json__uint(j, "nonfinite", n[i].nonfinite);
 		json__object_end(j);
 	}

@@ -127,12 +127,33 @@ static void test_passes(void **state)
 	assert_int_equal(n[0].iteration, 3);
 	assert_int_equal(n[0].step, 2);
 	assert_int_equal(n[0].params, 2);
+	assert_true(n[0].complete);
 	/* sqrt(9 + 9 + 16) = 5.83 */
 	assert_true(n[0].low <= sqrt(34.0) && sqrt(34.0) <= n[0].high);
 	backward__flush(b);
 	k = backward__norms(b, n, 4);
 	assert_int_equal(k, 2);
 	assert_int_equal(n[1].iteration, 4);
+	assert_true(n[1].complete);
+	/* one histogram dropped while pass 6 ran: 6 is incomplete, so is 5 (it may have been
+	 * its last), 7 is not */
+	g.iteration = 5;
+	g.lost = 0;
+	backward__grad(b, &g);
+	g.iteration = 6;
+	g.lost = 1;
+	backward__grad(b, &g);
+	g.iteration = 7;
+	backward__grad(b, &g);
+	backward__flush(b);
+	k = backward__norms(b, n, 4);
+	assert_int_equal(k, 4);
+	assert_int_equal(n[1].iteration, 5);
+	assert_false(n[1].complete);
+	assert_int_equal(n[2].iteration, 6);
+	assert_false(n[2].complete);
+	assert_int_equal(n[3].iteration, 7);
+	assert_true(n[3].complete);
 	backward__free(b);
 	backward__free(NULL);
 }

@@ -8,8 +8,10 @@ small CNN with SGD) in one long-lived process per model, and measures the median
   hooks            forward hooks on every module testing torch.isfinite(out).all()
   detect_anomaly   torch.autograd.detect_anomaly()
   nanwatch-MODE    nanwatchd --mode MODE attached to the same process (one per daemon mode)
-  nanwatch-full-nobwd  nanwatchd --mode full --backward off: the difference to nanwatch-full
-                   is what checking the backward pass costs, shown next to detect_anomaly's
+  nanwatch-full-nobwd  nanwatchd --mode full --backward off, and nanwatch-full-bwd with
+                   --backward on (every gradient checked): against nanwatch-full (default:
+                   parameter gradient norms), what the backward pass costs, next to
+                   detect_anomaly's
   detached         the same process after nanwatchd detached (must equal uninstrumented)
 
 Each round runs every mode once per model; the order rotates between rounds (nanwatch-* and
@@ -58,7 +60,8 @@ READY_TIMEOUT = 300
 STEP_TIMEOUT = 30  # per step, generous: detect_anomaly and a slow daemon included
 
 LABELS = {"plain": "uninstrumented", "hooks": "hooks", "anomaly": "detect_anomaly"}
-NOBWD = "-nobwd"  # pseudo daemon mode suffix: the same mode with --backward off
+NOBWD = "-nobwd"  # pseudo daemon mode suffixes: the same mode with --backward off, on
+BWD = "-bwd"
 CHILDREN = []
 
 
@@ -157,8 +160,9 @@ class Daemon(Child):
     def __init__(self, path, pid, mode, bpf_stats=True):
         t0 = time.monotonic()
         extra = []
-        if mode.endswith(NOBWD):
-            mode, extra = mode[:-len(NOBWD)], ["--backward", "off"]
+        for suffix, how in ((NOBWD, "off"), (BWD, "on")):
+            if mode.endswith(suffix):
+                mode, extra = mode[:-len(suffix)], ["--backward", how]
         super().__init__([path, "--pid", str(pid), "--mode", mode] + extra
                          + (["--bpf-stats"] if bpf_stats else []))
         self.events = []
@@ -261,7 +265,7 @@ def daemon_modes(path):
             modes.append(s[1:s.index("':")])
     modes = modes or ["full"]
     if "--backward" in text and "full" in modes:
-        modes.insert(modes.index("full") + 1, "full" + NOBWD)
+        modes[modes.index("full") + 1:modes.index("full") + 1] = ["full" + NOBWD, "full" + BWD]
     return modes
 
 
@@ -516,16 +520,24 @@ def report_model(name, res, summ):
 
 
 def backward_cost(summ):
-    """What checking the backward pass costs, next to what detect_anomaly costs."""
-    on, off = summ.get("nanwatch-full"), summ.get("nanwatch-full" + NOBWD)
-    base, anom = summ.get("uninstrumented"), summ.get("detect_anomaly")
-    if not (on and off and base and anom):
+    """What the backward pass costs (norms: the default; on: every gradient checked), next to
+    what detect_anomaly costs."""
+    off, base, anom = summ.get("nanwatch-full" + NOBWD), summ.get("uninstrumented"), \
+        summ.get("detect_anomaly")
+    if not (off and base and anom):
         return []
-    return ["  backward checking: +%.2f ms/step (nanwatch-full %.2f vs --backward off %.2f; "
-            "paired ratios %.3fx vs %.3fx); detect_anomaly: +%.2f ms/step (%.3fx)"
-            % (on["median_ms"] - off["median_ms"], on["median_ms"], off["median_ms"],
-               on["paired_ratio"] or 0, off["paired_ratio"] or 0,
-               anom["median_ms"] - base["median_ms"], anom["paired_ratio"] or 0)]
+    out = []
+    for what, label in (("gradient norms (default)", "nanwatch-full"),
+                        ("backward checking (--backward on)", "nanwatch-full" + BWD)):
+        on = summ.get(label)
+        if on:
+            out.append("  %s: +%.2f ms/step (%s %.2f vs --backward off %.2f; paired ratios "
+                       "%.3fx vs %.3fx)" % (what, on["median_ms"] - off["median_ms"], label,
+                                            on["median_ms"], off["median_ms"],
+                                            on["paired_ratio"] or 0, off["paired_ratio"] or 0))
+    out.append("  detect_anomaly: +%.2f ms/step over uninstrumented (%.3fx)"
+               % (anom["median_ms"] - base["median_ms"], anom["paired_ratio"] or 0))
+    return out
 
 
 def report_scan(s, mem_runs):
@@ -568,7 +580,7 @@ def targets(summaries, scan, dmodes):
                             "(%.3fx vs %.3fx)" % (name, m, s["median_ms"], hooks["median_ms"],
                                                   s["ratio"], hooks["ratio"]),
                             s["median_ms"] <= hooks["median_ms"]))
-        on, off, anom = summ.get("nanwatch-full"), summ.get("nanwatch-full" + NOBWD), \
+        on, off, anom = summ.get("nanwatch-full" + BWD), summ.get("nanwatch-full" + NOBWD), \
             summ.get("detect_anomaly")
         if on and off and anom:
             out.append(("%s backward checking cheaper than detect_anomaly: +%.2f vs +%.2f ms/step"

@@ -966,7 +966,9 @@ def case_backward(ctx, name):
                anomaly["iteration"])
         if want != got:
             raise Fail("the oracles disagree: node hooks %s, detect_anomaly %s" % (want, got))
-    events = watch(ctx, name, trace)
+    events = watch(ctx, name, trace, daemon_args=("--backward", "on"))
+    if events[0].get("backward") != "on":
+        raise Fail("attach says backward %r with --backward on" % events[0].get("backward"))
     first = check_backward_first(events, oracle, events[0]["pid"])
     if anomaly is not None and name in BACKWARD_NAN:
         if (first["node"], first["step"], first["tensor"]) != \
@@ -996,6 +998,9 @@ def check_norms(events, norms, upto=None, stats=None):
         w = want.get(t["iteration"])
         if w is None or w != w or (upto is not None and t["step"] >= upto):
             continue
+        if t.get("complete") is not True:
+            raise Fail("pass %d: histograms were dropped (complete %r)" % (t["iteration"],
+                                                                            t.get("complete")))
         if t["nonfinite"] or t["total"] is None:
             raise Fail("pass %d: daemon counts non-finite gradients, torch's norm is %r" %
                        (t["iteration"], w))
@@ -1020,6 +1025,8 @@ def case_grad_explode(ctx):
     norms, trace = result["grad_norms"], result["trace"]
     events = watch(ctx, name, trace, trainer_args=("--pace", "0.4"),
                    daemon_args=("--stats-interval", "1"))
+    if events[0].get("backward") != "norms":
+        raise Fail("attach says backward %r by default, want norms" % events[0].get("backward"))
     anomalies = [ev for ev in events if ev["event"] == "anomaly"]
     if not anomalies:
         raise Fail("no anomaly once the values overflowed")
@@ -1042,11 +1049,11 @@ def case_grad_explode(ctx):
 
 
 def case_backward_off(ctx):
-    """--backward off: no backward probe, no backward events, no norms; the same forward."""
+    """--backward off: no backward probe, no backward events, no norms; the same training."""
     name = "backward_sqrt_zero"
     result = run_trainer(ctx, name, "--oracle")
     events = watch(ctx, name, result["trace"], daemon_args=("--backward", "off"))
-    if events[0].get("backward") is not False:
+    if events[0].get("backward") != "off":
         raise Fail("attach says backward %r with --backward off" % events[0].get("backward"))
     bad = [ev for ev in events if ev["event"] == "anomaly" and ev["phase"] == "backward"]
     stats = [ev for ev in events if ev["event"] == "stats"][-1]
