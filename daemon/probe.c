@@ -17,6 +17,8 @@
 #include "target.h"
 
 _Static_assert(sizeof(struct nw_event) == 448, "nw_event layout changed: update both sides");
+_Static_assert(sizeof(struct nw_grad) == 4168, "nw_grad layout changed: update both sides");
+_Static_assert(sizeof(struct nw_bwd_layout) == 64, "nw_bwd_layout changed: update both sides");
 
 struct probe {
 	struct nanwatch_bpf *skel;
