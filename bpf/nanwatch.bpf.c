@@ -39,6 +39,7 @@ __u64 iter_started = 0;		/* root forward passes started */
 __u64 root_module = 0;		/* the first depth-0 module seen with children */
 __u64 first_iter_p1 = 0;	/* first anomalous iteration + 1; 0: none yet */
 __u64 last_iter_p1 = 0;		/* last iteration that reported + 1 */
+__u64 fwd_bad_iter_p1 = 0;	/* last iteration with a non-finite module output or loss + 1 */
 
 struct thread_state {
 	__u64 stack[NW_MAX_DEPTH];
@@ -501,12 +502,27 @@ __noinline int tensor_dense(void)
  * tensor, 1 for a tensor that cannot be NaN (integers, bool), -1 otherwise
  * (ti.flags says why).
  */
+__noinline int read_impl(__u64 impl);
+
 __noinline int read_tensor(__u64 obj)
 {
+	__u64 impl;
+	__u8 borrowed = 0;
+
+	bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
+	impl = read_u64(obj + L.var_tensor);
+	if (borrowed)
+		impl = read_u64(impl);	/* a borrowed at::Tensor: its first word is the TensorImpl */
+	return read_impl(impl);
+}
+
+/* The same, from a c10::TensorImpl* (an at::Tensor's only word). */
+__noinline int read_impl(__u64 impl)
+{
 	struct scratch *s = get_scratch();
-	__u64 impl = 0, storage, data, off, ndim = 0;
+	__u64 storage, data, off, ndim = 0;
 	__u64 sizes[NW_MAX_DIMS] = {}, strides[NW_MAX_DIMS] = {};
-	__u8 borrowed = 0, device = 0;
+	__u8 device = 0;
 	__u16 st = 0;
 	__u32 size;
 	int i;
@@ -514,10 +530,6 @@ __noinline int read_tensor(__u64 obj)
 	if (!s)
 		return -1;
 	__builtin_memset(&s->ti, 0, sizeof(s->ti));
-	bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
-	impl = read_u64(obj + L.var_tensor);
-	if (borrowed)
-		impl = read_u64(impl);	/* a borrowed at::Tensor: its first word is the TensorImpl */
 	if (!impl || bpf_probe_read_user(&st, sizeof(st), (void *)(impl + L.impl_dtype))) {
 		s->ti.flags = NW_SKIP_UNREADABLE;
 		return -1;
@@ -712,6 +724,8 @@ static long full_chunk(__u32 idx, void *unused)
 	return scan_chunk(idx, 1) ? 1 : 0;
 }
 
+#define SCAN_GRAD 2	/* scan_tensor(SCAN_GRAD): the fast pass, counted as a backward gradient */
+
 /* Scan s->ti's data. Returns 1 if some element is NaN/±Inf, 0 if all finite, -1 if unreadable. */
 __noinline int scan_tensor(int full)
 {
@@ -733,7 +747,7 @@ __noinline int scan_tensor(int full)
 	nw_lanes_for(s->ti.dtype, &c->lanes);
 	nw_fmt_for(s->ti.dtype, &c->fmt);
 	chunks = (c->bytes + CHUNK_BYTES - 1) / CHUNK_BYTES;
-	if (full) {
+	if (full == 1) {
 		bpf_loop(chunks, full_chunk, NULL, 0);
 		s->ev.nan = c->nan;
 		s->ev.posinf = c->posinf;
@@ -755,6 +769,9 @@ __noinline int scan_tensor(int full)
 	if (!full) {
 		count(NW_C_TENSORS_SCANNED, 1);
 		count(NW_C_BYTES_SCANNED, c->bytes);
+	} else if (full == SCAN_GRAD) {
+		count(NW_C_BWD_GRADS, 1);
+		count(NW_C_BWD_BYTES, c->bytes);
 	}
 	return c->acc ? 1 : 0;
 }
@@ -1046,6 +1063,7 @@ static __always_inline int should_report(__u64 iter)
 }
 
 #include "capture.bpf.h"
+#include "backward.bpf.h"
 
 /*
  * Check one output tensor; on NaN/±Inf fill s->ev (the caller set the module
@@ -1071,6 +1089,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 		return 0;
 	count(NW_C_ANOMALIES, 1);
 	iter = s->ev.iteration;
+	fwd_bad_iter_p1 = iter + 1;	/* its backward pass only propagates this */
 	if (!should_report(iter))
 		return 0;
 	s->ev.first_iteration = first_iter_p1 == iter + 1;
@@ -1106,6 +1125,7 @@ static __always_inline int check_result(__u64 ret)
 	int i, j;
 
 	if (is_tensor(read_u64(ret + L.obj_type))) {
+		note_grad_fn(ret);
 		check_output(ret, NW_NO_INDEX, NW_NO_INDEX);
 		return 0;
 	}
@@ -1120,6 +1140,7 @@ static __always_inline int check_result(__u64 ret)
 			break;
 		obj = read_u64(items + 8 * i);
 		if (is_tensor(read_u64(obj + L.obj_type))) {
+			note_grad_fn(obj);
 			check_output(obj, i, NW_NO_INDEX);
 		} else if (seq_items(obj, &sub, &m)) {
 			if (m > MAX_ITEMS)

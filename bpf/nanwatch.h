@@ -25,6 +25,7 @@ enum nw_event_type {
 	 * the tensor index and the class as in an anomaly
 	 */
 	NW_EV_MAGNITUDE = 31,
+	NW_EV_GRAD = 10,	/* struct nw_grad: a parameter gradient's magnitude histogram */
 };
 
 #define NW_MAG_WORDS	256	/* 64-bit words of an output sampled for its magnitude */
@@ -35,6 +36,7 @@ enum nw_event_type {
 enum nw_phase {
 	NW_PHASE_FORWARD = 0,	/* a module's output */
 	NW_PHASE_LOSS = 1,	/* a tensor backward() starts from */
+	NW_PHASE_BACKWARD = 2,	/* a gradient an autograd node produced */
 };
 
 /* Our dtype ids (the target's scalar type codes map onto these via the layout). */
@@ -74,6 +76,13 @@ enum nw_counter {
 	NW_C_STACK_OVERFLOW,
 	NW_C_SKIP_ITEMS,	/* tuple/list items past the ones we walk */
 	NW_C_SCAN_NS,		/* time in the NaN/Inf scan of tensors found finite or not */
+	NW_C_BWD_NODES,		/* autograd nodes evaluated */
+	NW_C_BWD_GRADS,		/* gradients entering them scanned */
+	NW_C_BWD_BYTES,		/* bytes of those */
+	NW_C_BWD_ANOMALIES,	/* non-finite gradients found */
+	NW_C_BWD_PARAM_GRADS,	/* parameter gradients measured for norms */
+	NW_C_BWD_NORM_SKIPPED,	/* parameter gradients not measured (dtype, unreadable, size) */
+	NW_C_BWD_GRADS_LOST,	/* parameter gradient histograms dropped: their ring was full */
 	NW_C_MAX,
 };
 
@@ -178,6 +187,51 @@ struct nw_event {
 	__u8 phase;		/* enum nw_phase */
 	__u8 pad[5];
 	char class_name[NW_NAME_LEN]; /* tp_name of the module's type */
+	/* phase backward: modules[]/module/depth/class_name are the forward module that made
+	 * the node (module 0: not known); these name the node */
+	__u64 node;		/* the torch::autograd::Node whose output grad[index0] is bad */
+	__u64 node_vptr;	/* its vtable pointer (the daemon names the class from it) */
+	__u64 consumer_vptr;	/* vtable pointer of the node that received the gradient */
+	__u32 producers;	/* nodes found feeding that input (1: exact) */
+	__u32 input_nr;		/* the consumer's input the gradient arrived at */
+};
+
+/*
+ * Backward-phase layout: torch's autograd engine. Offsets measured by
+ * tools/nanwatch-layout; the probe symbol comes from the same table.
+ */
+struct nw_bwd_layout {
+	__s64 impl_autograd_meta;	/* TensorImpl.autograd_meta_ (unique_ptr) */
+	__s64 meta_grad_fn;		/* AutogradMeta.grad_fn_ (shared_ptr<Node>: Node* first) */
+	__s64 node_next_edges;		/* Node.next_edges_ (std::vector<Edge>: begin, end) */
+	__s64 edge_size;		/* sizeof(Edge) */
+	__s64 edge_input_nr;		/* Edge.input_nr (u32) */
+	__s64 acc_variable;		/* AccumulateGrad.variable (at::Tensor: TensorImpl*) */
+	__s64 inputbuf_items;		/* InputBuffer.buffer (std::vector<Variable>: begin, end) */
+	__u64 acc_vptr;			/* runtime vtable pointer of AccumulateGrad (daemon) */
+};
+
+#define NW_HIST_BUCKETS 1024	/* float32 exponent and the top 2 mantissa bits */
+
+/*
+ * A parameter gradient as it enters AccumulateGrad (summed over its uses):
+ * counts of |g| per bucket (bucket b holds |g| in [2^(b/4-127)(1+(b%4)/4), next),
+ * b = bits 21..30 of the float32 pattern; bucket 0 also holds zeros and subnormals,
+ * buckets 1020..1023 Inf and NaN).
+ */
+struct nw_grad {
+	__u64 time_ns;
+	__u64 step;
+	__u64 iteration;
+	__u64 param;		/* the parameter's TensorImpl* */
+	__u64 numel;
+	__u64 scanned;		/* elements counted in hist */
+	__u32 type;		/* NW_EV_GRAD */
+	__u32 tid;
+	__u32 dtype;
+	__u32 flags;		/* enum nw_skip */
+	__u32 hist[NW_HIST_BUCKETS];
+	__u64 lost;		/* histograms dropped so far (NW_C_BWD_GRADS_LOST) */
 };
 
 

@@ -144,6 +144,8 @@ int diagnose__observe(struct diag *d, const struct diag_anomaly *a)
 		d->first.module = a->module ? d->first_module : NULL;
 		d->first.phase = d->first_phase;
 		d->first.dtype = d->first_dtype;
+		copy(d->first_node, sizeof(d->first_node), a->node);
+		d->first.node = a->node ? d->first_node : NULL;
 	}
 	if (a->iteration != d->first.iteration)
 		return 1;	/* the incident's iteration is over */
@@ -310,6 +312,32 @@ static int rule_loss(const struct diag_anomaly *a, struct diagnosis *g)
 	return 1;
 }
 
+/* Forward and loss finite, a gradient not: the derivative left its domain. */
+static int rule_backward(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const char *node = a->node ? a->node : "an autograd node";
+
+	if (!a->phase || strcmp(a->phase, "backward"))
+		return 0;
+	evidence(g, "the forward pass and the loss of iteration %llu were finite; %s (made by %s) "
+		    "returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite ones",
+		 (unsigned long long)a->iteration, node,
+		 a->layer ? name(a->layer) : "an op outside the modules' outputs",
+		 (unsigned long long)a->nan,
+		 (unsigned long long)a->posinf, (unsigned long long)a->neginf);
+	if (a->posinf + a->neginf && !a->nan) {
+		conclude(g, "division_by_zero", 0.6);
+		fix(g, "the derivative is infinite where the forward value is finite (sqrt at 0, "
+		       "pow with exponent < 1 at 0): add an epsilon inside the op");
+	} else {
+		conclude(g, "invalid_domain", 0.6);
+		fix(g, "an op evaluated where its derivative does not exist (sqrt/log/norm at 0, "
+		       "a masked branch of torch.where): clamp its argument or mask before the op");
+	}
+	fix(g, "reproduce with torch.autograd.detect_anomaly() around this step");
+	return 1;
+}
+
 static int rule_params(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	const struct diag_loss *before;
@@ -445,7 +473,7 @@ int diagnose__conclude(struct diag *d, struct diagnosis *out)
 	out->origin_step = -1;
 	trend(d, out);
 	if (rule_input(d, out) || rule_lr(d, a, out) || rule_loss(a, out) ||
-	    rule_params(d, a, out))
+	    rule_backward(a, out) || rule_params(d, a, out))
 		return 0;
 	if (d->top_only) {
 		evidence(out, "mode sample checks only the model's output: run with --mode full to "

@@ -54,6 +54,7 @@ struct diag_anomaly {
 	int inputs_finite;	/* 1, 0, -1 unknown */
 	int params_finite;
 	uint32_t depth;		/* 1: the outermost module */
+	const char *node;	/* phase backward: the autograd node's class, may be NULL */
 };
 
 struct diagnosis {
@@ -85,6 +86,7 @@ struct diag {
 	unsigned int nmarks, mark_head;
 	struct diag_module modules[DIAG_MAX_MODULES];
 	unsigned int nmodules;
+	char first_node[64];
 };
 
 void diagnose__init(struct diag *d);

@@ -141,3 +141,53 @@ int elfsym__first_load(struct elfsym *e, uint64_t *vaddr)
 	}
 	return -ENOENT;
 }
+
+/* Every defined symbol of one table starting with prefix; stops when fn returns non-zero. */
+static int each_in(Elf *elf, Elf_Scn *scn, const char *prefix, size_t plen, elfsym_fn fn,
+		   void *ctx)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	GElf_Shdr sh;
+	size_t i, n;
+	int ret;
+
+	if (!data || !gelf_getshdr(scn, &sh) || !sh.sh_entsize)
+		return 0;
+	n = sh.sh_size / sh.sh_entsize;
+	for (i = 0; i < n; i++) {
+		GElf_Sym sym;
+		const char *s;
+
+		if (!gelf_getsym(data, i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+			continue;
+		s = elf_strptr(elf, sh.sh_link, sym.st_name);
+		if (!s || strncmp(s, prefix, plen))
+			continue;
+		ret = fn(s, sym.st_value, ctx);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int elfsym__each(struct elfsym *e, const char *prefix, elfsym_fn fn, void *ctx)
+{
+	static const Elf64_Word types[] = {SHT_DYNSYM, SHT_SYMTAB};
+	size_t plen = strlen(prefix), t;
+	int ret;
+
+	for (t = 0; t < 2; t++) {
+		Elf_Scn *scn = NULL;
+
+		while ((scn = elf_nextscn(e->elf, scn))) {
+			GElf_Shdr sh;
+
+			if (!gelf_getshdr(scn, &sh) || sh.sh_type != types[t])
+				continue;
+			ret = each_in(e->elf, scn, prefix, plen, fn, ctx);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}

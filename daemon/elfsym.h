@@ -24,4 +24,11 @@ int elfsym__find_prefix(struct elfsym *e, const char *prefix, char *name, size_t
  */
 int elfsym__first_load(struct elfsym *e, uint64_t *vaddr);
 
+/*
+ * Call fn for every defined symbol starting with prefix (.dynsym, then .symtab: a name
+ * may come twice); a non-zero return stops the walk and is returned.
+ */
+typedef int (*elfsym_fn)(const char *name, uint64_t addr, void *ctx);
+int elfsym__each(struct elfsym *e, const char *prefix, elfsym_fn fn, void *ctx);
+
 #endif /* __ELFSYM_H */

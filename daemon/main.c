@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "capture.h"
+#include "backward.h"
 #include "elfsym.h"
 #include "emit.h"
 #include "layout.h"
@@ -44,6 +45,7 @@ struct args {
 	int bpf_stats;
 	const char *capture_dir;
 	uint64_t capture_max_bytes;
+	int backward;		/* --backward: 0 off, 1 norms, 2 on */
 };
 
 struct app {
@@ -60,6 +62,9 @@ struct app {
 	char step_symbol[512];
 	char backward_symbol[256];
 	int published;		/* offsets taken from the interpreter itself */
+	struct nw_bwd_layout bwl;
+	char node_symbol[256];	/* "" : the backward pass is not checked */
+	long long vtable_offset;	/* vtable pointer - its _ZTV symbol */
 	int pidfd;
 	const char *reason;
 };
@@ -84,6 +89,14 @@ static const char usage[] =
 	"                           into DIR/<pid>-step<N>-<layer>/ (see tools/nanwatch-repro)\n"
 	"      --capture-max-mb N   tensor bytes one capture may hold (default 60; a\n"
 	"                           fraction is allowed); tensors past it are left out\n"
+	"      --backward MODE      the backward pass (not in mode sample):\n"
+	"                           'norms': gradient norms per backward pass from the\n"
+	"                           parameter gradients, which are checked for NaN/+-Inf\n"
+	"                           (default)\n"
+	"                           'on': also check every gradient an autograd node\n"
+	"                           returns, name the node and layer that made one\n"
+	"                           non-finite (detect_anomaly, from outside)\n"
+	"                           'off': nothing\n"
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
 	"                           (turns on kernel-wide BPF run-time accounting)\n"
 	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
@@ -143,6 +156,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"bpf-stats", no_argument, NULL, 'B'},
 		{"capture-dir", required_argument, NULL, 'C'},
 		{"capture-max-mb", required_argument, NULL, 'X'},
+		{"backward", required_argument, NULL, 'G'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -154,6 +168,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->mode = "full";
 	a->max_scan_bytes = 1024ULL << 20;
 	a->capture_max_bytes = CAPTURE_DEFAULT_BYTES;
+	a->backward = 1;	/* norms */
 	while ((c = getopt_long(argc, argv, "p:o:m:L:vhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -182,6 +197,16 @@ static void parse_args(int argc, char **argv, struct args *a)
 			break;
 		case 'X':
 			a->capture_max_bytes = parse_mb(optarg, "--capture-max-mb");
+			break;
+		case 'G':
+			if (!strcmp(optarg, "off"))
+				a->backward = 0;
+			else if (!strcmp(optarg, "norms"))
+				a->backward = 1;
+			else if (!strcmp(optarg, "on"))
+				a->backward = 2;
+			else
+				die_usage("--backward takes off, norms or on");
 			break;
 		case 'v':
 			a->verbose = 1;
@@ -272,6 +297,23 @@ static int step_symbol(struct app *app, const char *prefix, char *err, size_t er
 	return ret;
 }
 
+/* The torch table's backward keys; a table without them leaves the backward pass unwatched. */
+static int backward_layout(struct app *app, const struct layout *tl, char *err, size_t errlen)
+{
+	int ret;
+
+	app->node_symbol[0] = 0;
+	if (!app->a.backward || !strcmp(app->a.mode, "sample") || !app->t.torch_cpu_file[0])
+		return 0;
+	ret = backward__layout(tl, app->t.torch_cpu_file, app->t.torch_cpu_base, &app->bwl,
+			       app->node_symbol, sizeof(app->node_symbol), err, errlen);
+	if (ret == -ENOENT && !app->node_symbol[0] && !layout__str(tl, "node_symbol"))
+		return 0;
+	if (!ret)
+		ret = layout__int(tl, "vtable_offset", &app->vtable_offset);
+	return ret;
+}
+
 static int load_layouts(struct app *app, char *err, size_t errlen)
 {
 	char dirbuf[PATH_MAX + 32], why[256];
@@ -298,6 +340,8 @@ static int load_layouts(struct app *app, char *err, size_t errlen)
 	snprintf(app->backward_symbol, sizeof(app->backward_symbol), "%s",
 		 layout__str(tl, "backward_symbol") ? layout__str(tl, "backward_symbol") : "");
 	ret = step_symbol(app, layout__str(tl, "step_symbol_prefix"), why, sizeof(why));
+	if (!ret)
+		ret = backward_layout(app, tl, why, sizeof(why));
 	if (!ret)
 		ret = layout__fill(py, &app->nwl, why, sizeof(why));
 	if (!ret)
@@ -354,6 +398,14 @@ static void take_capture(struct app *app)
 	}
 }
 
+static int on_grad(void *ctx, const struct nw_grad *g)
+{
+	struct app *app = ctx;
+
+	report__grad(&app->r, g);
+	return 0;
+}
+
 static int on_event(void *ctx, const struct nw_event *ev)
 {
 	struct app *app = ctx;
@@ -376,6 +428,8 @@ static int emit_attach(struct app *app)
 	json__string(j, "torch", app->t.torch_version);
 	json__int(j, "probes", probe__count(app->p));
 	json__string(j, "mode", app->a.mode);
+	json__string(j, "backward", !app->node_symbol[0] ? "off" :
+				    app->a.backward == 2 ? "on" : "norms");
 	json__null(j, "config");
 	json__string(j, "interpreter", app->t.python_path);
 	json__string(j, "torch_library", app->t.torch_path);
@@ -399,6 +453,7 @@ static void emit_final(struct app *app)
 
 	probe__consume(app->p);
 	take_capture(app);
+	backward__flush(app->r.bwd);
 	report__diagnose(&app->r, UINT64_MAX);
 	probe__counters(app->p, c);
 	report__lost(&app->r, c);
@@ -534,6 +589,20 @@ static int setup(struct app *app, char *err, size_t errlen)
 		return ret;
 	po.step_symbol = app->step_symbol[0] ? app->step_symbol : NULL;
 	po.backward_symbol = app->backward_symbol[0] ? app->backward_symbol : NULL;
+	if (app->node_symbol[0]) {
+		app->r.bwd = backward__new(app->t.torch_cpu_file, app->t.torch_cpu_base,
+					   app->vtable_offset,
+					   &app->remote, app->nwl.var_tensor);
+		if (!app->r.bwd) {
+			snprintf(err, errlen, "failed to open %.200s: %s", app->t.torch_cpu_file,
+				 strerror(errno));
+			return -errno;
+		}
+		po.node_symbol = app->node_symbol;
+		po.bwd = &app->bwl;
+		po.backward_all = app->a.backward == 2;
+		po.grad_cb = on_grad;
+	}
 	app->p = probe__open(&app->t, &app->nwl, &po, on_event, app, err, errlen);
 	if (!app->p)
 		return -errno;
@@ -552,6 +621,7 @@ static void cleanup(struct app *app)
 {
 	capture__free(app->cap);
 	probe__close(app->p);
+	backward__free(app->r.bwd);
 	names__free(app->names);
 	emit__free(&app->e);
 	sink__close(app->sink);

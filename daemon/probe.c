@@ -16,7 +16,9 @@
 #include "nanwatch.skel.h"
 #include "target.h"
 
-_Static_assert(sizeof(struct nw_event) == 416, "nw_event layout changed: update both sides");
+_Static_assert(sizeof(struct nw_event) == 448, "nw_event layout changed: update both sides");
+_Static_assert(sizeof(struct nw_grad) == 4168, "nw_grad layout changed: update both sides");
+_Static_assert(sizeof(struct nw_bwd_layout) == 64, "nw_bwd_layout changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_tensor) == 200, "nw_cap_tensor changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_data) == 8216, "nw_cap_data changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_end) == 152, "nw_cap_end changed: update both sides");
@@ -25,6 +27,7 @@ struct probe {
 	struct nanwatch_bpf *skel;
 	struct ring_buffer *rb;
 	probe_event_fn cb;
+	probe_grad_fn grad_cb;
 	void *ctx;
 	int nprobes;
 	int stats_fd;
@@ -37,6 +40,15 @@ static int on_record(void *ctx, void *data, size_t size)
 	if (size < sizeof(struct nw_event))
 		return 0;	/* not ours: skip, never stop polling for it */
 	return p->cb(p->ctx, data);
+}
+
+static int on_grad_record(void *ctx, void *data, size_t size)
+{
+	struct probe *p = ctx;
+
+	if (size < sizeof(struct nw_grad) || !p->grad_cb)
+		return 0;
+	return p->grad_cb(p->ctx, data);
 }
 
 static int s_marker(const struct probe_opts *o, const struct nw_layout *l);
@@ -61,6 +73,11 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 
 		if (err)
 			return err;
+	}
+	if (o->node_symbol && o->bwd) {
+		s->rodata->backward_on = 1;
+		s->rodata->backward_all = o->backward_all;
+		memcpy((void *)&s->rodata->BL, o->bwd, sizeof(*o->bwd));
 	}
 	if (o->ringbuf_bytes)
 		return bpf_map__set_max_entries(s->maps.events, o->ringbuf_bytes);
@@ -112,6 +129,10 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
 				 t->torch_python_file, t->torch_path, o->backward_symbol, false, err,
 				 errlen);
+	if (!ret && o->node_symbol && o->bwd)
+		ret = attach_one(p, s->progs.uprobe_bwd_node, &s->links.uprobe_bwd_node, t,
+				 t->torch_cpu_file, t->torch_cpu_file, o->node_symbol, false, err,
+				 errlen);
 	return ret;
 }
 
@@ -147,6 +168,7 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 		return NULL;
 	}
 	p->cb = cb;
+	p->grad_cb = o->grad_cb;
 	p->ctx = ctx;
 	p->stats_fd = -1;
 	libbpf_set_print(o->verbose ? silent_print : quiet_print);
@@ -186,6 +208,15 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 		snprintf(err, errlen, "failed to create ring buffer: %s", strerror(errno));
 		goto fail;
 	}
+	if (o->node_symbol) {
+		ret = ring_buffer__add(p->rb, bpf_map__fd(p->skel->maps.grad_events),
+				       on_grad_record, p);
+		if (ret) {
+			snprintf(err, errlen, "failed to add the gradient ring buffer: %s",
+				 strerror(-ret));
+			goto fail;
+		}
+	}
 	return p;
 fail:
 	probe__close(p);
@@ -208,6 +239,9 @@ int probe__poll(struct probe *p, int timeout_ms)
 {
 	int n = ring_buffer__poll(p->rb, timeout_ms);
 
+	/* gradient histograms come without a wake-up: take them at every poll */
+	if (n >= 0)
+		n = ring_buffer__consume(p->rb);
 	return n < 0 ? n : 0;
 }
 

@@ -10,6 +10,9 @@
 struct target;
 struct probe;
 
+/* Called for each parameter gradient histogram; same rules as probe_event_fn. */
+typedef int (*probe_grad_fn)(void *ctx, const struct nw_grad *g);
+
 struct probe_opts {
 	uint64_t max_scan_bytes;	/* per tensor */
 	uint32_t ringbuf_bytes;
@@ -21,6 +24,11 @@ struct probe_opts {
 	uint64_t capture_max_bytes;	/* capture budget; 0: no capture */
 	uint32_t capture_ring_bytes;	/* capture ring buffer size (a power of 2 pages) */
 	int capture_int_codes;		/* the target's ScalarType codes are c10's: copy integers */
+	const char *node_symbol;	/* libtorch_cpu's Engine::evaluate_function, or NULL: no
+					 * backward-pass checks */
+	const struct nw_bwd_layout *bwd; /* offsets for those checks */
+	int backward_all;		/* check every gradient, not only the parameters' */
+	probe_grad_fn grad_cb;		/* parameter gradient histograms (NW_EV_GRAD) */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */

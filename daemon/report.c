@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "backward.h"
 #include "emit.h"
 #include "fpconv.h"
 #include "names.h"
@@ -16,6 +17,13 @@ void report__tensor_name(const struct nw_event *ev, char *buf, size_t len)
 {
 	const char *base = ev->phase == NW_PHASE_LOSS ? "loss" : "output";
 
+	if (ev->phase == NW_PHASE_BACKWARD) {
+		if (ev->index0 == NW_NO_INDEX)
+			snprintf(buf, len, "grad");
+		else
+			snprintf(buf, len, "grad[%u]", ev->index0);
+		return;
+	}
 	if (ev->phase == NW_PHASE_LOSS) {
 		if (ev->index0 == NW_NO_INDEX)
 			snprintf(buf, len, "%s", base);
@@ -125,6 +133,34 @@ static int loss(struct report *r, const struct nw_event *ev, struct json *j)
 	return finish(r, j, ev);
 }
 
+/*
+ * A gradient an autograd node produced (the first non-finite one of its backward pass,
+ * whose forward and loss were finite). layer/module: the forward module whose output
+ * carried that node as grad_fn, null when the node was made outside any module output.
+ */
+static int backward(struct report *r, const struct nw_event *ev, struct json *j)
+{
+	char cls[NW_NAME_LEN + 1];
+	const char *path = ev->module ? names__path(r->names, ev->modules[0], ev->module) : NULL;
+
+	json__uint(j, "tid", ev->tid);
+	json__uint(j, "step", ev->step);
+	json__uint(j, "iteration", ev->iteration);
+	json__string(j, "phase", "backward");
+	json__string(j, "layer", path);
+	json__string(j, "module", ev->module ? class_of(ev, cls) : NULL);
+	json__string(j, "node", backward__class(r->bwd, ev->node_vptr));
+	json__string(j, "consumer", backward__class(r->bwd, ev->consumer_vptr));
+	json__uint(j, "input_nr", ev->input_nr);
+	json__uint(j, "producers", ev->producers);
+	tensor_fields(j, ev);
+	/* every gradient the engine handed to a node before this one was finite */
+	json__bool(j, "inputs_finite", ev->producers > 0);
+	json__null(j, "params_finite");
+	json__bool(j, "origin", ev->producers > 0 && r->forward_iter_p1 != ev->iteration + 1);
+	return finish(r, j, ev);
+}
+
 static int anomaly(struct report *r, const struct nw_event *ev)
 {
 	struct json *j = emit__begin(r->e, "anomaly", ev->time_ns);
@@ -134,6 +170,8 @@ static int anomaly(struct report *r, const struct nw_event *ev)
 
 	if (ev->phase == NW_PHASE_LOSS)
 		return loss(r, ev, j);
+	if (ev->phase == NW_PHASE_BACKWARD)
+		return backward(r, ev, j);
 	path = names__path(r->names, ev->modules[0], ev->module);
 	inputs = report__inputs_finite(ev);
 	params = report__params_finite(ev);
@@ -154,13 +192,15 @@ static int anomaly(struct report *r, const struct nw_event *ev)
 	return finish(r, j, ev);
 }
 
-static void note_params(struct report *r, uint64_t module)
+static void note_params(struct report *r, uint64_t root, uint64_t module)
 {
 	struct nw_params np;
 
 	/* listed even when empty: a module without parameters has none non-finite */
-	if (r->set_params && !params__list(r->remote, module, &np))
+	if (r->set_params && !params__list(r->remote, module, &np)) {
 		r->set_params(r->params_ctx, module, &np);
+		backward__note_params(r->bwd, root, module, &np);
+	}
 }
 
 static double max_abs(const struct nw_event *ev)
@@ -178,19 +218,26 @@ static double max_abs(const struct nw_event *ev)
 
 static void observe(struct report *r, const struct nw_event *ev)
 {
-	int loss = ev->phase == NW_PHASE_LOSS;
+	int loss = ev->phase == NW_PHASE_LOSS, bwd = ev->phase == NW_PHASE_BACKWARD;
 	char cls[NW_NAME_LEN + 1];
 	struct diag_anomaly a = {
 		.step = ev->step, .iteration = ev->iteration, .nan = ev->nan,
 		.posinf = ev->posinf, .neginf = ev->neginf, .finite_max_abs = max_abs(ev),
-		.phase = loss ? "loss" : "forward", .dtype = nw_dtype_name(ev->dtype),
-		.inputs_finite = loss ? -1 : report__inputs_finite(ev),
-		.params_finite = loss ? -1 : report__params_finite(ev),
-		.depth = loss ? 0 : ev->depth,
-		.module_id = loss ? 0 : ev->module,
+		.phase = loss ? "loss" : bwd ? "backward" : "forward",
+		.dtype = nw_dtype_name(ev->dtype),
+		.inputs_finite = loss ? -1 : bwd ? ev->producers > 0 : report__inputs_finite(ev),
+		.params_finite = loss || bwd ? -1 : report__params_finite(ev),
+		.depth = loss || bwd ? 0 : ev->depth,
+		.module_id = loss || bwd ? 0 : ev->module,
 	};
 
-	if (!loss) {
+	if (bwd) {
+		a.node = backward__class(r->bwd, ev->node_vptr);
+		if (ev->module) {
+			a.layer = names__path(r->names, ev->modules[0], ev->module);
+			a.module = class_of(ev, cls);
+		}
+	} else if (!loss) {
 		a.layer = names__path(r->names, ev->modules[0], ev->module);
 		a.module = class_of(ev, cls);
 	}
@@ -323,11 +370,96 @@ int report__event(struct report *r, const struct nw_event *ev)
 		/* name it now, while the target surely still exists */
 		r->modules++;
 		names__path(r->names, ev->modules[0], ev->module);
-		note_params(r, ev->module);
+		note_params(r, ev->modules[0], ev->module);
 		return 0;
 	default:
 		return 0;
 	}
+}
+
+static void norm_top(struct report *r, struct json *j, const struct grad_norm *n)
+{
+	int i;
+
+	json__array_begin(j, "top");
+	for (i = 0; i < n->ntop; i++) {
+		const struct grad_module *m = &n->top[i];
+
+		json__object_begin(j, NULL);
+		json__string(j, "layer", names__path(r->names, m->root, m->module));
+		json__double(j, "norm", sqrt(sqrt(m->lo2 * m->hi2)));
+		json__object_end(j);
+	}
+	json__array_end(j);
+}
+
+#define TREND 16	/* backward passes shown in stats.grad_norm.trend */
+
+/* a norm over gradients with NaN/Inf in them is not a number: null */
+static void norm_value(struct json *j, const char *key, const struct grad_norm *n, double v)
+{
+	if (n->nonfinite)
+		json__null(j, key);
+	else
+		json__double(j, key, v);
+}
+
+/* backward counters, the last pass's gradient norm and the trend of the last ones */
+static void grad_stats(struct report *r, struct json *j, const uint64_t c[NW_C_MAX])
+{
+	struct grad_norm n[TREND];
+	int k = backward__norms(r->bwd, n, TREND), i;
+
+	json__object_begin(j, "backward");
+	json__uint(j, "nodes", c[NW_C_BWD_NODES]);
+	json__uint(j, "grads_scanned", c[NW_C_BWD_GRADS]);
+	json__uint(j, "bytes_scanned", c[NW_C_BWD_BYTES]);
+	json__uint(j, "anomalies", c[NW_C_BWD_ANOMALIES]);
+	json__uint(j, "param_grads", c[NW_C_BWD_PARAM_GRADS]);
+	json__uint(j, "norm_skipped", c[NW_C_BWD_NORM_SKIPPED]);
+	json__uint(j, "grads_lost", c[NW_C_BWD_GRADS_LOST]);
+	json__object_end(j);
+	if (!k) {
+		json__null(j, "grad_norm");
+		return;
+	}
+	json__object_begin(j, "grad_norm");
+	json__uint(j, "iteration", n[k - 1].iteration);
+	json__uint(j, "step", n[k - 1].step);
+	norm_value(j, "total", &n[k - 1], n[k - 1].norm);
+	norm_value(j, "low", &n[k - 1], n[k - 1].low);
+	norm_value(j, "high", &n[k - 1], n[k - 1].high);
+	json__double(j, "max_abs_low", n[k - 1].max_abs_low);
+	json__double(j, "max_abs_high", n[k - 1].max_abs_high);
+	json__uint(j, "params", n[k - 1].params);
+	json__uint(j, "nonfinite", n[k - 1].nonfinite);
+	json__bool(j, "complete", n[k - 1].complete);
+	norm_top(r, j, &n[k - 1]);
+	json__array_begin(j, "trend");
+	for (i = 0; i < k; i++) {
+		json__object_begin(j, NULL);
+		json__uint(j, "iteration", n[i].iteration);
+		json__uint(j, "step", n[i].step);
+		norm_value(j, "total", &n[i], n[i].norm);
+		norm_value(j, "low", &n[i], n[i].low);
+		norm_value(j, "high", &n[i], n[i].high);
+		json__bool(j, "complete", n[i].complete);
+		json__uint(j, "nonfinite", n[i].nonfinite);
+		json__object_end(j);
+	}
+	json__array_end(j);
+	json__object_end(j);
+}
+
+int report__grad(struct report *r, const struct nw_grad *g)
+{
+	backward__grad(r->bwd, g);
+	return 0;
+}
+
+int report__grad_norms(const struct report *r, struct grad_norm *out, int max)
+{
+	return backward__norms(r->bwd, out, max);
 }
 
 int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
@@ -357,6 +489,8 @@ int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 	json__uint(j, "items", c[NW_C_SKIP_ITEMS]);
 	json__object_end(j);
 	json__uint(j, "stack_overflow", c[NW_C_STACK_OVERFLOW]);
+	if (r->bwd)
+		grad_stats(r, j, c);
 	if (rt) {
 		json__object_begin(j, "bpf");
 		json__uint(j, "entry_ns", rt->entry_ns);

@@ -28,6 +28,7 @@ struct report {
 	uint64_t forward_iter_p1; /* iteration + 1 of the last module output reported */
 	struct diag diag;	/* the incident being collected for its diagnosis */
 	const char *capture;	/* the incident's capture directory, or NULL */
+	struct backward *bwd;	/* node names, gradient norms; NULL: backward not watched */
 };
 
 /* Tensor path: "output", "output[1]", "output[1][0]". */
@@ -52,6 +53,17 @@ int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
  * is the target's current one (UINT64_MAX: the watch ends, conclude now).
  */
 int report__diagnose(struct report *r, uint64_t iteration);
+
+/* A parameter gradient histogram from the BPF side. */
+int report__grad(struct report *r, const struct nw_grad *g);
+
+struct grad_norm;
+
+/*
+ * Gradient norms of the last completed backward passes, oldest first (at most max);
+ * returns how many. For rules that look at the trend (gradient explosion).
+ */
+int report__grad_norms(const struct report *r, struct grad_norm *out, int max);
 
 /* A lost line if the kernel dropped events since the last call. */
 int report__lost(struct report *r, const uint64_t c[NW_C_MAX]);

@@ -226,6 +226,15 @@ static void tf__layer(FILE *out, const struct jv *ev)
 		fputs("the loss (what backward() started from)", out);
 		return;
 	}
+	if (phase && !strcmp(phase, "backward") && jv__get(ev, "node")) {
+		fputs("node ", out);
+		tf__field(out, ev, "node");
+		if (jv__is_null(layer)) {
+			fputs(" (outside the modules' outputs)", out);
+			return;
+		}
+		fputs(" of ", out);
+	}
 	if (jv__string(layer) && !*jv__string(layer))
 		fputs("<root>", out);
 	else
@@ -316,6 +325,9 @@ static void tf__first(const struct tailfmt *t, FILE *out, const struct jv *ev)
 
 	if (phase && !strcmp(phase, "loss"))
 		why = "every module output was finite: look at how the loss is computed";
+	else if (phase && !strcmp(phase, "backward"))
+		why = "the forward pass and the loss were finite: this autograd node made a "
+		      "non-finite gradient from finite ones";
 	else if (tf__is_true(jv__get(ev, "origin")))
 		why = "this layer created it (its inputs were finite)";
 	else if (tf__is_true(jv__get(ev, "inputs_finite")) &&
@@ -324,7 +336,7 @@ static void tf__first(const struct tailfmt *t, FILE *out, const struct jv *ev)
 	fputs("         ", out);
 	tf__on(t, out, TF_FIRST);
 	fputs(">>> First non-finite value: ", out);
-	if (!phase || strcmp(phase, "loss"))
+	if (!phase || !strcmp(phase, "forward"))
 		fputs("layer ", out);
 	tf__layer(out, ev);
 	fputs(" at step ", out);

@@ -384,6 +384,7 @@ static void find_torch_cpu(struct target *t, const struct maps *m)
 		    resolve_image(t, &m->img[i], &root))
 			continue;
 		image_file(t, m->img[i].path, root, t->torch_cpu_file, sizeof(t->torch_cpu_file));
+		t->torch_cpu_base = m->img[i].base;
 		return;
 	}
 }

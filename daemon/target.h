@@ -28,6 +28,7 @@ struct target {
 	uint64_t list_type;
 	uint64_t none;
 	uint64_t tensor_type;
+	uint64_t torch_cpu_base;	/* where libtorch_cpu's file offset 0 is mapped (0: unknown) */
 };
 
 #define TARGET_MAX_MAPS (8u << 20)	/* bytes of /proc/PID/maps we read */

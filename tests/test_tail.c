@@ -131,6 +131,33 @@ static void test_anomaly_later(void **state)
 		"nan 0 +inf 1 -inf 2  finite none  cause lr_too_high  skipped truncated\n");
 }
 
+/* The backward pass: the autograd node, and the layer that made it when there is one. */
+static void test_anomaly_backward_node(void **state)
+{
+	const char *got = fmt(state, 0,
+			      "{\"event\":\"anomaly\"," COMMON ",\"step\":4,\"iteration\":4,"
+			      "\"phase\":\"backward\",\"layer\":\"root\",\"module\":\"Root\","
+			      "\"node\":\"SqrtBackward0\",\"tensor\":\"grad[0]\","
+			      "\"dtype\":\"float32\",\"shape\":[8],\"nan\":8,\"posinf\":0,"
+			      "\"neginf\":0,\"finite_min\":null,\"finite_max\":null,"
+			      "\"inputs_finite\":true,\"origin\":true,\"first\":true,"
+			      "\"cause\":null,\"skipped\":null}");
+
+	assert_non_null(strstr(got, "step 4 iter 4 backward  node SqrtBackward0 of root (Root)  "
+				    "grad[0] float32[8]"));
+	assert_non_null(strstr(got, ">>> First non-finite value: node SqrtBackward0 of root"));
+	assert_non_null(strstr(got, "this autograd node made a non-finite gradient"));
+	got = fmt(state, 0,
+		  "{\"event\":\"anomaly\"," COMMON ",\"step\":4,\"iteration\":4,"
+		  "\"phase\":\"backward\",\"layer\":null,\"module\":null,"
+		  "\"node\":\"LogBackward0\",\"tensor\":\"grad[0]\","
+		  "\"dtype\":\"float32\",\"shape\":[8],\"nan\":8,\"posinf\":0,"
+		  "\"neginf\":0,\"finite_min\":null,\"finite_max\":null,"
+		  "\"inputs_finite\":true,\"origin\":true,\"first\":false,"
+		  "\"cause\":null,\"skipped\":null}");
+	assert_non_null(strstr(got, "node LogBackward0 (outside the modules' outputs)  grad[0]"));
+}
+
 /* The loss: no layer to name; the first-anomaly block points at the loss computation. */
 static void test_anomaly_loss_first(void **state)
 {
@@ -280,6 +307,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_anomaly_first_from_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_later, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_loss_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anomaly_backward_node, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats_small_and_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_detach_error, setup, teardown),

@@ -8,6 +8,10 @@ small CNN with SGD) in one long-lived process per model, and measures the median
   hooks            forward hooks on every module testing torch.isfinite(out).all()
   detect_anomaly   torch.autograd.detect_anomaly()
   nanwatch-MODE    nanwatchd --mode MODE attached to the same process (one per daemon mode)
+  nanwatch-full-nobwd  nanwatchd --mode full --backward off, and nanwatch-full-bwd with
+                   --backward on (every gradient checked): against nanwatch-full (default:
+                   parameter gradient norms), what the backward pass costs, next to
+                   detect_anomaly's
   detached         the same process after nanwatchd detached (must equal uninstrumented)
 
 Each round runs every mode once per model; the order rotates between rounds (nanwatch-* and
@@ -56,6 +60,8 @@ READY_TIMEOUT = 300
 STEP_TIMEOUT = 30  # per step, generous: detect_anomaly and a slow daemon included
 
 LABELS = {"plain": "uninstrumented", "hooks": "hooks", "anomaly": "detect_anomaly"}
+NOBWD = "-nobwd"  # pseudo daemon mode suffixes: the same mode with --backward off, on
+BWD = "-bwd"
 CHILDREN = []
 
 
@@ -153,7 +159,11 @@ class Daemon(Child):
 
     def __init__(self, path, pid, mode, bpf_stats=True):
         t0 = time.monotonic()
-        super().__init__([path, "--pid", str(pid), "--mode", mode]
+        extra = []
+        for suffix, how in ((NOBWD, "off"), (BWD, "on")):
+            if mode.endswith(suffix):
+                mode, extra = mode[:-len(suffix)], ["--backward", how]
+        super().__init__([path, "--pid", str(pid), "--mode", mode] + extra
                          + (["--bpf-stats"] if bpf_stats else []))
         self.events = []
         self.attach_s = None
@@ -253,7 +263,10 @@ def daemon_modes(path):
             inside = False
         if inside and s.startswith("'") and "':" in s:
             modes.append(s[1:s.index("':")])
-    return modes or ["full"]
+    modes = modes or ["full"]
+    if "--backward" in text and "full" in modes:
+        modes[modes.index("full") + 1:modes.index("full") + 1] = ["full" + NOBWD, "full" + BWD]
+    return modes
 
 
 # --------------------------------------------------------------------------- measurement
@@ -368,6 +381,9 @@ def daemon_summary(windows):
             "scan_rate": st.get("bytes_scanned", 0) / st["scan_ns"] * 1e9
             if st.get("scan_ns") else None,
             "skipped": {k: per_step(skipped, k, steps) for k in skipped if skipped[k]},
+            "bwd_nodes": per_step(st.get("backward") or {}, "nodes", steps),
+            "bwd_bytes": per_step(st.get("backward") or {}, "bytes_scanned", steps),
+            "param_grads": per_step(st.get("backward") or {}, "param_grads", steps),
             "anomalies": st.get("anomalies", 0), "lost": st.get("lost", 0),
             "suppressed": st.get("suppressed", 0),
             "cpu_s": d["rusage"]["utime_s"] + d["rusage"]["stime_s"],
@@ -490,6 +506,10 @@ def report_model(name, res, summ):
                      % (label, 1e3 * d["cpu_s"], 1e3 * d["user_s"], 1e3 * d["sys_s"],
                         100 * d["cpu_s"] / d["window_s"] if d["window_s"] else 0,
                         d["maxrss_kib"] / 1024, 1e3 * d["attach_s"], 1e3 * d["detach_s"]))
+        if d.get("bwd_nodes"):
+            lines.append("  %s: backward: %.0f autograd nodes/step, %s of gradients scanned/step, "
+                         "%.0f parameter gradients measured/step"
+                         % (label, d["bwd_nodes"], fmt_bytes(d["bwd_bytes"]), d["param_grads"]))
         odd = []
         if d["skipped"]:
             odd.append("skipped/step " + ", ".join("%s %.1f" % kv for kv in d["skipped"].items()))
@@ -501,7 +521,29 @@ def report_model(name, res, summ):
                        % d["steps_mismatch"])
         if odd:
             lines.append("  %s: note: %s" % (label, "; ".join(odd)))
+    lines += backward_cost(summ)
     return lines
+
+
+def backward_cost(summ):
+    """What the backward pass costs (norms: the default; on: every gradient checked), next to
+    what detect_anomaly costs."""
+    off, base, anom = summ.get("nanwatch-full" + NOBWD), summ.get("uninstrumented"), \
+        summ.get("detect_anomaly")
+    if not (off and base and anom):
+        return []
+    out = []
+    for what, label in (("gradient norms (default)", "nanwatch-full"),
+                        ("backward checking (--backward on)", "nanwatch-full" + BWD)):
+        on = summ.get(label)
+        if on:
+            out.append("  %s: +%.2f ms/step (%s %.2f vs --backward off %.2f; paired ratios "
+                       "%.3fx vs %.3fx)" % (what, on["median_ms"] - off["median_ms"], label,
+                                            on["median_ms"], off["median_ms"],
+                                            on["paired_ratio"] or 0, off["paired_ratio"] or 0))
+    out.append("  detect_anomaly: +%.2f ms/step over uninstrumented (%.3fx)"
+               % (anom["median_ms"] - base["median_ms"], anom["paired_ratio"] or 0))
+    return out
 
 
 def report_scan(s, mem_runs):
@@ -547,6 +589,13 @@ def targets(summaries, scan, dmodes):
                             "(%.3fx vs %.3fx)" % (name, m, s["median_ms"], hooks["median_ms"],
                                                   s["ratio"], hooks["ratio"]),
                             s["median_ms"] <= hooks["median_ms"]))
+        on, off, anom = summ.get("nanwatch-full" + BWD), summ.get("nanwatch-full" + NOBWD), \
+            summ.get("detect_anomaly")
+        if on and off and anom:
+            out.append(("%s backward checking cheaper than detect_anomaly: +%.2f vs +%.2f ms/step"
+                        % (name, on["median_ms"] - off["median_ms"],
+                           anom["median_ms"] - base["median_ms"]),
+                        on["median_ms"] - off["median_ms"] < anom["median_ms"] - base["median_ms"]))
         s = summ.get("detached")
         if s:
             out.append(("%s detached 1.00x: %.3fx (tolerance +-%.3f: 2%% or half the "

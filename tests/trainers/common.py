@@ -7,7 +7,12 @@ harness owns everything else, so the three modes run the same code path:
   --wait     print "READY <pid>", block on one line of stdin (the test attaches nanwatchd
              meanwhile), train, print {"trace": ...}
   --oracle   train with forward pre-hooks and forward hooks on every module (the method users
-             trust), then print one line {"oracle": {...} or null, "trace": ...}
+             trust), then print one line {"oracle": {...} or null, "trace": ...}; a trainer
+             with watch_backward also hooks every autograd node of each backward pass
+             (Node.register_hook: the node's outputs, in the engine's order) into
+             "backward_first" and records the total gradient norm of each step in "grad_norms"
+  --anomaly  train each step under torch.autograd.detect_anomaly(); print {"anomaly": {node,
+             output, step, iteration} or null} where it raised (the node that returned NaN)
 
 The hooks only observe: they return None and never touch the tensors they are given. The trace
 (every loss as float.hex, a hash of the final parameters) lets a test check that the hooks, or
@@ -77,6 +82,8 @@ class Trainer:
 
     def schedule(self, model, step):
         """Called before each optimizer step's micro-batches (e.g. to anneal a value)."""
+
+    watch_backward = False  # --oracle also hooks the autograd nodes of each backward pass
 
 
 def output_tensors(out):
@@ -252,6 +259,84 @@ class Oracle:
                     later=[self.later[i] for i in sorted(self.later)], capture=self.capture)
 
 
+class BackwardOracle:
+    """Hooks every autograd node reachable from the loss (Node.register_hook sees the node's
+    outputs, the gradients it returns, as the engine runs it) and finds the first node whose
+    output holds NaN/Inf; the layer is the innermost module whose output had that node as
+    grad_fn (forward hooks), None for a node made outside module outputs."""
+
+    def __init__(self, harness, roots):
+        self.harness = harness
+        self.made_by = {}  # grad_fn node -> module path (innermost module first)
+        self.first = None
+        self.norms = []
+        names = {}
+        for root in roots:
+            for path, mod in root.named_modules():
+                names.setdefault(id(mod), path)
+        self.names = names
+        self.handles = [mod.register_forward_hook(self.forward_hook)
+                        for root in roots for _, mod in root.named_modules()]
+
+    def forward_hook(self, module, inputs, output):
+        for _, t in output_tensors(output):
+            fn = t.grad_fn
+            if fn is not None and fn not in self.made_by:
+                self.made_by[fn] = (self.names[id(module)], type(module).__name__)
+        return None
+
+    def before_backward(self, loss, iteration):
+        seen, todo, hooks = set(), [loss.grad_fn], []
+        while todo:
+            fn = todo.pop()
+            if fn is None or fn in seen:
+                continue
+            seen.add(fn)
+            hooks.append(fn.register_hook(self.node_hook(fn, iteration)))
+            todo.extend(f for f, _ in fn.next_functions)
+        self.hooks = hooks
+
+    def node_hook(self, fn, iteration):
+        def hook(grad_inputs, grad_outputs):
+            if self.first is not None:
+                return None
+            for i, g in enumerate(grad_inputs):
+                if g is None:
+                    continue
+                found = scan(g)
+                if found is None:
+                    continue
+                layer, module = self.made_by.get(fn, (None, None))
+                self.first = dict(step=self.harness.steps_done, iteration=iteration,
+                                  phase="backward", node=type(fn).__name__,
+                                  tensor="grad[%d]" % i, layer=layer, module=module, **found)
+                break
+            return None
+        return hook
+
+    def after_backward(self, params):
+        for h in self.hooks:
+            h.remove()
+        self.made_by = {}
+        with torch.no_grad():
+            sq = sum(float(p.grad.double().pow(2).sum()) for p in params if p.grad is not None)
+        self.norms.append(dict(step=self.harness.steps_done, norm=math.sqrt(sq)))
+
+    def result(self):
+        for h in self.handles:
+            h.remove()
+        return self.first
+
+
+def anomaly_node(message):
+    """("LogBackward0", 0) from detect_anomaly's "Function 'LogBackward0' returned nan values
+    in its 0th output."; None if it is not that error."""
+    import re
+    m = re.search(r"Function '(\w+)' returned nan values in its (\d+)(?:st|nd|rd|th) output",
+                  message)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
 class Harness:
     def __init__(self, trainer, args):
         self.trainer = trainer
@@ -279,11 +364,17 @@ class Harness:
         roots = [model] + ([loss_fn] if isinstance(loss_fn, nn.Module) else [])
         oracle = Oracle(self, roots) if self.args.oracle else None
         self.oracle = oracle
+        self.backward_oracle = BackwardOracle(self, roots) \
+            if self.args.oracle and t.watch_backward else None
+        self.model = model
+        self.iterations = 0
         if self.args.wait:
             print("READY %d" % os.getpid(), flush=True)
             if not sys.stdin.readline():
                 sys.exit("trainer: stdin closed before go")
         steps = self.args.steps if self.args.steps is not None else t.steps
+        if self.args.anomaly:
+            return self.run_anomaly(model, loss_fn, opt, steps)
         for step in range(steps):
             self.train_step(model, loss_fn, opt, step)
             if self.args.progress:
@@ -299,7 +390,26 @@ class Harness:
                 found["expected_cause"] = self.trainer.expected_cause
                 found["origin_step"] = self.origin_step(found)
             line = {"oracle": found, "trace": trace}
+            if self.backward_oracle is not None:
+                line["backward_first"] = self.backward_oracle.result()
+                line["grad_norms"] = self.backward_oracle.norms
         print(json.dumps(line, sort_keys=True), flush=True)
+
+    def run_anomaly(self, model, loss_fn, opt, steps):
+        """Each step under detect_anomaly: where it raises, that node returned NaN."""
+        found = None
+        for step in range(steps):
+            try:
+                with torch.autograd.detect_anomaly():
+                    self.train_step(model, loss_fn, opt, step)
+            except RuntimeError as e:
+                node = anomaly_node(str(e))
+                if node is None:
+                    raise
+                found = dict(node=node[0], output=node[1], step=self.steps_done,
+                             iteration=self.iterations - 1)
+                break
+        print(json.dumps({"anomaly": found, "trace": None}, sort_keys=True), flush=True)
 
     def train_step(self, model, loss_fn, opt, step):
         t = self.trainer
@@ -309,10 +419,15 @@ class Harness:
             gen = torch.Generator().manual_seed(SEED * 1000 + step * 16 + micro)
             inputs, target = t.batch(step, micro, gen)
             out = model(*inputs)
+            self.iterations += 1
             loss = loss_fn(out, target) / t.accum
             if self.oracle is not None:
                 self.oracle.loss(loss)
+            if self.backward_oracle is not None:
+                self.backward_oracle.before_backward(loss, self.iterations - 1)
             loss.backward()
+            if self.backward_oracle is not None:
+                self.backward_oracle.after_backward(list(model.parameters()))
             self.losses.append(float(loss).hex())
             self.loss_steps.append(self.steps_done)
         opt.step()
@@ -339,6 +454,8 @@ def main(trainer):
                       help="print READY <pid>, wait for a line on stdin, then train")
     mode.add_argument("--oracle", action="store_true",
                       help="find the first non-finite module output with forward hooks")
+    mode.add_argument("--anomaly", action="store_true",
+                      help="train under torch.autograd.detect_anomaly(); report where it raised")
     ap.add_argument("--steps", type=int, help="optimizer steps (default %d)" % trainer.steps)
     ap.add_argument("--progress", action="store_true", help="print STEP n after each step")
     ap.add_argument("--pace", type=float, default=0.0, help="seconds to sleep after each step")

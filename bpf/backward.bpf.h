@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The backward pass: a uprobe on the autograd engine's evaluate_function(graph_task, Node*
+ * func, InputBuffer& inputs, queue), which runs every node once per backward pass, in an
+ * order where each node comes after every node that feeds it. The gradients in its input
+ * buffer are what the nodes before it produced (summed when several feed one input), so
+ * the first non-finite one found names its producer: a node run before, in this thread,
+ * with an edge to (func, input). A parameter's gradient is the input of its
+ * AccumulateGrad node: its magnitudes are counted into a histogram for gradient norms.
+ *
+ * Included by nanwatch.bpf.c (it uses its scratch, tensor reader and scanner).
+ */
+#ifndef __BACKWARD_BPF_H
+#define __BACKWARD_BPF_H
+
+#define BWD_RING	64	/* nodes remembered per thread to find a producer */
+#define BWD_INPUTS	8	/* inputs of one node checked */
+#define BWD_EDGES	16	/* edges of one candidate producer looked at */
+
+const volatile __u32 backward_on = 0;
+const volatile __u32 backward_all = 0;	/* every gradient; else parameter gradients only */
+const volatile struct nw_bwd_layout BL = {};
+
+__u64 bwd_iter_p1 = 0;		/* last iteration whose backward pass reported + 1 */
+
+struct bwd_thread {
+	__u64 ring[BWD_RING];	/* nodes evaluated, most recent at pos - 1 */
+	__u64 iter_p1;		/* the iteration (+ 1) whose backward pass the ring holds */
+	__u32 pos;
+	__u32 valid;		/* entries of this pass (older ones may be freed nodes) */
+};
+
+/* forward module whose output carried a grad_fn */
+struct gradfn_rec {
+	__u64 root;
+	__u64 module;
+	__u64 iteration;
+	__u32 depth;
+	__u32 pad;
+};
+
+__u64 bwd_zero[BWD_RING + 2] = {};	/* a new thread's state (never written) */
+
+struct bwd_scratch {
+	struct nw_grad g;
+	__u64 edges[BWD_EDGES * 4];	/* a candidate's next_edges_, edge_size <= 32 */
+	__u64 target;			/* the node (consumer) and input being looked for */
+	__u64 found;			/* most recent producer found, its output index */
+	__u32 target_nr;
+	__u32 found_idx;
+	__u32 nfound;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct bwd_thread);
+} bwd_threads SEC(".maps");
+
+/* parameter gradient histograms: a ring of their own, so they never crowd out anomalies */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} grad_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct gradfn_rec);
+} gradfns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bwd_scratch);
+} bwd_scratch_map SEC(".maps");
+
+static __always_inline struct bwd_scratch *get_bwd_scratch(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&bwd_scratch_map, &zero);
+}
+
+/*
+ * A module returned this tensor: remember which module made its grad_fn. The
+ * innermost module returns first; its enclosing modules return the same tensor
+ * later in the same iteration and do not replace it.
+ */
+static __always_inline void note_grad_fn(__u64 obj)
+{
+	struct scratch *s;
+	struct gradfn_rec rec = {}, *old;
+	__u64 impl, meta, node, iter;
+	__u8 borrowed = 0;
+
+	if (!backward_on)
+		return;
+	s = get_scratch();
+	if (!s)
+		return;
+	bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
+	impl = read_u64(obj + L.var_tensor);
+	if (borrowed)
+		impl = read_u64(impl);
+	meta = impl ? read_u64(impl + BL.impl_autograd_meta) : 0;
+	node = meta ? read_u64(meta + BL.meta_grad_fn) : 0;
+	if (!node)
+		return;
+	iter = s->ev.iteration;
+	old = bpf_map_lookup_elem(&gradfns, &node);
+	if (old && old->iteration == iter && old->depth > s->ev.depth)
+		return;
+	rec.root = s->ev.modules[0];
+	rec.module = s->ev.module;
+	rec.iteration = iter;
+	rec.depth = s->ev.depth;
+	bpf_map_update_elem(&gradfns, &node, &rec, BPF_ANY);
+}
+
+/* One candidate producer (ring entry idx back from the newest): does it feed the target? */
+static long producer_edges(__u32 idx, void *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct bwd_thread *bt = bpf_map_lookup_elem(&bwd_threads, &tid);
+	struct bwd_scratch *b = get_bwd_scratch();
+	__u64 node, v[2] = {}, n, esz = BL.edge_size, len;
+	__u32 slot;
+	int j;
+
+	if (!bt || !b || esz < 16 || esz > 32 || idx >= bt->valid)
+		return 1;
+	slot = (bt->pos - 1 - idx) & (BWD_RING - 1);
+	node = bt->ring[slot];
+	if (!node || node == b->target)
+		return 0;
+	if (bpf_probe_read_user(v, sizeof(v), (void *)(node + BL.node_next_edges)) || v[1] < v[0])
+		return 0;
+	n = (v[1] - v[0]) / esz;
+	if (n > BWD_EDGES)
+		n = BWD_EDGES;
+	len = n * esz;
+	if (len > sizeof(b->edges))
+		len = sizeof(b->edges);
+	if (!n || bpf_probe_read_user(b->edges, len, (void *)v[0]))
+		return 0;
+	for (j = 0; j < BWD_EDGES; j++) {
+		__u32 w = (j * esz) / 8, nrw = (j * esz + BL.edge_input_nr) / 8;
+
+		if (j >= n)
+			break;
+		if (w >= BWD_EDGES * 4 || nrw >= BWD_EDGES * 4)
+			break;
+		if (b->edges[w] != b->target || (__u32)b->edges[nrw] != b->target_nr)
+			continue;
+		if (!b->nfound) {
+			b->found = node;
+			b->found_idx = j;
+		}
+		b->nfound++;
+	}
+	return 0;
+}
+
+/* Report a non-finite gradient entering node as its input nr (s->ti is that tensor). */
+static __noinline int report_bwd(__u64 node, __u32 nr)
+{
+	struct scratch *s = get_scratch();
+	struct bwd_scratch *b = get_bwd_scratch();
+	struct gradfn_rec *m;
+	__u64 iter = cur_iteration(), producer = 0, type;
+	int i;
+
+	if (!s || !b)
+		return 0;
+	count(NW_C_BWD_ANOMALIES, 1);
+	/* a non-finite forward output or loss this iteration: the backward only carries it */
+	if (fwd_bad_iter_p1 == iter + 1 || bwd_iter_p1 == iter + 1) {
+		count(NW_C_SUPPRESSED, 1);
+		return 0;
+	}
+	bwd_iter_p1 = iter + 1;
+	b->target = node;
+	b->target_nr = nr;
+	b->nfound = 0;
+	b->found = 0;
+	b->found_idx = NW_NO_INDEX;
+	bpf_loop(BWD_RING, producer_edges, NULL, 0);
+	__builtin_memset(&s->ev, 0, sizeof(s->ev));
+	s->ev.type = NW_EV_ANOMALY;
+	s->ev.phase = NW_PHASE_BACKWARD;
+	s->ev.tid = (__u32)bpf_get_current_pid_tgid();
+	s->ev.step = step_count;
+	s->ev.iteration = iter;
+	s->ev.index0 = b->nfound ? b->found_idx : NW_NO_INDEX;
+	s->ev.index1 = NW_NO_INDEX;
+	s->ev.dtype = s->ti.dtype;
+	s->ev.ndim = s->ti.ndim;
+	s->ev.numel = s->ti.numel;
+	s->ev.flags = s->ti.flags;
+	for (i = 0; i < NW_MAX_DIMS; i++)
+		s->ev.shape[i] = s->ti.shape[i];
+	scan_tensor(1);
+	producer = b->found;
+	s->ev.node = producer;
+	s->ev.node_vptr = producer ? read_u64(producer) : 0;
+	s->ev.consumer_vptr = read_u64(node);
+	s->ev.producers = b->nfound;
+	s->ev.input_nr = nr;
+	m = producer ? bpf_map_lookup_elem(&gradfns, &producer) : NULL;
+	if (m && m->iteration == iter) {
+		s->ev.modules[0] = m->root;
+		s->ev.module = m->module;
+		s->ev.depth = m->depth;
+		type = read_u64(m->module + L.obj_type);
+		bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN,
+					(void *)read_u64(type + L.type_name));
+	}
+	s->ev.time_ns = bpf_ktime_get_ns();
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+		count(NW_C_LOST, 1);
+	return 1;
+}
+
+/* Histogram of float32 magnitudes over the first `words` words of s->buf. */
+static __noinline int hist_words(int words, int bf16)
+{
+	struct scratch *s = get_scratch();
+	struct bwd_scratch *b = get_bwd_scratch();
+	int j, k;
+
+	if (!s || !b)
+		return 0;
+	for (j = 0; j < CHUNK_WORDS; j++) {
+		__u64 w;
+
+		if (j >= words)
+			break;
+		w = s->buf[j];
+		if (!bf16) {
+			b->g.hist[(w >> 21) & (NW_HIST_BUCKETS - 1)]++;
+			b->g.hist[(w >> 53) & (NW_HIST_BUCKETS - 1)]++;
+			continue;
+		}
+		for (k = 0; k < 4; k++)	/* bfloat16 is a float32's upper half */
+			b->g.hist[(w >> (16 * k + 5)) & (NW_HIST_BUCKETS - 1)]++;
+	}
+	return 0;
+}
+
+static long hist_chunk(__u32 idx, void *ctx)
+{
+	struct scratch *s = get_scratch();
+	int words;
+
+	if (!s)
+		return 1;
+	words = read_chunk(s, idx);
+	if (words <= 0)
+		return 1;
+	hist_words(words, s->ti.dtype == NW_DT_BF16);
+	return 0;
+}
+
+static long clear_hist(__u32 idx, void *ctx)
+{
+	struct bwd_scratch *b = get_bwd_scratch();
+
+	if (!b || idx >= NW_HIST_BUCKETS / 64)
+		return 1;
+	__builtin_memset(&b->g.hist[idx * 64], 0, 64 * sizeof(__u32));
+	return 0;
+}
+
+/* A parameter's gradient (s->ti) as it enters AccumulateGrad: its magnitude histogram. */
+static __noinline int measure_grad(__u64 node)
+{
+	struct scratch *s = get_scratch();
+	struct bwd_scratch *b = get_bwd_scratch();
+	__u64 lanes, elems, wake;
+	__u32 size;
+
+	if (!s || !b)
+		return 0;
+	if (s->ti.dtype != NW_DT_F32 && s->ti.dtype != NW_DT_BF16) {
+		count(NW_C_BWD_NORM_SKIPPED, 1);
+		return 0;
+	}
+	__builtin_memset(&b->g, 0, offsetof(struct nw_grad, hist));
+	bpf_loop(NW_HIST_BUCKETS / 64, clear_hist, NULL, 0);
+	size = nw_dtype_size(s->ti.dtype);
+	__builtin_memset(&s->c, 0, sizeof(s->c));
+	s->c.addr = s->ti.data;
+	s->c.bytes = s->ti.bytes;
+	bpf_loop((s->c.bytes + CHUNK_BYTES - 1) / CHUNK_BYTES, hist_chunk, NULL, 0);
+	if (s->c.err || !size) {
+		count(NW_C_BWD_NORM_SKIPPED, 1);
+		return 0;
+	}
+	/* the last word's lanes past the data were zero-padded: they fell in bucket 0 */
+	elems = s->c.bytes / size;
+	lanes = (s->c.bytes + 7) / 8 * (8 / size);
+	if (lanes > elems && b->g.hist[0] >= lanes - elems)
+		b->g.hist[0] -= lanes - elems;
+	b->g.type = NW_EV_GRAD;
+	b->g.time_ns = bpf_ktime_get_ns();
+	b->g.tid = (__u32)bpf_get_current_pid_tgid();
+	b->g.step = step_count;
+	b->g.iteration = cur_iteration();
+	b->g.param = read_u64(node + BL.acc_variable);
+	b->g.numel = s->ti.numel;
+	b->g.scanned = elems;
+	b->g.dtype = s->ti.dtype;
+	b->g.flags = s->ti.flags;
+	b->g.lost = counters[NW_C_BWD_GRADS_LOST];
+	count(NW_C_BWD_PARAM_GRADS, 1);
+	/* no wake-up per parameter (the daemon polls every 100 ms) unless the ring fills up */
+	wake = bpf_ringbuf_query(&grad_events, BPF_RB_AVAIL_DATA) > (1 << 20) ?
+		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&grad_events, &b->g, sizeof(b->g), wake))
+		count(NW_C_BWD_GRADS_LOST, 1);
+	return 0;
+}
+
+/* Check input i of node: 1 if it was reported (stop looking at this node). */
+static __noinline int check_grad(__u64 node, __u64 items, __u32 i, int accumulate)
+{
+	struct scratch *s = get_scratch();
+	__u64 impl = read_u64(items + 8 * i);
+	int r;
+
+	if (!s || !impl)
+		return 0;
+	r = read_impl(impl);
+	if (r < 0)
+		count_skip(s->ti.flags);
+	if (r != 0)
+		return 0;
+	r = scan_tensor(SCAN_GRAD);
+	if (accumulate && i == 0 && r >= 0)
+		measure_grad(node);
+	if (r <= 0)
+		return 0;
+	return report_bwd(node, i);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(uprobe_bwd_node, void *engine, void *graph_task, void *func, void *inputs)
+{
+	__u64 id = bpf_get_current_pid_tgid(), node = (__u64)func, v[2] = {}, n;
+	struct bwd_thread *bt;
+	__u32 tid = (__u32)id;
+	int i, acc;
+
+	if ((id >> 32) != targ_tgid || !node || !inputs)
+		return 0;
+	count(NW_C_BWD_NODES, 1);
+	bt = bpf_map_lookup_elem(&bwd_threads, &tid);
+	if (!bt) {
+		bpf_map_update_elem(&bwd_threads, &tid, &bwd_zero, BPF_NOEXIST);
+		bt = bpf_map_lookup_elem(&bwd_threads, &tid);
+		if (!bt)
+			return 0;
+	}
+	if (bt->iter_p1 != cur_iteration() + 1) {
+		bt->iter_p1 = cur_iteration() + 1;	/* a new pass: forget the old nodes */
+		bt->valid = 0;
+	}
+	acc = BL.acc_vptr && read_u64(node) == BL.acc_vptr;
+	if ((acc || backward_all) &&
+	    !bpf_probe_read_user(v, sizeof(v), (void *)((__u64)inputs + BL.inputbuf_items)) &&
+	    v[1] > v[0]) {
+		n = (v[1] - v[0]) / 8;
+		if (n > BWD_INPUTS)
+			count(NW_C_SKIP_ITEMS, n - BWD_INPUTS);
+		for (i = 0; i < BWD_INPUTS; i++) {
+			if (i >= n)
+				break;
+			if (check_grad(node, v[0], i, acc))
+				break;
+		}
+	}
+	bt->ring[bt->pos & (BWD_RING - 1)] = node;
+	bt->pos++;
+	if (bt->valid < BWD_RING)
+		bt->valid++;
+	return 0;
+}
+
+#endif /* __BACKWARD_BPF_H */

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The backward pass in user space: autograd node class names from their vtables, the
+ * torch table's backward keys, and gradient norms per backward pass from the parameter
+ * gradient histograms the BPF side sends.
+ */
+#ifndef __BACKWARD_H
+#define __BACKWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+#include "nanwatch.h"
+
+struct layout;
+struct remote;
+struct names;
+struct backward;
+
+#define BWD_MAX_TOP 3		/* modules listed with the largest gradient norms */
+#define BWD_HISTORY 64		/* backward passes whose norms are kept */
+
+/* One module's share of a backward pass's gradient norm. */
+struct grad_module {
+	uint64_t root, module;
+	double lo2, hi2;	/* bounds of the sum of squares of its parameters' gradients */
+};
+
+/*
+ * Gradient norm of one backward pass (the parameter gradients it computed, each as it
+ * enters AccumulateGrad): the true L2 norm lies in [low, high], high/low <= 1.25;
+ * norm = sqrt(low * high) is within a factor sqrt(1.25) (11.8%) of it.
+ */
+struct grad_norm {
+	uint64_t iteration, step;
+	double norm, low, high;
+	double max_abs_low, max_abs_high;	/* the largest finite |g| lies in [low, high) */
+	uint64_t params;			/* parameter gradients measured */
+	uint64_t elements;
+	uint64_t nonfinite;			/* NaN/±Inf elements among them */
+	int complete;				/* no histogram was dropped around this pass */
+	int ntop;
+	struct grad_module top[BWD_MAX_TOP];	/* largest per-module norms first */
+};
+
+/*
+ * Read the torch table's backward keys into *out (acc_vptr resolved against the target's
+ * libtorch_cpu mapped at base) and the probe symbol into sym. -ENOENT when the table has
+ * no backward keys (then the backward pass is not checked); other errors as layout__fill.
+ */
+int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
+		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err,
+		     size_t errlen);
+
+/* NULL + errno on failure. var_tensor: THPVariable's TensorImpl* offset. */
+struct backward *backward__new(const char *torch_cpu_file, uint64_t base, int64_t vtable_offset,
+			       const struct remote *r, int64_t var_tensor);
+void backward__free(struct backward *b);
+
+/* "LogBackward0" for a node's vtable pointer; NULL if it names no class we know. */
+const char *backward__class(struct backward *b, uint64_t vptr);
+
+/* Parameters of a module (THPVariable objects): their gradients count towards it. */
+void backward__note_params(struct backward *b, uint64_t root, uint64_t module,
+			   const struct nw_params *np);
+
+/* Add one parameter gradient's histogram; 1 when it completed the previous pass's norm. */
+int backward__grad(struct backward *b, const struct nw_grad *g);
+
+/* End the pass in progress (at detach). */
+void backward__flush(struct backward *b);
+
+/* The completed passes' norms, oldest first, at most max; returns how many. */
+int backward__norms(const struct backward *b, struct grad_norm *out, int max);
+
+/* Sum-of-squares bounds of one histogram (exposed for tests). */
+void backward__hist_bounds(const uint32_t *hist, double *lo2, double *hi2, double *max_lo,
+			   double *max_hi, uint64_t *nonfinite);
+
+/* Class name from a vtable symbol: "_ZTVN5torch8autograd9generated12LogBackward0E" ->
+ * "LogBackward0"; 0, or -EINVAL for a name this does not parse. */
+int backward__vtable_class(const char *sym, char *out, size_t len);
+
+#endif /* __BACKWARD_H */
