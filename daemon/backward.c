@@ -332,6 +332,12 @@ void backward__flush(struct backward *b)
 	finish_pass(b);
 }
 
+void backward__settle(struct backward *b, uint64_t iteration)
+{
+	if (b && b->cur.open && b->cur.n.iteration < iteration)
+		backward__flush(b);
+}
+
 static void add_module(struct pass *p, uint64_t root, uint64_t module, double lo2, double hi2)
 {
 	int i;

@@ -73,6 +73,10 @@ void backward__flush(struct backward *b);
 /* The completed passes' norms, oldest first, at most max; returns how many. */
 int backward__norms(const struct backward *b, struct grad_norm *out, int max);
 
+/* Finish the pass being summed if it belongs to an iteration before this one (whose forward
+ * has begun: that pass is over). */
+void backward__settle(struct backward *b, uint64_t iteration);
+
 /* Sum-of-squares bounds of one histogram (exposed for tests). */
 void backward__hist_bounds(const uint32_t *hist, double *lo2, double *hi2, double *max_lo,
 			   double *max_hi, uint64_t *nonfinite);

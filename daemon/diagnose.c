@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "diagnose.h"
 
@@ -194,6 +195,84 @@ static int has(const char *s, const char *part)
 	return s && strstr(s, part);
 }
 
+void diagnose__grads(struct diag *d, const struct diag_grad *g, int n)
+{
+	if (n > DIAG_MAX_GRADS)
+		n = DIAG_MAX_GRADS;
+	if (n < 0)
+		n = 0;
+	memcpy(d->grads, g, n * sizeof(*g));
+	d->ngrads = n;
+}
+
+/* The gradient norm of the pass at step, NULL if none was measured. */
+static const struct diag_grad *grad_at(const struct diag *d, uint64_t step)
+{
+	int i;
+
+	for (i = d->ngrads; i-- > 0;)
+		if (d->grads[i].step == step)
+			return &d->grads[i];
+	return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Median of the finite gradient norms of the passes before step; 0 if none. */
+static double grad_median_before(const struct diag *d, uint64_t step)
+{
+	double v[DIAG_MAX_GRADS];
+	int i, n = 0;
+
+	for (i = 0; i < d->ngrads; i++)
+		if (d->grads[i].step < step && isfinite(d->grads[i].norm))
+			v[n++] = d->grads[i].norm;
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(v[0]), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* "gradient norm by step: s: n, ..." for steps from..to, if any was measured. */
+static void grad_evidence(const struct diag *d, uint64_t from, uint64_t to, struct diagnosis *g)
+{
+	char buf[sizeof(g->evidence[0])];
+	int i, n = 0, len;
+
+	len = snprintf(buf, sizeof(buf), "gradient norm by step:");
+	for (i = 0; i < d->ngrads && len < (int)sizeof(buf); i++) {
+		if (d->grads[i].step < from || d->grads[i].step > to)
+			continue;
+		len += snprintf(buf + len, sizeof(buf) - len, "%s %llu: %.3g", n ? "," : "",
+				(unsigned long long)d->grads[i].step, d->grads[i].norm);
+		n++;
+	}
+	if (n)
+		evidence(g, "%s", buf);
+}
+
+/* "clip_grad_norm_(..., max_norm=X)" with X the typical norm before step, when known. */
+static void clip_fix(const struct diag *d, uint64_t step, struct diagnosis *g, int slot)
+{
+	double med = grad_median_before(d, step);
+
+	if (med > 0)
+		snprintf(g->fix_buf[slot], sizeof(g->fix_buf[0]),
+			 "clip gradients near their typical norm before step %llu: "
+			 "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=%.2g)",
+			 (unsigned long long)step, med);
+	else
+		snprintf(g->fix_buf[slot], sizeof(g->fix_buf[0]),
+			 "clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), "
+			 "max_norm=1.0)");
+	fix(g, g->fix_buf[slot]);
+}
+
 /* The loss of the last iteration before `iteration`, NULL if none. */
 static const struct diag_loss *loss_before(const struct diag *d, uint64_t iteration)
 {
@@ -278,6 +357,7 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 		len += snprintf(buf + len, sizeof(buf) - len, "%s %llu: %.3g", i > start ? "," : "",
 				(unsigned long long)loss_at(d, i)->step, loss_at(d, i)->value);
 	evidence(g, "%s", buf);
+	grad_evidence(d, lo->step, hi->step, g);
 	mark_evidence(d, a, a->module_id, "output", g);
 	mark_evidence(d, a, a->module_id | 1, "parameters", g);
 	if (a->params_finite == 0)
@@ -293,7 +373,7 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 		 "lower the learning rate (the loss grew x%.3g per step from step %llu): try a "
 		 "tenth of it, or add warmup", rate, (unsigned long long)lo->step);
 	fix(g, g->fix_buf[0]);
-	fix(g, "clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)");
+	clip_fix(d, lo->step, g, 1);
 	return 1;
 }
 
@@ -341,6 +421,8 @@ static int rule_backward(const struct diag_anomaly *a, struct diagnosis *g)
 static int rule_params(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	const struct diag_loss *before;
+	const struct diag_grad *gr;
+	double med;
 
 	if (a->params_finite != 0)
 		return 0;
@@ -356,12 +438,26 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 			 before->value, isfinite(before->value) ?
 			 "finite: the gradients or the step size of that update were too large" :
 			 "not finite: its gradients were");
+		gr = grad_at(d, before->step);
+		med = grad_median_before(d, before->step);
+		if (gr && !isfinite(gr->norm))
+			evidence(g, "the gradients of step %llu were not finite: the update applied "
+				    "NaN/Inf", (unsigned long long)before->step);
+		else if (gr && med > 0 && gr->norm > 10 * med)
+			evidence(g, "the gradient norm of step %llu was %.3g, %.3gx its median %.3g "
+				    "before: an exploding gradient", (unsigned long long)before->step,
+				 gr->norm, gr->norm / med, med);
+		else if (gr)
+			evidence(g, "the gradient norm of step %llu was an ordinary %.3g (median %.3g "
+				    "before): the step size made the update overflow; check the "
+				    "learning-rate schedule", (unsigned long long)before->step, gr->norm,
+				 med);
 	} else {
 		evidence(g, "the parameters of %s were already non-finite: an earlier optimizer "
 			    "update wrote them", name(a->layer));
 	}
 	conclude(g, "nonfinite_params", 0.7);
-	fix(g, "clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)");
+	clip_fix(d, g->origin_step >= 0 ? (uint64_t)g->origin_step : a->step, g, 0);
 	fix(g, "lower the learning rate or add warmup");
 	return 1;
 }

@@ -20,6 +20,14 @@ struct diag_loss {
 	double value;		/* NaN/Inf kept as they are */
 };
 
+/* The gradient norm of one backward pass (from the parameter gradients). */
+struct diag_grad {
+	uint64_t step, iteration;
+	double norm;		/* NaN/Inf when a gradient was not finite */
+};
+
+#define DIAG_MAX_GRADS	  16
+
 /* A module's output reached a new magnitude (sampled largest |value|). */
 struct diag_mark {
 	uint64_t module;	/* the module object's address: the key */
@@ -86,6 +94,8 @@ struct diag {
 	unsigned int nmarks, mark_head;
 	struct diag_module modules[DIAG_MAX_MODULES];
 	unsigned int nmodules;
+	struct diag_grad grads[DIAG_MAX_GRADS];	/* the last passes, oldest first */
+	int ngrads;
 	char first_node[64];
 };
 
@@ -101,6 +111,8 @@ void diagnose__loss(struct diag *d, uint64_t step, uint64_t iteration, double va
  */
 int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iteration,
 		   double value, double limit, struct diag_warning *w);
+/* The gradient norms of the last backward passes, oldest first (replaces the ones given before). */
+void diagnose__grads(struct diag *d, const struct diag_grad *g, int n);
 /* Apply the rules to what was observed; 0, or -ENOENT if there is no incident to diagnose. */
 int diagnose__conclude(struct diag *d, struct diagnosis *out);
 

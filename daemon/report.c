@@ -247,14 +247,32 @@ static void observe(struct report *r, const struct nw_event *ev)
 		report__diagnose(r, ev->iteration);
 }
 
+/* The gradient norms of the last backward passes, as diagnosis evidence. */
+static void feed_grads(struct report *r)
+{
+	struct grad_norm gn[DIAG_MAX_GRADS];
+	struct diag_grad dg[DIAG_MAX_GRADS];
+	int i, n = report__grad_norms(r, gn, DIAG_MAX_GRADS);
+
+	for (i = 0; i < n; i++) {
+		dg[i].step = gn[i].step;
+		dg[i].iteration = gn[i].iteration;
+		dg[i].norm = gn[i].nonfinite ? NAN : gn[i].norm;
+	}
+	diagnose__grads(&r->diag, dg, n);
+}
+
 int report__diagnose(struct report *r, uint64_t iteration)
 {
 	struct diagnosis g;
 	struct json *j;
 	int i;
 
-	if (!r->diag.open || r->diag.done || iteration <= r->diag.first.iteration ||
-	    diagnose__conclude(&r->diag, &g))
+	if (!r->diag.open || r->diag.done || iteration <= r->diag.first.iteration)
+		return 0;
+	backward__settle(r->bwd, iteration);
+	feed_grads(r);
+	if (diagnose__conclude(&r->diag, &g))
 		return 0;
 	j = emit__begin(r->e, "diagnosis", 0);
 	json__uint(j, "step", g.step);

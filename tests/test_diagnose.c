@@ -182,6 +182,35 @@ static void test_lr_too_high(void **state)
 	assert_int_equal(g.origin_step, -1);
 }
 
+static void test_gradient_evidence(void **state)
+{
+	const double stable[] = {3.1, 2.9, 2.8, 2.6, 2.5};
+	struct diag_anomaly a = fwd("0", "Linear", 2, 1);
+	struct diag_grad grads[] = {{0, 0, 2.0}, {1, 1, 1.5}, {2, 2, 2.5}, {3, 3, 2.1}, {4, 4, 900}};
+	struct diagnosis g;
+	struct diag d;
+	int i, found = 0;
+
+	(void)state;
+	a.params_finite = 0;
+	diagnose__init(&d);
+	for (i = 0; i < 5; i++)
+		diagnose__loss(&d, i, i, stable[i]);
+	diagnose__grads(&d, grads, 5);
+	a.step = a.iteration = 5;
+	diagnose__observe(&d, &a);
+	a.iteration = 6;
+	diagnose__observe(&d, &a);
+	assert_int_equal(diagnose__conclude(&d, &g), 0);
+	assert_string_equal(g.cause, "nonfinite_params");
+	assert_int_equal(g.origin_step, 4);
+	for (i = 0; i < g.nevidence; i++)
+		found |= strstr(g.evidence[i], "exploding gradient") != NULL;
+	assert_true(found);
+	/* clip near the typical norm before step 4 (the median of 2.0, 1.5, 2.5, 2.1) */
+	assert_non_null(strstr(g.fixes[0], "max_norm=2)"));
+}
+
 static void test_warnings(void **state)
 {
 	struct diag_warning w;
@@ -232,6 +261,7 @@ int main(void)
 		cmocka_unit_test(test_no_incident),
 		cmocka_unit_test(test_lr_too_high),
 		cmocka_unit_test(test_warnings),
+		cmocka_unit_test(test_gradient_evidence),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
