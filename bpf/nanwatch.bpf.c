@@ -30,6 +30,7 @@ const volatile __u32 targ_tgid = 0;
 const volatile __u64 max_scan_bytes = 1ULL << 30;
 const volatile __u32 step_by_marker = 0;	/* steps come from uprobe_step_marker instead */
 const volatile __u32 top_only = 0;		/* mode sample: check outermost calls only */
+const volatile __u32 loss_only = 0;		/* mode loss: no module probes, the loss only */
 const volatile struct nw_layout L = {};
 const volatile struct nw_addrs A = {};
 
@@ -760,7 +761,8 @@ __noinline int scan_tensor(int full)
 		__u64 t0 = bpf_ktime_get_ns();
 
 		bpf_loop(chunks, fast_chunk, NULL, 0);
-		count(NW_C_SCAN_NS, bpf_ktime_get_ns() - t0);
+		if (!full)	/* the time of the bytes in NW_C_BYTES_SCANNED */
+			count(NW_C_SCAN_NS, bpf_ktime_get_ns() - t0);
 	}
 	if (c->err) {
 		count(NW_C_SKIP_UNREADABLE, 1);
@@ -1287,7 +1289,7 @@ SEC("uprobe")
 int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u64 tensors, items = 0, n = 0, type;
+	__u64 tensors, items = 0, n = 0, type, iteration = 0;
 	struct scratch *s;
 	int i;
 
@@ -1302,6 +1304,12 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 	s = get_scratch();
 	if (!s)
 		return 0;
+	count(NW_C_PROBE_HITS, 1);
+	if (loss_only) {
+		iteration = __sync_fetch_and_add(&iter_started, 1);
+		if (!step_by_marker)
+			step_count = iteration + 1;	/* what the stats call steps */
+	}
 	for (i = 0; i < 4; i++) {
 		__u64 obj;
 
@@ -1316,6 +1324,13 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 		s->ev.tid = (__u32)id;
 		s->ev.step = step_count;
 		s->ev.iteration = cur_iteration();
+		if (loss_only) {
+			/* no module probes: each backward is an iteration, and without a step marker
+			 * (torch 1.x) a step too */
+			s->ev.iteration = iteration;
+			if (!step_by_marker)
+				s->ev.step = iteration;
+		}
 		s->nargs = 0;
 		check_output(obj, n > 1 ? i : NW_NO_INDEX, NW_NO_INDEX);
 		if (i == 0)

@@ -75,7 +75,7 @@ enum nw_counter {
 	NW_C_PROBE_HITS,
 	NW_C_STACK_OVERFLOW,
 	NW_C_SKIP_ITEMS,	/* tuple/list items past the ones we walk */
-	NW_C_SCAN_NS,		/* time in the NaN/Inf scan of tensors found finite or not */
+	NW_C_SCAN_NS,		/* time in the scan of the bytes in NW_C_BYTES_SCANNED */
 	NW_C_BWD_NODES,		/* autograd nodes evaluated */
 	NW_C_BWD_GRADS,		/* gradients entering them scanned */
 	NW_C_BWD_BYTES,		/* bytes of those */

@@ -377,9 +377,10 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 	return 1;
 }
 
-static int rule_loss(const struct diag_anomaly *a, struct diagnosis *g)
+static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
-	if (!a->phase || strcmp(a->phase, "loss"))
+	/* in mode loss no module output was checked: a NaN from any layer looks the same */
+	if (!a->phase || strcmp(a->phase, "loss") || d->loss_only)
 		return 0;
 	evidence(g, "every module output of iteration %llu was finite; the loss was not",
 		 (unsigned long long)a->iteration);
@@ -568,12 +569,13 @@ int diagnose__conclude(struct diag *d, struct diagnosis *out)
 	d->done = 1;
 	out->origin_step = -1;
 	trend(d, out);
-	if (rule_input(d, out) || rule_lr(d, a, out) || rule_loss(a, out) ||
+	if (rule_input(d, out) || rule_lr(d, a, out) || rule_loss(d, a, out) ||
 	    rule_backward(a, out) || rule_params(d, a, out))
 		return 0;
 	if (d->top_only) {
-		evidence(out, "mode sample checks only the model's output: run with --mode full to "
-			      "find the layer that made the value");
+		evidence(out, "mode %s checks only the %s: run with --mode full to find the "
+			      "layer that made the value", d->loss_only ? "loss" : "sample",
+			 d->loss_only ? "loss" : "model's output");
 		conclude(out, "unknown", 0.2);
 		return 0;
 	}

@@ -88,6 +88,7 @@ struct diag {
 	int root_inputs_finite; /* the outermost module's inputs in that iteration; -1 unknown */
 	int root_seen;
 	int top_only;		/* mode sample: only outermost outputs were checked */
+	int loss_only;		/* mode loss: only the loss was checked */
 	struct diag_loss losses[DIAG_MAX_LOSSES]; /* ring, oldest first from loss_head */
 	unsigned int nlosses, loss_head;
 	struct diag_mark marks[DIAG_MAX_MARKS];	/* ring */

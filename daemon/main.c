@@ -80,6 +80,9 @@ static const char usage[] =
 	"                           'sample': check only outermost calls (the model's\n"
 	"                           output, a loss module): finds the first bad step and\n"
 	"                           iteration, not the layer\n"
+	"                           'loss': check only the loss backward() starts from, with\n"
+	"                           no module probes (one probe hit per backward): finds\n"
+	"                           the first bad step, not the layer; the cheapest watch\n"
 	"  -L, --layouts DIR        layout tables (default: next to the binary, then\n"
 	"                           " NW_LAYOUT_DIR ")\n"
 	"      --max-scan-mb N      scan at most N MiB of each tensor (default 1024)\n"
@@ -226,8 +229,8 @@ static void parse_args(int argc, char **argv, struct args *a)
 		die_usage("unexpected argument");
 	if (!a->pid)
 		die_usage("--pid is required");
-	if (strcmp(a->mode, "full") && strcmp(a->mode, "sample"))
-		die_usage("unknown --mode (supported: full, sample)");
+	if (strcmp(a->mode, "full") && strcmp(a->mode, "sample") && strcmp(a->mode, "loss"))
+		die_usage("unknown --mode (supported: full, sample, loss)");
 }
 
 static void on_signal(int sig)
@@ -303,7 +306,7 @@ static int backward_layout(struct app *app, const struct layout *tl, char *err, 
 	int ret;
 
 	app->node_symbol[0] = 0;
-	if (!app->a.backward || !strcmp(app->a.mode, "sample") || !app->t.torch_cpu_file[0])
+	if (!app->a.backward || strcmp(app->a.mode, "full") || !app->t.torch_cpu_file[0])
 		return 0;
 	ret = backward__layout(tl, app->t.torch_cpu_file, app->t.torch_cpu_base, &app->bwl,
 			       app->node_symbol, sizeof(app->node_symbol), err, errlen);
@@ -547,7 +550,8 @@ static int setup(struct app *app, char *err, size_t errlen)
 	struct probe_opts po = {.max_scan_bytes = app->a.max_scan_bytes,
 				.verbose = app->a.verbose,
 				.bpf_stats = app->a.bpf_stats,
-				.top_only = !strcmp(app->a.mode, "sample")};
+				.top_only = strcmp(app->a.mode, "full") != 0,
+				.loss_only = !strcmp(app->a.mode, "loss")};
 	int ret;
 
 	app->pidfd = syscall(SYS_pidfd_open, app->a.pid, 0);
@@ -578,7 +582,8 @@ static int setup(struct app *app, char *err, size_t errlen)
 		return ret;
 	}
 	diagnose__init(&app->r.diag);
-	app->r.diag.top_only = !strcmp(app->a.mode, "sample");
+	app->r.diag.top_only = strcmp(app->a.mode, "full") != 0;
+	app->r.diag.loss_only = app->r.loss_only = !strcmp(app->a.mode, "loss");
 	app->r.e = &app->e;
 	app->r.names = app->names;
 	app->r.remote = &app->remote;

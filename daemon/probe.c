@@ -66,6 +66,13 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	s->rodata->A.tensor_type = t->tensor_type;
 	s->rodata->step_by_marker = s_marker(o, l);
 	s->rodata->top_only = o->top_only;
+	s->rodata->loss_only = o->loss_only;
+	if (o->loss_only) {
+		/* not loaded at all: nothing of the module probes stays in the kernel */
+		bpf_program__set_autoload(s->progs.uprobe_eval_frame, false);
+		bpf_program__set_autoload(s->progs.uretprobe_eval_frame, false);
+		bpf_program__set_autoload(s->progs.uprobe_bwd_node, false);
+	}
 	s->rodata->capture_max_bytes = o->capture_max_bytes;
 	s->rodata->capture_int_codes = o->capture_int_codes;
 	if (o->capture_ring_bytes) {
@@ -111,10 +118,16 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 	struct nanwatch_bpf *s = p->skel;
 	int ret;
 
-	ret = attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
+	if (o->loss_only && !o->backward_symbol) {
+		snprintf(err, errlen, "mode loss needs the torch table's backward_symbol");
+		return -ENOENT;
+	}
+	ret = o->loss_only ? 0 :
+	      attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
 			 t->python_file, t->python_path, eval, false, err, errlen);
-	ret = ret ?: attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame,
-				t, t->python_file, t->python_path, eval, true, err, errlen);
+	ret = ret || o->loss_only ? ret :
+	      attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame, t,
+			 t->python_file, t->python_path, eval, true, err, errlen);
 	if (!ret && s_marker(o, l)) {
 		if (!t->torch_cpu_file[0]) {
 			snprintf(err, errlen, "torch layout names a step marker but pid %d maps "
@@ -125,7 +138,7 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 				 t->torch_cpu_file, t->torch_cpu_file, o->step_symbol, false, err,
 				 errlen);
 	}
-	if (!ret && o->backward_symbol && !o->top_only)
+	if (!ret && o->backward_symbol && (!o->top_only || o->loss_only))
 		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
 				 t->torch_python_file, t->torch_path, o->backward_symbol, false, err,
 				 errlen);

@@ -129,7 +129,10 @@ static int loss(struct report *r, const struct nw_event *ev, struct json *j)
 	tensor_fields(j, ev);
 	json__null(j, "inputs_finite");
 	json__null(j, "params_finite");
-	json__bool(j, "origin", r->forward_iter_p1 != ev->iteration + 1);
+	if (r->loss_only)
+		json__null(j, "origin");	/* module outputs were not checked */
+	else
+		json__bool(j, "origin", r->forward_iter_p1 != ev->iteration + 1);
 	return finish(r, j, ev);
 }
 

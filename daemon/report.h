@@ -22,6 +22,7 @@ struct report {
 	void *params_ctx;
 	uint64_t anomalies;	/* anomaly lines written */
 	uint64_t warnings;	/* warning lines written */
+	int loss_only;		/* mode loss: module outputs are not checked */
 	uint64_t modules;	/* distinct (root, module) pairs seen */
 	uint64_t lost_reported;
 	uint64_t unnamed;	/* anomalies whose module is not under its root's tree */

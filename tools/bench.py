@@ -596,6 +596,12 @@ def targets(summaries, scan, dmodes):
                         % (name, on["median_ms"] - off["median_ms"],
                            anom["median_ms"] - base["median_ms"]),
                         on["median_ms"] - off["median_ms"] < anom["median_ms"] - base["median_ms"]))
+        cheapest = next((m for m in ("loss", "sample") if m in dmodes), None)
+        s = summ.get("nanwatch-" + cheapest) if cheapest else None
+        if s:
+            out.append(("%s cheapest watch mode (nanwatch-%s) within 1.02x of uninstrumented: "
+                        "%.3fx (paired %.3fx)" % (name, cheapest, s["ratio"],
+                                                  s["paired_ratio"] or 0), s["ratio"] <= 1.02))
         s = summ.get("detached")
         if s:
             out.append(("%s detached 1.00x: %.3fx (tolerance +-%.3f: 2%% or half the "

@@ -809,6 +809,51 @@ def case_sample(ctx, name):
                    (sampled, scanned))
 
 
+LOSS_MODE = ["nan_input", "loss_log_zero", "lr_too_high"]  # trainers also run under --mode loss
+
+
+def case_loss_mode(ctx, name):
+    """--mode loss: no module probes, only the loss; the first bad step and iteration from the
+    loss alone, one probe hit per backward, and a diagnosis that claims no layer-level cause."""
+    oracle, trace = oracle_of(ctx, name)
+    if oracle is None:
+        raise Fail("%s --oracle found no anomaly (the trainer lost its fault)" % name)
+    losses = [float.fromhex(v) for v in trace["losses"]]
+    bad = [i for i, v in enumerate(losses) if not math.isfinite(v)]
+    if not bad or bad[0] != oracle["iteration"]:
+        raise Fail("the trainer's first non-finite loss is at iteration %s, its first anomaly at "
+                   "%d: not a case for mode loss" % (bad[:1], oracle["iteration"]))
+    events = watch(ctx, name, trace, mode="loss")
+    pid = events[0]["pid"]
+    if events[0].get("mode") != "loss" or events[0].get("probes") not in (1, 2):
+        raise Fail("attach event: mode %r, probes %r; want mode loss and 1 or 2 probes" %
+                   (events[0].get("mode"), events[0].get("probes")))
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    if not anomalies:
+        raise Fail("no anomaly event; the loss went non-finite at iteration %d" % bad[0])
+    for ev in anomalies:
+        check_anomaly_fields(ev, pid)
+        if ev["phase"] != "loss" or ev["layer"] is not None or ev["origin"] is not None:
+            raise Fail("mode loss reported %s" % json.dumps(ev))
+    first = anomalies[0]
+    want = {"step": trace["loss_steps"][bad[0]], "iteration": bad[0], "first": True}
+    diffs = ["%s %r, want %r" % (k, first[k], v) for k, v in want.items() if first[k] != v]
+    if diffs:
+        raise Fail("first anomaly differs: " + "; ".join(diffs))
+    got = [ev["iteration"] for ev in anomalies]
+    if got != bad[:len(got)] or len(got) != len(bad):
+        raise Fail("anomalies at iterations %s, the non-finite losses at %s" % (got, bad))
+    d = [ev for ev in events if ev["event"] == "diagnosis"]
+    cause = "lr_too_high" if oracle["expected_cause"] == "lr_too_high" else "unknown"
+    if len(d) != 1 or d[0]["cause"] != cause or d[0]["step"] != want["step"]:
+        raise Fail("diagnosis %s; want one, cause %s at step %d" %
+                   ([json.dumps(x) for x in d], cause, want["step"]))
+    stats = [ev for ev in events if ev["event"] == "stats"][-1]
+    if stats["module_calls"] != 0 or stats["probe_hits"] != len(losses):
+        raise Fail("stats: module_calls %r, probe_hits %r; want 0 and one per backward (%d)" %
+                   (stats["module_calls"], stats["probe_hits"], len(losses)))
+
+
 def case_sigterm(ctx):
     """SIGTERM mid-training: clean detach, and the trainer finishes exactly as it would alone."""
     steps = ("--steps", "100")
@@ -1416,6 +1461,7 @@ CASES = [("trainer_" + n, (lambda n: lambda ctx: case_trainer(ctx, n))(n)) for n
 CASES += [(n, (lambda n: lambda ctx: case_backward(ctx, n))(n)) for n in BACKWARD_NAN + BACKWARD_INF]
 CASES += [("grad_explode", case_grad_explode), ("backward_off", case_backward_off)]
 CASES += [("sample_" + n, (lambda n: lambda ctx: case_sample(ctx, n))(n)) for n in SAMPLED]
+CASES += [("lossmode_" + n, (lambda n: lambda ctx: case_loss_mode(ctx, n))(n)) for n in LOSS_MODE]
 CASES += [
     ("noncontig", case_noncontig),
     ("healthy", case_healthy),
