@@ -173,7 +173,6 @@ static __noinline int report_bwd(__u64 node, __u32 nr)
 	struct bwd_scratch *b = get_bwd_scratch();
 	struct gradfn_rec *m;
 	__u64 iter = cur_iteration(), producer = 0, type;
-	int i;
 
 	if (!s || !b)
 		return 0;
@@ -198,12 +197,7 @@ static __noinline int report_bwd(__u64 node, __u32 nr)
 	s->ev.iteration = iter;
 	s->ev.index0 = b->nfound ? b->found_idx : NW_NO_INDEX;
 	s->ev.index1 = NW_NO_INDEX;
-	s->ev.dtype = s->ti.dtype;
-	s->ev.ndim = s->ti.ndim;
-	s->ev.numel = s->ti.numel;
-	s->ev.flags = s->ti.flags;
-	for (i = 0; i < NW_MAX_DIMS; i++)
-		s->ev.shape[i] = s->ti.shape[i];
+	ev_tensor(s);
 	scan_tensor(1);
 	producer = b->found;
 	s->ev.node = producer;

@@ -939,6 +939,19 @@ __noinline __u64 sample_max(void)
 	return mx;
 }
 
+/* The event's tensor fields from s->ti. */
+static __always_inline void ev_tensor(struct scratch *s)
+{
+	int i;
+
+	s->ev.dtype = s->ti.dtype;
+	s->ev.ndim = s->ti.ndim;
+	s->ev.numel = s->ti.numel;
+	s->ev.flags = s->ti.flags;
+	for (i = 0; i < NW_MAX_DIMS; i++)
+		s->ev.shape[i] = s->ti.shape[i];
+}
+
 /*
  * Send a magnitude event for key (a module, or module | NW_PARAMS_KEY) if mark
  * is one it never reached. s->ev holds the call's stack; the caller set the
@@ -974,7 +987,6 @@ __noinline int note_magnitude(__u32 idx0, __u32 idx1)
 	struct scratch *s = get_scratch();
 	__u32 mark, words;
 	__u64 mx;
-	int i;
 
 	if (!s || s->ev.phase != NW_PHASE_FORWARD || !s->c.size)
 		return 0;
@@ -985,12 +997,8 @@ __noinline int note_magnitude(__u32 idx0, __u32 idx1)
 	words = s->c.words < NW_MAG_WORDS ? s->c.words : NW_MAG_WORDS;
 	s->ev.index0 = idx0;
 	s->ev.index1 = idx1;
-	s->ev.dtype = s->ti.dtype;
-	s->ev.ndim = s->ti.ndim;
-	s->ev.numel = s->ti.numel;
+	ev_tensor(s);
 	s->ev.scanned = (__u64)words * 8 / s->c.size;
-	for (i = 0; i < NW_MAX_DIMS; i++)
-		s->ev.shape[i] = s->ti.shape[i];
 	send_mark(s, s->ev.module, mark, mx);
 	return 0;
 }
@@ -1075,7 +1083,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 {
 	struct scratch *s = get_scratch();
 	__u64 iter, type;
-	int r, i;
+	int r;
 
 	if (!s)
 		return 0;
@@ -1097,12 +1105,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	s->ev.first_iteration = first_iter_p1 == iter + 1;
 	s->ev.index0 = idx0;
 	s->ev.index1 = idx1;
-	s->ev.dtype = s->ti.dtype;
-	s->ev.ndim = s->ti.ndim;
-	s->ev.numel = s->ti.numel;
-	s->ev.flags = s->ti.flags;
-	for (i = 0; i < NW_MAX_DIMS; i++)
-		s->ev.shape[i] = s->ti.shape[i];
+	ev_tensor(s);
 	scan_tensor(1);
 	s->ev.inputs_checked = 0;
 	s->ev.inputs_nonfinite = 0;

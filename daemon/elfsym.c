@@ -60,34 +60,37 @@ void elfsym__close(struct elfsym *e)
 	free(e);
 }
 
+struct find_ctx {
+	const char *name;
+	size_t prefix_len;
+	uint64_t *addr;
+	char *found;
+	size_t found_len;
+};
+
+static int find_cb(const char *s, uint64_t value, void *ctx)
+{
+	struct find_ctx *f = ctx;
+
+	if ((!f->prefix_len && strcmp(s, f->name)) || (f->found && strlen(s) >= f->found_len))
+		return 0;
+	if (f->found)
+		strcpy(f->found, s);
+	*f->addr = value;
+	return 1;
+}
+
+static int each_in(Elf *elf, Elf_Scn *scn, const char *prefix, size_t plen, elfsym_fn fn,
+		   void *ctx);
+
 /* prefix_len 0: name must match whole; else the first symbol starting with name[0..len). */
 static int find_in(Elf *elf, Elf_Scn *scn, const char *name, size_t prefix_len, uint64_t *addr,
 		   char *found, size_t found_len)
 {
-	Elf_Data *data = elf_getdata(scn, NULL);
-	GElf_Shdr sh;
-	size_t i, n;
+	struct find_ctx f = {name, prefix_len, addr, found, found_len};
 
-	if (!data || !gelf_getshdr(scn, &sh) || !sh.sh_entsize)
-		return -ENOENT;
-	n = sh.sh_size / sh.sh_entsize;
-	for (i = 0; i < n; i++) {
-		GElf_Sym sym;
-		const char *s;
-
-		if (!gelf_getsym(data, i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
-			continue;
-		s = elf_strptr(elf, sh.sh_link, sym.st_name);
-		if (!s || (prefix_len ? strncmp(s, name, prefix_len) : strcmp(s, name)))
-			continue;
-		if (found && strlen(s) >= found_len)
-			continue;
-		if (found)
-			strcpy(found, s);
-		*addr = sym.st_value;
-		return 0;
-	}
-	return -ENOENT;
+	return each_in(elf, scn, name, prefix_len ? prefix_len : strlen(name), find_cb, &f) > 0 ?
+	       0 : -ENOENT;
 }
 
 static int find_sym(struct elfsym *e, const char *name, size_t prefix_len, uint64_t *addr,
