@@ -83,6 +83,8 @@ enum nw_counter {
 	NW_C_BWD_PARAM_GRADS,	/* parameter gradients measured for norms */
 	NW_C_BWD_NORM_SKIPPED,	/* parameter gradients not measured (dtype, unreadable, size) */
 	NW_C_BWD_GRADS_LOST,	/* parameter gradient histograms dropped: their ring was full */
+	NW_C_RESCAN_SKIPPED,	/* module outputs not scanned again: a parent returned them as is */
+	NW_C_RESCAN_BYTES,	/* their bytes */
 	NW_C_MAX,
 };
 
@@ -200,6 +202,20 @@ struct nw_event {
  * Backward-phase layout: torch's autograd engine. Offsets measured by
  * tools/nanwatch-layout; the probe symbol comes from the same table.
  */
+/*
+ * What identifies a tensor already scanned finite when a parent module returns
+ * it again: its TensorImpl, data, grad_fn and version counter. Offsets from
+ * the torch table; on 0 when it lacks them (every output is scanned).
+ */
+struct nw_rescan {
+	__s64 impl_autograd_meta;	/* TensorImpl.autograd_meta_ (unique_ptr) */
+	__s64 meta_grad_fn;		/* AutogradMeta.grad_fn_ (shared_ptr<Node>: Node* first) */
+	__s64 impl_version;		/* TensorImpl.version_counter_ (intrusive_ptr<VersionCounter>) */
+	__s64 version_value;		/* VersionCounter.version_ (u32) */
+	__u32 on;
+	__u32 pad;
+};
+
 struct nw_bwd_layout {
 	__s64 impl_autograd_meta;	/* TensorImpl.autograd_meta_ (unique_ptr) */
 	__s64 meta_grad_fn;		/* AutogradMeta.grad_fn_ (shared_ptr<Node>: Node* first) */

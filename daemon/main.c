@@ -63,6 +63,7 @@ struct app {
 	char backward_symbol[256];
 	int published;		/* offsets taken from the interpreter itself */
 	struct nw_bwd_layout bwl;
+	struct nw_rescan rescan;	/* .on: the torch table lets outputs skip a rescan */
 	char node_symbol[256];	/* "" : the backward pass is not checked */
 	long long vtable_offset;	/* vtable pointer - its _ZTV symbol */
 	int pidfd;
@@ -300,6 +301,22 @@ static int step_symbol(struct app *app, const char *prefix, char *err, size_t er
 	return ret;
 }
 
+/* The torch table's keys that identify a tensor already scanned; without them, no skipping. */
+static void rescan_layout(struct app *app, const struct layout *tl)
+{
+	long long v[4];
+
+	memset(&app->rescan, 0, sizeof(app->rescan));
+	if (layout__int(tl, "impl_autograd_meta", &v[0]) || layout__int(tl, "meta_grad_fn", &v[1]) ||
+	    layout__int(tl, "impl_version", &v[2]) || layout__int(tl, "version_value", &v[3]))
+		return;
+	app->rescan.impl_autograd_meta = v[0];
+	app->rescan.meta_grad_fn = v[1];
+	app->rescan.impl_version = v[2];
+	app->rescan.version_value = v[3];
+	app->rescan.on = 1;
+}
+
 /* The torch table's backward keys; a table without them leaves the backward pass unwatched. */
 static int backward_layout(struct app *app, const struct layout *tl, char *err, size_t errlen)
 {
@@ -345,6 +362,8 @@ static int load_layouts(struct app *app, char *err, size_t errlen)
 	ret = step_symbol(app, layout__str(tl, "step_symbol_prefix"), why, sizeof(why));
 	if (!ret)
 		ret = backward_layout(app, tl, why, sizeof(why));
+	if (!ret)
+		rescan_layout(app, tl);
 	if (!ret)
 		ret = layout__fill(py, &app->nwl, why, sizeof(why));
 	if (!ret)
@@ -551,7 +570,8 @@ static int setup(struct app *app, char *err, size_t errlen)
 				.verbose = app->a.verbose,
 				.bpf_stats = app->a.bpf_stats,
 				.top_only = strcmp(app->a.mode, "full") != 0,
-				.loss_only = !strcmp(app->a.mode, "loss")};
+				.loss_only = !strcmp(app->a.mode, "loss"),
+				.rescan = &app->rescan};
 	int ret;
 
 	app->pidfd = syscall(SYS_pidfd_open, app->a.pid, 0);

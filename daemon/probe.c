@@ -67,6 +67,8 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	s->rodata->step_by_marker = s_marker(o, l);
 	s->rodata->top_only = o->top_only;
 	s->rodata->loss_only = o->loss_only;
+	if (o->rescan)
+		memcpy((void *)&s->rodata->RS, o->rescan, sizeof(*o->rescan));
 	if (o->loss_only) {
 		/* not loaded at all: nothing of the module probes stays in the kernel */
 		bpf_program__set_autoload(s->progs.uprobe_eval_frame, false);

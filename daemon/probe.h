@@ -21,6 +21,7 @@ struct probe_opts {
 	const char *step_symbol;	/* libtorch_cpu function marking optimizer steps, or NULL */
 	int top_only;			/* check only outermost module calls (mode sample) */
 	int loss_only;			/* no module probes: only the loss (mode loss) */
+	const struct nw_rescan *rescan;	/* outputs not scanned twice; NULL: every one is */
 	const char *backward_symbol;	/* libtorch_python's run_backward, or NULL: no loss check */
 	uint64_t capture_max_bytes;	/* capture budget; 0: no capture */
 	uint32_t capture_ring_bytes;	/* capture ring buffer size (a power of 2 pages) */

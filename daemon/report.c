@@ -510,6 +510,10 @@ int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 	json__uint(j, "items", c[NW_C_SKIP_ITEMS]);
 	json__object_end(j);
 	json__uint(j, "stack_overflow", c[NW_C_STACK_OVERFLOW]);
+	json__object_begin(j, "rescans_avoided");
+	json__uint(j, "tensors", c[NW_C_RESCAN_SKIPPED]);
+	json__uint(j, "bytes", c[NW_C_RESCAN_BYTES]);
+	json__object_end(j);
 	if (r->bwd)
 		grad_stats(r, j, c);
 	if (rt) {

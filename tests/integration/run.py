@@ -73,7 +73,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAINERS = os.path.join(REPO, "tests", "trainers")
 FAULTY = ["nan_input", "div_zero", "rnn_tuple", "mha_tuple", "fp16_overflow", "demo", "views",
-          "loss_log_zero", "exp_overflow", "invalid_domain", "nonfinite_params", "lr_too_high"]
+          "loss_log_zero", "exp_overflow", "invalid_domain", "nonfinite_params", "lr_too_high",
+          "inplace_parent"]
 
 SCHEMA = "nanwatch/1"
 ATTACH_TIMEOUT = 60
@@ -645,6 +646,12 @@ def case_trainer(ctx, name):
     check_anomalies(events, oracle, events[0]["pid"])
     check_origin_and_trend(events, oracle, trace)
     check_warnings(events, oracle)
+    if name == "inplace_parent":
+        stats = [ev for ev in events if ev["event"] == "stats"][-1]
+        avoided = (stats.get("rescans_avoided") or {}).get("tensors")
+        if not isinstance(avoided, int) or avoided < 1:
+            raise Fail("stats.rescans_avoided.tensors %r: the parent's unchanged output was "
+                       "scanned again" % avoided)
     if name == "views":
         skipped = last_stats(events)["skipped"]["noncontiguous"]
         if skipped < 1:
