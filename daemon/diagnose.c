@@ -173,6 +173,45 @@ static void evidence(struct diagnosis *g, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* An evidence line "label: item, item, ...", cut at the line's size; sent if it has items. */
+struct listing {
+	char buf[sizeof(((struct diagnosis *)0)->evidence[0])];
+	int len, n;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void list_begin(struct listing *l, const char *fmt, ...)
+{
+	va_list ap;
+
+	memset(l, 0, sizeof(*l));
+	va_start(ap, fmt);
+	l->len = vsnprintf(l->buf, sizeof(l->buf), fmt, ap);
+	va_end(ap);
+}
+
+__attribute__((format(printf, 2, 3)))
+static void list_add(struct listing *l, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (l->len >= (int)sizeof(l->buf))
+		return;
+	if (l->n++)
+		l->len += snprintf(l->buf + l->len, sizeof(l->buf) - l->len, ",");
+	if (l->len >= (int)sizeof(l->buf))
+		return;
+	va_start(ap, fmt);
+	l->len += vsnprintf(l->buf + l->len, sizeof(l->buf) - l->len, fmt, ap);
+	va_end(ap);
+}
+
+static void list_send(const struct listing *l, struct diagnosis *g)
+{
+	if (l->n)
+		evidence(g, "%s", l->buf);
+}
+
 static const char *name(const char *layer)
 {
 	return !layer ? "an unnamed module" : *layer ? layer : "the model";
@@ -241,19 +280,15 @@ static double grad_median_before(const struct diag *d, uint64_t step)
 /* "gradient norm by step: s: n, ..." for steps from..to, if any was measured. */
 static void grad_evidence(const struct diag *d, uint64_t from, uint64_t to, struct diagnosis *g)
 {
-	char buf[sizeof(g->evidence[0])];
-	int i, n = 0, len;
+	struct listing l;
+	int i;
 
-	len = snprintf(buf, sizeof(buf), "gradient norm by step:");
-	for (i = 0; i < d->ngrads && len < (int)sizeof(buf); i++) {
-		if (d->grads[i].step < from || d->grads[i].step > to)
-			continue;
-		len += snprintf(buf + len, sizeof(buf) - len, "%s %llu: %.3g", n ? "," : "",
-				(unsigned long long)d->grads[i].step, d->grads[i].norm);
-		n++;
-	}
-	if (n)
-		evidence(g, "%s", buf);
+	list_begin(&l, "gradient norm by step:");
+	for (i = 0; i < d->ngrads; i++)
+		if (d->grads[i].step >= from && d->grads[i].step <= to)
+			list_add(&l, " %llu: %.3g", (unsigned long long)d->grads[i].step,
+				 d->grads[i].norm);
+	list_send(&l, g);
 }
 
 /* "clip_grad_norm_(..., max_norm=X)" with X the typical norm before step, when known. */
@@ -317,30 +352,24 @@ static int diverging(const struct diag *d, uint64_t iteration, int *end)
 static void mark_evidence(const struct diag *d, const struct diag_anomaly *a, uint64_t key,
 			  const char *what, struct diagnosis *g)
 {
-	char buf[sizeof(g->evidence[0])];
+	struct listing l;
 	unsigned int i;
-	int n = 0, len;
 
-	len = snprintf(buf, sizeof(buf), "max |%s| of %s (sampled) before the overflow:", what,
-		       name(a->layer));
-	for (i = 0; i < d->nmarks && len < (int)sizeof(buf); i++) {
+	list_begin(&l, "max |%s| of %s (sampled) before the overflow:", what, name(a->layer));
+	for (i = 0; i < d->nmarks; i++) {
 		const struct diag_mark *k = mark_at(d, i);
 
-		if (k->module != key || k->iteration > a->iteration)
-			continue;
-		len += snprintf(buf + len, sizeof(buf) - len, "%s %.3g at step %llu", n ? "," : "",
-				k->value, (unsigned long long)k->step);
-		n++;
+		if (k->module == key && k->iteration <= a->iteration)
+			list_add(&l, " %.3g at step %llu", k->value, (unsigned long long)k->step);
 	}
-	if (n)
-		evidence(g, "%s", buf);
+	list_send(&l, g);
 }
 
 static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	const struct diag_loss *lo, *hi;
-	int start, end, i, len;
-	char buf[sizeof(g->evidence[0])];
+	struct listing l;
+	int start, end, i;
 	double rate;
 
 	start = diverging(d, a->iteration, &end);
@@ -352,14 +381,14 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 	evidence(g, "the loss diverged before the first non-finite value: %.3g at step %llu, "
 		    "%.3g at step %llu (x%.3g per step)", lo->value, (unsigned long long)lo->step,
 		 hi->value, (unsigned long long)hi->step, rate);
-	len = snprintf(buf, sizeof(buf), "loss by step:");
-	for (i = start; i <= end && len < (int)sizeof(buf); i++)
-		len += snprintf(buf + len, sizeof(buf) - len, "%s %llu: %.3g", i > start ? "," : "",
-				(unsigned long long)loss_at(d, i)->step, loss_at(d, i)->value);
-	evidence(g, "%s", buf);
+	list_begin(&l, "loss by step:");
+	for (i = start; i <= end; i++)
+		list_add(&l, " %llu: %.3g", (unsigned long long)loss_at(d, i)->step,
+			 loss_at(d, i)->value);
+	list_send(&l, g);
 	grad_evidence(d, lo->step, hi->step, g);
 	mark_evidence(d, a, a->module_id, "output", g);
-	mark_evidence(d, a, a->module_id | 1, "parameters", g);
+	mark_evidence(d, a, a->module_id | DIAG_PARAMS_KEY, "parameters", g);
 	if (a->params_finite == 0)
 		evidence(g, "the parameters of %s were non-finite by then: the updates since step "
 			    "%llu grew them past the range", name(a->layer),

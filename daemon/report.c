@@ -312,6 +312,8 @@ int report__diagnose(struct report *r, uint64_t iteration)
 	return emit__end(r->e);
 }
 
+_Static_assert(DIAG_PARAMS_KEY == NW_PARAMS_KEY, "parameter marks keyed alike on both sides");
+
 /* The largest finite value of a dtype. */
 static double dtype_max(__u32 dtype)
 {
