@@ -1342,15 +1342,8 @@ static __always_inline void send_loss(struct scratch *s)
 	__u32 size = nw_dtype_size(s->ti.dtype);
 	void *p = (void *)s->ti.data;
 
-	if (s->ti.numel != 1 || s->ti.flags)
-		return;
-	if (size == 2 && bpf_probe_read_user(&bits, 2, p))
-		return;
-	if (size == 4 && bpf_probe_read_user(&bits, 4, p))
-		return;
-	if (size == 8 && bpf_probe_read_user(&bits, 8, p))
-		return;
-	if (!size)
+	if (s->ti.numel != 1 || s->ti.flags || !size || size > sizeof(bits) ||
+	    bpf_probe_read_user(&bits, size, p))
 		return;
 	s->ev.type = NW_EV_LOSS;
 	s->ev.dtype = s->ti.dtype;

@@ -39,6 +39,8 @@ struct args {
 	const char *output;
 	const char *layouts;
 	const char *mode;
+	int top_only;		/* mode sample or loss: no layer-level checks */
+	int loss_only;		/* mode loss: no module probes */
 	uint64_t max_scan_bytes;
 	double stats_interval;
 	int verbose;
@@ -232,6 +234,8 @@ static void parse_args(int argc, char **argv, struct args *a)
 		die_usage("--pid is required");
 	if (strcmp(a->mode, "full") && strcmp(a->mode, "sample") && strcmp(a->mode, "loss"))
 		die_usage("unknown --mode (supported: full, sample, loss)");
+	a->top_only = strcmp(a->mode, "full") != 0;
+	a->loss_only = !strcmp(a->mode, "loss");
 }
 
 static void on_signal(int sig)
@@ -323,7 +327,7 @@ static int backward_layout(struct app *app, const struct layout *tl, char *err, 
 	int ret;
 
 	app->node_symbol[0] = 0;
-	if (!app->a.backward || strcmp(app->a.mode, "full") || !app->t.torch_cpu_file[0])
+	if (!app->a.backward || app->a.top_only || !app->t.torch_cpu_file[0])
 		return 0;
 	ret = backward__layout(tl, app->t.torch_cpu_file, app->t.torch_cpu_base, &app->bwl,
 			       app->node_symbol, sizeof(app->node_symbol), err, errlen);
@@ -569,8 +573,8 @@ static int setup(struct app *app, char *err, size_t errlen)
 	struct probe_opts po = {.max_scan_bytes = app->a.max_scan_bytes,
 				.verbose = app->a.verbose,
 				.bpf_stats = app->a.bpf_stats,
-				.top_only = strcmp(app->a.mode, "full") != 0,
-				.loss_only = !strcmp(app->a.mode, "loss"),
+				.top_only = app->a.top_only,
+				.loss_only = app->a.loss_only,
 				.rescan = &app->rescan};
 	int ret;
 
@@ -602,8 +606,8 @@ static int setup(struct app *app, char *err, size_t errlen)
 		return ret;
 	}
 	diagnose__init(&app->r.diag);
-	app->r.diag.top_only = strcmp(app->a.mode, "full") != 0;
-	app->r.diag.loss_only = app->r.loss_only = !strcmp(app->a.mode, "loss");
+	app->r.diag.top_only = app->a.top_only;
+	app->r.diag.loss_only = app->r.loss_only = app->a.loss_only;
 	app->r.e = &app->e;
 	app->r.names = app->names;
 	app->r.remote = &app->remote;
