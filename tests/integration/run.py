@@ -84,7 +84,8 @@ TRAINER_TIMEOUT = 180
 NOBODY = 65534
 TRIXIE_STAMP = ".nanwatch-ready"
 TRIXIE_PYTHON = "/usr/bin/python3"  # inside the root
-TRIXIE_TRAINERS = "/opt/nanwatch-tests/trainers"  # inside the root
+# inside the root; one directory per run, so runs from two checkouts cannot mix trainers
+TRIXIE_TRAINERS = "/opt/nanwatch-tests/run-%d/trainers" % os.getpid()
 TRIXIE_TORCH_TABLE = "torch-2.6.yaml"  # the layout table of the root's torch
 CONTAINER_INTERPRETER = "/usr/bin/python3.13"  # what the container's maps show
 # $1 the root, $2 an empty directory to mount it on, then the command. unshare execs sh, sh
@@ -112,6 +113,7 @@ TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d
 CHILDREN = []  # every Proc started, killed in finally
 MNT_DIRS = []  # every container mount point made, removed (rmdir) once its process is gone
 CAPTURE_DIRS = []  # capture directories made inside an environment's root, removed at the end
+TRIXIE_COPIES = []  # the per-run trainer directories made inside the trixie root (host paths)
 
 
 class Fail(Exception):
@@ -1341,7 +1343,8 @@ def check_counts_in_flight(events, what):
     # one forward pass per step: they differ by the step or pass running at either end
     if abs(iterations - steps) > 1:
         raise Fail("%s: stats.iterations %d against steps %d: the per-thread module stack "
-                   "or the root model went wrong at attach" % (what, iterations, steps))
+                   "or the root model went wrong at attach (stack_healed %s, unanchored %s)" %
+                   (what, iterations, steps, stats.get("stack_healed"), stats.get("unanchored")))
     bad = [ev for ev in events if ev["event"] == "anomaly"]
     if bad:
         raise Fail("%s: anomaly on a healthy stretch: %s" % (what, json.dumps(bad[0])))
@@ -1705,6 +1708,7 @@ def trixie_env(ctx, root):
     try:
         os.makedirs(parent, mode=0o755, exist_ok=True)
         os.chmod(parent, 0o755)
+        TRIXIE_COPIES.append(parent)
         if os.path.isdir(dest):
             shutil.rmtree(dest)
         elif os.path.lexists(dest):
@@ -1834,7 +1838,7 @@ def main():
         if left:
             print("container mount point left behind: %s" % ", ".join(left), flush=True)
         shutil.rmtree(ctx.tmp, ignore_errors=True)
-        for path in CAPTURE_DIRS:
+        for path in CAPTURE_DIRS + TRIXIE_COPIES:
             shutil.rmtree(path, ignore_errors=True)
     if not passed + failed:
         print("no case name contains %r" % args.select)
