@@ -523,7 +523,7 @@ static void report_sink_losses(struct app *app, int final)
 	}
 }
 
-/* The last lines; a reader that does not take them within half a second does not delay exit. */
+/* The last lines; a reader that does not take them within a quarter second does not delay exit. */
 static void emit_final(struct app *app)
 {
 	uint64_t c[NW_C_MAX];
@@ -543,7 +543,7 @@ static void emit_final(struct app *app)
 	json__uint(j, "steps", probe__steps(app->p));
 	json__uint(j, "iterations", probe__iterations(app->p));
 	emit__end(&app->e);
-	sinks__drain(app->sinks, 500);
+	sinks__drain(app->sinks, 250);
 }
 
 static int target_exited(struct app *app)
