@@ -453,14 +453,10 @@ static int on_grad(void *ctx, const struct nw_grad *g)
 static int on_event(void *ctx, const struct nw_event *ev)
 {
 	struct app *app = ctx;
-	int err;
 
 	take_capture(app);
-	err = report__event(&app->r, ev);
-
-	/* a broken sink ends the watch; anything else is not worth stopping for */
-	if (err == -EPIPE || app->e.failed)
-		return -EPIPE;
+	/* a broken output ends the watch in run(); the outputs that work still get the event */
+	report__event(&app->r, ev);
 	return 0;
 }
 
