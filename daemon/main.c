@@ -559,7 +559,7 @@ static int run(struct app *app)
 
 	while (!exiting) {
 		/* lines held back for a slow reader are offered again soon */
-		err = probe__poll(app->p, sinks__pending(app->sinks) ? 10 : 100);
+		err = probe__poll(app->p, sinks__pending(app->sinks) ? 20 : 100);
 		if (err && err != -EINTR) {
 			app->reason = "error";
 			return err;
@@ -569,10 +569,6 @@ static int run(struct app *app)
 			sinks__reopen(app->sinks);
 		}
 		sinks__flush(app->sinks);
-		if (target_exited(app)) {
-			app->reason = "target_exit";
-			return 0;
-		}
 		probe__counters(app->p, c);
 		report__lost(&app->r, c);
 		/* iterations started - 1 is the one running: the incident's may be over */
@@ -586,6 +582,10 @@ static int run(struct app *app)
 		if (app->e.failed || sinks__failed(app->sinks)) {
 			app->reason = "error";
 			return -EPIPE;
+		}
+		if (target_exited(app)) {
+			app->reason = "target_exit";
+			return 0;
 		}
 	}
 	app->reason = "signal";
