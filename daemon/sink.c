@@ -168,14 +168,23 @@ static void sink_break(struct sinks *ss, struct sink *s, int e)
 	fprintf(stderr, "nanwatchd: failed to write to output %s: %s\n", s->name, strerror(e));
 }
 
-/* 0, or -EAGAIN while the reader does not take more. */
+/*
+ * 0, or -EAGAIN while the reader does not take more. One line per write: a
+ * pipe takes a write of up to PIPE_BUF bytes, a unix socket one of up to half
+ * its buffer, whole or not at all, so a reader that stalls for good is left
+ * with whole lines (short of a line longer than that).
+ */
 static int sink_flush(struct sinks *ss, struct sink *s)
 {
 	struct iovec iov;
+	const char *nl;
 	ssize_t n;
 
 	while (!s->err && lineq__len(&s->q)) {
 		iov.iov_base = (void *)lineq__peek(&s->q, &iov.iov_len);
+		nl = memchr(iov.iov_base, '\n', iov.iov_len);
+		if (nl)
+			iov.iov_len = nl + 1 - (const char *)iov.iov_base;
 		n = sink_out(s, &iov, 1);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return -EAGAIN;

@@ -145,6 +145,50 @@ static void test_stalled_collector(void **state)
 	sinks__free(ss);
 }
 
+/* Bytes a collector read: whole lines of 694 to 700 bytes; since_nl carries a line across reads. */
+static void check_lines(const char *buf, ssize_t n, size_t *since_nl)
+{
+	ssize_t i;
+
+	for (i = 0; i < n; i++) {
+		if (buf[i] != '\n') {
+			(*since_nl)++;
+			continue;
+		}
+		assert_true(*since_nl >= 694 && *since_nl <= 700);
+		*since_nl = 0;
+	}
+}
+
+/*
+ * A collector that reads a little and stalls for good while a large queue is
+ * flushed: when the daemon closes, what the collector has is whole lines.
+ */
+static void test_stalled_whole_lines(void **state)
+{
+	struct fix *f = *state;
+	char line[700], buf[1 << 16];
+	size_t since_nl = 0;
+	struct sinks *ss;
+	ssize_t n;
+	int i;
+
+	ss = sinks__new(1 << 20);
+	assert_int_equal(sinks__add(ss, f->sock, buf, sizeof(buf)), 0);
+	f->peer = accept(f->srv, NULL, NULL);
+	memset(line, 'y', sizeof(line));
+	for (i = 0; i < 1400; i++)
+		sinks__write(ss, line, sizeof(line) - i % 7);
+	assert_true(sinks__pending(ss) > 200000);
+	n = recv(f->peer, buf, 50000, MSG_WAITALL);	/* room for part of the queue */
+	check_lines(buf, n, &since_nl);
+	sinks__flush(ss);
+	sinks__free(ss);
+	while ((n = recv(f->peer, buf, sizeof(buf), 0)) > 0)
+		check_lines(buf, n, &since_nl);
+	assert_int_equal(since_nl, 0);
+}
+
 /* The collector goes: its sink breaks, the file sink beside it still gets every line. */
 static void test_broken_collector(void **state)
 {
@@ -208,6 +252,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_stalled_collector, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stalled_whole_lines, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_broken_collector, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
 	};
