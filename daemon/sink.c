@@ -186,7 +186,7 @@ static int sink_flush(struct sinks *ss, struct sink *s)
 		if (nl)
 			iov.iov_len = nl + 1 - (const char *)iov.iov_base;
 		n = sink_out(s, &iov, 1);
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (!n || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
 			return -EAGAIN;
 		if (n < 0) {
 			sink_break(ss, s, errno);
