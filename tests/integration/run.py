@@ -1459,13 +1459,13 @@ def case_deep_nest(ctx, depth):
     stats = last_stats(events)
     if depth <= 30:
         check_anomalies(events, oracle, events[0]["pid"])
-        if first["nested_unchecked"] is not False:
-            raise Fail("nested_unchecked %r at depth %d" % (first["nested_unchecked"], depth))
+        if first.get("nested_unchecked") is not False:
+            raise Fail("nested_unchecked %r at depth %d" % (first.get("nested_unchecked"), depth))
         return
     layer = first["layer"] or ""
-    if first["origin"] is not None or first["nested_unchecked"] is not True:
+    if first["origin"] is not None or first.get("nested_unchecked") is not True:
         raise Fail("deepest checked call %r: origin %r, nested_unchecked %r; want null, true" %
-                   (layer, first["origin"], first["nested_unchecked"]))
+                   (layer, first["origin"], first.get("nested_unchecked")))
     if not oracle["layer"].startswith(layer + ".") or first["step"] != oracle["step"]:
         raise Fail("first anomaly %r step %r is not an ancestor of the oracle's %r step %r" %
                    (layer, first["step"], oracle["layer"], oracle["step"]))
