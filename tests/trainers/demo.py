@@ -6,6 +6,9 @@ row at exactly zero; at step 12 a batch arrives with padded sequences, blocks.0.
 0 / sqrt(mean(0^2)) = NaN at the padded positions, and the NaN spreads through attention.
 
 Expected first anomaly: blocks.0.norm (RMSNorm), inputs finite: origin.
+
+`make demo` runs it with --live (training at once) and moves the padded batch to a step after
+nanwatchd has attached ("FAULT n" on stdin), as a user attaches to a job already training.
 """
 import math
 
@@ -92,7 +95,7 @@ class Demo(common.Trainer):
 
     def batch(self, step, micro, gen):
         seq = torch.randint(1, VOCAB, (BATCH, SEQ + 1), generator=gen)
-        if step == FAULT_STEP:
+        if step == self.fault_step:
             seq[1, SEQ - 3:] = 0  # the first padded batch
         return (seq[:, :-1],), seq[:, 1:].reshape(-1)
 
