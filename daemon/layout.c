@@ -449,6 +449,11 @@ static const struct field python_fields[] = {
 	FIELD(compact_bit, F_BIT),
 };
 
+/* keys a table may lack: 0 in nw_layout says "not known" */
+static const struct field python_optional[] = {
+	FIELD(tstate_frame, F_S64),	  FIELD(frame_previous, F_S64),
+};
+
 static const struct field torch_fields[] = {
 	FIELD(var_borrowed, F_S64),	   FIELD(var_tensor, F_S64),
 	FIELD(impl_storage, F_S64),	   FIELD(impl_storage_offset, F_S64),
@@ -539,6 +544,16 @@ int layout__fill(const struct layout *l, struct nw_layout *out, char *err, size_
 		ret = fill_one(l, &fields[i], &tmp, err, errlen);
 		if (ret)
 			return ret;
+	}
+	/* optional: where a thread's current Python frames start (torch 2.x step sources) */
+	if (!strcmp(l->kind, "python")) {
+		for (i = 0; i < sizeof(python_optional) / sizeof(python_optional[0]); i++) {
+			if (!find(l, python_optional[i].key))
+				continue;
+			ret = fill_one(l, &python_optional[i], &tmp, err, errlen);
+			if (ret)
+				return ret;
+		}
 	}
 	/* optional: torch 2.x counts optimizer steps at its profiler marker */
 	if (!strcmp(l->kind, "torch") && find(l, "step_marker")) {
