@@ -13,6 +13,10 @@ harness owns everything else, so the three modes run the same code path:
              "backward_first" and records the total gradient norm of each step in "grad_norms"
   --anomaly  train each step under torch.autograd.detect_anomaly(); print {"anomaly": {node,
              output, step, iteration} or null} where it raised (the node that returned NaN)
+  --live     print "LIVE <pid>" and train at once, never waiting (the test attaches nanwatchd
+             to a run in flight), printing STEP n after each step; a line on stdin (polled
+             between steps) asks for the fault: the trainer sets Trainer.fault_at to 3 steps
+             ahead, prints "FAULT AT <step>", trains 3 steps past it and prints {"trace": ...}
 
 The hooks only observe: they return None and never touch the tensors they are given. The trace
 (every loss as float.hex, a hash of the final parameters) lets a test check that the hooks, or
@@ -37,6 +41,7 @@ import hashlib
 import json
 import math
 import os
+import select
 import sys
 import time
 
@@ -84,6 +89,7 @@ class Trainer:
         """Called before each optimizer step's micro-batches (e.g. to anneal a value)."""
 
     watch_backward = False  # --oracle also hooks the autograd nodes of each backward pass
+    fault_at = None  # --live: the step whose batch holds the fault, once asked for
 
 
 def output_tensors(out):
@@ -345,6 +351,7 @@ class Harness:
         self.losses = []
         self.loss_steps = []  # the step of each loss (one per micro-batch)
         self.params_bad_step = None
+        self.stdin_open = True
 
     def params_digest(self, model):
         h = hashlib.sha256()
@@ -375,9 +382,13 @@ class Harness:
         steps = self.args.steps if self.args.steps is not None else t.steps
         if self.args.anomaly:
             return self.run_anomaly(model, loss_fn, opt, steps)
+        if self.args.live:
+            print("LIVE %d" % os.getpid(), flush=True)
         for step in range(steps):
+            if self.args.live and not self.live_poll(step):
+                break
             self.train_step(model, loss_fn, opt, step)
-            if self.args.progress:
+            if self.args.progress or self.args.live:
                 print("STEP %d" % self.steps_done, flush=True)
             if self.args.pace:
                 time.sleep(self.args.pace)
@@ -394,6 +405,18 @@ class Harness:
                 line["backward_first"] = self.backward_oracle.result()
                 line["grad_norms"] = self.backward_oracle.norms
         print(json.dumps(line, sort_keys=True), flush=True)
+
+    def live_poll(self, step):
+        """--live: take a fault request from stdin without waiting; False once the run is
+        3 steps past the fault."""
+        t = self.trainer
+        if t.fault_at is None and self.stdin_open and select.select([sys.stdin], [], [], 0)[0]:
+            if sys.stdin.readline():
+                t.fault_at = step + 3
+                print("FAULT AT %d" % t.fault_at, flush=True)
+            else:
+                self.stdin_open = False
+        return t.fault_at is None or step <= t.fault_at + 3
 
     def run_anomaly(self, model, loss_fn, opt, steps):
         """Each step under detect_anomaly: where it raises, that node returned NaN."""
@@ -456,6 +479,8 @@ def main(trainer):
                       help="find the first non-finite module output with forward hooks")
     mode.add_argument("--anomaly", action="store_true",
                       help="train under torch.autograd.detect_anomaly(); report where it raised")
+    mode.add_argument("--live", action="store_true",
+                      help="train at once; a line on stdin asks for the fault 3 steps later")
     ap.add_argument("--steps", type=int, help="optimizer steps (default %d)" % trainer.steps)
     ap.add_argument("--progress", action="store_true", help="print STEP n after each step")
     ap.add_argument("--pace", type=float, default=0.0, help="seconds to sleep after each step")
