@@ -350,6 +350,17 @@ static void test_fill_python(void **state)
 	assert_int_equal(nwl.compact_bit, 5);
 	assert_int_equal(nwl.var_tensor, 1234);
 	assert_string_equal(nwl.call_func, "keep");
+	/* optional: a table without a thread's frame offsets leaves them 0 (not known) */
+	assert_int_equal(nwl.tstate_frame, 0);
+	assert_int_equal(nwl.frame_previous, 0);
+	layout__free(l);
+	l = layout__load(put(t, "py313.yaml", strcat(python_table(NULL, NULL),
+						    "tstate_frame: 72\nframe_previous: 8\n")),
+			 t->err, sizeof(t->err));
+	assert_non_null(l);
+	assert_int_equal(layout__fill(l, &nwl, t->err, sizeof(t->err)), 0);
+	assert_int_equal(nwl.tstate_frame, 72);
+	assert_int_equal(nwl.frame_previous, 8);
 	layout__free(l);
 }
 
@@ -389,6 +400,8 @@ static void test_fill_errors(void **state)
 		     "'ascii_bit' is out of range 0..31");
 	fill_refused(t, python_table("compact_bit", "compact_bit: -1"), -ERANGE,
 		     "'compact_bit' is out of range");
+	fill_refused(t, strcat(python_table(NULL, NULL), "tstate_frame: x8\n"), -EINVAL,
+		     "'tstate_frame' is not an integer");
 }
 
 #define TORCH_TABLE                                                                              \
