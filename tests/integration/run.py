@@ -158,10 +158,11 @@ class Proc:
                     return None
                 self.cond.wait(min(left, 0.2))
 
-    def send(self, data):
+    def send(self, data, close=True):
         self.p.stdin.write(data)
         self.p.stdin.flush()
-        self.p.stdin.close()
+        if close:
+            self.p.stdin.close()
 
     def wait(self, timeout):
         """Exit status, with both pipes drained; None on timeout."""
@@ -921,9 +922,10 @@ def stats_line(pred):
     return match
 
 
-def watch_live(ctx, name, source, *extra):
+def watch_live(ctx, name, source, *extra, before_fault=None):
     """Attach to the trainer in flight; once a stats line shows steps counted with the given
-    step_source, ask for the fault. Returns (events, the fault's step, the trace)."""
+    step_source (and before_fault(trainer, daemon) returned), ask for the fault. Returns
+    (events, the first anomaly, the fault's step, the trace)."""
     trainer = start_live_trainer(ctx, name, *extra)
     comm = read_comm(trainer.pid)
     daemon = start_daemon(ctx, trainer.pid, extra=("--stats-interval", "1"))
@@ -931,6 +933,8 @@ def watch_live(ctx, name, source, *extra):
     counted = stats_line(lambda ev: ev.get("steps", 0) > 0 and ev.get("step_source") == source)
     if daemon.wait_out(counted, 60) is None:
         raise Fail("no stats line with steps counted and step_source %r in 60 s" % source)
+    if before_fault is not None:
+        before_fault(trainer, daemon)
     trainer.send(b"fault\n")
     line = trainer.wait_out(lambda l: l.startswith(b"FAULT AT "), 60)
     if line is None:
@@ -973,6 +977,32 @@ def case_midrun_adam(ctx):
         raise Fail("detach: step %r (%s), steps %r; the trainer took %d steps, the watch "
                    "fewer than %d" % (last["step"], last["step_source"], last["steps"],
                                       trace["steps"], trace["steps"] - 5))
+
+
+def case_midrun_refold(ctx):
+    """A new optimizer replaces the one the step came from (a new fold): the step follows the
+    new optimizer's own count, neither frozen at the old one's nor counted on from it."""
+    refold = []
+
+    def new_optimizer(trainer, daemon):
+        trainer.send(b"refold\n", close=False)
+        line = trainer.wait_out(lambda l: l.startswith(b"REFOLD AT "), 60)
+        if line is None:
+            raise Fail("midrun printed no REFOLD AT line")
+        refold.append(int(line.split()[2]))
+        # the new optimizer's count: below the steps seen since the attach (after step 5),
+        # which the old one's count never is
+        if daemon.wait_out(stats_line(lambda ev: ev["step_source"] == "optimizer_state" and
+                                      ev["step"] < ev["steps"]), 60) is None:
+            raise Fail("no stats line with the new optimizer's count in 60 s")
+
+    events, first, fault, trace = watch_live(ctx, "midrun", "optimizer_state",
+                                             before_fault=new_optimizer)
+    want = fault - refold[0]
+    if (first["step"], first["step_source"]) != (want, "optimizer_state"):
+        raise Fail("first anomaly at step %r (%s); the new optimizer (from step %d) had taken "
+                   "%d steps at the fault, step %d" % (first["step"], first["step_source"],
+                                                       refold[0], want, fault))
 
 
 def case_midrun_sgd(ctx):
@@ -1585,6 +1615,7 @@ CASES += [
     ("sigterm_while_attached", case_sigterm),
     ("midrun_adam", case_midrun_adam),
     ("midrun_sgd", case_midrun_sgd),
+    ("midrun_refold", case_midrun_refold),
     ("capture_standard", case_capture_standard),
     ("capture_custom", case_capture_custom),
     ("capture_children", case_capture_children),

@@ -14,9 +14,11 @@ harness owns everything else, so the three modes run the same code path:
   --anomaly  train each step under torch.autograd.detect_anomaly(); print {"anomaly": {node,
              output, step, iteration} or null} where it raised (the node that returned NaN)
   --live     print "LIVE <pid>" and train at once, never waiting (the test attaches nanwatchd
-             to a run in flight), printing STEP n after each step; a line on stdin (polled
-             between steps) asks for the fault: the trainer sets Trainer.fault_at to 3 steps
-             ahead, prints "FAULT AT <step>", trains 3 steps past it and prints {"trace": ...}
+             to a run in flight), printing STEP n after each step; lines on stdin (polled
+             between steps) ask for the fault ("fault": Trainer.fault_at is set 3 steps ahead,
+             "FAULT AT <step>" printed; the run stops 3 steps past it and prints
+             {"trace": ...}) or for a new optimizer ("refold": its state starts over, as in a
+             new fold; "REFOLD AT <step>" printed)
 
 The hooks only observe: they return None and never touch the tensors they are given. The trace
 (every loss as float.hex, a hash of the final parameters) lets a test check that the hooks, or
@@ -385,8 +387,10 @@ class Harness:
         if self.args.live:
             print("LIVE %d" % os.getpid(), flush=True)
         for step in range(steps):
-            if self.args.live and not self.live_poll(step):
-                break
+            if self.args.live:
+                opt = self.live_poll(step, model, opt)
+                if opt is None:
+                    break
             self.train_step(model, loss_fn, opt, step)
             if self.args.progress or self.args.live:
                 print("STEP %d" % self.steps_done, flush=True)
@@ -406,17 +410,21 @@ class Harness:
                 line["grad_norms"] = self.backward_oracle.norms
         print(json.dumps(line, sort_keys=True), flush=True)
 
-    def live_poll(self, step):
-        """--live: take a fault request from stdin without waiting; False once the run is
-        3 steps past the fault."""
+    def live_poll(self, step, model, opt):
+        """--live: take a request from stdin without waiting; the optimizer to step with, None
+        once the run is 3 steps past the fault."""
         t = self.trainer
-        if t.fault_at is None and self.stdin_open and select.select([sys.stdin], [], [], 0)[0]:
-            if sys.stdin.readline():
+        if self.stdin_open and select.select([sys.stdin], [], [], 0)[0]:
+            line = sys.stdin.readline()
+            if not line:
+                self.stdin_open = False
+            elif line.strip() == "refold":
+                opt = t.optimizer(model.parameters())
+                print("REFOLD AT %d" % step, flush=True)
+            elif t.fault_at is None:
                 t.fault_at = step + 3
                 print("FAULT AT %d" % t.fault_at, flush=True)
-            else:
-                self.stdin_open = False
-        return t.fault_at is None or step <= t.fault_at + 3
+        return opt if t.fault_at is None or step <= t.fault_at + 3 else None
 
     def run_anomaly(self, model, loss_fn, opt, steps):
         """Each step under detect_anomaly: where it raises, that node returned NaN."""
