@@ -38,7 +38,10 @@ const volatile struct nw_layout L = {};
 const volatile struct nw_addrs A = {};
 
 __u64 counters[NW_C_MAX] = {};
-__u64 step_count = 0;		/* outermost optimizer steps completed */
+__u64 step_count = 0;		/* step word (NW_STEP_SHIFT): optimizer steps completed */
+__u64 step_opt = 0;		/* the optimizer whose state gives the step: the first seen */
+__u64 step_impl = 0;		/* TensorImpl of its first parameter's state['step'] (daemon) */
+__u64 step_other = 0;		/* another optimizer that stepped since step_opt last did */
 __u64 iter_started = 0;		/* root forward passes started */
 __u64 root_module = 0;		/* the model: see note_root() */
 __u64 root_type = 0;		/* its type when it became the model */
@@ -184,6 +187,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct scratch);
 } scratch_map SEC(".maps");
+
+/* thread -> its PyThreadState (torch 2.x: where its current Python frames start) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} tstates SEC(".maps");
 
 /* module -> the highest magnitude mark (nw_mag_mark) its outputs reported */
 struct {
@@ -378,19 +389,6 @@ static __always_inline struct thread_state *get_thread(__u32 tid)
 	return bpf_map_lookup_elem(&threads, &tid);
 }
 
-/*
- * An optimizer step completed (torch 1.x) or began (torch 2.x). Steps count from the
- * first whole forward pass watched, as iterations do: a step run before it, while the
- * probes were being attached, would put one count ahead of the other.
- */
-static __always_inline void count_step(void)
-{
-	if (!iter_started)
-		return;
-	__sync_fetch_and_add(&step_count, 1);
-	count(NW_C_STEPS, 1);
-}
-
 static __always_inline __u64 cur_iteration(void)
 {
 	__u64 it = iter_started;
@@ -452,6 +450,16 @@ static __always_inline __u32 heal(struct thread_state *ts, __u64 sp)
 	return depth;
 }
 
+/* The Python frame the thread runs now (the caller, at the evaluator's entry). */
+static __always_inline __u64 thread_frame(__u64 tstate)
+{
+	__u64 frame = read_u64(tstate + L.tstate_frame);
+
+	if (L.cframe_frame >= 0)	/* 3.11, 3.12: through the C frame's _PyCFrame */
+		frame = frame ? read_u64(frame + L.cframe_frame) : 0;
+	return frame;
+}
+
 struct walk_ctx {
 	__u64 frame;
 	int inside;
@@ -481,11 +489,8 @@ static long walk_frame(__u32 i, void *data)
  */
 static __noinline int inside_old_call(__u64 tstate)
 {
-	struct walk_ctx w = {};
+	struct walk_ctx w = {.frame = thread_frame(tstate)};
 
-	w.frame = read_u64(tstate + L.tstate_frame);
-	if (L.cframe_frame >= 0)
-		w.frame = w.frame ? read_u64(w.frame + L.cframe_frame) : 0;
 	bpf_loop(NW_ANCHOR_FRAMES, walk_frame, &w, 0);
 	return w.inside;
 }
@@ -517,9 +522,16 @@ static __always_inline void note_root(__u64 top)
 	__sync_fetch_and_add(&iter_started, 1);
 }
 
+/* The first optimizer seen stepping: the daemon (reading step_opt) looks for its step count. */
+static __always_inline void note_optimizer(__u64 opt)
+{
+	if (opt && !step_opt)
+		__sync_val_compare_and_swap(&step_opt, 0, opt);
+}
+
 /* Push a module call on the thread's stack; 0 when it is not to be tracked. */
 static __always_inline int push_call(struct thread_state *ts, struct frame_rec *rec,
-				     __u64 tstate, __u64 sp, __u64 self)
+				     __u64 tstate, __u64 sp, __u32 tid, __u64 self)
 {
 	__u32 depth = heal(ts, sp);
 
@@ -544,6 +556,8 @@ static __always_inline int push_call(struct thread_state *ts, struct frame_rec *
 		__sync_fetch_and_add(&iter_started, 1);
 	else if (depth == 1)
 		note_root(ts->stack[0]);
+	if (depth == 0 && step_by_marker)
+		bpf_map_update_elem(&tstates, &tid, &tstate, BPF_ANY);
 	return 1;
 }
 
@@ -575,11 +589,15 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	key.tid = (__u32)id;
 	if (kind == CODE_STEP) {
 		rec.depth = ts->step_depth++;
+		/* the optimizer, for the return: its state has the step then */
+		rec.args[0] = read_u64((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
+		if (!rec.depth)
+			note_optimizer(rec.args[0]);
 		bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
 		return 0;
 	}
 	self = read_u64((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
-	if (!push_call(ts, &rec, (__u64)tstate, key.sp, self))
+	if (!push_call(ts, &rec, (__u64)tstate, key.sp, key.tid, self))
 		return 0;
 	depth = rec.depth;
 	capture_args(&rec, (__u64)frame);
@@ -1395,6 +1413,113 @@ static __always_inline void fill_stack(struct scratch *s, struct thread_state *t
 	s->ev.module = ts->stack[depth < NW_MAX_DEPTH ? depth : NW_MAX_DEPTH - 1];
 }
 
+/* The value of an integral float (bits of a float with mbits mantissa bits); -1 if not one. */
+static __always_inline long float_count(__u64 bits, __u32 mbits, __u32 ebits)
+{
+	__u64 bias = (1ULL << (ebits - 1)) - 1, e, m;
+
+	if (!bits)
+		return 0;
+	if (bits >> (mbits + ebits))
+		return -1;	/* negative */
+	e = (bits >> mbits) & ((1ULL << ebits) - 1);
+	if (e < bias || e - bias > 52)
+		return -1;	/* below 1, huge, Inf or NaN */
+	e -= bias;
+	m = (bits & ((1ULL << mbits) - 1)) | (1ULL << mbits);
+	if (e >= mbits)
+		return m << (e - mbits);
+	if (m & ((1ULL << (mbits - e)) - 1))
+		return -1;	/* not an integer */
+	return m >> (mbits - e);
+}
+
+/* Steps the tracked optimizer completed: its state['step'] tensor; -1 if not known. */
+static __noinline long step_state(void)
+{
+	struct scratch *s = get_scratch();
+	__u64 impl = step_impl, bits = 0;
+
+	if (!s || !impl || read_impl(impl) != 0 || s->ti.numel != 1)
+		return -1;
+	if (s->ti.dtype == NW_DT_F32) {
+		if (bpf_probe_read_user(&bits, 4, (void *)s->ti.data))
+			return -1;
+		return float_count(bits, 23, 8);
+	}
+	if (s->ti.dtype == NW_DT_F64) {
+		if (bpf_probe_read_user(&bits, 8, (void *)s->ti.data))
+			return -1;
+		return float_count(bits, 52, 11);
+	}
+	return -1;
+}
+
+/*
+ * An optimizer step of opt (0: not known), counted as it starts (at_start 1: its
+ * state does not include it yet) or as it returns. The tracked optimizer's state
+ * sets the step; without it the step counts on from the attach, beginning with the
+ * first whole forward pass watched, as iterations do (a step run before it, while
+ * the probes were being attached, would put one count ahead of the other). Another
+ * optimizer's step leaves it (a GAN's two optimizers), unless that one steps
+ * twice in a row: it replaced the tracked one (a new run, a new fold), whose
+ * state the daemon then looks up.
+ */
+static __noinline int step_taken(__u64 opt, __u32 at_start)
+{
+	long v = -1;
+
+	count(NW_C_STEPS, 1);
+	if (opt && opt != step_opt && step_opt) {
+		if (opt != step_other) {
+			step_other = opt;
+			if (step_count >> NW_STEP_SHIFT)
+				return 0;
+		} else {
+			step_opt = opt;
+			step_impl = 0;
+		}
+	}
+	if (opt && opt == step_opt) {
+		step_other = 0;
+		v = step_state();
+	}
+	if (v >= 0) {
+		step_count = ((__u64)NW_STEP_OPTIMIZER << NW_STEP_SHIFT) |
+			     ((v + at_start) & NW_STEP_MASK);
+		return 0;
+	}
+	if (iter_started)
+		__sync_fetch_and_add(&step_count, 1);
+	return 0;
+}
+
+/*
+ * torch 2.x: the optimizer whose step opened the marker. Python 3.13 runs the
+ * step wrapper inline, so it is found among the first locals of the thread's
+ * current frames (the wrapper's self); 0 if not.
+ */
+static __noinline __u64 marker_optimizer(__u32 tid)
+{
+	__u64 *tstate = bpf_map_lookup_elem(&tstates, &tid);
+	__u64 frame;
+	int i, j;
+
+	if (!tstate)
+		return 0;
+	frame = thread_frame(*tstate);
+	for (i = 0; i < 8 && frame; i++) {
+		for (j = 0; j < 4; j++) {
+			__u64 obj = read_u64(frame + L.frame_localsplus + 8 * j);
+
+			if (obj && is_optimizer(obj))
+				return obj;
+		}
+		frame = read_u64(frame + L.frame_previous);
+	}
+	return 0;
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 {
@@ -1419,7 +1544,7 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	if (rec.kind == CODE_STEP) {
 		ts->step_depth = rec.depth;
 		if (rec.depth == 0 && ret)
-			count_step();
+			step_taken(rec.args[0], 0);
 		return 0;
 	}
 	/* a call the stack no longer holds (healed away, see heal()) is not ours to pop */
@@ -1470,6 +1595,7 @@ int BPF_KPROBE(uprobe_step_marker, void *ret_slot, void *name)
 	} str = {};
 	char buf[NW_MATCH_LEN] = {};
 	__u32 plen = pat_len(L.step_marker);
+	__u64 opt;
 	int i;
 
 	if ((id >> 32) != targ_tgid || !plen || plen >= NW_MATCH_LEN)
@@ -1485,7 +1611,9 @@ int BPF_KPROBE(uprobe_step_marker, void *ret_slot, void *name)
 			return 0;
 	}
 	/* counted as the step starts: no module runs inside a step but an LBFGS closure */
-	count_step();
+	opt = marker_optimizer((__u32)id);
+	note_optimizer(opt);
+	step_taken(opt, 1);
 	return 0;
 }
 
@@ -1535,8 +1663,10 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 	count(NW_C_PROBE_HITS, 1);
 	if (loss_only) {
 		iteration = __sync_fetch_and_add(&iter_started, 1);
-		if (!step_by_marker)
+		if (!step_by_marker) {
 			step_count = iteration + 1;	/* what the stats call steps */
+			count(NW_C_STEPS, 1);
+		}
 	}
 	for (i = 0; i < 4; i++) {
 		__u64 obj;

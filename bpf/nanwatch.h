@@ -29,6 +29,19 @@ enum nw_event_type {
 	NW_EV_EXEC = 40,	/* the target called execve: its image is gone (nw_event, time_ns) */
 };
 
+/*
+ * The step of every record (and BPF's step_count) is one word: the step in the
+ * low NW_STEP_SHIFT bits, where it comes from (enum nw_step_source) above them,
+ * so that whoever reads it gets both from the same moment.
+ */
+#define NW_STEP_SHIFT	56
+#define NW_STEP_MASK	((1ULL << NW_STEP_SHIFT) - 1)
+
+enum nw_step_source {
+	NW_STEP_ATTACH = 0,	/* optimizer steps counted since the attach */
+	NW_STEP_OPTIMIZER = 1,	/* the optimizer's own count: its first parameter's state['step'] */
+};
+
 #define NW_MAG_WORDS	256	/* 64-bit words of an output sampled for its magnitude */
 #define NW_MAG_BINADES	4	/* a new magnitude mark every 2^4 = 16x */
 #define NW_PARAMS_INDEX	0xfe	/* index0 of a magnitude event about the module's parameters */
@@ -200,7 +213,8 @@ struct nw_event {
 	__u8 index0;		/* output[index0]; NW_NO_INDEX: output itself */
 	__u8 index1;		/* output[index0][index1]; NW_NO_INDEX: none */
 	__u8 phase;		/* enum nw_phase */
-	__u8 pad[5];
+	__u8 step_source;	/* enum nw_step_source: set by the daemon from the step word */
+	__u8 pad[4];
 	char class_name[NW_NAME_LEN]; /* tp_name of the module's type */
 	/* phase backward: modules[]/module/depth/class_name are the forward module that made
 	 * the node (module 0: not known); these name the node */

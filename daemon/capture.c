@@ -32,6 +32,7 @@
 #include "npy.h"
 #include "path.h"
 #include "remote.h"
+#include "report.h"
 #include "target.h"
 
 #define PY_TPFLAGS_HEAPTYPE (1UL << 9)
@@ -820,7 +821,7 @@ static int make_dir(struct capture *c, const struct nw_cap_end *e, const char *l
 	char base[200];
 	int i, err;
 
-	err = capture__dirname(base, sizeof(base), c->o.pid, e->step, layer);
+	err = capture__dirname(base, sizeof(base), c->o.pid, e->step & NW_STEP_MASK, layer);
 	if (err)
 		return err;
 	for (i = 0; i < 100; i++) {
@@ -857,8 +858,10 @@ static void manifest_head(struct capture *c, struct json *j, const struct nw_cap
 	json__string(j, "comm", c->o.comm);
 	json__string(j, "python", c->o.python_version);
 	json__string(j, "torch", c->o.torch_version);
-	json__uint(j, "step", e->step);
+	json__uint(j, "step", e->step & NW_STEP_MASK);
+	json__string(j, "step_source", report__step_source(e->step >> NW_STEP_SHIFT));
 	json__uint(j, "iteration", e->iteration);
+	json__string(j, "iteration_source", "attach");
 	json__string(j, "layer", layer);
 	json__string(j, "module", dot ? dot + 1 : cls);
 	json__string(j, "class_module", class_module(c, e->module, mod, sizeof(mod)) ? NULL : mod);

@@ -65,6 +65,7 @@ struct diag_anomaly {
 	int params_finite;
 	uint32_t depth;		/* 1: the outermost module */
 	const char *node;	/* phase backward: the autograd node's class, may be NULL */
+	int step_source;	/* enum nw_step_source of step */
 };
 
 struct diagnosis {

@@ -22,6 +22,7 @@
 #include "names.h"
 #include "probe.h"
 #include "pyoffsets.h"
+#include "optstate.h"
 #include "remote.h"
 #include "report.h"
 #include "sink.h"
@@ -74,6 +75,7 @@ struct app {
 	int pidfd;
 	const char *reason;
 	double next_sink_lost;	/* sink drops are reported at most once a second */
+	uint64_t step_impl;	/* the tracked optimizer's step tensor handed to BPF; 0: none */
 };
 
 static const char usage[] =
@@ -480,9 +482,10 @@ static int emit_attach(struct app *app)
 static void emit_stats(struct app *app, const uint64_t c[NW_C_MAX])
 {
 	struct probe_runtime rt;
-	int have = !probe__runtime(app->p, &rt);
+	int have = !probe__runtime(app->p, &rt), source;
+	uint64_t step = probe__step(app->p, &source);
 
-	report__stats(&app->r, c, probe__steps(app->p), probe__iterations(app->p),
+	report__stats(&app->r, c, probe__steps(app->p), probe__iterations(app->p), step, source,
 		      have ? &rt : NULL);
 }
 
@@ -520,10 +523,32 @@ static void report_sink_losses(struct app *app, int final)
 }
 
 /* The last lines; a reader that does not take them within a quarter second does not delay exit. */
+/*
+ * Once an optimizer has stepped, find the tensor that holds its step count and
+ * hand it to BPF, which reads it at every step. Looked up again each time: a
+ * load_state_dict() puts new tensors in its state, and BPF may have moved on to
+ * an optimizer that replaced the first (0 until its state has a step).
+ */
+static void track_step_state(struct app *app)
+{
+	struct optstate_layout ol = {app->nwl.var_borrowed, app->nwl.var_tensor};
+	uint64_t opt = probe__optimizer(app->p), impl = 0;
+
+	if (!opt)
+		return;
+	if (optstate__step_impl(&app->remote, &ol, opt, &impl))
+		impl = 0;
+	if (impl == app->step_impl)
+		return;
+	probe__set_step_state(app->p, impl);
+	app->step_impl = impl;
+}
+
 static void emit_final(struct app *app)
 {
-	uint64_t c[NW_C_MAX];
+	uint64_t c[NW_C_MAX], step;
 	struct json *j;
+	int source;
 
 	probe__consume(app->p);
 	take_capture(app);
@@ -538,6 +563,10 @@ static void emit_final(struct app *app)
 	json__uint(j, "anomalies", app->r.anomalies);
 	json__uint(j, "steps", probe__steps(app->p));
 	json__uint(j, "iterations", probe__iterations(app->p));
+	step = probe__step(app->p, &source);
+	json__uint(j, "step", step);
+	json__string(j, "step_source", report__step_source(source));
+	json__string(j, "iteration_source", "attach");
 	emit__end(&app->e);
 	sinks__drain(app->sinks, 250);
 }
@@ -569,6 +598,7 @@ static int run(struct app *app)
 			sinks__reopen(app->sinks);
 		}
 		sinks__flush(app->sinks);
+		track_step_state(app);
 		probe__counters(app->p, c);
 		report__lost(&app->r, c);
 		/* iterations started - 1 is the one running: the incident's may be over */

@@ -36,19 +36,26 @@ struct probe {
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct probe *p = ctx;
+	struct nw_event ev;
 
 	if (size < sizeof(struct nw_event))
 		return 0;	/* not ours: skip, never stop polling for it */
-	return p->cb(p->ctx, data);
+	memcpy(&ev, data, sizeof(ev));
+	ev.step_source = ev.step >> NW_STEP_SHIFT;
+	ev.step &= NW_STEP_MASK;
+	return p->cb(p->ctx, &ev);
 }
 
 static int on_grad_record(void *ctx, void *data, size_t size)
 {
 	struct probe *p = ctx;
+	struct nw_grad g;
 
 	if (size < sizeof(struct nw_grad) || !p->grad_cb)
 		return 0;
-	return p->grad_cb(p->ctx, data);
+	memcpy(&g, data, sizeof(g));
+	g.step &= NW_STEP_MASK;
+	return p->grad_cb(p->ctx, &g);
 }
 
 static int s_marker(const struct probe_opts *o, const struct nw_layout *l);
@@ -304,7 +311,25 @@ void probe__counters(const struct probe *p, uint64_t out[NW_C_MAX])
 
 uint64_t probe__steps(const struct probe *p)
 {
-	return __atomic_load_n(&p->skel->bss->step_count, __ATOMIC_RELAXED);
+	return __atomic_load_n(&p->skel->bss->counters[NW_C_STEPS], __ATOMIC_RELAXED);
+}
+
+uint64_t probe__step(const struct probe *p, int *source)
+{
+	uint64_t w = __atomic_load_n(&p->skel->bss->step_count, __ATOMIC_RELAXED);
+
+	*source = w >> NW_STEP_SHIFT;
+	return w & NW_STEP_MASK;
+}
+
+uint64_t probe__optimizer(const struct probe *p)
+{
+	return __atomic_load_n(&p->skel->bss->step_opt, __ATOMIC_RELAXED);
+}
+
+void probe__set_step_state(struct probe *p, uint64_t impl)
+{
+	__atomic_store_n(&p->skel->bss->step_impl, impl, __ATOMIC_RELAXED);
 }
 
 uint64_t probe__iterations(const struct probe *p)

@@ -52,11 +52,25 @@ int probe__poll(struct probe *p, int timeout_ms);
 int probe__consume(struct probe *p);	/* deliver whatever is queued, without waiting */
 int probe__count(const struct probe *p);	/* probes attached */
 
+/*
+ * Records reach probe_event_fn and probe_grad_fn with the step decoded: the step
+ * alone in step, where it comes from in nw_event.step_source.
+ */
+
 /* Totals kept by the BPF programs. */
 void probe__counters(const struct probe *p, uint64_t out[NW_C_MAX]);
-uint64_t probe__steps(const struct probe *p);
+uint64_t probe__steps(const struct probe *p);	/* optimizer steps seen since the attach */
 uint64_t probe__iterations(const struct probe *p);
 int probe__runtime(const struct probe *p, struct probe_runtime *rt);
+
+/* The current step, and where it comes from (enum nw_step_source) in *source. */
+uint64_t probe__step(const struct probe *p, int *source);
+
+/* The first optimizer seen stepping (its object in the target), 0 if none yet. */
+uint64_t probe__optimizer(const struct probe *p);
+
+/* Where that optimizer's step count is: a 0-dim tensor's TensorImpl (0: none). */
+void probe__set_step_state(struct probe *p, uint64_t impl);
 
 /* Tell the BPF side which parameter objects belong to a module. */
 int probe__set_params(struct probe *p, uint64_t module, const struct nw_params *np);

@@ -279,6 +279,59 @@ static int find_cb(const char *key, uint64_t value, void *ctx)
 	return 1;
 }
 
+int remote__dict_get(const struct remote *r, uint64_t dict, const char *key, uint64_t *value)
+{
+	struct find_ctx f = {.key = key};
+	int err = remote__dict_each(r, dict, find_cb, &f);
+
+	if (err)
+		return err;
+	if (!f.found)
+		return -ENOENT;
+	*value = f.value;
+	return 0;
+}
+
+int remote__dict_first(const struct remote *r, uint64_t dict, uint64_t *value)
+{
+	const struct remote_layout *l = &r->l;
+	uint8_t log2_index_bytes = 0, kind = 0;
+	uint64_t keys, values, nentries, esize, entries, i;
+	int err;
+
+	err = remote__u64(r, dict + l->dict_keys, &keys);
+	if (!err)
+		err = remote__u64(r, dict + l->dict_values, &values);
+	if (!err)
+		err = r->read(r->ctx, keys + l->keys_log2_index_bytes, &log2_index_bytes, 1);
+	if (!err)
+		err = r->read(r->ctx, keys + l->keys_kind, &kind, 1);
+	if (!err)
+		err = remote__u64(r, keys + l->keys_nentries, &nentries);
+	if (err)
+		return err;
+	if (log2_index_bytes > 40 || nentries > REMOTE_MAX_ITEMS)
+		return -E2BIG;
+	esize = kind == l->keys_kind_general ? l->entry_general : l->entry_unicode;
+	if (esize < 16 || esize > 64 || esize % 8)
+		return -EINVAL;
+	entries = keys + l->keys_indices + (1ULL << log2_index_bytes);
+	for (i = 0; i < nentries; i++) {
+		uint64_t e[8] = {}, v;
+
+		if (r->read(r->ctx, entries + i * esize, e, esize))
+			return -EFAULT;
+		v = e[esize / 8 - 1];
+		if (values && remote__u64(r, values + l->values_items + 8 * i, &v))
+			return -EFAULT;
+		if (e[esize / 8 - 2] && v) {
+			*value = v;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 /* Where an instance keeps its attributes: a dict, or split values with the type's keys. */
 static int instance_dict(const struct remote *r, uint64_t obj, uint64_t *dictp, uint64_t *valuesp,
 			 uint64_t *keysp)

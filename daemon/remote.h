@@ -76,6 +76,12 @@ int remote__cstr(const struct remote *r, uint64_t addr, char *out, size_t outlen
 typedef int (*remote_item_fn)(const char *key, uint64_t value, void *ctx);
 int remote__dict_each(const struct remote *r, uint64_t dict, remote_item_fn cb, void *ctx);
 
+/* dict[key] for a str key; -ENOENT if absent. */
+int remote__dict_get(const struct remote *r, uint64_t dict, const char *key, uint64_t *value);
+
+/* The value of a dict's first entry in insertion order, whatever its key; -ENOENT if empty. */
+int remote__dict_first(const struct remote *r, uint64_t dict, uint64_t *value);
+
 /* obj.__dict__[key] for an instance; -ENOENT if absent. */
 int remote__attr(const struct remote *r, uint64_t obj, const char *key, uint64_t *value);
 

@@ -119,11 +119,24 @@ static int finish(struct report *r, struct json *j, const struct nw_event *ev)
  * computed outside any module); it created the bad value when no module
  * output of the same iteration was reported non-finite before it.
  */
+const char *report__step_source(int source)
+{
+	return source == NW_STEP_OPTIMIZER ? "optimizer_state" : "attach";
+}
+
+/* step and iteration, and where each comes from: iteration always counts from the attach */
+static void step_fields(struct json *j, uint64_t step, int step_source, uint64_t iteration)
+{
+	json__uint(j, "step", step);
+	json__string(j, "step_source", report__step_source(step_source));
+	json__uint(j, "iteration", iteration);
+	json__string(j, "iteration_source", "attach");
+}
+
 static int loss(struct report *r, const struct nw_event *ev, struct json *j)
 {
 	json__uint(j, "tid", ev->tid);
-	json__uint(j, "step", ev->step);
-	json__uint(j, "iteration", ev->iteration);
+	step_fields(j, ev->step, ev->step_source, ev->iteration);
 	json__string(j, "phase", "loss");
 	json__null(j, "layer");
 	json__null(j, "module");
@@ -148,8 +161,7 @@ static int backward(struct report *r, const struct nw_event *ev, struct json *j)
 	const char *path = ev->module ? names__path(r->names, ev->modules[0], ev->module) : NULL;
 
 	json__uint(j, "tid", ev->tid);
-	json__uint(j, "step", ev->step);
-	json__uint(j, "iteration", ev->iteration);
+	step_fields(j, ev->step, ev->step_source, ev->iteration);
 	json__string(j, "phase", "backward");
 	json__string(j, "layer", path);
 	json__string(j, "module", ev->module ? class_of(ev, cls) : NULL);
@@ -182,8 +194,7 @@ static int anomaly(struct report *r, const struct nw_event *ev)
 	if (!path)
 		r->unnamed++;
 	json__uint(j, "tid", ev->tid);
-	json__uint(j, "step", ev->step);
-	json__uint(j, "iteration", ev->iteration);
+	step_fields(j, ev->step, ev->step_source, ev->iteration);
 	json__string(j, "phase", "forward");
 	json__string(j, "layer", path);
 	json__string(j, "module", class_of(ev, cls));
@@ -229,7 +240,8 @@ static void observe(struct report *r, const struct nw_event *ev)
 	int loss = ev->phase == NW_PHASE_LOSS, bwd = ev->phase == NW_PHASE_BACKWARD;
 	char cls[NW_NAME_LEN + 1];
 	struct diag_anomaly a = {
-		.step = ev->step, .iteration = ev->iteration, .nan = ev->nan,
+		.step = ev->step, .step_source = ev->step_source, .iteration = ev->iteration,
+		.nan = ev->nan,
 		.posinf = ev->posinf, .neginf = ev->neginf, .finite_max_abs = max_abs(ev),
 		.phase = loss ? "loss" : bwd ? "backward" : "forward",
 		.dtype = nw_dtype_name(ev->dtype),
@@ -285,8 +297,7 @@ int report__diagnose(struct report *r, uint64_t iteration)
 	if (diagnose__conclude(&r->diag, &g))
 		return 0;
 	j = emit__begin(r->e, "diagnosis", 0);
-	json__uint(j, "step", g.step);
-	json__uint(j, "iteration", g.iteration);
+	step_fields(j, g.step, r->diag.first.step_source, g.iteration);
 	json__string(j, "layer", r->diag.first.layer ? g.layer : NULL);
 	json__string(j, "module", r->diag.first.module ? g.module : NULL);
 	json__string(j, "cause", g.cause);
@@ -361,8 +372,7 @@ static int magnitude(struct report *r, const struct nw_event *ev)
 			 "the %s range (%.3g): squaring it overflows", tensor, who, w.value, nw_dtype_name(ev->dtype), sqrt(w.limit));
 	j = emit__begin(r->e, "warning", ev->time_ns);
 	json__uint(j, "tid", ev->tid);
-	json__uint(j, "step", ev->step);
-	json__uint(j, "iteration", ev->iteration);
+	step_fields(j, ev->step, ev->step_source, ev->iteration);
 	json__string(j, "layer", path);
 	json__string(j, "module", class_of(ev, cls));
 	json__string(j, "tensor", tensor);
@@ -496,12 +506,16 @@ int report__grad_norms(const struct report *r, struct grad_norm *out, int max)
 }
 
 int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
-		  uint64_t iterations, const struct probe_runtime *rt)
+		  uint64_t iterations, uint64_t step, int step_source,
+		  const struct probe_runtime *rt)
 {
 	struct json *j = emit__begin(r->e, "stats", 0);
 
 	json__uint(j, "steps", steps);
 	json__uint(j, "iterations", iterations);
+	json__uint(j, "step", step);
+	json__string(j, "step_source", report__step_source(step_source));
+	json__string(j, "iteration_source", "attach");
 	json__uint(j, "modules", r->modules);
 	json__uint(j, "module_calls", c[NW_C_MODULE_CALLS]);
 	json__uint(j, "probe_hits", c[NW_C_PROBE_HITS]);

@@ -33,6 +33,9 @@ struct report {
 	int exec_seen;		/* the target called execve: the watch is over */
 };
 
+/* "attach" or "optimizer_state": where a step number comes from (enum nw_step_source). */
+const char *report__step_source(int source);
+
 /* Tensor path: "output", "output[1]", "output[1][0]". */
 void report__tensor_name(const struct nw_event *ev, char *buf, size_t len);
 
@@ -46,9 +49,13 @@ int report__event(struct report *r, const struct nw_event *ev);
 
 struct probe_runtime;
 
-/* stats line from the BPF counters; steps/iterations as counted in BPF; rt may be NULL. */
+/*
+ * stats line from the BPF counters; steps/iterations as counted in BPF since the
+ * attach, step the current step and step_source where it comes from; rt may be NULL.
+ */
 int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
-		  uint64_t iterations, const struct probe_runtime *rt);
+		  uint64_t iterations, uint64_t step, int step_source,
+		  const struct probe_runtime *rt);
 
 /*
  * The diagnosis line once the incident's first iteration is over: iteration

@@ -341,6 +341,10 @@ static void tf__first(const struct tailfmt *t, FILE *out, const struct jv *ev)
 	tf__layer(out, ev);
 	fputs(" at step ", out);
 	tf__field(out, ev, "step");
+	/* a count from the attach: not the trainer's own step number */
+	if (jv__string(jv__get(ev, "step_source")) &&
+	    !strcmp(jv__string(jv__get(ev, "step_source")), "attach"))
+		fputs(" (counted from the attach)", out);
 	fputs(", iteration ", out);
 	tf__field(out, ev, "iteration");
 	fputs(" \u2014 ", out);

@@ -353,6 +353,8 @@ static void test_fill_python(void **state)
 	assert_int_equal(nwl.compact_bit, 5);
 	assert_int_equal(nwl.var_tensor, 1234);
 	assert_string_equal(nwl.call_func, "keep");
+	assert_int_equal(nwl.tstate_frame, 56);
+	assert_int_equal(nwl.cframe_frame, 8);
 	layout__free(l);
 }
 
@@ -392,6 +394,8 @@ static void test_fill_errors(void **state)
 		     "'ascii_bit' is out of range 0..31");
 	fill_refused(t, python_table("compact_bit", "compact_bit: -1"), -ERANGE,
 		     "'compact_bit' is out of range");
+	fill_refused(t, python_table("tstate_frame", "tstate_frame: x8"), -EINVAL,
+		     "'tstate_frame' is not an integer");
 }
 
 #define TORCH_TABLE                                                                              \

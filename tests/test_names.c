@@ -3,7 +3,8 @@
  * Module naming against a fake target memory laid out as CPython 3.11 does:
  * managed instance dicts (materialized or inline values), combined _modules
  * dicts, None entries, shared modules, and str keys of each kind; and the
- * 3.12 and 3.13 ways of keeping an instance's attributes.
+ * 3.12 and 3.13 ways of keeping an instance's attributes. Also an optimizer's
+ * step state (optstate), read through the same dicts.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 #include <cmocka.h>
 #include "layout.h"
 #include "names.h"
+#include "optstate.h"
 #include "remote.h"
 
 #define BASE	0x100000ULL
@@ -387,6 +389,74 @@ static void test_wide_keys_and_bad_memory(void **state)
 	names__free(n);
 }
 
+/* A dict of the general kind (hash, key, value entries): keys that are not str. */
+static uint64_t mkgeneral(struct mem *m, int n, const uint64_t *keys, const uint64_t *vals)
+{
+	uint64_t k = alloc(m, 32 + 8 + 24 * n), d = alloc(m, 48);
+	int i;
+
+	put8(m, k + 9, 3);
+	put8(m, k + 10, 0);
+	put64(m, k + 24, n);
+	for (i = 0; i < n; i++) {
+		put64(m, k + 40 + 24 * i + 8, keys[i]);
+		put64(m, k + 40 + 24 * i + 16, vals[i]);
+	}
+	put64(m, d + 32, k);
+	return d;
+}
+
+/* An object of a type named name (its tp_name a C string). */
+static uint64_t mkobj(struct mem *m, const char *name)
+{
+	uint64_t type = alloc(m, 64), cname = alloc(m, 32), o = alloc(m, 64);
+
+	memcpy(m->bytes + (cname - BASE), name, strlen(name) + 1);
+	put64(m, type + 24, cname);
+	put64(m, o + 8, type);
+	return o;
+}
+
+/* An optimizer whose state maps a parameter to {"exp_avg": ..., "step": step}. */
+static uint64_t mkoptimizer(struct mem *m, uint64_t step, int params)
+{
+	const char *pnames[] = {"exp_avg", "step"}, *attr[] = {"defaults", "state"};
+	uint64_t pdict = mkdict(m, step ? 2 : 1, pnames, (uint64_t[]){m->none, step});
+	uint64_t state = mkgeneral(m, params, (uint64_t[]){0, 0xabc0}, (uint64_t[]){0, pdict});
+	uint64_t a = alloc(m, 64) + 32;
+
+	put64(m, a + 8, m->type);
+	put64(m, a - 24, mkdict(m, 2, attr, (uint64_t[]){m->none, state}));
+	return a;
+}
+
+static void test_optimizer_step_state(void **state)
+{
+	struct mem *m = *state;
+	struct optstate_layout ol = {.var_borrowed = 16, .var_tensor = 24};
+	uint64_t tensor = mkobj(m, "Tensor"), borrowed = mkobj(m, "Tensor"), impl = 0;
+	uint64_t slot = alloc(m, 16), number = mkobj(m, "int");
+	struct remote r;
+
+	init_remote(&r, m);
+	put64(m, tensor + 24, 0x7f0012345678);
+	/* the first entry deleted (a parameter removed): the next one is the first */
+	assert_int_equal(optstate__step_impl(&r, &ol, mkoptimizer(m, tensor, 2), &impl), 0);
+	assert_int_equal(impl, 0x7f0012345678);
+	put8(m, borrowed + 16, 1);	/* a borrowed at::Tensor: its first word */
+	put64(m, borrowed + 24, slot);
+	put64(m, slot, 0x7f00aaaa0000);
+	assert_int_equal(optstate__step_impl(&r, &ol, mkoptimizer(m, borrowed, 2), &impl), 0);
+	assert_int_equal(impl, 0x7f00aaaa0000);
+	/* no step taken yet (empty state), no 'step' kept (SGD), a step that is a number */
+	assert_int_equal(optstate__step_impl(&r, &ol, mkoptimizer(m, tensor, 1), &impl), -ENOENT);
+	assert_int_equal(optstate__step_impl(&r, &ol, mkoptimizer(m, 0, 2), &impl), -ENOENT);
+	assert_int_equal(optstate__step_impl(&r, &ol, mkoptimizer(m, number, 2), &impl), -EINVAL);
+	/* unreadable memory: an error, never a guess */
+	assert_true(optstate__step_impl(&r, &ol, 0x10, &impl) < 0);
+	assert_int_equal(impl, 0x7f00aaaa0000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -397,6 +467,7 @@ int main(void)
 		cmocka_unit_test_setup(test_inline_values_313, setup),
 		cmocka_unit_test_setup(test_tagged_dict_or_values_312, setup),
 		cmocka_unit_test_setup(test_wide_keys_and_bad_memory, setup),
+		cmocka_unit_test_setup(test_optimizer_step_state, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

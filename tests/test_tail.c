@@ -95,6 +95,18 @@ static void test_anomaly_first_origin(void **state)
 		"iteration 3 \u2014 this layer created it (its inputs were finite)\n");
 }
 
+/* A step counted from the attach says so; the optimizer's own count reads as before. */
+static void test_anomaly_first_step_source(void **state)
+{
+	const char *got = fmt(state, 0, ANOMALY(",\"step_source\":\"attach\",\"origin\":true,"
+						"\"first\":true"));
+
+	assert_non_null(strstr(got, "(RMSNorm) at step 3 (counted from the attach), iteration 3"));
+	got = fmt(state, 0, ANOMALY(",\"step_source\":\"optimizer_state\",\"origin\":true,"
+				    "\"first\":true"));
+	assert_non_null(strstr(got, "(RMSNorm) at step 3, iteration 3"));
+}
+
 static void test_anomaly_first_through_inputs(void **state)
 {
 	const char *got = fmt(state, 0, ANOMALY(",\"inputs_finite\":false,"
@@ -306,6 +318,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_attach, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_attach_config, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_origin, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anomaly_first_step_source, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_through_inputs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_from_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_later, setup, teardown),

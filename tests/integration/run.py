@@ -123,7 +123,7 @@ exec "$@"
 SAMPLED = ["nan_input", "demo"]  # trainers also run under --mode sample
 
 COMMON_FIELDS = ("schema", "event", "time", "seq", "host", "pid", "comm")
-ANOMALY_FIELDS = ("tid", "step", "iteration", "phase", "layer", "module", "tensor", "dtype",
+ANOMALY_FIELDS = ("tid", "step", "step_source", "iteration", "iteration_source", "phase", "layer", "module", "tensor", "dtype",
                   "shape", "numel", "nan", "posinf", "neginf", "finite_min", "finite_max",
                   "inputs_finite", "origin", "first")
 EXACT_FIELDS = ("step", "iteration", "layer", "module", "tensor", "dtype", "shape", "numel",
@@ -184,10 +184,11 @@ class Proc:
                     return None
                 self.cond.wait(min(left, 0.2))
 
-    def send(self, data):
+    def send(self, data, close=True):
         self.p.stdin.write(data)
         self.p.stdin.flush()
-        self.p.stdin.close()
+        if close:
+            self.p.stdin.close()
 
     def wait(self, timeout):
         """Exit status, with both pipes drained; None on timeout."""
@@ -474,6 +475,8 @@ def check_envelope(events, reason):
     for ev in events:
         if ev["event"] in ("error", "lost"):
             raise Fail("unexpected %s event: %s" % (ev["event"], json.dumps(ev)))
+        if ev["event"] in ("anomaly", "warning", "diagnosis", "stats", "detach"):
+            check_sources(ev)
 
 
 def same(a, b):
@@ -491,10 +494,22 @@ def close(a, b):
     return abs(a - b) <= 1e-5 * max(abs(a), abs(b)) + 1e-30
 
 
+STEP_SOURCES = ("attach", "optimizer_state")
+
+
+def check_sources(ev):
+    """step_source says where step comes from; iteration always counts from the attach."""
+    if ev.get("step_source") not in STEP_SOURCES or ev.get("iteration_source") != "attach":
+        raise Fail("%s: step_source %r, iteration_source %r; want one of %s and \"attach\"" %
+                   (ev["event"], ev.get("step_source"), ev.get("iteration_source"),
+                    STEP_SOURCES))
+
+
 def check_anomaly_fields(ev, pid):
     missing = [f for f in ANOMALY_FIELDS if f not in ev]
     if missing:
         raise Fail("anomaly lacks %s: %s" % (", ".join(missing), json.dumps(ev)))
+    check_sources(ev)
     if ev["tid"] != pid:
         raise Fail("anomaly tid %r, want the trainer's main thread %d" % (ev["tid"], pid))
     shape, numel = ev["shape"], 1
@@ -908,6 +923,125 @@ def case_sigterm(ctx):
     check_interpreter(ctx, events)
     if any(ev["event"] == "anomaly" for ev in events):
         raise Fail("anomaly events on a healthy run")
+
+
+def start_paced_live_trainer(ctx, name, *extra):
+    """A trainer that never waits (--live): nanwatchd is attached to it in flight, after its
+    fifth step."""
+    trainer = Proc(trainer_argv(ctx, name, "--live", "--pace", "0.01", *extra), stdin=True)
+    line = trainer.wait_out(lambda l: l.startswith(b"LIVE "), 60)
+    if line is None:
+        trainer.kill()
+        raise Fail("%s --live printed no LIVE line:\n%s" % (name, tail(trainer.stderr_lines())))
+    if line.split()[1:] != [str(trainer.pid).encode()]:
+        raise Fail("%s --live: LIVE line %r does not name pid %d" % (name, line, trainer.pid))
+    if trainer.wait_out(lambda l: l == b"STEP 5\n", 60) is None:
+        raise Fail("%s --live did not reach step 5:\n%s" % (name, tail(trainer.stderr_lines())))
+    return trainer
+
+
+def stats_line(pred):
+    def match(line):
+        if not is_event("stats")(line):
+            return False
+        return pred(json.loads(line.decode("utf-8")))
+    return match
+
+
+def watch_live(ctx, name, source, *extra, before_fault=None):
+    """Attach to the trainer in flight; once a stats line shows steps counted with the given
+    step_source (and before_fault(trainer, daemon) returned), ask for the fault. Returns
+    (events, the first anomaly, the fault's step, the trace)."""
+    trainer = start_paced_live_trainer(ctx, name, *extra)
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid, extra=("--stats-interval", "1"))
+    wait_attach(daemon)
+    counted = stats_line(lambda ev: ev.get("steps", 0) > 0 and ev.get("step_source") == source)
+    if daemon.wait_out(counted, 60) is None:
+        raise Fail("no stats line with steps counted and step_source %r in 60 s" % source)
+    if before_fault is not None:
+        before_fault(trainer, daemon)
+    trainer.send(b"fault\n")
+    line = trainer.wait_out(lambda l: l.startswith(b"FAULT AT "), 60)
+    if line is None:
+        raise Fail("%s printed no FAULT AT line" % name)
+    fault = int(line.split()[2])
+    rc = trainer.wait(TRAINER_TIMEOUT)
+    if rc != 0:
+        raise Fail("%s exited %r under the daemon:\n%s" % (name, rc, tail(trainer.stderr_lines())))
+    trace = last_json(trainer.stdout_text(), "trace")
+    if trace is None:
+        raise Fail("%s printed no trace" % name)
+    wait_daemon_exit(daemon)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "target_exit")
+    check_interpreter(ctx, events)
+    first = [ev for ev in events if ev["event"] == "anomaly"][:1]
+    if not first:
+        raise Fail("no anomaly event; the trainer's fault was at step %d" % fault)
+    check_anomaly_fields(first[0], trainer.pid)
+    ctx.log("fault at step %d; first anomaly: step %d (%s), iteration %d, layer %r; detach: "
+            "step %d (%s), steps %d" % (fault, first[0]["step"], first[0]["step_source"],
+                            first[0]["iteration"], first[0]["layer"], events[-1]["step"],
+                            events[-1]["step_source"], events[-1]["steps"]))
+    return events, first[0], fault, trace["trace"]
+
+
+def case_midrun_adam(ctx):
+    """Attached to an Adam run in flight: the step is the trainer's own (the optimizer's state),
+    at the first anomaly and at the detach."""
+    events, first, fault, trace = watch_live(ctx, "midrun", "optimizer_state")
+    if (first["step"], first["step_source"]) != (fault, "optimizer_state"):
+        raise Fail("first anomaly at step %r (%s); the trainer's fault: step %d, from the "
+                   "optimizer_state" % (first["step"], first["step_source"], fault))
+    if first["iteration"] > fault - 5:
+        raise Fail("iteration %d counts more than the watch saw (attached after step 5 of %d)"
+                   % (first["iteration"], fault))
+    last = events[-1]
+    if (last["step"], last["step_source"]) != (trace["steps"], "optimizer_state") or \
+            last["steps"] >= trace["steps"] - 5:
+        raise Fail("detach: step %r (%s), steps %r; the trainer took %d steps, the watch "
+                   "fewer than %d" % (last["step"], last["step_source"], last["steps"],
+                                      trace["steps"], trace["steps"] - 5))
+
+
+def case_midrun_refold(ctx):
+    """A new optimizer replaces the one the step came from (a new fold): the step follows the
+    new optimizer's own count, neither frozen at the old one's nor counted on from it."""
+    refold = []
+
+    def new_optimizer(trainer, daemon):
+        trainer.send(b"refold\n", close=False)
+        line = trainer.wait_out(lambda l: l.startswith(b"REFOLD AT "), 60)
+        if line is None:
+            raise Fail("midrun printed no REFOLD AT line")
+        refold.append(int(line.split()[2]))
+        # the new optimizer's count: below the steps seen since the attach (after step 5),
+        # which the old one's count never is
+        if daemon.wait_out(stats_line(lambda ev: ev["step_source"] == "optimizer_state" and
+                                      ev["step"] < ev["steps"]), 60) is None:
+            raise Fail("no stats line with the new optimizer's count in 60 s")
+
+    events, first, fault, trace = watch_live(ctx, "midrun", "optimizer_state",
+                                             before_fault=new_optimizer)
+    want = fault - refold[0]
+    if (first["step"], first["step_source"]) != (want, "optimizer_state"):
+        raise Fail("first anomaly at step %r (%s); the new optimizer (from step %d) had taken "
+                   "%d steps at the fault, step %d" % (first["step"], first["step_source"],
+                                                       refold[0], want, fault))
+
+
+def case_midrun_sgd(ctx):
+    """Attached to a plain-SGD run in flight: nothing holds the step, so the events say their
+    count runs from the attach (and it is smaller than the trainer's)."""
+    events, first, fault, trace = watch_live(ctx, "midrun", "attach", "--sgd")
+    if first["step_source"] != "attach" or not 0 < first["step"] <= fault - 5:
+        raise Fail("first anomaly at step %r (%s); want a step since the attach (after step 5 "
+                   "of %d), step_source attach" % (first["step"], first["step_source"], fault))
+    for ev in events:
+        if ev.get("step_source") not in (None, "attach"):
+            raise Fail("%s with step_source %r on a plain-SGD run" % (ev["event"],
+                                                                     ev["step_source"]))
 
 
 def expect_refusal(ctx, daemon, words):
@@ -2013,6 +2147,9 @@ CASES += [
     ("error_python_unsupported", case_python_unsupported),
     ("error_unprivileged", case_unprivileged),
     ("sigterm_while_attached", case_sigterm),
+    ("midrun_adam", case_midrun_adam),
+    ("midrun_sgd", case_midrun_sgd),
+    ("midrun_refold", case_midrun_refold),
     ("capture_standard", case_capture_standard),
     ("capture_custom", case_capture_custom),
     ("capture_children", case_capture_children),
@@ -2042,8 +2179,9 @@ TRIXIE_CASES = [name for name, _ in CASES
 # the SIGTERM case.
 CONTAINER_CASES = ["trainer_" + n for n in FAULTY] + ["sample_nan_input", "healthy",
                                                        "sigterm_while_attached",
-                                                       "backward_sqrt_zero",
-                                                       "live_attach_tight", "live_attach_paced"]
+                                                       "backward_sqrt_zero", "midrun_adam",
+                                                       "midrun_sgd", "live_attach_tight",
+                                                       "live_attach_paced"]
 
 
 def trixie_env(ctx, root):

@@ -14,9 +14,12 @@ harness owns everything else, so the three modes run the same code path:
   --anomaly  train each step under torch.autograd.detect_anomaly(); print {"anomaly": {node,
              output, step, iteration} or null} where it raised (the node that returned NaN)
   --live     print "LIVE <pid>" and train at once, never waiting (the daemon attaches to a run
-             in flight); a line "FAULT <n>" on stdin, read between steps without blocking, sets
-             the trainer's fault_step to n (--fault-step sets it from the start, as an oracle
-             run of the same fault does); either way training ends --after-fault steps after it
+             in flight), printing STEP n after each step (or each --progress-every N-th);
+             lines on stdin, read between steps without blocking, ask for the fault
+             ("FAULT <n>": at step n; "fault": 3 steps ahead; "FAULT AT <n> (now <step>)" is
+             printed; --fault-step sets it from the start, as an oracle run of the same fault
+             does; either way training ends --after-fault steps after it) or for a new
+             optimizer ("refold": its state starts over, as in a new fold; "REFOLD AT <step>")
 
 The hooks only observe: they return None and never touch the tensors they are given. The trace
 (every loss as float.hex, a hash of the final parameters) lets a test check that the hooks, or
@@ -41,6 +44,7 @@ import hashlib
 import json
 import math
 import os
+import select
 import sys
 import time
 
@@ -390,11 +394,12 @@ class Harness:
         step = 0
         while step < self.last_step(steps):
             if self.args.live:
-                self.read_fault()
+                opt = self.read_request(step, model, opt)
             self.train_step(model, loss_fn, opt, step)
             step += 1
             every = self.args.progress_every
-            if self.args.progress or (every and self.steps_done % every == 0):
+            if self.args.progress or (every and self.steps_done % every == 0) or \
+                    (self.args.live and not every):
                 print("STEP %d" % self.steps_done, flush=True)
             if self.args.pace:
                 time.sleep(self.args.pace)
@@ -417,19 +422,23 @@ class Harness:
             return steps
         return min(steps, self.trainer.fault_step + self.args.after_fault)
 
-    def read_fault(self):
-        """Take a "FAULT <n>" line from stdin if one is there; never blocks."""
-        import select
+    def read_request(self, step, model, opt):
+        """Take a request line from stdin if one is there (never blocks); the optimizer to
+        step with."""
         if sys.stdin.closed or not select.select([sys.stdin], [], [], 0)[0]:
-            return
+            return opt
         line = sys.stdin.readline()
         if not line:
             sys.stdin.close()
-            return
-        if line.startswith("FAULT "):
-            self.trainer.fault_step = int(line.split()[1])
+        elif line.strip() == "refold":
+            opt = self.trainer.optimizer(model.parameters())
+            print("REFOLD AT %d" % step, flush=True)
+        elif line.startswith("FAULT ") or line.strip() == "fault":
+            words = line.split()
+            self.trainer.fault_step = int(words[1]) if len(words) > 1 else step + 3
             self.fault_told = True
-            print("FAULT AT %d (now %d)" % (self.trainer.fault_step, self.steps_done), flush=True)
+            print("FAULT AT %d (now %d)" % (self.trainer.fault_step, step), flush=True)
+        return opt
 
     def run_anomaly(self, model, loss_fn, opt, steps):
         """Each step under detect_anomaly: where it raises, that node returned NaN."""
@@ -491,7 +500,7 @@ def main(trainer):
     mode.add_argument("--oracle", action="store_true",
                       help="find the first non-finite module output with forward hooks")
     mode.add_argument("--live", action="store_true",
-                      help="print LIVE <pid> and train at once; take FAULT <n> lines on stdin")
+                      help="print LIVE <pid> and train at once; take requests on stdin")
     mode.add_argument("--anomaly", action="store_true",
                       help="train under torch.autograd.detect_anomaly(); report where it raised")
     ap.add_argument("--steps", type=int, help="optimizer steps (default %d)" % trainer.steps)

@@ -1,0 +1,47 @@
+#!/usr/bin/python3
+"""A run the daemon joins in flight (--live): it trains from the start without waiting, and a
+NaN sample enters the batch of the step the test asks for (Trainer.fault_step), long after the
+attach. With Adam (the default) the optimizer keeps its own step count, so the daemon must
+report the trainer's absolute step; with --sgd nothing in the target holds it, and the daemon
+must say its count runs from the attach.
+
+Expected first anomaly: body.0 (Linear) at step fault_step, inputs not finite.
+"""
+import sys
+
+import torch
+import torch.nn as nn
+
+import common
+
+
+class MidRun(common.Trainer):
+    """Trainer joined in flight; Adam, or plain SGD with --sgd."""
+
+    steps = 3000  # an upper bound: --live stops 3 steps after the fault
+    expected_cause = "bad_input_data"
+    fault_step = None  # until asked for
+    sgd = False
+
+    def model(self):
+        return nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1))
+
+    def batch(self, step, micro, gen):
+        x = torch.randn(4, 6, generator=gen)
+        y = x[:, :2].sum(dim=1, keepdim=True).sin()
+        if step == self.fault_step:
+            x[1, 3] = float("nan")  # a corrupt sample
+        return (x,), y
+
+    def optimizer(self, params):
+        if self.sgd:
+            return torch.optim.SGD(params, lr=self.lr)
+        return torch.optim.Adam(params, lr=1e-3)
+
+
+if __name__ == "__main__":
+    trainer = MidRun()
+    if "--sgd" in sys.argv:
+        sys.argv.remove("--sgd")
+        trainer.sgd = True
+    common.main(trainer)
