@@ -1469,6 +1469,8 @@ static __noinline int step_taken(__u64 opt, __u32 at_start)
 {
 	long v = -1;
 
+	if (!iter_started)
+		return 0;
 	count(NW_C_STEPS, 1);
 	if (opt && opt != step_opt && step_opt) {
 		if (opt != step_other) {
@@ -1489,8 +1491,7 @@ static __noinline int step_taken(__u64 opt, __u32 at_start)
 			     ((v + at_start) & NW_STEP_MASK);
 		return 0;
 	}
-	if (iter_started)
-		__sync_fetch_and_add(&step_count, 1);
+	__sync_fetch_and_add(&step_count, 1);
 	return 0;
 }
 
