@@ -195,6 +195,7 @@ static long cap_chunk(__u32 idx, void *unused)
 	r = bpf_ringbuf_reserve(&captures, sizeof(*r), 0);
 	if (!r) {
 		c->lost++;
+		count(NW_C_LOST_CAPTURE, 1);
 		return 1;
 	}
 	if (bpf_probe_read_user(r->data, n, (void *)(c->addr + off))) {
@@ -237,6 +238,7 @@ __noinline int cap_tensor(__u64 obj, __u32 role, __u32 pos0, __u32 pos1)
 	d = bpf_ringbuf_reserve(&captures, sizeof(*d), 0);
 	if (!d) {
 		c->lost++;
+		count(NW_C_LOST_CAPTURE, 1);
 		return 0;
 	}
 	__builtin_memcpy(d, &c->d, sizeof(*d));
