@@ -248,11 +248,17 @@ __noinline int cap_tensor(__u64 obj, __u32 role, __u32 pos0, __u32 pos1)
 	return 0;
 }
 
+/* The module's parameters or buffers: the daemon's list, else read from the module now. */
 static __always_inline void cap_list(__u64 module, void *map, __u32 role)
 {
 	struct nw_params *p = bpf_map_lookup_elem(map, &module);
+	struct scratch *s = get_scratch();
 	int i;
 
+	if (!p && s && list_params(module, role == NW_CAP_BUFFER)) {
+		bpf_map_update_elem(map, &module, &s->np, BPF_NOEXIST);
+		p = &s->np;
+	}
 	if (!p)
 		return;
 	for (i = 0; i < NW_MAX_PARAMS; i++) {

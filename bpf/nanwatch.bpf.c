@@ -973,29 +973,35 @@ static __always_inline void dict_entry(const struct dict_walk *w, __u32 i, __u64
 
 #define ATTRS_LOOKED 32	/* instance attributes looked through for _parameters */
 
-/* Is the str object "_parameters"? */
-static __always_inline int is_parameters(__u64 str)
+static __always_inline int same_chars(const char *a, const char *lit, int n)
 {
-	static const char name[] = "_parameters";
-	struct scratch *s = get_scratch();
 	int i;
 
-	if (!s || ascii_len(str) != sizeof(name) - 1 ||
-	    bpf_probe_read_user(s->str, sizeof(name) - 1, (void *)(str + L.unicode_ascii_data)))
-		return 0;
-	for (i = 0; i < sizeof(name) - 1; i++)
-		if (s->str[i] != name[i])
+	for (i = 0; i < n; i++)
+		if (a[i] != lit[i])
 			return 0;
 	return 1;
 }
 
+/* Is the str object "_parameters" (buffers: "_buffers")? */
+static __always_inline int is_list_name(__u64 str, int buffers)
+{
+	struct scratch *s = get_scratch();
+	long n = ascii_len(str);
+
+	if (!s || n != (buffers ? 8 : 11) ||
+	    bpf_probe_read_user(s->str, 16, (void *)(str + L.unicode_ascii_data)))
+		return 0;
+	return buffers ? same_chars(s->str, "_buffers", 8) : same_chars(s->str, "_parameters", 11);
+}
+
 /*
- * The module's own parameters read here, from its _parameters dict, into s->np:
- * for a module the daemon has not listed yet (its first call, or its record
- * still queued), so its parameters are scanned at the anomaly all the same.
- * Returns 1 if listed.
+ * The module's own parameters (buffers: its buffers) read here, from its
+ * _parameters (_buffers) dict, into s->np: for a module the daemon has not
+ * listed yet (its first call, or its record still queued), so they are scanned
+ * (and captured) at the anomaly all the same. Returns 1 if listed.
  */
-__noinline int list_params(__u64 module)
+__noinline int list_params(__u64 module, int buffers)
 {
 	struct scratch *s = get_scratch();
 	struct dict_walk w = {};
@@ -1006,7 +1012,7 @@ __noinline int list_params(__u64 module)
 		return 0;
 	for (i = 0; i < ATTRS_LOOKED && i < w.n; i++) {
 		dict_entry(&w, i, &k, &v);
-		if (k && v && is_parameters(k)) {
+		if (k && v && is_list_name(k, buffers)) {
 			dict = v;
 			break;
 		}
@@ -1044,7 +1050,7 @@ __noinline int check_params(__u64 module)
 	if (!s)
 		return 0;
 	s->ev.step_starts = (__u32)counters[NW_C_STEP_STARTS];
-	if (!p && list_params(module)) {
+	if (!p && list_params(module, 0)) {
 		/* kept for the next calls, and the capture of this one */
 		bpf_map_update_elem(&params, &module, &s->np, BPF_NOEXIST);
 		p = &s->np;
