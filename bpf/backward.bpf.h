@@ -179,7 +179,7 @@ static __noinline int report_bwd(__u64 node, __u32 nr)
 	count(NW_C_BWD_ANOMALIES, 1);
 	/* a non-finite forward output or loss this iteration: the backward only carries it */
 	if (fwd_bad_iter_p1 == iter + 1 || bwd_iter_p1 == iter + 1) {
-		count(NW_C_SUPPRESSED, 1);
+		count(NW_C_BWD_SUPPRESSED, 1);
 		return 0;
 	}
 	bwd_iter_p1 = iter + 1;
@@ -216,7 +216,7 @@ static __noinline int report_bwd(__u64 node, __u32 nr)
 	}
 	s->ev.time_ns = bpf_ktime_get_ns();
 	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
-		count(NW_C_LOST, 1);
+		count_lost(NW_C_LOST_BACKWARD);
 	return 1;
 }
 

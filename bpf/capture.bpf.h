@@ -195,6 +195,7 @@ static long cap_chunk(__u32 idx, void *unused)
 	r = bpf_ringbuf_reserve(&captures, sizeof(*r), 0);
 	if (!r) {
 		c->lost++;
+		count(NW_C_LOST_CAPTURE, 1);
 		return 1;
 	}
 	if (bpf_probe_read_user(r->data, n, (void *)(c->addr + off))) {
@@ -237,6 +238,7 @@ __noinline int cap_tensor(__u64 obj, __u32 role, __u32 pos0, __u32 pos1)
 	d = bpf_ringbuf_reserve(&captures, sizeof(*d), 0);
 	if (!d) {
 		c->lost++;
+		count(NW_C_LOST_CAPTURE, 1);
 		return 0;
 	}
 	__builtin_memcpy(d, &c->d, sizeof(*d));
@@ -246,11 +248,17 @@ __noinline int cap_tensor(__u64 obj, __u32 role, __u32 pos0, __u32 pos1)
 	return 0;
 }
 
+/* The module's parameters or buffers: the daemon's list, else read from the module now. */
 static __always_inline void cap_list(__u64 module, void *map, __u32 role)
 {
 	struct nw_params *p = bpf_map_lookup_elem(map, &module);
+	struct scratch *s = get_scratch();
 	int i;
 
+	if (!p && s && list_params(module, role == NW_CAP_BUFFER)) {
+		bpf_map_update_elem(map, &module, &s->np, BPF_NOEXIST);
+		p = &s->np;
+	}
 	if (!p)
 		return;
 	for (i = 0; i < NW_MAX_PARAMS; i++) {

@@ -36,6 +36,7 @@ const volatile __u32 loss_only = 0;		/* mode loss: no module probes, the loss on
 const volatile struct nw_rescan RS = {};
 const volatile struct nw_layout L = {};
 const volatile struct nw_addrs A = {};
+const volatile struct nw_dict_layout D = {};
 
 __u64 counters[NW_C_MAX] = {};
 __u64 step_count = 0;		/* step word (NW_STEP_SHIFT): optimizer steps completed */
@@ -136,6 +137,7 @@ struct scratch {
 	__u32 deeper;		/* NW_FLAG_DEEPER for this call's events, or 0 */
 	__u32 out_ok;		/* ... fingerprinted and finite */
 	struct scan_ctx c;
+	struct nw_params np;	/* a module's parameters as list_params found them */
 	char str[STR_READ];
 };
 
@@ -208,6 +210,13 @@ static __always_inline void count(int c, __u64 n)
 {
 	if (c >= 0 && c < NW_C_MAX)
 		__sync_fetch_and_add(&counters[c], n);
+}
+
+/* A record the `events` ring had no room for: the total and the type's own counter. */
+static __always_inline void count_lost(int c)
+{
+	count(NW_C_LOST, 1);
+	count(c, 1);
 }
 
 static __always_inline struct scratch *get_scratch(void)
@@ -396,7 +405,13 @@ static __always_inline __u64 cur_iteration(void)
 	return it ? it - 1 : 0;
 }
 
-/* First call of this module under this root: tell the daemon so it can name it early. */
+/*
+ * First call of this module under this root: tell the daemon so it can name it
+ * and list its parameters early. Marked seen only once the record is queued: a
+ * record the ring had no room for is sent again at the module's next call. A
+ * model's first forward sends one per module; they may fill only half the ring,
+ * so that anomalies, marks and losses queued meanwhile still find room.
+ */
 static __noinline int note_module(__u64 root, __u64 module, __u64 parent, __u32 depth)
 {
 	struct seen_key key = {.root = root, .module = module};
@@ -406,7 +421,11 @@ static __noinline int note_module(__u64 root, __u64 module, __u64 parent, __u32 
 
 	if (bpf_map_lookup_elem(&seen, &key))
 		return 0;
-	bpf_map_update_elem(&seen, &key, &one, BPF_ANY);
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(struct nw_event) >
+	    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2) {
+		count_lost(NW_C_LOST_MODULE);
+		return 0;
+	}
 	s = get_scratch();
 	if (!s)
 		return 0;
@@ -420,8 +439,11 @@ static __noinline int note_module(__u64 root, __u64 module, __u64 parent, __u32 
 	s->ev.tid = (__u32)bpf_get_current_pid_tgid();
 	type = read_u64(module + L.obj_type);
 	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
-	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
-		count(NW_C_LOST, 1);
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0)) {
+		count_lost(NW_C_LOST_MODULE);
+		return 0;
+	}
+	bpf_map_update_elem(&seen, &key, &one, BPF_ANY);
 	return 0;
 }
 
@@ -593,6 +615,8 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 		rec.args[0] = read_u64((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
 		if (!rec.depth)
 			note_optimizer(rec.args[0]);
+		if (rec.depth == 0)
+			count(NW_C_STEP_STARTS, 1);
 		bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
 		return 0;
 	}
@@ -1040,9 +1064,149 @@ static __always_inline int check_inputs(struct scratch *s)
 	return 0;
 }
 
+/* Where an instance keeps its attributes: a keys table, and values (0: in its entries). */
+static __always_inline int attr_table(__u64 obj, __u64 *keys, __u64 *values)
+{
+	__u64 type = read_u64(obj + L.obj_type), flags = read_u64(type + D.type_flags);
+	__u64 cached = read_u64(type + D.type_cached_keys), dict = 0, w;
+	__s64 off;
+	__u8 valid = 0;
+
+	*keys = 0;
+	*values = 0;
+	if (D.inline_values_flag && (flags & D.inline_values_flag)) {
+		/* 3.13: values in the object while valid, else a materialized dict */
+		bpf_probe_read_user(&valid, 1, (void *)(obj + D.inline_values_offset + D.values_valid));
+		if (valid) {
+			*keys = cached;
+			*values = obj + D.inline_values_offset;
+		} else {
+			dict = read_u64(obj + D.managed_dict);
+		}
+	} else if (D.managed_dict_tagged && (flags & D.managed_dict_flag)) {
+		/* 3.12: bit 0 set: the values pointer - 1; else the dict */
+		w = read_u64(obj + D.managed_dict);
+		if (w & 1) {
+			*keys = cached;
+			*values = w + 1;
+		} else {
+			dict = w;
+		}
+	} else if (flags & D.managed_dict_flag) {
+		/* 3.11: a dict once __dict__ was asked for, else values with the type's keys */
+		dict = read_u64(obj + D.managed_dict);
+		if (!dict) {
+			*keys = cached;
+			*values = read_u64(obj + D.managed_values);
+		}
+	} else {
+		off = (__s64)read_u64(type + D.type_dictoffset);
+		if (off > 0)
+			dict = read_u64(obj + off);
+	}
+	if (dict) {
+		*keys = read_u64(dict + D.dict_keys);
+		*values = read_u64(dict + D.dict_values);
+	}
+	return *keys != 0;
+}
+
+struct dict_walk {
+	__u64 entries, values, n, esize;
+};
+
+static __always_inline int dict_walk(__u64 keys, __u64 values, struct dict_walk *w)
+{
+	__u8 log2 = 0, kind = 0;
+
+	if (bpf_probe_read_user(&log2, 1, (void *)(keys + D.keys_log2_index_bytes)) ||
+	    bpf_probe_read_user(&kind, 1, (void *)(keys + D.keys_kind)) || log2 > 40)
+		return 0;
+	w->n = read_u64(keys + D.keys_nentries);
+	w->esize = kind == D.keys_kind_general ? D.entry_general : D.entry_unicode;
+	w->entries = keys + D.keys_indices + (1ULL << log2);
+	w->values = values;
+	return w->esize >= 16 && w->esize <= 64;
+}
+
+/* Entry i's key and value (entries end with key, value; split tables keep values apart). */
+static __always_inline void dict_entry(const struct dict_walk *w, __u32 i, __u64 *k, __u64 *v)
+{
+	__u64 e = w->entries + i * w->esize;
+
+	*k = read_u64(e + w->esize - 16);
+	*v = w->values ? read_u64(w->values + D.values_items + 8 * i) : read_u64(e + w->esize - 8);
+}
+
+#define ATTRS_LOOKED 32	/* instance attributes looked through for _parameters */
+
+static __always_inline int same_chars(const char *a, const char *lit, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (a[i] != lit[i])
+			return 0;
+	return 1;
+}
+
+/* Is the str object "_parameters" (buffers: "_buffers")? */
+static __always_inline int is_list_name(__u64 str, int buffers)
+{
+	struct scratch *s = get_scratch();
+	long n = ascii_len(str);
+
+	if (!s || n != (buffers ? 8 : 11) ||
+	    bpf_probe_read_user(s->str, 16, (void *)(str + L.unicode_ascii_data)))
+		return 0;
+	return buffers ? same_chars(s->str, "_buffers", 8) : same_chars(s->str, "_parameters", 11);
+}
+
+/*
+ * The module's own parameters (buffers: its buffers) read here, from its
+ * _parameters (_buffers) dict, into s->np: for a module the daemon has not
+ * listed yet (its first call, or its record still queued), so they are scanned
+ * (and captured) at the anomaly all the same. Returns 1 if listed.
+ */
+__noinline int list_params(__u64 module, int buffers)
+{
+	struct scratch *s = get_scratch();
+	struct dict_walk w = {};
+	__u64 keys, values, k, v, dict = 0;
+	__u32 i;
+
+	if (!s || !D.on || !attr_table(module, &keys, &values) || !dict_walk(keys, values, &w))
+		return 0;
+	for (i = 0; i < ATTRS_LOOKED && i < w.n; i++) {
+		dict_entry(&w, i, &k, &v);
+		if (k && v && is_list_name(k, buffers)) {
+			dict = v;
+			break;
+		}
+	}
+	if (!dict || !dict_walk(read_u64(dict + D.dict_keys), read_u64(dict + D.dict_values), &w))
+		return 0;
+	__builtin_memset(&s->np, 0, sizeof(s->np));
+	for (i = 0; i < ATTRS_LOOKED && i < w.n; i++) {
+		dict_entry(&w, i, &k, &v);
+		if (!k || !v || v == D.none)
+			continue;	/* deleted, or a parameter registered as None */
+		if (s->np.n < NW_MAX_PARAMS)
+			s->np.tensors[s->np.n++ & (NW_MAX_PARAMS - 1)] = v;
+		else
+			s->np.more++;
+	}
+	if (w.n > ATTRS_LOOKED)
+		s->np.more += w.n - ATTRS_LOOKED;
+	return 1;
+}
+
 /*
  * The module's own parameters, scanned now: a moment later the optimizer may
- * have written NaN into them, or overwritten NaN with something else.
+ * have written NaN into them, or overwritten NaN with something else. Not
+ * listed by the daemon yet: read from the module here (list_params); failing
+ * that the daemon checks them when it gets the event, and the steps begun by
+ * now (step_starts) tell it whether an update may have come in between.
  */
 __noinline int check_params(__u64 module)
 {
@@ -1050,7 +1214,15 @@ __noinline int check_params(__u64 module)
 	struct nw_params *p = bpf_map_lookup_elem(&params, &module);
 	int i, r;
 
-	if (!s || !p)
+	if (!s)
+		return 0;
+	s->ev.step_starts = (__u32)counters[NW_C_STEP_STARTS];
+	if (!p && list_params(module, 0)) {
+		/* kept for the next calls, and the capture of this one */
+		bpf_map_update_elem(&params, &module, &s->np, BPF_NOEXIST);
+		p = &s->np;
+	}
+	if (!p)
 		return 0;
 	s->ev.params_known = 1;
 	s->ev.params_skipped = p->more;
@@ -1166,7 +1338,7 @@ static __always_inline int send_mark(struct scratch *s, __u64 key, __u32 mark, _
 	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
 	s->ev.time_ns = bpf_ktime_get_ns();
 	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
-		count(NW_C_LOST, 1);
+		count_lost(NW_C_LOST_MARK);
 	s->ev.type = NW_EV_ANOMALY;
 	s->ev.max_key = 0;
 	return 1;
@@ -1249,7 +1421,7 @@ __noinline int note_param_magnitude(__u64 module)
 	return 0;
 }
 
-static __always_inline int should_report(__u64 iter)
+static __always_inline int should_report(__u64 iter, __u32 phase)
 {
 	__u64 first = first_iter_p1, last;
 
@@ -1264,6 +1436,8 @@ static __always_inline int should_report(__u64 iter)
 	if (last != iter + 1 && __sync_val_compare_and_swap(&last_iter_p1, last, iter + 1) == last)
 		return 1;
 	count(NW_C_SUPPRESSED, 1);
+	if (phase == NW_PHASE_LOSS)
+		count(NW_C_LOSS_SUPPRESSED, 1);
 	return 0;
 }
 
@@ -1332,9 +1506,11 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	if (r <= 0)
 		return 0;
 	count(NW_C_ANOMALIES, 1);
+	if (s->ev.phase == NW_PHASE_LOSS)
+		count(NW_C_LOSS_FOUND, 1);
 	iter = s->ev.iteration;
 	fwd_bad_iter_p1 = iter + 1;	/* its backward pass only propagates this */
-	if (!should_report(iter))
+	if (!should_report(iter, s->ev.phase))
 		return 0;
 	s->ev.first_iteration = first_iter_p1 == iter + 1;
 	s->ev.index0 = idx0;
@@ -1353,7 +1529,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
 	s->ev.time_ns = bpf_ktime_get_ns();
 	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
-		count(NW_C_LOST, 1);
+		count_lost(s->ev.phase == NW_PHASE_LOSS ? NW_C_LOST_LOSS : NW_C_LOST_FORWARD);
 	return 1;
 }
 
@@ -1612,6 +1788,7 @@ int BPF_KPROBE(uprobe_step_marker, void *ret_slot, void *name)
 			return 0;
 	}
 	/* counted as the step starts: no module runs inside a step but an LBFGS closure */
+	count(NW_C_STEP_STARTS, 1);
 	opt = marker_optimizer((__u32)id);
 	note_optimizer(opt);
 	step_taken(opt, 1);
@@ -1633,7 +1810,7 @@ static __always_inline void send_loss(struct scratch *s)
 	s->ev.min_key = bits;
 	s->ev.time_ns = bpf_ktime_get_ns();
 	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
-		count(NW_C_LOST, 1);
+		count_lost(NW_C_LOST_LOSS_VALUE);
 }
 
 /*

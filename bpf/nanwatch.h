@@ -12,7 +12,7 @@
 /* Event types on the ring buffer. */
 enum nw_event_type {
 	NW_EV_ANOMALY = 1,	/* a checked tensor holds NaN/±Inf */
-	NW_EV_MODULE = 2,	/* first call of a (root, module) pair */
+	NW_EV_MODULE = 2,	/* first call of a (root, module) pair (sent again until queued) */
 	/* on the capture ring buffer (bpf/capture.bpf.h) */
 	NW_EV_CAP_TENSOR = 20,	/* struct nw_cap_tensor: one tensor of the captured call */
 	NW_EV_CAP_DATA = 21,	/* struct nw_cap_data: a chunk of its bytes */
@@ -108,6 +108,24 @@ enum nw_counter {
 	NW_C_RESCAN_BYTES,	/* their bytes */
 	NW_C_UNANCHORED,	/* module calls inside a call entered before the attach: not checked */
 	NW_C_STACK_HEALED,	/* stack entries dropped because their return was never seen */
+	/*
+	 * Anomalies per phase: found = sent + suppressed + lost. NW_C_ANOMALIES and
+	 * NW_C_SUPPRESSED hold the forward and loss phases, these the loss phase's
+	 * share; the backward phase has NW_C_BWD_ANOMALIES and its own two.
+	 */
+	NW_C_LOSS_FOUND,
+	NW_C_LOSS_SUPPRESSED,
+	NW_C_BWD_SUPPRESSED,
+	/* records the ring buffers had no room for, per type (NW_C_LOST: all on `events`) */
+	NW_C_LOST_FORWARD,	/* NW_EV_ANOMALY, phase forward */
+	NW_C_LOST_LOSS,		/* NW_EV_ANOMALY, phase loss */
+	NW_C_LOST_BACKWARD,	/* NW_EV_ANOMALY, phase backward */
+	NW_C_LOST_MODULE,	/* NW_EV_MODULE not queued (ring full, or half full: room kept
+				 * for the other records); sent again at the module's next call */
+	NW_C_LOST_MARK,		/* NW_EV_MAGNITUDE */
+	NW_C_LOST_LOSS_VALUE,	/* NW_EV_LOSS */
+	NW_C_LOST_CAPTURE,	/* NW_EV_CAP_* on the capture ring */
+	NW_C_STEP_STARTS,	/* outermost optimizer steps begun (counted at their start) */
 	NW_C_MAX,
 };
 
@@ -163,11 +181,45 @@ struct nw_layout {
 
 #define NW_MAX_PARAMS 8	/* parameters of one module checked at an anomaly */
 
-/* A module's own parameters (torch.nn.Parameter objects), listed by the daemon. */
+/*
+ * A module's own parameters (torch.nn.Parameter objects), listed by the daemon,
+ * or by BPF from the module's _parameters at an anomaly the daemon was not ready for.
+ */
 struct nw_params {
 	__u64 tensors[NW_MAX_PARAMS];
 	__u32 n;
 	__u32 more;		/* parameters past the listed ones */
+};
+
+/*
+ * CPython's instance and dict layout (the python table's, as the daemon reads
+ * them), for BPF to find a module's _parameters itself when the daemon has not
+ * listed them yet. on: 0 when not set (BPF then leaves that to the daemon).
+ */
+struct nw_dict_layout {
+	__s64 type_flags;		/* PyTypeObject.tp_flags */
+	__s64 type_dictoffset;		/* PyTypeObject.tp_dictoffset */
+	__s64 type_cached_keys;		/* PyHeapTypeObject.ht_cached_keys */
+	__s64 managed_dict_flag;	/* Py_TPFLAGS_MANAGED_DICT */
+	__s64 managed_dict;		/* from the object: its dict (3.12: dict or values - 1) */
+	__s64 managed_values;		/* from the object: its values (3.11) */
+	__s64 managed_dict_tagged;	/* 3.12: the managed_dict word is tagged */
+	__s64 inline_values_flag;	/* 3.13: Py_TPFLAGS_INLINE_VALUES */
+	__s64 inline_values_offset;	/* 3.13: PyDictValues in the object */
+	__s64 values_valid;		/* 3.13: PyDictValues.valid */
+	__s64 dict_keys;		/* PyDictObject.ma_keys */
+	__s64 dict_values;		/* PyDictObject.ma_values */
+	__s64 keys_log2_index_bytes;	/* PyDictKeysObject.dk_log2_index_bytes (byte) */
+	__s64 keys_kind;		/* PyDictKeysObject.dk_kind (byte) */
+	__s64 keys_nentries;		/* PyDictKeysObject.dk_nentries */
+	__s64 keys_indices;		/* PyDictKeysObject.dk_indices */
+	__s64 values_items;		/* PyDictValues.values */
+	__s64 keys_kind_general;	/* dk_kind of (hash, key, value) entries */
+	__s64 entry_general;		/* entry sizes */
+	__s64 entry_unicode;
+	__u64 none;			/* &_Py_NoneStruct */
+	__u32 on;
+	__u32 pad;
 };
 
 /* Addresses in the target, resolved from symbols by the daemon. */
@@ -214,7 +266,7 @@ struct nw_event {
 	__u8 index1;		/* output[index0][index1]; NW_NO_INDEX: none */
 	__u8 phase;		/* enum nw_phase */
 	__u8 step_source;	/* enum nw_step_source: set by the daemon from the step word */
-	__u8 pad[4];
+	__u32 step_starts;	/* low 32 bits of NW_C_STEP_STARTS as the parameters were checked */
 	char class_name[NW_NAME_LEN]; /* tp_name of the module's type */
 	/* phase backward: modules[]/module/depth/class_name are the forward module that made
 	 * the node (module 0: not known); these name the node */

@@ -426,6 +426,17 @@ static int set_params(void *ctx, uint64_t module, const struct nw_params *np)
 	return probe__set_params(app->p, module, np);
 }
 
+static uint64_t step_starts(void *ctx)
+{
+	struct app *app = ctx;
+	uint64_t c[NW_C_MAX];
+
+	if (!app->p)
+		return 0;
+	probe__counters(app->p, c);
+	return c[NW_C_STEP_STARTS];
+}
+
 /* Capture records come before the anomaly they belong to: assemble them first. */
 static void take_capture(struct app *app)
 {
@@ -550,6 +561,8 @@ static void emit_final(struct app *app)
 	struct json *j;
 	int source;
 
+	/* no program runs after this: the ring drained, the counters add up */
+	probe__detach(app->p);
 	probe__consume(app->p);
 	take_capture(app);
 	backward__flush(app->r.bwd);
@@ -669,14 +682,37 @@ static int open_outputs(struct app *app, char *err, size_t errlen)
 	return 0;
 }
 
+/* The python table's dict layout, for BPF to read a module's _parameters itself. */
+static void dict_layout(const struct app *app, struct nw_dict_layout *d)
+{
+	const struct remote_layout *l = &app->remote.l;
+
+	*d = (struct nw_dict_layout){
+		.type_flags = l->type_flags, .type_dictoffset = l->type_dictoffset,
+		.type_cached_keys = l->type_cached_keys, .managed_dict_flag = l->managed_dict_flag,
+		.managed_dict = l->managed_dict, .managed_values = l->managed_values,
+		.managed_dict_tagged = l->managed_dict_tagged,
+		.inline_values_flag = l->inline_values_flag,
+		.inline_values_offset = l->inline_values_offset, .values_valid = l->values_valid,
+		.dict_keys = l->dict_keys, .dict_values = l->dict_values,
+		.keys_log2_index_bytes = l->keys_log2_index_bytes, .keys_kind = l->keys_kind,
+		.keys_nentries = l->keys_nentries, .keys_indices = l->keys_indices,
+		.values_items = l->values_items, .keys_kind_general = l->keys_kind_general,
+		.entry_general = l->entry_general, .entry_unicode = l->entry_unicode,
+		.none = app->t.none, .on = 1,
+	};
+}
+
 static int setup(struct app *app, char *err, size_t errlen)
 {
+	struct nw_dict_layout dict;
 	struct probe_opts po = {.max_scan_bytes = app->a.max_scan_bytes,
 				.verbose = app->a.verbose,
 				.bpf_stats = app->a.bpf_stats,
 				.top_only = app->a.top_only,
 				.loss_only = app->a.loss_only,
-				.rescan = &app->rescan};
+				.rescan = &app->rescan,
+				.dict = &dict};
 	int ret;
 
 	app->pidfd = syscall(SYS_pidfd_open, app->a.pid, 0);
@@ -697,6 +733,7 @@ static int setup(struct app *app, char *err, size_t errlen)
 	ret = load_layouts(app, err, errlen);
 	if (ret)
 		return ret;
+	dict_layout(app, &dict);
 	ret = open_outputs(app, err, errlen);
 	if (ret)
 		return ret;
@@ -713,7 +750,10 @@ static int setup(struct app *app, char *err, size_t errlen)
 	app->r.names = app->names;
 	app->r.remote = &app->remote;
 	app->r.set_params = set_params;
+	app->r.step_starts = step_starts;
 	app->r.params_ctx = app;
+	app->r.layout = &app->nwl;
+	app->r.tensor_type = app->t.tensor_type;
 	ret = setup_capture(app, &po, err, errlen);
 	if (ret)
 		return ret;

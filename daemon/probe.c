@@ -76,6 +76,8 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	s->rodata->loss_only = o->loss_only;
 	if (o->rescan)
 		memcpy((void *)&s->rodata->RS, o->rescan, sizeof(*o->rescan));
+	if (o->dict)
+		memcpy((void *)&s->rodata->D, o->dict, sizeof(*o->dict));
 	if (o->loss_only) {
 		/* not loaded at all: nothing of the module probes stays in the kernel */
 		bpf_program__set_autoload(s->progs.uprobe_eval_frame, false);
@@ -277,6 +279,12 @@ void probe__close(struct probe *p)
 	if (p->stats_fd >= 0)
 		close(p->stats_fd);
 	free(p);
+}
+
+void probe__detach(struct probe *p)
+{
+	if (p)
+		nanwatch_bpf__detach(p->skel);
 }
 
 int probe__poll(struct probe *p, int timeout_ms)

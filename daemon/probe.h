@@ -22,6 +22,7 @@ struct probe_opts {
 	int top_only;			/* check only outermost module calls (mode sample) */
 	int loss_only;			/* no module probes: only the loss (mode loss) */
 	const struct nw_rescan *rescan;	/* outputs not scanned twice; NULL: every one is */
+	const struct nw_dict_layout *dict; /* BPF lists unlisted parameters; NULL: it does not */
 	const char *backward_symbol;	/* libtorch_python's run_backward, or NULL: no loss check */
 	uint64_t capture_max_bytes;	/* capture budget; 0: no capture */
 	uint32_t capture_ring_bytes;	/* capture ring buffer size (a power of 2 pages) */
@@ -46,6 +47,7 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			  const struct probe_opts *o, probe_event_fn cb, void *ctx, char *err,
 			  size_t errlen);
 void probe__close(struct probe *p);	/* detaches; accepts NULL */
+void probe__detach(struct probe *p);	/* removes the probes; the rings stay readable */
 
 /* Wait up to timeout_ms for events and deliver them; 0 or a negative errno (-EINTR is normal). */
 int probe__poll(struct probe *p, int timeout_ms);

@@ -111,6 +111,7 @@ static int finish(struct report *r, struct json *j, const struct nw_event *ev)
 	json__uint(j, "scanned", ev->scanned);
 	json__string(j, "skipped", ev->flags & NW_SKIP_TRUNCATED ? "truncated" : NULL);
 	r->anomalies++;
+	r->reported[ev->phase < REPORT_PHASES ? ev->phase : NW_PHASE_FORWARD]++;
 	return emit__end(r->e);
 }
 
@@ -143,6 +144,7 @@ static int loss(struct report *r, const struct nw_event *ev, struct json *j)
 	tensor_fields(j, ev);
 	json__null(j, "inputs_finite");
 	json__null(j, "params_finite");
+	json__null(j, "params_late");
 	if (r->loss_only)
 		json__null(j, "origin");	/* module outputs were not checked */
 	else
@@ -173,16 +175,18 @@ static int backward(struct report *r, const struct nw_event *ev, struct json *j)
 	/* every gradient the engine handed to a node before this one was finite */
 	json__bool(j, "inputs_finite", ev->producers > 0);
 	json__null(j, "params_finite");
+	json__null(j, "params_late");
 	json__bool(j, "origin", ev->producers > 0 && r->forward_iter_p1 != ev->iteration + 1);
 	return finish(r, j, ev);
 }
 
-static int anomaly(struct report *r, const struct nw_event *ev)
+/* params: the verdict on the module's own parameters; late: the daemon took it. */
+static int anomaly(struct report *r, const struct nw_event *ev, int params, int late)
 {
 	struct json *j = emit__begin(r->e, "anomaly", ev->time_ns);
 	char cls[NW_NAME_LEN + 1];
 	const char *path;
-	int inputs, params;
+	int inputs;
 
 	if (ev->phase == NW_PHASE_LOSS)
 		return loss(r, ev, j);
@@ -190,7 +194,6 @@ static int anomaly(struct report *r, const struct nw_event *ev)
 		return backward(r, ev, j);
 	path = names__path(r->names, ev->modules[0], ev->module);
 	inputs = report__inputs_finite(ev);
-	params = report__params_finite(ev);
 	if (!path)
 		r->unnamed++;
 	json__uint(j, "tid", ev->tid);
@@ -201,6 +204,7 @@ static int anomaly(struct report *r, const struct nw_event *ev)
 	tensor_fields(j, ev);
 	tristate(j, "inputs_finite", inputs);
 	tristate(j, "params_finite", params);
+	json__bool(j, "params_late", late);
 	/* created here: finite inputs, and no parameter known to be bad */
 	if (ev->flags & NW_FLAG_DEEPER)
 		json__null(j, "origin");	/* an unchecked call nested in it may have */
@@ -235,7 +239,7 @@ static double max_abs(const struct nw_event *ev)
 	return lo > hi ? lo : hi;
 }
 
-static void observe(struct report *r, const struct nw_event *ev)
+static void observe(struct report *r, const struct nw_event *ev, int params)
 {
 	int loss = ev->phase == NW_PHASE_LOSS, bwd = ev->phase == NW_PHASE_BACKWARD;
 	char cls[NW_NAME_LEN + 1];
@@ -248,7 +252,7 @@ static void observe(struct report *r, const struct nw_event *ev)
 		/* a call nested too deep to be checked may have made it: not this layer's */
 		.inputs_finite = loss || (ev->flags & NW_FLAG_DEEPER) ? -1 :
 				 bwd ? ev->producers > 0 : report__inputs_finite(ev),
-		.params_finite = loss || bwd ? -1 : report__params_finite(ev),
+		.params_finite = loss || bwd ? -1 : params,
 		.depth = loss || bwd ? 0 : ev->depth,
 		.module_id = loss || bwd ? 0 : ev->module,
 	};
@@ -394,12 +398,44 @@ static int magnitude(struct report *r, const struct nw_event *ev)
 	return emit__end(r->e);
 }
 
+/*
+ * A forward anomaly of a module whose parameters BPF did not have yet (its
+ * first call, or its registration record still queued): list them now, read
+ * and scan them, and only then look whether an optimizer step has begun since
+ * the anomaly (see params__late_verdict). BPF gets the list for the next time.
+ */
+static int late_params(struct report *r, const struct nw_event *ev)
+{
+	struct params_reader pr = {.r = r->remote, .l = r->layout, .tensor_type = r->tensor_type};
+	struct params_check pc;
+	struct nw_params np;
+	int read, stepped;
+
+	r->params_late++;
+	if (!r->layout || !r->remote || params__list(r->remote, ev->module, &np))
+		return -1;
+	params__check(&pr, &np, &pc);
+	read = pc.nonfinite ? 0 : pc.skipped ? -1 : 1;
+	stepped = !r->step_starts || (uint32_t)r->step_starts(r->params_ctx) != ev->step_starts;
+	if (r->set_params && !r->set_params(r->params_ctx, ev->module, &np))
+		backward__note_params(r->bwd, ev->modules[0], ev->module, &np);
+	return params__late_verdict(read, stepped);
+}
+
+static int anomaly_event(struct report *r, const struct nw_event *ev)
+{
+	int late = ev->phase == NW_PHASE_FORWARD && ev->module && !ev->params_known;
+	int params = late ? late_params(r, ev) : report__params_finite(ev);
+
+	observe(r, ev, params);
+	return anomaly(r, ev, params, late);
+}
+
 int report__event(struct report *r, const struct nw_event *ev)
 {
 	switch (ev->type) {
 	case NW_EV_ANOMALY:
-		observe(r, ev);
-		return anomaly(r, ev);
+		return anomaly_event(r, ev);
 	case NW_EV_LOSS:
 		diagnose__loss(&r->diag, ev->step, ev->iteration,
 			       nw_bits_to_double(ev->min_key, ev->dtype));
@@ -505,11 +541,78 @@ int report__grad_norms(const struct report *r, struct grad_norm *out, int max)
 	return backward__norms(r->bwd, out, max);
 }
 
+/* a - b, 0 if the counters were read while a program was between its two increments */
+static uint64_t minus(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+void report__tally(const uint64_t c[NW_C_MAX], const uint64_t reported[REPORT_PHASES],
+		   struct report_tally *t)
+{
+	struct report_phase *f = &t->phase[NW_PHASE_FORWARD], *l = &t->phase[NW_PHASE_LOSS];
+	struct report_phase *b = &t->phase[NW_PHASE_BACKWARD];
+	int i;
+
+	memset(t, 0, sizeof(*t));
+	l->found = c[NW_C_LOSS_FOUND];
+	l->suppressed = c[NW_C_LOSS_SUPPRESSED];
+	l->lost = c[NW_C_LOST_LOSS];
+	f->found = minus(c[NW_C_ANOMALIES], l->found);
+	f->suppressed = minus(c[NW_C_SUPPRESSED], l->suppressed);
+	f->lost = c[NW_C_LOST_FORWARD];
+	b->found = c[NW_C_BWD_ANOMALIES];
+	b->suppressed = c[NW_C_BWD_SUPPRESSED];
+	b->lost = c[NW_C_LOST_BACKWARD];
+	for (i = 0; i < REPORT_PHASES; i++) {
+		t->phase[i].reported = reported[i];
+		t->all.found += t->phase[i].found;
+		t->all.reported += t->phase[i].reported;
+		t->all.suppressed += t->phase[i].suppressed;
+		t->all.lost += t->phase[i].lost;
+	}
+	t->lost_anomaly = t->all.lost;
+	t->lost_module = c[NW_C_LOST_MODULE];
+	t->lost_mark = c[NW_C_LOST_MARK];
+	t->lost_loss = c[NW_C_LOST_LOSS_VALUE];
+	t->lost_grad = c[NW_C_BWD_GRADS_LOST];
+	t->lost_capture = c[NW_C_LOST_CAPTURE];
+	t->lost_for_good = t->lost_anomaly + t->lost_mark + t->lost_loss;
+}
+
+static void phase_fields(struct json *j, const char *key, const struct report_phase *p)
+{
+	json__object_begin(j, key);
+	json__uint(j, "found", p->found);
+	json__uint(j, "reported", p->reported);
+	json__uint(j, "suppressed", p->suppressed);
+	json__uint(j, "lost", p->lost);
+	json__object_end(j);
+}
+
+static void tally_fields(struct json *j, const struct report_tally *t)
+{
+	json__object_begin(j, "phases");
+	phase_fields(j, "forward", &t->phase[NW_PHASE_FORWARD]);
+	phase_fields(j, "loss", &t->phase[NW_PHASE_LOSS]);
+	phase_fields(j, "backward", &t->phase[NW_PHASE_BACKWARD]);
+	json__object_end(j);
+	json__object_begin(j, "lost_records");
+	json__uint(j, "anomaly", t->lost_anomaly);
+	json__uint(j, "module", t->lost_module);
+	json__uint(j, "mark", t->lost_mark);
+	json__uint(j, "loss", t->lost_loss);
+	json__uint(j, "grad", t->lost_grad);
+	json__uint(j, "capture", t->lost_capture);
+	json__object_end(j);
+}
+
 int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 		  uint64_t iterations, uint64_t step, int step_source,
 		  const struct probe_runtime *rt)
 {
 	struct json *j = emit__begin(r->e, "stats", 0);
+	struct report_tally t;
 
 	json__uint(j, "steps", steps);
 	json__uint(j, "iterations", iterations);
@@ -522,11 +625,14 @@ int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 	json__uint(j, "tensors_scanned", c[NW_C_TENSORS_SCANNED]);
 	json__uint(j, "bytes_scanned", c[NW_C_BYTES_SCANNED]);
 	json__uint(j, "scan_ns", c[NW_C_SCAN_NS]);
-	json__uint(j, "anomalies", c[NW_C_ANOMALIES]);
-	json__uint(j, "reported", r->anomalies);
+	report__tally(c, r->reported, &t);
+	json__uint(j, "anomalies", t.all.found);
+	json__uint(j, "reported", t.all.reported);
 	json__uint(j, "warnings", r->warnings);
-	json__uint(j, "suppressed", c[NW_C_SUPPRESSED]);
-	json__uint(j, "lost", c[NW_C_LOST]);
+	json__uint(j, "suppressed", t.all.suppressed);
+	json__uint(j, "lost", t.all.lost);
+	tally_fields(j, &t);
+	json__uint(j, "params_late", r->params_late);
 	json__object_begin(j, "skipped");
 	json__uint(j, "noncontiguous", c[NW_C_SKIP_NONCONTIG]);
 	json__uint(j, "device", c[NW_C_SKIP_DEVICE]);
@@ -559,13 +665,16 @@ int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 
 int report__lost(struct report *r, const uint64_t c[NW_C_MAX])
 {
+	struct report_tally t;
 	struct json *j;
 
-	if (c[NW_C_LOST] <= r->lost_reported)
+	/* module records are sent again: only what is gone for good is a loss */
+	report__tally(c, r->reported, &t);
+	if (t.lost_for_good <= r->lost_reported)
 		return 0;
 	j = emit__begin(r->e, "lost", 0);
-	json__uint(j, "count", c[NW_C_LOST] - r->lost_reported);
+	json__uint(j, "count", t.lost_for_good - r->lost_reported);
 	json__string(j, "where", "kernel");
-	r->lost_reported = c[NW_C_LOST];
+	r->lost_reported = t.lost_for_good;
 	return emit__end(r->e);
 }

@@ -14,12 +14,39 @@ struct remote;
 /* Hands a module's parameter list to the BPF side. */
 typedef int (*report_params_fn)(void *ctx, uint64_t module, const struct nw_params *np);
 
+/* NW_C_STEP_STARTS now, read after the parameters of a late check. */
+typedef uint64_t (*report_steps_fn)(void *ctx);
+
+#define REPORT_PHASES 3	/* enum nw_phase */
+
+/* Anomalies of one phase: found = reported + suppressed + lost once the ring is drained. */
+struct report_phase {
+	uint64_t found;
+	uint64_t reported;
+	uint64_t suppressed;
+	uint64_t lost;
+};
+
+/* The stats line's accounting, from the BPF counters and the lines written. */
+struct report_tally {
+	struct report_phase phase[REPORT_PHASES];
+	struct report_phase all;	/* the three phases summed */
+	/* records the ring buffers had no room for, per type */
+	uint64_t lost_anomaly, lost_module, lost_mark, lost_loss, lost_grad, lost_capture;
+	uint64_t lost_for_good;	/* on the events ring and not sent again (all but module) */
+};
+
 struct report {
 	struct emitter *e;
 	struct names *names;
 	const struct remote *remote;
 	report_params_fn set_params;
+	report_steps_fn step_starts;	/* NULL: late parameter checks count as after a step */
 	void *params_ctx;
+	const struct nw_layout *layout;	/* for reading parameters late; NULL: not read */
+	uint64_t tensor_type;		/* &THPVariableType in the target */
+	uint64_t reported[REPORT_PHASES]; /* anomaly lines written per phase */
+	uint64_t params_late;		/* anomalies whose parameters the daemon checked */
 	uint64_t anomalies;	/* anomaly lines written */
 	uint64_t warnings;	/* warning lines written */
 	int loss_only;		/* mode loss: module outputs are not checked */
@@ -44,6 +71,10 @@ int report__inputs_finite(const struct nw_event *ev);
 
 /* params_finite: 1 true, 0 false, -1 unknown (not listed yet, or not all scanned). */
 int report__params_finite(const struct nw_event *ev);
+
+/* Per-phase and per-record-type accounting from the counters and r->reported. */
+void report__tally(const uint64_t c[NW_C_MAX], const uint64_t reported[REPORT_PHASES],
+		   struct report_tally *t);
 
 int report__event(struct report *r, const struct nw_event *ev);
 

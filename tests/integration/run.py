@@ -94,7 +94,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TRAINERS = os.path.join(REPO, "tests", "trainers")
 FAULTY = ["nan_input", "div_zero", "rnn_tuple", "mha_tuple", "fp16_overflow", "demo", "views",
           "loss_log_zero", "exp_overflow", "invalid_domain", "nonfinite_params", "lr_too_high",
-          "inplace_parent"]
+          "inplace_parent", "many_modules", "late_branch"]
 
 SCHEMA = "nanwatch/1"
 ATTACH_TIMEOUT = 60
@@ -125,7 +125,7 @@ SAMPLED = ["nan_input", "demo"]  # trainers also run under --mode sample
 COMMON_FIELDS = ("schema", "event", "time", "seq", "host", "pid", "comm")
 ANOMALY_FIELDS = ("tid", "step", "step_source", "iteration", "iteration_source", "phase", "layer", "module", "tensor", "dtype",
                   "shape", "numel", "nan", "posinf", "neginf", "finite_min", "finite_max",
-                  "inputs_finite", "origin", "first")
+                  "inputs_finite", "params_finite", "params_late", "origin", "first")
 EXACT_FIELDS = ("step", "iteration", "layer", "module", "tensor", "dtype", "shape", "numel",
                 "nan", "posinf", "neginf", "inputs_finite", "params_finite", "origin")
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$")
@@ -528,6 +528,8 @@ def check_anomaly_fields(ev, pid):
     elif ev["origin"] is not (ev["inputs_finite"] is True and ev["params_finite"] is not False):
         raise Fail("origin %r with inputs_finite %r, params_finite %r" %
                    (ev["origin"], ev["inputs_finite"], ev["params_finite"]))
+    if (ev["phase"] == "forward") != (type(ev["params_late"]) is bool):
+        raise Fail("phase %s with params_late %r" % (ev["phase"], ev["params_late"]))
 
 
 def check_first(anomalies, oracle):
@@ -687,6 +689,14 @@ def case_trainer(ctx, name):
     check_anomalies(events, oracle, events[0]["pid"])
     check_origin_and_trend(events, oracle, trace)
     check_warnings(events, oracle)
+    if name in ("many_modules", "late_branch"):
+        # BPF may have had the parameters' list, or the daemon read them late: the verdict
+        # above had to be the oracle's either way; say which path this run took
+        first = [ev for ev in events if ev["event"] == "anomaly"][0]
+        stats = [ev for ev in events if ev["event"] == "stats"][-1]
+        ctx.log("first anomaly's parameters checked %s; %d late checks; %d module records "
+                "sent again" % ("late by the daemon" if first["params_late"] else "in BPF",
+                                stats["params_late"], stats["lost_records"]["module"]))
     if name == "inplace_parent":
         stats = [ev for ev in events if ev["event"] == "stats"][-1]
         avoided = (stats.get("rescans_avoided") or {}).get("tensors")
@@ -779,10 +789,9 @@ def case_healthy(ctx):
 
 
 def watch(ctx, name, trace, mode=None, trainer_args=(), daemon_args=()):
-    """Trainer under the daemon from step 0 to exit; the parsed stream. The trainer sleeps
-    20 ms a step: the daemon lists a module's parameters when it first sees the module, and
-    on a loaded machine it may not have run yet by the fault step (params_finite null)."""
-    trainer = start_waiting_trainer(ctx, name, "--pace", "0.02", *trainer_args)
+    """Trainer under the daemon from step 0 to exit, flat out; the parsed stream, whose last
+    stats line must add up."""
+    trainer = start_waiting_trainer(ctx, name, *trainer_args)
     comm = read_comm(trainer.pid)
     daemon = start_daemon(ctx, trainer.pid, mode=mode, extra=daemon_args)
     wait_attach(daemon)
@@ -792,9 +801,51 @@ def watch(ctx, name, trace, mode=None, trainer_args=(), daemon_args=()):
     events = parse_stream(daemon, trainer.pid, comm)
     check_envelope(events, "target_exit")
     check_interpreter(ctx, events)
+    check_tally(ctx, events)
     ctx.log("%d events: %s" % (len(events), ", ".join(sorted({e["event"] for e in events}))))
     ctx.streams[(ctx.env.name, name, mode or "full")] = events
     return events
+
+
+PHASES = ("forward", "loss", "backward")
+LOST_RECORDS = ("anomaly", "module", "mark", "loss", "grad", "capture")
+
+
+def check_tally(ctx, events):
+    """The last stats line reconciles: per phase found = reported + suppressed + lost, reported
+    is the anomaly lines of that phase, the top-level numbers are the phases' sums, and the
+    anomaly records lost are the phases' lost."""
+    stats = [ev for ev in events if ev["event"] == "stats"][-1]
+    phases, lost = stats.get("phases"), stats.get("lost_records")
+    if not isinstance(phases, dict) or sorted(phases) != sorted(PHASES) or \
+            not isinstance(lost, dict) or sorted(lost) != sorted(LOST_RECORDS):
+        raise Fail("stats lacks phases {%s} or lost_records {%s}: %s" % (
+            ", ".join(PHASES), ", ".join(LOST_RECORDS), json.dumps(stats)))
+    lines = {p: sum(1 for ev in events if ev["event"] == "anomaly" and ev["phase"] == p)
+             for p in PHASES}
+    bad = []
+    for p in PHASES:
+        n = phases[p]
+        if any(type(n.get(k)) is not int for k in ("found", "reported", "suppressed", "lost")):
+            raise Fail("stats.phases.%s is %s" % (p, json.dumps(n)))
+        if n["found"] != n["reported"] + n["suppressed"] + n["lost"]:
+            bad.append("%s: found %d != reported %d + suppressed %d + lost %d" % (
+                p, n["found"], n["reported"], n["suppressed"], n["lost"]))
+        if n["reported"] != lines[p]:
+            bad.append("%s: reported %d, %d anomaly lines" % (p, n["reported"], lines[p]))
+    for top, key in (("anomalies", "found"), ("reported", "reported"),
+                     ("suppressed", "suppressed"), ("lost", "lost")):
+        if stats[top] != sum(phases[p][key] for p in PHASES):
+            bad.append("%s %d is not the phases' %s summed" % (top, stats[top], key))
+    if lost["anomaly"] != stats["lost"]:
+        bad.append("lost_records.anomaly %d, lost %d" % (lost["anomaly"], stats["lost"]))
+    if bad:
+        raise Fail("stats do not add up: %s; %s" % ("; ".join(bad), json.dumps(stats)))
+    ctx.log("stats add up: %s; lost records %s" % (
+        ", ".join("%s %d = %d + %d + %d" % (p, phases[p]["found"], phases[p]["reported"],
+                                            phases[p]["suppressed"], phases[p]["lost"])
+                  for p in PHASES), json.dumps(lost)))
+    return stats
 
 
 def tensors_scanned(events, what):
@@ -1216,9 +1267,7 @@ def install_repro(ctx):
 
 def watch_capture(ctx, name, trace, dirpath, *daemon_args):
     """The trainer, as CAPTURE_USER, under the daemon with captures into dirpath."""
-    # paced: the daemon lists a module's parameters at its first call, asynchronously; a fault
-    # in the first milliseconds of a watch would find them unlisted (the manifest says so)
-    argv = as_user(ctx, trainer_argv(ctx, name, "--wait", "--pace", "0.05"))
+    argv = as_user(ctx, trainer_argv(ctx, name, "--wait"))
     trainer = Proc(argv, stdin=True)
     line = trainer.wait_out(lambda l: l.startswith(b"READY "), 60)
     if line is None:
