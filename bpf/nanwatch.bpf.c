@@ -12,6 +12,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "nanwatch.h"
 #include "nwfloat.h"
 
@@ -19,6 +20,7 @@
 #define CHUNK_BYTES	(CHUNK_WORDS * 8)
 #define MAX_ITEMS	8			/* tuple/list items looked at per level */
 #define STR_READ	64
+#define NW_ANCHOR_FRAMES 64			/* caller frames looked at for an older module call */
 
 enum code_kind {
 	CODE_OTHER = 0,
@@ -38,7 +40,8 @@ const volatile struct nw_addrs A = {};
 __u64 counters[NW_C_MAX] = {};
 __u64 step_count = 0;		/* outermost optimizer steps completed */
 __u64 iter_started = 0;		/* root forward passes started */
-__u64 root_module = 0;		/* the first depth-0 module seen with children */
+__u64 root_module = 0;		/* the model: see note_root() */
+__u64 root_type = 0;		/* its type when it became the model */
 __u64 first_iter_p1 = 0;	/* first anomalous iteration + 1; 0: none yet */
 __u64 last_iter_p1 = 0;		/* last iteration that reported + 1 */
 __u64 fwd_bad_iter_p1 = 0;	/* last iteration with a non-finite module output or loss + 1 */
@@ -52,8 +55,12 @@ struct fingerprint {
 
 struct thread_state {
 	__u64 stack[NW_MAX_DEPTH];
+	/* per call in the stack: the stack pointer its return will have (frame_key.sp) */
+	__u64 sp[NW_MAX_DEPTH];
 	/* per call in the stack: the output of its last child to return, if finite */
 	struct fingerprint kid[NW_MAX_DEPTH];
+	/* per call in the stack: a call nested in it was never checked (NW_FLAG_DEEPER) */
+	__u8 unchecked[NW_MAX_DEPTH];
 	__u32 depth;
 	__u32 step_depth;
 };
@@ -123,6 +130,7 @@ struct scratch {
 	struct fingerprint fp;	/* of s->ti, when it has a grad_fn */
 	struct fingerprint kid;	/* the returning call's last child's finite output */
 	__u32 single;		/* the returning call's output is one tensor */
+	__u32 deeper;		/* NW_FLAG_DEEPER for this call's events, or 0 */
 	__u32 out_ok;		/* ... fingerprinted and finite */
 	struct scan_ctx c;
 	char str[STR_READ];
@@ -140,8 +148,9 @@ struct {
 	__type(value, struct thread_state);
 } threads SEC(".maps");
 
+/* LRU: a call whose return the kernel never reported must not fill the map */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct frame_key);
 	__type(value, struct frame_rec);
@@ -405,6 +414,121 @@ static __noinline int note_module(__u64 root, __u64 module, __u64 parent, __u32 
 	return 0;
 }
 
+/*
+ * Drop the calls this thread's stack holds whose return was never seen (the kernel
+ * stops reporting returns past its nesting limit for return probes). A new call runs
+ * below every call still running, so a kept call whose sp is at or below the new
+ * one's has returned. Returns the depth the new call is pushed at.
+ */
+static __always_inline __u32 heal(struct thread_state *ts, __u64 sp)
+{
+	__u32 depth = ts->depth;
+	int i;
+
+	for (i = 0; i < NW_MAX_DEPTH; i++) {
+		if (i >= depth)
+			break;
+		if (ts->sp[i] <= sp) {
+			count(NW_C_STACK_HEALED, depth - i);
+			/* the dropped call returned unchecked: its caller cannot be its origin */
+			if (i > 0)
+				ts->unchecked[(i - 1) & (NW_MAX_DEPTH - 1)] = 1;
+			return i;
+		}
+	}
+	return depth;
+}
+
+struct walk_ctx {
+	__u64 frame;
+	int inside;
+};
+
+static long walk_frame(__u32 i, void *data)
+{
+	struct walk_ctx *w = data;
+	__u64 code;
+
+	w->frame = read_u64(w->frame + L.frame_previous);
+	if (!w->frame)
+		return 1;
+	code = read_u64(w->frame + L.frame_code);
+	if (code && classify(code, w->frame) == CODE_MODULE) {
+		w->inside = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Is this outermost-looking call made inside a module call this thread entered
+ * before the probes were attached? Its callers' Python frames say so.
+ */
+static __noinline int inside_old_call(__u64 frame)
+{
+	struct walk_ctx w = {.frame = frame};
+
+	bpf_loop(NW_ANCHOR_FRAMES, walk_frame, &w, 0);
+	return w.inside;
+}
+
+/* Is the module at addr still the object of type type (not freed, not reused)? */
+static __always_inline int alive(__u64 addr, __u64 type)
+{
+	/* ob_refcnt is the first word of every object: 0 once it was deallocated */
+	__u64 refs = read_u64(addr);
+
+	return refs && refs < (1ULL << 48) && read_u64(addr + L.obj_type) == type;
+}
+
+/*
+ * The outermost module of this call (stack[0]) calls a child: the first such module is
+ * the model, whose calls count iterations. A model that was freed (sweeps, k-fold:
+ * a new model each round) hands that role to the next one.
+ */
+static __always_inline void note_root(__u64 top)
+{
+	__u64 old = root_module;
+
+	if (top == old || (old && alive(old, root_type)))
+		return;
+	if (__sync_val_compare_and_swap(&root_module, old, top) != old)
+		return;
+	root_type = read_u64(top + L.obj_type);
+	/* this call is the new model's first forward pass */
+	__sync_fetch_and_add(&iter_started, 1);
+}
+
+/* Push a module call on the thread's stack; 0 when it is not to be tracked. */
+static __always_inline int push_call(struct thread_state *ts, struct frame_rec *rec,
+				     __u64 frame, __u64 sp, __u64 self)
+{
+	__u32 depth = heal(ts, sp);
+
+	if (depth == 0 && inside_old_call(frame)) {
+		count(NW_C_UNANCHORED, 1);
+		ts->depth = 0;
+		return 0;
+	}
+	rec->depth = depth;
+	if (depth < NW_MAX_DEPTH) {
+		ts->stack[depth] = self;
+		ts->sp[depth] = sp;
+		ts->kid[depth].impl = 0;	/* no child of this call has returned yet */
+		ts->unchecked[depth] = 0;
+	} else {
+		/* kept nowhere, so never checked: say so at the deepest kept call */
+		count(NW_C_STACK_OVERFLOW, 1);
+		ts->unchecked[NW_MAX_DEPTH - 1] = 1;
+	}
+	ts->depth = depth + 1;
+	if (depth == 0 && self == root_module)
+		__sync_fetch_and_add(&iter_started, 1);
+	else if (depth == 1)
+		note_root(ts->stack[0]);
+	return 1;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 {
@@ -437,26 +561,33 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 		return 0;
 	}
 	self = read_u64((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
-	depth = ts->depth;
-	rec.depth = depth;
+	if (!push_call(ts, &rec, (__u64)frame, key.sp, self))
+		return 0;
+	depth = rec.depth;
 	capture_args(&rec, (__u64)frame);
-	if (depth < NW_MAX_DEPTH) {
-		ts->stack[depth] = self;
-		ts->kid[depth].impl = 0;	/* no child of this call has returned yet */
-	} else
-		count(NW_C_STACK_OVERFLOW, 1);
-	ts->depth = depth + 1;
-	if (depth == 0) {
-		if (self == root_module)
-			__sync_fetch_and_add(&iter_started, 1);
-	} else if (depth == 1 && !root_module) {
-		/* the first container seen calling a child is the model */
-		if (__sync_val_compare_and_swap(&root_module, 0, ts->stack[0]) == 0)
-			iter_started = 1;
-	}
 	count(NW_C_MODULE_CALLS, 1);
 	bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
 	note_module(ts->stack[0], self, depth > 0 && depth <= NW_MAX_DEPTH ? ts->stack[(depth - 1) & (NW_MAX_DEPTH - 1)] : 0, depth);
+	return 0;
+}
+
+/* The target replaced its image: its interpreter and our probes' targets are gone. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct scratch *s;
+
+	if (BPF_CORE_READ(p, tgid) != targ_tgid)
+		return 0;
+	s = get_scratch();
+	if (!s)
+		return 0;
+	__builtin_memset(&s->ev, 0, sizeof(s->ev));
+	s->ev.type = NW_EV_EXEC;
+	s->ev.time_ns = bpf_ktime_get_ns();
+	s->ev.tid = (__u32)bpf_get_current_pid_tgid();
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+		count(NW_C_LOST, 1);
 	return 0;
 }
 
@@ -975,7 +1106,7 @@ static __always_inline void ev_tensor(struct scratch *s)
 	s->ev.dtype = s->ti.dtype;
 	s->ev.ndim = s->ti.ndim;
 	s->ev.numel = s->ti.numel;
-	s->ev.flags = s->ti.flags;
+	s->ev.flags = s->ti.flags | s->deeper;
 	for (i = 0; i < NW_MAX_DIMS; i++)
 		s->ev.shape[i] = s->ti.shape[i];
 }
@@ -1191,7 +1322,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 }
 
 /* Walk a module's return value: a tensor, or a tuple/list of them nested one level. */
-static __always_inline int check_result(__u64 ret)
+__noinline int check_result(__u64 ret)
 {
 	__u64 items = 0, n = 0;
 	int i, j;
@@ -1275,6 +1406,12 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 		}
 		return 0;
 	}
+	/* a call the stack no longer holds (healed away, see heal()) is not ours to pop */
+	if (rec.depth < NW_MAX_DEPTH && (rec.depth >= ts->depth || ts->sp[rec.depth] != key.sp))
+		return 0;
+	/* a child still on the stack never returned as far as we saw: it went unchecked */
+	if (rec.depth < NW_MAX_DEPTH && ts->depth > rec.depth + 1)
+		ts->unchecked[rec.depth] = 1;
 	ts->depth = rec.depth;	/* pop, exactly to where this call was pushed */
 	if (!ret || rec.depth >= NW_MAX_DEPTH || (top_only && rec.depth > 0))
 		return 0;
@@ -1282,6 +1419,7 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	if (!s)
 		return 0;
 	fill_stack(s, ts, rec.depth);
+	s->deeper = ts->unchecked[rec.depth] ? NW_FLAG_DEEPER : 0;
 	__builtin_memcpy(s->args, rec.args, sizeof(s->args));
 	s->nargs = rec.nargs;
 	s->kid = ts->kid[rec.depth];
@@ -1289,6 +1427,7 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	s->single = is_tensor(read_u64((__u64)ret + L.obj_type));
 	s->out_ok = 0;
 	check_result((__u64)ret);
+	s->deeper = 0;		/* ev_tensor() of other programs must not see it */
 	if (rec.depth > 0) {
 		/* what this call hands its parent: remembered only while the parent runs */
 		if (s->single && s->out_ok)

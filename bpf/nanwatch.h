@@ -3,7 +3,7 @@
 #ifndef __NANWATCH_H
 #define __NANWATCH_H
 
-#define NW_MAX_DEPTH	 16	/* module nesting kept per thread */
+#define NW_MAX_DEPTH	 32	/* module nesting kept per thread; deeper calls are counted */
 #define NW_MAX_DIMS	 8	/* shape entries reported */
 #define NW_NAME_LEN	 64	/* class name bytes read in BPF */
 #define NW_MATCH_LEN	 32	/* function / path match strings */
@@ -26,6 +26,7 @@ enum nw_event_type {
 	 */
 	NW_EV_MAGNITUDE = 31,
 	NW_EV_GRAD = 10,	/* struct nw_grad: a parameter gradient's magnitude histogram */
+	NW_EV_EXEC = 40,	/* the target called execve: its image is gone (nw_event, time_ns) */
 };
 
 #define NW_MAG_WORDS	256	/* 64-bit words of an output sampled for its magnitude */
@@ -58,6 +59,13 @@ enum nw_skip {
 	NW_SKIP_NOSTORAGE = 32, /* no storage (sparse, meta, ...) */
 };
 
+/*
+ * nw_event.flags, beside enum nw_skip: a module call nested in this one was not
+ * checked (nested deeper than NW_MAX_DEPTH, or its return was never reported: the
+ * kernel stops reporting returns past its nesting limit), so it may have made the value.
+ */
+#define NW_FLAG_DEEPER	0x100
+
 /* Counters in BPF .bss, read by the daemon for stats. */
 enum nw_counter {
 	NW_C_MODULE_CALLS,
@@ -85,6 +93,8 @@ enum nw_counter {
 	NW_C_BWD_GRADS_LOST,	/* parameter gradient histograms dropped: their ring was full */
 	NW_C_RESCAN_SKIPPED,	/* module outputs not scanned again: a parent returned them as is */
 	NW_C_RESCAN_BYTES,	/* their bytes */
+	NW_C_UNANCHORED,	/* module calls inside a call entered before the attach: not checked */
+	NW_C_STACK_HEALED,	/* stack entries dropped because their return was never seen */
 	NW_C_MAX,
 };
 
@@ -96,6 +106,7 @@ struct nw_layout {
 	/* CPython */
 	__s64 frame_code;		/* _PyInterpreterFrame.f_code (f_executable in 3.13) */
 	__s64 frame_localsplus;		/* _PyInterpreterFrame.localsplus */
+	__s64 frame_previous;		/* _PyInterpreterFrame.previous (the caller's frame) */
 	__s64 code_name;		/* PyCodeObject.co_name */
 	__s64 code_filename;		/* PyCodeObject.co_filename */
 	__s64 obj_type;			/* PyObject.ob_type */

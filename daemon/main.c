@@ -525,6 +525,11 @@ static int run(struct app *app)
 			app->reason = "target_exit";
 			return 0;
 		}
+		if (app->r.exec_seen) {
+			/* the probes' files and the layouts belonged to the old image */
+			app->reason = "target_exec";
+			return 0;
+		}
 		probe__counters(app->p, c);
 		report__lost(&app->r, c);
 		/* iterations started - 1 is the one running: the incident's may be over */

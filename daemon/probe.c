@@ -16,7 +16,7 @@
 #include "nanwatch.skel.h"
 #include "target.h"
 
-_Static_assert(sizeof(struct nw_event) == 448, "nw_event layout changed: update both sides");
+_Static_assert(sizeof(struct nw_event) == 576, "nw_event layout changed: update both sides");
 _Static_assert(sizeof(struct nw_grad) == 4168, "nw_grad layout changed: update both sides");
 _Static_assert(sizeof(struct nw_bwd_layout) == 64, "nw_bwd_layout changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_tensor) == 200, "nw_cap_tensor changed: update both sides");
@@ -112,7 +112,22 @@ static int attach_one(struct probe *p, struct bpf_program *prog, struct bpf_link
 	return 0;
 }
 
-/* The frame evaluator's entry and return, then the optional torch probes. */
+/* The target's execve: its image, and every probe's file, are replaced. */
+static int attach_exec(struct probe *p, char *err, size_t errlen)
+{
+	struct nanwatch_bpf *s = p->skel;
+
+	s->links.on_exec = bpf_program__attach(s->progs.on_exec);
+	if (!s->links.on_exec) {
+		int e = errno;
+
+		snprintf(err, errlen, "failed to attach the exec tracepoint: %s", strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* The frame evaluator's return and entry, then the optional torch probes. */
 static int attach(struct probe *p, const struct target *t, const struct probe_opts *o,
 		  const struct nw_layout *l, char *err, size_t errlen)
 {
@@ -124,12 +139,17 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 		snprintf(err, errlen, "mode loss needs the torch table's backward_symbol");
 		return -ENOENT;
 	}
-	ret = o->loss_only ? 0 :
-	      attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
-			 t->python_file, t->python_path, eval, false, err, errlen);
+	ret = attach_exec(p, err, errlen);
+	/*
+	 * The return probe first: a call entered before the entry probe is live then
+	 * returns unseen, and none entered after it can return unseen.
+	 */
 	ret = ret || o->loss_only ? ret :
 	      attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame, t,
 			 t->python_file, t->python_path, eval, true, err, errlen);
+	ret = ret || o->loss_only ? ret :
+	      attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
+			 t->python_file, t->python_path, eval, false, err, errlen);
 	if (!ret && s_marker(o, l)) {
 		if (!t->torch_cpu_file[0]) {
 			snprintf(err, errlen, "torch layout names a step marker but pid %d maps "

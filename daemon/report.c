@@ -190,7 +190,11 @@ static int anomaly(struct report *r, const struct nw_event *ev)
 	tristate(j, "inputs_finite", inputs);
 	tristate(j, "params_finite", params);
 	/* created here: finite inputs, and no parameter known to be bad */
-	json__bool(j, "origin", inputs == 1 && params != 0);
+	if (ev->flags & NW_FLAG_DEEPER)
+		json__null(j, "origin");	/* an unchecked call nested in it may have */
+	else
+		json__bool(j, "origin", inputs == 1 && params != 0);
+	json__bool(j, "nested_unchecked", ev->flags & NW_FLAG_DEEPER);
 	r->forward_iter_p1 = ev->iteration + 1;
 	return finish(r, j, ev);
 }
@@ -228,7 +232,9 @@ static void observe(struct report *r, const struct nw_event *ev)
 		.posinf = ev->posinf, .neginf = ev->neginf, .finite_max_abs = max_abs(ev),
 		.phase = loss ? "loss" : bwd ? "backward" : "forward",
 		.dtype = nw_dtype_name(ev->dtype),
-		.inputs_finite = loss ? -1 : bwd ? ev->producers > 0 : report__inputs_finite(ev),
+		/* a call nested too deep to be checked may have made it: not this layer's */
+		.inputs_finite = loss || (ev->flags & NW_FLAG_DEEPER) ? -1 :
+				 bwd ? ev->producers > 0 : report__inputs_finite(ev),
 		.params_finite = loss || bwd ? -1 : report__params_finite(ev),
 		.depth = loss || bwd ? 0 : ev->depth,
 		.module_id = loss || bwd ? 0 : ev->module,
@@ -389,6 +395,9 @@ int report__event(struct report *r, const struct nw_event *ev)
 		return 0;
 	case NW_EV_MAGNITUDE:
 		return magnitude(r, ev);
+	case NW_EV_EXEC:
+		r->exec_seen = 1;
+		return 0;
 	case NW_EV_MODULE:
 		/* name it now, while the target surely still exists */
 		r->modules++;
@@ -512,6 +521,8 @@ int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 	json__uint(j, "items", c[NW_C_SKIP_ITEMS]);
 	json__object_end(j);
 	json__uint(j, "stack_overflow", c[NW_C_STACK_OVERFLOW]);
+	json__uint(j, "stack_healed", c[NW_C_STACK_HEALED]);
+	json__uint(j, "unanchored", c[NW_C_UNANCHORED]);
 	json__object_begin(j, "rescans_avoided");
 	json__uint(j, "tensors", c[NW_C_RESCAN_SKIPPED]);
 	json__uint(j, "bytes", c[NW_C_RESCAN_BYTES]);

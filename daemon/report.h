@@ -30,6 +30,7 @@ struct report {
 	struct diag diag;	/* the incident being collected for its diagnosis */
 	const char *capture;	/* the incident's capture directory, or NULL */
 	struct backward *bwd;	/* node names, gradient norms; NULL: backward not watched */
+	int exec_seen;		/* the target called execve: the watch is over */
 };
 
 /* Tensor path: "output", "output[1]", "output[1][0]". */

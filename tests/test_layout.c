@@ -105,7 +105,8 @@ static void refused(struct tmp *t, const char *text, int err, const char *what)
 static char *python_table(const char *key, const char *line)
 {
 	static const char *const keys[] = {
-		"frame_code: 32",	 "frame_localsplus: 72", "code_name: 120",
+		"frame_code: 32",	 "frame_localsplus: 72", "frame_previous: 48",
+		"code_name: 120",
 		"code_filename: 112",	 "obj_type: 8",		 "var_size: 16",
 		"tuple_items: 24",	 "list_items: 24",	 "type_name: 24",
 		"type_base: 256",	 "unicode_length: 16",	 "unicode_state: 32",
@@ -345,6 +346,7 @@ static void test_fill_python(void **state)
 	assert_int_equal(layout__fill(l, &nwl, t->err, sizeof(t->err)), 0);
 	assert_int_equal(nwl.frame_code, 32);
 	assert_int_equal(nwl.frame_localsplus, 72);
+	assert_int_equal(nwl.frame_previous, 48);
 	assert_int_equal(nwl.type_base, 256);
 	assert_int_equal(nwl.ascii_bit, 6);
 	assert_int_equal(nwl.compact_bit, 5);

@@ -1309,6 +1309,190 @@ BACKWARD_FIELDS = ("step", "iteration", "node", "tensor", "layer", "module", "dt
                    "numel", "nan", "posinf", "neginf")
 
 
+def start_live_trainer(ctx, name, *extra):
+    """A trainer that trains at once (--live): the daemon attaches to a run in flight."""
+    trainer = Proc(trainer_argv(ctx, name, "--live", *extra), stdin=True)
+    line = trainer.wait_out(lambda l: l.startswith(b"LIVE "), 60)
+    if line is None:
+        trainer.kill()
+        raise Fail("%s --live printed no LIVE line:\n%s" % (name, tail(trainer.stderr_lines())))
+    return trainer
+
+
+def step_now(trainer):
+    """The last STEP n the trainer printed (0 before any)."""
+    steps = [l for l in trainer.out if l.startswith(b"STEP ")]
+    return int(steps[-1].split()[1]) if steps else 0
+
+
+def wait_steps(trainer, n, what):
+    """Wait until the trainer printed STEP m for some m >= n."""
+    if trainer.wait_out(lambda l: l.startswith(b"STEP ") and int(l.split()[1]) >= n, 60) is None:
+        raise Fail("trainer did not reach step %d %s" % (n, what))
+
+
+def check_counts_in_flight(events, what):
+    """A watch of a run in flight: steps and iterations counted together, no anomaly."""
+    stats = last_stats(events)
+    steps, iterations = stats["steps"], stats["iterations"]
+    if steps < 5:
+        raise Fail("%s: stats.steps %d after the trainer ran 20+ steps under the daemon" %
+                   (what, steps))
+    # one forward pass per step: they differ by the step or pass running at either end
+    if abs(iterations - steps) > 1:
+        raise Fail("%s: stats.iterations %d against steps %d: the per-thread module stack "
+                   "or the root model went wrong at attach" % (what, iterations, steps))
+    bad = [ev for ev in events if ev["event"] == "anomaly"]
+    if bad:
+        raise Fail("%s: anomaly on a healthy stretch: %s" % (what, json.dumps(bad[0])))
+
+
+def check_first_in_flight(events, oracle, pid):
+    """The first anomaly against the oracle of the same fault: every exact field but the
+    step and iteration, which count from the attach unless the event says otherwise."""
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    if not anomalies:
+        raise Fail("no anomaly; oracle: %s at step %d" % (describe(oracle), oracle["step"]))
+    for ev in anomalies:
+        check_anomaly_fields(ev, pid)
+    first = check_first(anomalies, oracle)
+    fields = [f for f in EXACT_FIELDS if f not in ("step", "iteration")]
+    diffs = ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in fields
+             if not same(first[f], oracle[f])]
+    diffs += ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in ("finite_min", "finite_max")
+              if not close(first[f], oracle[f])]
+    source = first.get("step_source")
+    if source not in (None, "attach") and first["step"] != oracle["step"]:
+        diffs.append("step %r (from %s), oracle %r" % (first["step"], source, oracle["step"]))
+    if not 0 <= first["step"] - first["iteration"] <= 1:
+        diffs.append("step %r and iteration %r, one forward pass a step" %
+                     (first["step"], first["iteration"]))
+    if diffs:
+        raise Fail("first anomaly differs: " + "; ".join(diffs))
+    return first
+
+
+def case_in_flight(ctx, name, variant, attaches, pace):
+    """Attach to a trainer that never waits, several times (SIGTERM between), at moments
+    the test does not choose (pace 0: flat out; else a random delay), then inject the fault
+    with the daemon attached and compare with the hook oracle."""
+    import random
+    extra = ["--progress-every", "10", "--variant", variant]
+    if pace:
+        extra += ["--pace", str(pace)]
+    trainer = start_live_trainer(ctx, name, *extra)
+    comm = read_comm(trainer.pid)
+    wait_steps(trainer, 20, "before the first attach")
+    for n in range(attaches):
+        if pace:
+            time.sleep(random.uniform(0, 0.5))
+        daemon = start_daemon(ctx, trainer.pid)
+        wait_attach(daemon)
+        last = n == attaches - 1
+        wait_steps(trainer, step_now(trainer) + 30, "under attach %d" % (n + 1))
+        if last:
+            fault = step_now(trainer) + 60
+            trainer.p.stdin.write(b"FAULT %d\n" % fault)
+            trainer.p.stdin.flush()
+            line = trainer.wait_out(lambda l: l.startswith(b"FAULT AT "), 60)
+            if line is None or int(line.split()[-1].rstrip(b")")) >= fault:
+                raise Fail("trainer took the fault step too late: %r" % line)
+            rc = trainer.wait(TRAINER_TIMEOUT)
+            if rc != 0:
+                raise Fail("trainer exited %r:\n%s" % (rc, tail(trainer.stderr_lines())))
+            wait_daemon_exit(daemon)
+            events = parse_stream(daemon, trainer.pid, comm)
+            check_envelope(events, "target_exit")
+            break
+        daemon.p.send_signal(signal.SIGTERM)
+        wait_daemon_exit(daemon)
+        events = parse_stream(daemon, trainer.pid, comm)
+        check_envelope(events, "signal")
+        check_counts_in_flight(events, "attach %d" % (n + 1))
+        if not trainer.running():
+            raise Fail("trainer ended under attach %d" % (n + 1))
+    oracle, _ = oracle_of(ctx, name, "--fault-step", str(fault), "--variant", variant)
+    if oracle is None or oracle["step"] != fault:
+        raise Fail("oracle of the fault at step %d found %r" % (fault, oracle))
+    first = check_first_in_flight(events, oracle, trainer.pid)
+    ctx.log("attached %d times; first anomaly %s at step %d (%s), oracle step %d" %
+            (attaches, describe(oracle), first["step"], first.get("step_source"),
+             oracle["step"]))
+
+
+def case_deep_nest(ctx, depth):
+    """Nesting deeper than 16 (the old limit) is followed exactly; deeper than the stack
+    holds, the deepest checked call is not blamed: origin null, nested_unchecked true."""
+    oracle, trace = oracle_of(ctx, "deep_nest", "--variant", str(depth))
+    events = watch(ctx, "deep_nest", trace, trainer_args=("--variant", str(depth)))
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    if not anomalies:
+        raise Fail("no anomaly; oracle: %s" % describe(oracle))
+    first = anomalies[0]
+    stats = last_stats(events)
+    if depth <= 30:
+        check_anomalies(events, oracle, events[0]["pid"])
+        if first["nested_unchecked"] is not False:
+            raise Fail("nested_unchecked %r at depth %d" % (first["nested_unchecked"], depth))
+        return
+    layer = first["layer"] or ""
+    if first["origin"] is not None or first["nested_unchecked"] is not True:
+        raise Fail("deepest checked call %r: origin %r, nested_unchecked %r; want null, true" %
+                   (layer, first["origin"], first["nested_unchecked"]))
+    if not oracle["layer"].startswith(layer + ".") or first["step"] != oracle["step"]:
+        raise Fail("first anomaly %r step %r is not an ancestor of the oracle's %r step %r" %
+                   (layer, first["step"], oracle["layer"], oracle["step"]))
+    if stats["stack_overflow"] + stats["stack_healed"] < 1:
+        raise Fail("stats count no call beyond the stack: %s" % json.dumps(stats))
+    diag = [ev for ev in events if ev["event"] == "diagnosis"]
+    if diag and diag[0]["cause"] != "unknown":
+        raise Fail("diagnosis names %r for a layer that did not make the value" %
+                   diag[0]["cause"])
+
+
+def case_root_replaced(ctx):
+    """A new model each fold: iterations keep counting, and the bad batch's iteration is
+    the run's, not the first model's."""
+    trace = run_trainer(ctx, "kfold")["trace"]
+    trainer = start_waiting_trainer(ctx, "kfold")
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid)
+    wait_attach(daemon)
+    trainer.send(b"go\n")
+    rc = trainer.wait(TRAINER_TIMEOUT)
+    if rc != 0:
+        raise Fail("kfold exited %r" % rc)
+    wait_daemon_exit(daemon)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "target_exit")
+    if events[-1]["iterations"] != trace["forwards"]:
+        raise Fail("detach iterations %r, the run made %d forward passes" %
+                   (events[-1]["iterations"], trace["forwards"]))
+    first = [ev for ev in events if ev["event"] == "anomaly"][0]
+    if (first["iteration"], first["step"]) != (trace["bad"]["iteration"], trace["bad"]["step"]):
+        raise Fail("first anomaly at iteration %r step %r, the bad batch was %r" %
+                   (first["iteration"], first["step"], trace["bad"]))
+
+
+def case_exec(ctx):
+    """The target execs another program: detach with reason target_exec, exit 0, the new
+    program left running and untouched."""
+    trainer = start_live_trainer(ctx, "exec_after", "--progress-every", "10")
+    comm = read_comm(trainer.pid)
+    wait_steps(trainer, 10, "before the attach")
+    daemon = start_daemon(ctx, trainer.pid)
+    wait_attach(daemon)
+    trainer.p.stdin.write(b"FAULT %d\n" % (step_now(trainer) + 20))
+    trainer.p.stdin.flush()
+    wait_daemon_exit(daemon, 20)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "target_exec")
+    target_untouched(trainer)
+    with open("/proc/%d/comm" % trainer.pid) as f:
+        if f.read().strip() != "sleep":
+            raise Fail("the target did not exec sleep")
+
+
 def backward_oracles(ctx, name):
     """The node hooks' first non-finite node output, and detect_anomaly's node."""
     result = run_trainer(ctx, name, "--oracle")
@@ -1484,6 +1668,13 @@ CASES += [
     ("capture_children", case_capture_children),
     ("capture_budget", case_capture_budget),
     ("capture_none", case_capture_none),
+    ("live_attach_tight", lambda ctx: case_in_flight(ctx, "inflight", "adam", 3, 0)),
+    ("live_attach_sgd", lambda ctx: case_in_flight(ctx, "inflight", "sgd", 3, 0)),
+    ("live_attach_paced", lambda ctx: case_in_flight(ctx, "inflight", "adam", 3, 0.005)),
+    ("deep_nest_20", lambda ctx: case_deep_nest(ctx, 20)),
+    ("deep_nest_40", lambda ctx: case_deep_nest(ctx, 40)),
+    ("root_replaced", case_root_replaced),
+    ("target_exec", case_exec),
 ]
 # Run again with the trainer inside the --trixie-root root: every case but error_no_such_pid,
 # which has no target.
@@ -1492,7 +1683,8 @@ TRIXIE_CASES = [name for name, _ in CASES if name != "error_no_such_pid"]
 # the SIGTERM case.
 CONTAINER_CASES = ["trainer_" + n for n in FAULTY] + ["sample_nan_input", "healthy",
                                                        "sigterm_while_attached",
-                                                       "backward_sqrt_zero"]
+                                                       "backward_sqrt_zero",
+                                                       "live_attach_tight", "live_attach_paced"]
 
 
 def trixie_env(ctx, root):

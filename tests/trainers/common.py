@@ -13,6 +13,10 @@ harness owns everything else, so the three modes run the same code path:
              "backward_first" and records the total gradient norm of each step in "grad_norms"
   --anomaly  train each step under torch.autograd.detect_anomaly(); print {"anomaly": {node,
              output, step, iteration} or null} where it raised (the node that returned NaN)
+  --live     print "LIVE <pid>" and train at once, never waiting (the daemon attaches to a run
+             in flight); a line "FAULT <n>" on stdin, read between steps without blocking, sets
+             the trainer's fault_step to n (--fault-step sets it from the start, as an oracle
+             run of the same fault does); training ends --after-fault steps after it
 
 The hooks only observe: they return None and never touch the tensors they are given. The trace
 (every loss as float.hex, a hash of the final parameters) lets a test check that the hooks, or
@@ -84,6 +88,8 @@ class Trainer:
         """Called before each optimizer step's micro-batches (e.g. to anneal a value)."""
 
     watch_backward = False  # --oracle also hooks the autograd nodes of each backward pass
+    fault_step = None  # live trainers: the step whose batch carries the fault (None: no fault)
+    variant = None  # --variant: a trainer-defined choice (model size, nesting, ...)
 
 
 def output_tensors(out):
@@ -358,6 +364,10 @@ class Harness:
         torch.set_num_threads(1)
         torch.use_deterministic_algorithms(True)
         t = self.trainer
+        if self.args.fault_step is not None:
+            t.fault_step = self.args.fault_step
+        if self.args.variant is not None:
+            t.variant = self.args.variant
         model = t.model()
         loss_fn = t.loss()
         opt = t.optimizer(model.parameters())
@@ -368,6 +378,8 @@ class Harness:
             if self.args.oracle and t.watch_backward else None
         self.model = model
         self.iterations = 0
+        if self.args.live:
+            print("LIVE %d" % os.getpid(), flush=True)
         if self.args.wait:
             print("READY %d" % os.getpid(), flush=True)
             if not sys.stdin.readline():
@@ -375,9 +387,14 @@ class Harness:
         steps = self.args.steps if self.args.steps is not None else t.steps
         if self.args.anomaly:
             return self.run_anomaly(model, loss_fn, opt, steps)
-        for step in range(steps):
+        step = 0
+        while step < self.last_step(steps):
+            if self.args.live:
+                self.read_fault()
             self.train_step(model, loss_fn, opt, step)
-            if self.args.progress:
+            step += 1
+            every = self.args.progress_every
+            if self.args.progress or (every and self.steps_done % every == 0):
                 print("STEP %d" % self.steps_done, flush=True)
             if self.args.pace:
                 time.sleep(self.args.pace)
@@ -394,6 +411,23 @@ class Harness:
                 line["backward_first"] = self.backward_oracle.result()
                 line["grad_norms"] = self.backward_oracle.norms
         print(json.dumps(line, sort_keys=True), flush=True)
+
+    def last_step(self, steps):
+        fault = self.trainer.fault_step
+        return steps if fault is None else min(steps, fault + self.args.after_fault)
+
+    def read_fault(self):
+        """Take a "FAULT <n>" line from stdin if one is there; never blocks."""
+        import select
+        if sys.stdin.closed or not select.select([sys.stdin], [], [], 0)[0]:
+            return
+        line = sys.stdin.readline()
+        if not line:
+            sys.stdin.close()
+            return
+        if line.startswith("FAULT "):
+            self.trainer.fault_step = int(line.split()[1])
+            print("FAULT AT %d (now %d)" % (self.trainer.fault_step, self.steps_done), flush=True)
 
     def run_anomaly(self, model, loss_fn, opt, steps):
         """Each step under detect_anomaly: where it raises, that node returned NaN."""
@@ -454,9 +488,17 @@ def main(trainer):
                       help="print READY <pid>, wait for a line on stdin, then train")
     mode.add_argument("--oracle", action="store_true",
                       help="find the first non-finite module output with forward hooks")
+    mode.add_argument("--live", action="store_true",
+                      help="print LIVE <pid> and train at once; take FAULT <n> lines on stdin")
     mode.add_argument("--anomaly", action="store_true",
                       help="train under torch.autograd.detect_anomaly(); report where it raised")
     ap.add_argument("--steps", type=int, help="optimizer steps (default %d)" % trainer.steps)
     ap.add_argument("--progress", action="store_true", help="print STEP n after each step")
     ap.add_argument("--pace", type=float, default=0.0, help="seconds to sleep after each step")
+    ap.add_argument("--progress-every", type=int, default=0, metavar="N",
+                    help="print STEP n after every N-th step")
+    ap.add_argument("--fault-step", type=int, help="the step whose batch carries the fault")
+    ap.add_argument("--after-fault", type=int, default=3, metavar="N",
+                    help="steps trained after the fault step (default %(default)s)")
+    ap.add_argument("--variant", help="a trainer-defined choice")
     Harness(trainer, ap.parse_args()).run()
