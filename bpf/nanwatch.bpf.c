@@ -378,6 +378,19 @@ static __always_inline struct thread_state *get_thread(__u32 tid)
 	return bpf_map_lookup_elem(&threads, &tid);
 }
 
+/*
+ * An optimizer step completed (torch 1.x) or began (torch 2.x). Steps count from the
+ * first whole forward pass watched, as iterations do: a step run before it, while the
+ * probes were being attached, would put one count ahead of the other.
+ */
+static __always_inline void count_step(void)
+{
+	if (!iter_started)
+		return;
+	__sync_fetch_and_add(&step_count, 1);
+	count(NW_C_STEPS, 1);
+}
+
 static __always_inline __u64 cur_iteration(void)
 {
 	__u64 it = iter_started;
@@ -449,7 +462,6 @@ static long walk_frame(__u32 i, void *data)
 	struct walk_ctx *w = data;
 	__u64 code;
 
-	w->frame = read_u64(w->frame + L.frame_previous);
 	if (!w->frame)
 		return 1;
 	code = read_u64(w->frame + L.frame_code);
@@ -457,17 +469,23 @@ static long walk_frame(__u32 i, void *data)
 		w->inside = 1;
 		return 1;
 	}
+	w->frame = read_u64(w->frame + L.frame_previous);
 	return 0;
 }
 
 /*
  * Is this outermost-looking call made inside a module call this thread entered
- * before the probes were attached? Its callers' Python frames say so.
+ * before the probes were attached? Its callers' Python frames say so. The entered
+ * frame's previous is set only inside the evaluator: the caller's frame is the
+ * one the thread state holds as running.
  */
-static __noinline int inside_old_call(__u64 frame)
+static __noinline int inside_old_call(__u64 tstate)
 {
-	struct walk_ctx w = {.frame = frame};
+	struct walk_ctx w = {};
 
+	w.frame = read_u64(tstate + L.tstate_frame);
+	if (L.cframe_frame >= 0)
+		w.frame = w.frame ? read_u64(w.frame + L.cframe_frame) : 0;
 	bpf_loop(NW_ANCHOR_FRAMES, walk_frame, &w, 0);
 	return w.inside;
 }
@@ -501,11 +519,11 @@ static __always_inline void note_root(__u64 top)
 
 /* Push a module call on the thread's stack; 0 when it is not to be tracked. */
 static __always_inline int push_call(struct thread_state *ts, struct frame_rec *rec,
-				     __u64 frame, __u64 sp, __u64 self)
+				     __u64 tstate, __u64 sp, __u64 self)
 {
 	__u32 depth = heal(ts, sp);
 
-	if (depth == 0 && inside_old_call(frame)) {
+	if (depth == 0 && inside_old_call(tstate)) {
 		count(NW_C_UNANCHORED, 1);
 		ts->depth = 0;
 		return 0;
@@ -561,7 +579,7 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 		return 0;
 	}
 	self = read_u64((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
-	if (!push_call(ts, &rec, (__u64)frame, key.sp, self))
+	if (!push_call(ts, &rec, (__u64)tstate, key.sp, self))
 		return 0;
 	depth = rec.depth;
 	capture_args(&rec, (__u64)frame);
@@ -1400,10 +1418,8 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 		return 0;
 	if (rec.kind == CODE_STEP) {
 		ts->step_depth = rec.depth;
-		if (rec.depth == 0 && ret) {
-			__sync_fetch_and_add(&step_count, 1);
-			count(NW_C_STEPS, 1);
-		}
+		if (rec.depth == 0 && ret)
+			count_step();
 		return 0;
 	}
 	/* a call the stack no longer holds (healed away, see heal()) is not ours to pop */
@@ -1469,8 +1485,7 @@ int BPF_KPROBE(uprobe_step_marker, void *ret_slot, void *name)
 			return 0;
 	}
 	/* counted as the step starts: no module runs inside a step but an LBFGS closure */
-	__sync_fetch_and_add(&step_count, 1);
-	count(NW_C_STEPS, 1);
+	count_step();
 	return 0;
 }
 

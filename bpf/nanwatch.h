@@ -107,6 +107,8 @@ struct nw_layout {
 	__s64 frame_code;		/* _PyInterpreterFrame.f_code (f_executable in 3.13) */
 	__s64 frame_localsplus;		/* _PyInterpreterFrame.localsplus */
 	__s64 frame_previous;		/* _PyInterpreterFrame.previous (the caller's frame) */
+	__s64 tstate_frame;		/* PyThreadState.current_frame (3.13) or .cframe (3.11, 3.12) */
+	__s64 cframe_frame;		/* _PyCFrame.current_frame; -1: tstate_frame is the frame */
 	__s64 code_name;		/* PyCodeObject.co_name */
 	__s64 code_filename;		/* PyCodeObject.co_filename */
 	__s64 obj_type;			/* PyObject.ob_type */

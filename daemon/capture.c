@@ -7,7 +7,8 @@
  *   DIR/<pid>-step<N>-<layer>/manifest.json   what the layer is, how to rebuild it
  *   DIR/<pid>-step<N>-<layer>/input0.npy ...  C-order arrays numpy.load() reads
  *
- * Written as root into a directory the target's user may share, so: the
+ * Written as root into a directory the target's user may share, so: DIR is
+ * opened with no symlink followed anywhere in its path (path.h), the
  * directory is made with mkdirat (mode 0700, never reused), files are created
  * under its fd with O_CREAT|O_EXCL|O_NOFOLLOW (mode 0600), and only once
  * everything is written is ownership given to the target's user. Module
@@ -29,6 +30,7 @@
 #include "json.h"
 #include "names.h"
 #include "npy.h"
+#include "path.h"
 #include "remote.h"
 #include "target.h"
 
@@ -112,14 +114,12 @@ struct capture *capture__new(const struct capture_opts *o, char *err, size_t err
 	c->o = *o;
 	c->dirfd = -1;
 	snprintf(c->dir, sizeof(c->dir), "%s", o->dir);
-	c->dirfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* no symlink anywhere in the path, a trailing slash included */
+	c->dirfd = path__open_dir(o->dir);
 	if (c->dirfd < 0) {
-		/* O_DIRECTORY is checked first: a symlink reads ENOTDIR */
-		if (errno == ENOTDIR && !lstat(o->dir, &st) && S_ISLNK(st.st_mode))
-			errno = ELOOP;
-		ret = -errno;
-		snprintf(err, errlen, "failed to open capture directory %.256s: %s%s", o->dir,
-			 strerror(errno), errno == ELOOP ? " (a symlink: give the real path)" : "");
+		ret = c->dirfd;
+		snprintf(err, errlen, "failed to open capture directory %.256s: %s", o->dir,
+			 path__reason(ret));
 		goto fail;
 	}
 	if (fstat(c->dirfd, &st) || (st.st_mode & S_IWOTH && !(st.st_mode & S_ISVTX))) {

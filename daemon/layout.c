@@ -440,7 +440,8 @@ struct field {
 
 static const struct field python_fields[] = {
 	FIELD(frame_code, F_S64),	  FIELD(frame_localsplus, F_S64),
-	FIELD(frame_previous, F_S64),
+	FIELD(frame_previous, F_S64),	  FIELD(tstate_frame, F_S64),
+	FIELD(cframe_frame, F_S64),
 	FIELD(code_name, F_S64),	  FIELD(code_filename, F_S64),
 	FIELD(obj_type, F_S64),		  FIELD(var_size, F_S64),
 	FIELD(tuple_items, F_S64),	  FIELD(list_items, F_S64),

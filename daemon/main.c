@@ -33,10 +33,13 @@
 #define NW_VERSION "0.1.0"
 
 static volatile sig_atomic_t exiting;
+static volatile sig_atomic_t reopen;	/* SIGHUP: reopen file outputs */
 
 struct args {
 	pid_t pid;
-	const char *output;
+	const char *outputs[SINKS_MAX];
+	int noutputs;
+	size_t queue_bytes;	/* per output, for a reader that falls behind */
 	const char *layouts;
 	const char *mode;
 	int top_only;		/* mode sample or loss: no layer-level checks */
@@ -55,7 +58,7 @@ struct app {
 	struct target t;
 	struct nw_layout nwl;
 	struct remote remote;
-	struct sink *sink;
+	struct sinks *sinks;
 	struct emitter e;
 	struct names *names;
 	struct report r;
@@ -70,6 +73,7 @@ struct app {
 	long long vtable_offset;	/* vtable pointer - its _ZTV symbol */
 	int pidfd;
 	const char *reason;
+	double next_sink_lost;	/* sink drops are reported at most once a second */
 };
 
 static const char usage[] =
@@ -78,7 +82,10 @@ static const char usage[] =
 	"NaN or +-Inf, as JSON lines (schema nanwatch/1).\n"
 	"\n"
 	"  -p, --pid PID            process to watch (required)\n"
-	"  -o, --output DEST        '-' (stdout, default), a file, or unix:/path/to/socket\n"
+	"  -o, --output DEST        '-' (stdout, default), a file, or unix:/path/to/socket;\n"
+	"                           repeat for several outputs (at most 8)\n"
+	"      --output-queue-kb N  KiB of lines each output holds back for a slow reader\n"
+	"                           before it drops lines (default 1024)\n"
 	"  -m, --mode MODE          'full': check every module output (default)\n"
 	"                           'sample': check only outermost calls (the model's\n"
 	"                           output, a loss module): finds the first bad step and\n"
@@ -109,7 +116,8 @@ static const char usage[] =
 	"  -h, --help               this help\n"
 	"  -V, --version            print the version\n"
 	"\n"
-	"Ctrl-C or SIGTERM detaches; the daemon also exits 0 when the target exits.\n";
+	"Ctrl-C or SIGTERM detaches; the daemon also exits 0 when the target exits.\n"
+	"SIGHUP reopens file outputs (after a log rotation).\n";
 
 static void die_usage(const char *msg)
 {
@@ -155,6 +163,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	static const struct option opts[] = {
 		{"pid", required_argument, NULL, 'p'},
 		{"output", required_argument, NULL, 'o'},
+		{"output-queue-kb", required_argument, NULL, 'Q'},
 		{"mode", required_argument, NULL, 'm'},
 		{"layouts", required_argument, NULL, 'L'},
 		{"max-scan-mb", required_argument, NULL, 'M'},
@@ -170,7 +179,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	};
 	int c;
 
-	a->output = "-";
+	a->queue_bytes = SINK_DEFAULT_QUEUE;
 	a->mode = "full";
 	a->max_scan_bytes = 1024ULL << 20;
 	a->capture_max_bytes = CAPTURE_DEFAULT_BYTES;
@@ -181,7 +190,12 @@ static void parse_args(int argc, char **argv, struct args *a)
 			a->pid = parse_num(optarg, "pid", 1, INT_MAX);
 			break;
 		case 'o':
-			a->output = optarg;
+			if (a->noutputs == SINKS_MAX)
+				die_usage("too many --output (at most 8)");
+			a->outputs[a->noutputs++] = optarg;
+			break;
+		case 'Q':
+			a->queue_bytes = parse_num(optarg, "--output-queue-kb", 1, 1 << 20) << 10;
 			break;
 		case 'm':
 			a->mode = optarg;
@@ -232,6 +246,8 @@ static void parse_args(int argc, char **argv, struct args *a)
 		die_usage("unexpected argument");
 	if (!a->pid)
 		die_usage("--pid is required");
+	if (!a->noutputs)
+		a->outputs[a->noutputs++] = "-";
 	if (strcmp(a->mode, "full") && strcmp(a->mode, "sample") && strcmp(a->mode, "loss"))
 		die_usage("unknown --mode (supported: full, sample, loss)");
 	a->top_only = strcmp(a->mode, "full") != 0;
@@ -240,8 +256,10 @@ static void parse_args(int argc, char **argv, struct args *a)
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	exiting = 1;
+	if (sig == SIGHUP)
+		reopen = 1;
+	else
+		exiting = 1;
 }
 
 /* Capability bits from /proc/self/status; root without them cannot load BPF either. */
@@ -435,14 +453,10 @@ static int on_grad(void *ctx, const struct nw_grad *g)
 static int on_event(void *ctx, const struct nw_event *ev)
 {
 	struct app *app = ctx;
-	int err;
 
 	take_capture(app);
-	err = report__event(&app->r, ev);
-
-	/* a broken sink ends the watch; anything else is not worth stopping for */
-	if (err == -EPIPE || app->e.failed)
-		return -EPIPE;
+	/* a broken output ends the watch in run(); the outputs that work still get the event */
+	report__event(&app->r, ev);
 	return 0;
 }
 
@@ -472,6 +486,40 @@ static void emit_stats(struct app *app, const uint64_t c[NW_C_MAX])
 		      have ? &rt : NULL);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * A lost line for each output that dropped lines since the last one. At most
+ * once a second (final: now): the line itself is dropped by a stalled output.
+ */
+static void report_sink_losses(struct app *app, int final)
+{
+	struct json *j;
+	uint64_t n;
+	int i;
+
+	if (!final && now_s() < app->next_sink_lost)
+		return;
+	app->next_sink_lost = now_s() + 1;
+	for (i = 0; i < sinks__count(app->sinks); i++) {
+		n = sinks__take_dropped(app->sinks, i);
+		if (!n)
+			continue;
+		j = emit__begin(&app->e, "lost", 0);
+		json__uint(j, "count", n);
+		json__string(j, "where", "sink");
+		json__string(j, "sink", sinks__name(app->sinks, i));
+		emit__end(&app->e);
+	}
+}
+
+/* The last lines; a reader that does not take them within a quarter second does not delay exit. */
 static void emit_final(struct app *app)
 {
 	uint64_t c[NW_C_MAX];
@@ -483,6 +531,7 @@ static void emit_final(struct app *app)
 	report__diagnose(&app->r, UINT64_MAX);
 	probe__counters(app->p, c);
 	report__lost(&app->r, c);
+	report_sink_losses(app, 1);
 	emit_stats(app, c);
 	j = emit__begin(&app->e, "detach", 0);
 	json__string(j, "reason", app->reason);
@@ -490,6 +539,7 @@ static void emit_final(struct app *app)
 	json__uint(j, "steps", probe__steps(app->p));
 	json__uint(j, "iterations", probe__iterations(app->p));
 	emit__end(&app->e);
+	sinks__drain(app->sinks, 250);
 }
 
 static int target_exited(struct app *app)
@@ -501,14 +551,6 @@ static int target_exited(struct app *app)
 	return poll(&pfd, 1, 0) > 0;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int run(struct app *app)
 {
 	double next_stats = now_s() + app->a.stats_interval;
@@ -516,20 +558,17 @@ static int run(struct app *app)
 	int err;
 
 	while (!exiting) {
-		err = probe__poll(app->p, 100);
+		/* lines held back for a slow reader are offered again soon */
+		err = probe__poll(app->p, sinks__pending(app->sinks) ? 20 : 100);
 		if (err && err != -EINTR) {
 			app->reason = "error";
 			return err;
 		}
-		if (target_exited(app)) {
-			app->reason = "target_exit";
-			return 0;
+		if (reopen) {
+			reopen = 0;
+			sinks__reopen(app->sinks);
 		}
-		if (app->r.exec_seen) {
-			/* the probes' files and the layouts belonged to the old image */
-			app->reason = "target_exec";
-			return 0;
-		}
+		sinks__flush(app->sinks);
 		probe__counters(app->p, c);
 		report__lost(&app->r, c);
 		/* iterations started - 1 is the one running: the incident's may be over */
@@ -539,9 +578,19 @@ static int run(struct app *app)
 			emit_stats(app, c);
 			next_stats += app->a.stats_interval;
 		}
-		if (app->e.failed) {
+		report_sink_losses(app, 0);
+		if (app->e.failed || sinks__failed(app->sinks)) {
 			app->reason = "error";
 			return -EPIPE;
+		}
+		if (target_exited(app)) {
+			app->reason = "target_exit";
+			return 0;
+		}
+		if (app->r.exec_seen) {
+			/* the probes' files and the layouts belonged to the old image */
+			app->reason = "target_exec";
+			return 0;
 		}
 	}
 	app->reason = "signal";
@@ -573,6 +622,23 @@ static int setup_capture(struct app *app, struct probe_opts *po, char *err, size
 	return 0;
 }
 
+static int open_outputs(struct app *app, char *err, size_t errlen)
+{
+	int i, ret;
+
+	app->sinks = sinks__new(app->a.queue_bytes);
+	if (!app->sinks) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (i = 0; i < app->a.noutputs; i++) {
+		ret = sinks__add(app->sinks, app->a.outputs[i], err, errlen);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 static int setup(struct app *app, char *err, size_t errlen)
 {
 	struct probe_opts po = {.max_scan_bytes = app->a.max_scan_bytes,
@@ -601,11 +667,11 @@ static int setup(struct app *app, char *err, size_t errlen)
 	ret = load_layouts(app, err, errlen);
 	if (ret)
 		return ret;
-	app->sink = sink__open(app->a.output, err, errlen);
-	if (!app->sink)
-		return -errno;
+	ret = open_outputs(app, err, errlen);
+	if (ret)
+		return ret;
 	app->names = names__new(&app->remote);
-	ret = app->names ? emit__init(&app->e, app->sink, &app->t) : -ENOMEM;
+	ret = app->names ? emit__init(&app->e, app->sinks, &app->t) : -ENOMEM;
 	if (ret) {
 		snprintf(err, errlen, "out of memory");
 		return ret;
@@ -658,7 +724,7 @@ static void cleanup(struct app *app)
 	backward__free(app->r.bwd);
 	names__free(app->names);
 	emit__free(&app->e);
-	sink__close(app->sink);
+	sinks__free(app->sinks);
 	if (app->pidfd >= 0)
 		close(app->pidfd);
 }
@@ -673,6 +739,7 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &app.a);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	ret = setup(&app, err, sizeof(err));
 	if (ret) {
@@ -683,6 +750,8 @@ int main(int argc, char **argv)
 	emit_attach(&app);
 	ret = run(&app);
 	emit_final(&app);
+	if (sinks__failed(app.sinks))
+		ret = -EPIPE;	/* said on stderr when it broke */
 	cleanup(&app);
 	return ret ? 1 : 0;
 }

@@ -139,17 +139,13 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 		snprintf(err, errlen, "mode loss needs the torch table's backward_symbol");
 		return -ENOENT;
 	}
-	ret = attach_exec(p, err, errlen);
 	/*
-	 * The return probe first: a call entered before the entry probe is live then
-	 * returns unseen, and none entered after it can return unseen.
+	 * The torch probes first: BPF counts nothing until the first whole forward pass
+	 * (see count_step()), and then every probe is live. Of the evaluator's, the return
+	 * probe first: a call entered before the entry probe is live then returns unseen,
+	 * and none entered after it can return unseen.
 	 */
-	ret = ret || o->loss_only ? ret :
-	      attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame, t,
-			 t->python_file, t->python_path, eval, true, err, errlen);
-	ret = ret || o->loss_only ? ret :
-	      attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
-			 t->python_file, t->python_path, eval, false, err, errlen);
+	ret = attach_exec(p, err, errlen);
 	if (!ret && s_marker(o, l)) {
 		if (!t->torch_cpu_file[0]) {
 			snprintf(err, errlen, "torch layout names a step marker but pid %d maps "
@@ -160,14 +156,20 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 				 t->torch_cpu_file, t->torch_cpu_file, o->step_symbol, false, err,
 				 errlen);
 	}
-	if (!ret && o->backward_symbol && (!o->top_only || o->loss_only))
-		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
-				 t->torch_python_file, t->torch_path, o->backward_symbol, false, err,
-				 errlen);
 	if (!ret && o->node_symbol && o->bwd)
 		ret = attach_one(p, s->progs.uprobe_bwd_node, &s->links.uprobe_bwd_node, t,
 				 t->torch_cpu_file, t->torch_cpu_file, o->node_symbol, false, err,
 				 errlen);
+	if (!ret && o->backward_symbol && (!o->top_only || o->loss_only))
+		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
+				 t->torch_python_file, t->torch_path, o->backward_symbol, false, err,
+				 errlen);
+	ret = ret || o->loss_only ? ret :
+	      attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame, t,
+			 t->python_file, t->python_path, eval, true, err, errlen);
+	ret = ret || o->loss_only ? ret :
+	      attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
+			 t->python_file, t->python_path, eval, false, err, errlen);
 	return ret;
 }
 

@@ -28,6 +28,7 @@ static const struct target_field fields[] = {
 	{"frame_code", NL(frame_code), NONE},
 	{"frame_localsplus", NL(frame_localsplus), NONE},
 	{"frame_previous", NL(frame_previous), NONE},
+	{"tstate_frame", NL(tstate_frame), NONE},
 	{"code_name", NL(code_name), NONE},
 	{"code_filename", NL(code_filename), NONE},
 	{"obj_type", NL(obj_type), RL(obj_type)},

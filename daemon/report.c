@@ -12,6 +12,7 @@
 #include "probe.h"
 #include "nwfloat.h"
 #include "report.h"
+#include "sink.h"
 
 void report__tensor_name(const struct nw_event *ev, char *buf, size_t len)
 {
@@ -537,6 +538,8 @@ int report__stats(struct report *r, const uint64_t c[NW_C_MAX], uint64_t steps,
 		json__uint(j, "return_runs", rt->return_runs);
 		json__object_end(j);
 	}
+	if (r->e->sinks)
+		sinks__json(r->e->sinks, j);
 	return emit__end(r->e);
 }
 

@@ -1,20 +1,57 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Where event lines go: stdout, a file, or a collector's unix socket. */
+/*
+ * Where event lines go: stdout, files, collectors' unix sockets, several at
+ * once. No sink can stall the daemon: writes never block, a sink whose reader
+ * is slow holds back a bounded queue of whole lines and drops (and counts)
+ * the lines that do not fit. A sink whose writes fail (a closed pipe, a full
+ * disk, a collector gone) is broken: one line on stderr, nothing more is
+ * written to it, and the others carry on.
+ */
 #ifndef __SINK_H
 #define __SINK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-struct sink;
+#define SINKS_MAX 8
+#define SINK_DEFAULT_QUEUE (1024 * 1024)
+
+struct json;
+struct sinks;
+
+struct sinks *sinks__new(size_t queue_bytes);
+void sinks__free(struct sinks *ss);	/* accepts NULL */
 
 /*
- * spec: "-" (stdout), "unix:PATH" (connect to a listening stream socket), or
- * a file path (appended, created 0640, never through a symlink).
+ * Add a sink. spec: "-" (stdout), "unix:PATH" (connect to a listening stream
+ * socket) or a file path (appended, created 0640; no symlink anywhere in the
+ * path, a regular file with one link). 0 or a negative errno, message in err.
  */
-struct sink *sink__open(const char *spec, char *err, size_t errlen);
-void sink__close(struct sink *s);	/* accepts NULL */
+int sinks__add(struct sinks *ss, const char *spec, char *err, size_t errlen);
 
-/* Write one line (a newline is added); 0 or a negative errno. */
-int sink__write(struct sink *s, const char *line, size_t len);
+/* One line (a newline is added) to every working sink; -EPIPE once any sink is broken. */
+int sinks__write(struct sinks *ss, const char *line, size_t len);
+
+/* Hand queued lines to the sinks that take them now; -EPIPE once any sink is broken. */
+int sinks__flush(struct sinks *ss);
+
+/* Bytes queued over all working sinks. */
+size_t sinks__pending(const struct sinks *ss);
+
+/* Flush, waiting for readers at most timeout_ms; what is still queued then is left. */
+void sinks__drain(struct sinks *ss, int timeout_ms);
+
+/* Reopen file sinks at their paths (after a log rotation); others are left alone. */
+void sinks__reopen(struct sinks *ss);
+
+int sinks__failed(const struct sinks *ss);
+int sinks__count(const struct sinks *ss);
+const char *sinks__name(const struct sinks *ss, int i);
+
+/* Lines sink i dropped since the last call. */
+uint64_t sinks__take_dropped(struct sinks *ss, int i);
+
+/* "sinks": [{name, written, dropped, error}] into an open object. */
+void sinks__json(const struct sinks *ss, struct json *j);
 
 #endif /* __SINK_H */

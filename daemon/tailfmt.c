@@ -404,10 +404,13 @@ static void tf__stats(const struct tailfmt *t, FILE *out, const struct jv *ev)
 
 static void tf__lost(const struct tailfmt *t, FILE *out, const struct jv *ev)
 {
+	const struct jv *sink = jv__get(ev, "sink");
+
 	tf__head(t, out, ev, "lost", TF_YELLOW);
 	tf__field(out, ev, "count");
-	fputs(" events (", out);
-	tf__field(out, ev, "where");
+	/* where sink: lines an output dropped, not events the kernel did */
+	fputs(sink ? " lines (output " : " events (", out);
+	tf__field(out, ev, sink ? "sink" : "where");
 	fputs(")\n", out);
 }
 

@@ -106,6 +106,7 @@ static char *python_table(const char *key, const char *line)
 {
 	static const char *const keys[] = {
 		"frame_code: 32",	 "frame_localsplus: 72", "frame_previous: 48",
+		"tstate_frame: 56",	 "cframe_frame: 8",
 		"code_name: 120",
 		"code_filename: 112",	 "obj_type: 8",		 "var_size: 16",
 		"tuple_items: 24",	 "list_items: 24",	 "type_name: 24",

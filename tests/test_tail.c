@@ -197,11 +197,14 @@ static void test_stats_small_and_missing(void **state)
 static void test_lost_detach_error(void **state)
 {
 	fmt(state, 0, "{\"event\":\"lost\"," COMMON ",\"count\":12,\"where\":\"kernel\"}");
+	fmt(state, 0, "{\"event\":\"lost\"," COMMON ",\"count\":5,\"where\":\"sink\","
+		      "\"sink\":\"unix:/run/c.sock\"}");
 	fmt(state, 0, "{\"event\":\"detach\"," COMMON ",\"reason\":\"target_exit\"}");
 	fmt(state, 0, "{\"event\":\"detach\"," COMMON ",\"reason\":\"signal\",\"anomalies\":3}");
 	assert_string_equal(fmt(state, 0, "{\"event\":\"error\"," COMMON ",\"rank\":1,"
 					  "\"message\":\"failed to read names: EFAULT\"}"),
 			    "14:40:07 lost     12 events (kernel)\n"
+			    "14:40:07 lost     5 lines (output unix:/run/c.sock)\n"
 			    "14:40:07 detach   target_exit\n"
 			    "14:40:07 detach   signal anomalies=3\n"
 			    "14:40:07 [rank 1] error    failed to read names: EFAULT\n");

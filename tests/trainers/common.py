@@ -16,7 +16,7 @@ harness owns everything else, so the three modes run the same code path:
   --live     print "LIVE <pid>" and train at once, never waiting (the daemon attaches to a run
              in flight); a line "FAULT <n>" on stdin, read between steps without blocking, sets
              the trainer's fault_step to n (--fault-step sets it from the start, as an oracle
-             run of the same fault does); training ends --after-fault steps after it
+             run of the same fault does); either way training ends --after-fault steps after it
 
 The hooks only observe: they return None and never touch the tensors they are given. The trace
 (every loss as float.hex, a hash of the final parameters) lets a test check that the hooks, or
@@ -88,7 +88,6 @@ class Trainer:
         """Called before each optimizer step's micro-batches (e.g. to anneal a value)."""
 
     watch_backward = False  # --oracle also hooks the autograd nodes of each backward pass
-    fault_step = None  # live trainers: the step whose batch carries the fault (None: no fault)
     variant = None  # --variant: a trainer-defined choice (model size, nesting, ...)
 
 
@@ -364,7 +363,8 @@ class Harness:
         torch.set_num_threads(1)
         torch.use_deterministic_algorithms(True)
         t = self.trainer
-        if self.args.fault_step is not None:
+        self.fault_told = self.args.fault_step is not None  # training ends after the fault
+        if self.fault_told:
             t.fault_step = self.args.fault_step
         if self.args.variant is not None:
             t.variant = self.args.variant
@@ -413,8 +413,9 @@ class Harness:
         print(json.dumps(line, sort_keys=True), flush=True)
 
     def last_step(self, steps):
-        fault = self.trainer.fault_step
-        return steps if fault is None else min(steps, fault + self.args.after_fault)
+        if not self.fault_told:
+            return steps
+        return min(steps, self.trainer.fault_step + self.args.after_fault)
 
     def read_fault(self):
         """Take a "FAULT <n>" line from stdin if one is there; never blocks."""
@@ -427,6 +428,7 @@ class Harness:
             return
         if line.startswith("FAULT "):
             self.trainer.fault_step = int(line.split()[1])
+            self.fault_told = True
             print("FAULT AT %d (now %d)" % (self.trainer.fault_step, self.steps_done), flush=True)
 
     def run_anomaly(self, model, loss_fn, opt, steps):

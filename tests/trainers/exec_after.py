@@ -15,6 +15,7 @@ class ExecAfter(common.Trainer):
     """Small MLP; at fault_step, execs /bin/sleep 30."""
 
     steps = 1000000
+    fault_step = None  # until told (FAULT n on stdin, or --fault-step)
 
     def model(self):
         return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))

@@ -44,6 +44,7 @@ class Inflight(common.Trainer):
     """Tight-loop MLP; the fault step arrives on stdin (--live) or by --fault-step."""
 
     steps = 1000000
+    fault_step = None  # until told (FAULT n on stdin, or --fault-step)
     lr = 1e-3
 
     def model(self):
