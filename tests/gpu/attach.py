@@ -102,6 +102,7 @@ def summary(args, rc_daemon, daemon, trainer, attached, attach_s):
     return {
         "daemon_rc": rc_daemon,
         "daemon_stderr_tail": daemon.err[-8:],
+        "tensor_type": [l for l in daemon.err if "tensor type" in l][:1],
         "attached": attached,
         "attach_s": attach_s,
         "attach": (pick("attach") or [None])[0],

@@ -79,10 +79,10 @@ def compare(oracle, ev):
                 "same": oracle.get(k) == ev.get(k)} for k in keys}
 
 
-def demo_report(w):
-    oracle = last_json(read(w, "demo_oracle.out"))
+def demo_report(w, name="demo"):
+    oracle = last_json(read(w, name + "_oracle.out"))
     first = (oracle or {}).get("oracle") or {}
-    att = last_json(read(w, "demo_attach.out"))
+    att = last_json(read(w, name + "_attach.out"))
     fa = (att or {}).get("first_anomaly")
     return {"oracle_first": {k: first.get(k) for k in
                              ("step", "iteration", "layer", "module", "tensor", "nan",
@@ -96,8 +96,15 @@ def cuda_report(w):
     stats = (att or {}).get("stats") or {}
     fa = (att or {}).get("first_anomaly")
     cpu = ((oracle or {}).get("oracle") or {}).get("cpu")
+    gpu = ((oracle or {}).get("oracle") or {}).get("gpu")
+    # The CUDA model goes non-finite first (gpu step) and stays so; the CPU model later. An
+    # anomaly before the CPU model's step can only come from a CUDA output read as host memory.
+    scanned = None
+    if fa and cpu and gpu:
+        scanned = fa.get("step", 0) < cpu["step"]
     return {"oracle": oracle, "attach": att,
             "skipped_device": (stats.get("skipped") or {}).get("device"),
+            "cuda_tensor_scanned": scanned,
             "cpu_first_vs_oracle": {k: {"oracle": (cpu or {}).get(k), "daemon": (fa or {}).get(k)}
                                     for k in ("step", "layer", "module", "nan")} if fa else None}
 
@@ -110,10 +117,13 @@ def main():
         "steps": {n: step_info(w, n) for n in steps},
         "env": env_report(w),
         "torch": last_json(read(w, "torch.out")),
+        "torch_syms": read(w, "torch_syms.out").splitlines(),
         "sysprobe": last_json(read(w, "sysprobe.out")),
         "layouts": {"files": sorted(os.listdir(layouts)) if os.path.isdir(layouts) else [],
                     "stdout": read(w, "layouts.out").splitlines()[-4:]},
         "demo": demo_report(w),
+        "div_zero": demo_report(w, "div"),
+        "live": last_json(read(w, "live.out")),
         "cupti_baseline": json_lines(read(w, "cupti_baseline.out")),
         "cupti": json_lines(read(w, "cupti.out")),
         "inject": {"output": read(w, "inject.out").strip(),
