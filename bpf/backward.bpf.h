@@ -103,7 +103,8 @@ static __always_inline void note_grad_fn(__u64 obj)
 	s = get_scratch();
 	if (!s)
 		return;
-	bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
+	if (L.var_borrowed >= 0)	/* -1: a plain at::Tensor, never borrowed */
+		bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
 	impl = read_u64(obj + L.var_tensor);
 	if (borrowed)
 		impl = read_u64(impl);

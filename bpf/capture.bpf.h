@@ -113,7 +113,8 @@ __noinline int cap_meta(__u64 obj)
 
 	if (!s || !c)
 		return -1;
-	bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
+	if (L.var_borrowed >= 0)	/* -1: a plain at::Tensor, never borrowed */
+		bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
 	impl = read_u64(obj + L.var_tensor);
 	if (borrowed)
 		impl = read_u64(impl);

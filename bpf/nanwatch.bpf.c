@@ -720,7 +720,8 @@ __noinline int read_tensor(__u64 obj)
 	__u64 impl;
 	__u8 borrowed = 0;
 
-	bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
+	if (L.var_borrowed >= 0)	/* -1: a plain at::Tensor, never borrowed */
+		bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
 	impl = read_u64(obj + L.var_tensor);
 	if (borrowed)
 		impl = read_u64(impl);	/* a borrowed at::Tensor: its first word is the TensorImpl */

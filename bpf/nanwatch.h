@@ -152,7 +152,7 @@ struct nw_layout {
 	__s64 unicode_state;		/* PyASCIIObject.state */
 	__s64 unicode_ascii_data;	/* data of a compact ASCII string */
 	/* torch */
-	__s64 var_borrowed;		/* THPVariable: MaybeOwned.isBorrowed_ (byte) */
+	__s64 var_borrowed;		/* THPVariable: MaybeOwned.isBorrowed_ (byte); -1: none */
 	__s64 var_tensor;		/* THPVariable: TensorImpl* (or at::Tensor* if borrowed) */
 	__s64 impl_storage;		/* TensorImpl.storage_ (StorageImpl*) */
 	__s64 impl_storage_offset;	/* TensorImpl.storage_offset_ */

@@ -731,9 +731,15 @@ static int setup(struct app *app, char *err, size_t errlen)
 	remote__init_pid(&app->remote, app->a.pid);
 	app->remote.none = app->t.none;
 	ret = load_layouts(app, err, errlen);
+	if (!ret)
+		ret = target__tensor_type(&app->t, &app->remote, app->remote.l.type_name,
+					  app->nwl.type_base, err, errlen);
 	if (ret)
 		return ret;
 	dict_layout(app, &dict);
+	if (app->a.verbose)
+		fprintf(stderr, "nanwatchd: tensor type 0x%llx from %s\n",
+			(unsigned long long)app->t.tensor_type, app->t.tensor_type_from);
 	ret = open_outputs(app, err, errlen);
 	if (ret)
 		return ret;

@@ -34,7 +34,9 @@ int optstate__step_impl(const struct remote *r, const struct optstate_layout *l,
 		return err;
 	if (strcmp(tname, "Tensor"))
 		return -EINVAL;
-	err = r->read(r->ctx, step + l->var_borrowed, &borrowed, 1);
+	/* var_borrowed -1: a plain at::Tensor (torch 2.11+), never borrowed */
+	if (l->var_borrowed >= 0)
+		err = r->read(r->ctx, step + l->var_borrowed, &borrowed, 1);
 	if (!err)
 		err = remote__u64(r, step + l->var_tensor, &p);
 	if (!err && borrowed)

@@ -176,7 +176,9 @@ int params__scan_tensor(const struct params_reader *pr, uint64_t obj)
 
 	if (!obj || !is_tensor(pr, obj))
 		return -EINVAL;
-	if (pr->r->read(pr->r->ctx, obj + pr->l->var_borrowed, &borrowed, 1) ||
+	/* var_borrowed -1: a plain at::Tensor (torch 2.11+), never borrowed */
+	if ((pr->l->var_borrowed >= 0 &&
+	     pr->r->read(pr->r->ctx, obj + pr->l->var_borrowed, &borrowed, 1)) ||
 	    remote__u64(pr->r, obj + pr->l->var_tensor, &impl))
 		return -EFAULT;
 	if (borrowed && remote__u64(pr->r, impl, &impl))

@@ -408,12 +408,16 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 			return -ENOENT;
 		}
 		t->tensor_type = sym_addr(e, img, "THPVariableType");
+		t->tensor_class = sym_addr(e, img, "THPVariableClass");
 		elfsym__close(e);
 		image_file(t, img->path, root, t->torch_python_file, sizeof(t->torch_python_file));
-		if (!t->tensor_type) {
-			snprintf(err, errlen, "failed to resolve THPVariableType in %s", img->path);
+		if (!t->tensor_type && !t->tensor_class) {
+			snprintf(err, errlen, "failed to resolve THPVariableType or THPVariableClass "
+				 "in %s", img->path);
 			return -ENOENT;
 		}
+		if (t->tensor_type)
+			t->tensor_type_from = "THPVariableType";
 		find_torch_cpu(t, m);
 		if (torch_dir(t, m, dir, sizeof(dir))) {
 			snprintf(err, errlen, "pid %d maps %s but no torch/_C module", t->pid,
@@ -425,6 +429,45 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 	snprintf(err, errlen, "pid %d (%s) runs Python %s but has not loaded torch", t->pid,
 		 t->comm, t->python_version);
 	return -ENOENT;
+}
+
+/* Does the type at addr have a tp_name ending in suffix? */
+static int type_named(const struct remote *r, uint64_t type, int64_t type_name, const char *suffix)
+{
+	char name[128];
+	uint64_t p;
+	size_t n, k = strlen(suffix);
+
+	if (remote__u64(r, type + type_name, &p) || remote__cstr(r, p, name, sizeof(name)))
+		return 0;
+	n = strlen(name);
+	return n >= k && !strcmp(name + n - k, suffix);
+}
+
+int target__tensor_type(struct target *t, const struct remote *r, int64_t type_name,
+			int64_t type_base, char *err, size_t errlen)
+{
+	uint64_t cls = 0, base = 0;
+	int ret;
+
+	if (t->tensor_type)
+		return 0;
+	ret = t->tensor_class ? remote__u64(r, t->tensor_class, &cls) : -ENOENT;
+	if (ret || !cls) {
+		snprintf(err, errlen, "failed to read THPVariableClass in pid %d: %s", t->pid,
+			 ret ? strerror(-ret) : "NULL (torch not initialised yet)");
+		return ret ? ret : -ENOENT;
+	}
+	if (!type_named(r, cls, type_name, "Tensor") ||
+	    remote__u64(r, cls + type_base, &base) || !base ||
+	    !type_named(r, base, type_name, "TensorBase")) {
+		snprintf(err, errlen, "failed to resolve the tensor type in pid %d: "
+			 "THPVariableClass is not torch.Tensor with a TensorBase base", t->pid);
+		return -EINVAL;
+	}
+	t->tensor_type = base;
+	t->tensor_type_from = "THPVariableClass";
+	return 0;
 }
 
 static void read_env(struct target *t)

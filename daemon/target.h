@@ -27,7 +27,9 @@ struct target {
 	uint64_t tuple_type;		/* runtime addresses in the target */
 	uint64_t list_type;
 	uint64_t none;
-	uint64_t tensor_type;
+	uint64_t tensor_type;		/* torch._C.TensorBase (0 until target__tensor_type) */
+	uint64_t tensor_class;		/* &THPVariableClass (0 if not exported) */
+	const char *tensor_type_from;	/* the symbol tensor_type came from */
 	uint64_t torch_cpu_base;	/* where libtorch_cpu's file offset 0 is mapped (0: unknown) */
 };
 
@@ -38,6 +40,17 @@ struct target {
  * reason to err: no such process, not Python, no torch, unsupported version.
  */
 int target__resolve(pid_t pid, struct target *t, char *err, size_t errlen);
+
+struct remote;
+
+/*
+ * Make t->tensor_type the address of torch._C.TensorBase. Builds that keep THPVariableType
+ * static (torch 2.11 wheels) still export THPVariableClass, a PyObject * to torch.Tensor set
+ * when torch is imported: its tp_base (type_base) is TensorBase, checked by tp_name
+ * (type_name). Bounded reads through r; on failure a negative errno and a line in err.
+ */
+int target__tensor_type(struct target *t, const struct remote *r, int64_t type_name,
+			int64_t type_base, char *err, size_t errlen);
 
 /* Is the process still there (and the same one)? */
 int target__alive(const struct target *t);
