@@ -416,6 +416,7 @@ class Harness:
                 line["backward_first"] = self.backward_oracle.result()
                 line["grad_norms"] = self.backward_oracle.norms
         print(json.dumps(line, sort_keys=True), flush=True)
+        time.sleep(self.args.linger)
 
     def last_step(self, steps):
         if not self.fault_told:
@@ -512,4 +513,6 @@ def main(trainer):
     ap.add_argument("--after-fault", type=int, default=3, metavar="N",
                     help="steps trained after the fault step (default %(default)s)")
     ap.add_argument("--variant", help="a trainer-defined choice")
+    ap.add_argument("--linger", type=float, default=0.0, metavar="S",
+                    help="seconds to stay alive after printing the trace")
     Harness(trainer, ap.parse_args()).run()
