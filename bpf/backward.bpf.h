@@ -351,7 +351,7 @@ int BPF_KPROBE(uprobe_bwd_node, void *engine, void *graph_task, void *func, void
 	__u32 tid = (__u32)id;
 	int i, acc;
 
-	if ((id >> 32) != targ_tgid || !node || !inputs)
+	if ((id >> 32) != targ_tgid || stopped || !node || !inputs)
 		return 0;
 	count(NW_C_BWD_NODES, 1);
 	bt = bpf_map_lookup_elem(&bwd_threads, &tid);

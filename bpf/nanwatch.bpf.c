@@ -39,6 +39,7 @@ const volatile struct nw_addrs A = {};
 const volatile struct nw_dict_layout D = {};
 
 __u64 counters[NW_C_MAX] = {};
+__u32 stopped = 0;		/* set by the daemon before it removes the probes: every count stops at once */
 __u64 step_count = 0;		/* step word (NW_STEP_SHIFT): optimizer steps completed */
 __u64 step_opt = 0;		/* the optimizer whose state gives the step: the first seen */
 __u64 step_impl = 0;		/* TensorImpl of its first parameter's state['step'] (daemon) */
@@ -594,7 +595,7 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	__u32 depth;
 	int kind;
 
-	if ((id >> 32) != targ_tgid || throwflag)
+	if ((id >> 32) != targ_tgid || throwflag || stopped)
 		return 0;
 	count(NW_C_PROBE_HITS, 1);
 	code = read_u64((__u64)frame + L.frame_code);
@@ -1707,7 +1708,7 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	struct frame_rec *r, rec;
 	struct scratch *s;
 
-	if ((id >> 32) != targ_tgid)
+	if ((id >> 32) != targ_tgid || stopped)
 		return 0;
 	key.sp = PT_REGS_SP(ctx);
 	key.tid = (__u32)id;
@@ -1776,7 +1777,7 @@ int BPF_KPROBE(uprobe_step_marker, void *ret_slot, void *name)
 	__u64 opt;
 	int i;
 
-	if ((id >> 32) != targ_tgid || !plen || plen >= NW_MATCH_LEN)
+	if ((id >> 32) != targ_tgid || stopped || !plen || plen >= NW_MATCH_LEN)
 		return 0;
 	if (bpf_probe_read_user(&str, sizeof(str), name) || str.len < plen)
 		return 0;
@@ -1828,7 +1829,7 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 	struct scratch *s;
 	int i;
 
-	if ((id >> 32) != targ_tgid || !args)
+	if ((id >> 32) != targ_tgid || stopped || !args)
 		return 0;
 	type = read_u64((__u64)args + L.obj_type);
 	if (type != A.tuple_type)
