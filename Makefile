@@ -9,7 +9,8 @@ PREFIX ?= /usr/local
 ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 
 CFLAGS ?= -g -O2
-CFLAGS += -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -MMD -MP
+# Required whatever CFLAGS a user gives (make CFLAGS=-O0 replaces CFLAGS, not these).
+NW_CFLAGS := -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -MMD -MP
 INCLUDES := -I$(OUTPUT) -Ibpf -Idaemon
 LDLIBS := -lbpf -lelf -lz -lm
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror
@@ -32,7 +33,7 @@ endif
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps test unit integration demo bench install clean
+.PHONY: all deps test unit integration demo bench install clean check-cflags
 
 all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS)
 
@@ -56,29 +57,34 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 
 $(OUTPUT)/daemon/%.o: daemon/%.c | $(OUTPUT)/daemon
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) $(INCLUDES) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) -c $< -o $@
 
 # Objects that include the skeleton need it generated first.
 $(OUTPUT)/daemon/probe.o: $(OUTPUT)/nanwatch.skel.h
 
 $(OUTPUT)/nanwatchd: $(DAEMON_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $^ $(LDLIBS) -o $@
 
 $(OUTPUT)/%: tools/%.c $(LIB_OBJS) | $(OUTPUT)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
 
 $(OUTPUT)/tests/%: tests/%.c $(LIB_OBJS) | $(OUTPUT)/tests
 	$(call msg,TEST-CC,$@)
-	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -lcmocka -o $@
 
 test: all $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
+	$(Q)tests/check-cflags
 	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd --trixie-root $(TRIXIE_ROOT)
 
 unit: all $(TEST_BINS)
 	$(Q)tests/run-unit $(TEST_BINS)
+
+# make CFLAGS=... keeps the required flags, and the tools it builds work
+check-cflags:
+	$(Q)tests/check-cflags
 
 integration: all trixie-root
 	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd --trixie-root $(TRIXIE_ROOT)

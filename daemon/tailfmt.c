@@ -4,6 +4,9 @@
  * Strings in events come partly from the target's memory, so control bytes
  * are never written to the terminal as they are.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* strptime, timegm */
+#endif
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
