@@ -232,7 +232,7 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 	ret = nanwatch_bpf__load(p->skel);
 	if (ret) {
 		snprintf(err, errlen, "failed to load BPF programs: %s%s", strerror(-ret),
-			 ret == -EPERM ? " (needs root, or CAP_BPF and CAP_PERFMON)" :
+			 ret == -EPERM ? " (missing CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON)" :
 					 " (run with --verbose for the verifier log)");
 		goto fail;
 	}
@@ -240,8 +240,8 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 		p->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 		if (p->stats_fd < 0) {
 			ret = p->stats_fd;
-			snprintf(err, errlen, "failed to enable BPF run-time stats: %s",
-				 strerror(-ret));
+			snprintf(err, errlen, "failed to enable BPF run-time stats: %s%s",
+				 strerror(-ret), ret == -EPERM ? " (missing CAP_SYS_ADMIN)" : "");
 			goto fail;
 		}
 	}

@@ -357,13 +357,19 @@ def start_waiting_trainer(ctx, name, *extra):
     return trainer
 
 
-def start_daemon(ctx, pid, layouts=None, user=None, mode=None, extra=(), stdout=None):
+def start_daemon(ctx, pid, layouts=None, user=None, mode=None, extra=(), stdout=None,
+                 caps=None):
+    """caps (with user): the only capabilities the daemon has, ambient, e.g. ["sys_admin"]."""
     argv = [ctx.daemon, "--pid", str(pid), "--layouts", layouts or ctx.layouts]
     if mode is not None:
         argv += ["--mode", mode]
     argv += list(extra)
     if user is not None:
-        argv = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + argv
+        setpriv = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"]
+        if caps is not None:
+            want = ",".join(["-all"] + ["+" + c for c in caps])
+            setpriv += ["--inh-caps=" + want, "--ambient-caps=" + want]
+        argv = setpriv + argv
     daemon = Proc(argv, stdout=stdout)
     ctx.current_daemon = daemon
     ctx.log("started %s (pid %d)" % (" ".join(argv), daemon.pid))
@@ -788,12 +794,12 @@ def case_healthy(ctx):
         raise Fail("%d anomaly, diagnosis or warning events on a healthy run" % n)
 
 
-def watch(ctx, name, trace, mode=None, trainer_args=(), daemon_args=()):
+def watch(ctx, name, trace, mode=None, trainer_args=(), daemon_args=(), user=None, caps=None):
     """Trainer under the daemon from step 0 to exit, flat out; the parsed stream, whose last
     stats line must add up."""
     trainer = start_waiting_trainer(ctx, name, *trainer_args)
     comm = read_comm(trainer.pid)
-    daemon = start_daemon(ctx, trainer.pid, mode=mode, extra=daemon_args)
+    daemon = start_daemon(ctx, trainer.pid, mode=mode, extra=daemon_args, user=user, caps=caps)
     wait_attach(daemon)
     trainer.send(b"go\n")
     finish_trainer(ctx, trainer, name, trace)
@@ -1220,6 +1226,73 @@ def case_unprivileged(ctx):
     target_untouched(trainer)
     trainer.send(b"go\n")
     finish_trainer(ctx, trainer, "healthy", trace)
+
+
+def unprivileged_can_run(ctx):
+    probe = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                            "--clear-groups", "sh", "-c",
+                            'test -x "$1" && test -r "$2" && test -x "$2"', "sh",
+                            ctx.daemon, ctx.layouts], capture_output=True, timeout=30)
+    if probe.returncode != 0:
+        raise Fail("uid %d cannot run %s or read %s" % (NOBODY, ctx.daemon, ctx.layouts))
+
+
+# The least the whole watch needs as another user than the target's (README, Permissions).
+MINIMAL_CAPS = ["sys_admin", "sys_ptrace"]
+
+
+def case_caps_minimal(ctx):
+    """The daemon as uid NOBODY with exactly MINIMAL_CAPS watches a root trainer and finds
+    the oracle's first anomaly."""
+    unprivileged_can_run(ctx)
+    oracle, trace = oracle_of(ctx, "nan_input")
+    events = watch(ctx, "nan_input", trace, user=NOBODY, caps=MINIMAL_CAPS)
+    check_anomalies(events, oracle, events[0]["pid"])
+
+
+def case_caps_fewer(ctx):
+    """One capability fewer than MINIMAL_CAPS, and the set the README used to give
+    (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, which no longer creates uprobes): each refused in
+    one line naming the missing capability; the trainer is untouched."""
+    unprivileged_can_run(ctx)
+    trace = oracle_of(ctx, "healthy")[1]
+    trainer = start_waiting_trainer(ctx, "healthy")
+    sets = [([c for c in MINIMAL_CAPS if c != drop], "CAP_" + drop.upper())
+            for drop in MINIMAL_CAPS]
+    sets.append((["bpf", "perfmon", "sys_ptrace"], "CAP_SYS_ADMIN"))
+    for caps, missing in sets:
+        daemon = start_daemon(ctx, trainer.pid, user=NOBODY, caps=caps)
+        expect_refusal(ctx, daemon, [missing])
+        target_untouched(trainer)
+    trainer.send(b"go\n")
+    finish_trainer(ctx, trainer, "healthy", trace)
+
+
+# A process with torch loaded and a second thread; prints READY, its pid and the thread's id.
+THREADED_TARGET = """import os, threading, time
+import torch
+t = threading.Thread(target=time.sleep, args=(120,), daemon=True)
+t.start()
+print("READY", os.getpid(), t.native_id, flush=True)
+time.sleep(120)
+"""
+
+
+def case_thread_id(ctx):
+    """--pid given a thread id (not the process's): refused in one line that names the
+    process it belongs to, instead of an attach that watches nothing."""
+    target = Proc(ctx.env.argv("-c", THREADED_TARGET))
+    line = target.wait_out(lambda l: l.startswith(b"READY "), 60)
+    if line is None:
+        raise Fail("threaded target printed no READY line:\n%s" % tail(target.stderr_lines()))
+    pid, tid = (int(w) for w in line.split()[1:3])
+    if pid != target.pid or tid == pid or not os.path.exists("/proc/%d/task/%d" % (pid, tid)):
+        raise Fail("READY line %r: no second thread of pid %d" % (line, target.pid))
+    daemon = start_daemon(ctx, tid)
+    expect_refusal(ctx, daemon, ["thread"])
+    if "process %d" % pid not in daemon.stderr_lines()[0]:
+        raise Fail("message %r does not name process %d" % (daemon.stderr_lines()[0], pid))
+    target_untouched(target)
 
 
 # ----------------------------------------------------------------------------- captures
@@ -2198,6 +2271,9 @@ CASES += [
     ("error_torch_unsupported", case_torch_unsupported),
     ("error_python_unsupported", case_python_unsupported),
     ("error_unprivileged", case_unprivileged),
+    ("error_thread_id", case_thread_id),
+    ("caps_minimal", case_caps_minimal),
+    ("error_caps_fewer", case_caps_fewer),
     ("sigterm_while_attached", case_sigterm),
     ("midrun_adam", case_midrun_adam),
     ("midrun_sgd", case_midrun_sgd),
