@@ -84,6 +84,7 @@ import select
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -1490,6 +1491,78 @@ def run_repro(ctx, inside, *args):
     return r
 
 
+def write_npy(path, values):
+    """A float32 vector as .npy 1.0, written here (no numpy in the runner)."""
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }" % len(values)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack("<%df" % len(values), *values))
+
+
+# Names a target controls, as a capture's manifest carries them: escape sequences (clear the
+# screen, set the title, colours), a C1 CSI, and bidi controls that reorder the line.
+EVIL = ["a\x1b[2J", "b\x1b]0;owned\x07", "c\x9b31m", "d\u202eevil", "e\u2066f\u2069",
+        "g\u200fh\u061c"]
+HIDDEN_CHARS = "".join(chr(c) for c in list(range(0x20)) + list(range(0x7f, 0xa0)) +
+                       [0x61c, 0x200e, 0x200f] + list(range(0x202a, 0x202f)) +
+                       list(range(0x2066, 0x206a))).replace("\n", "")
+
+
+def repro_raw(ctx, inside, *args):
+    argv = as_user(ctx, ctx.env.argv(install_repro(ctx), *args, inside))
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    out, err = r.stdout.decode("utf-8"), r.stderr.decode("utf-8")
+    ctx.log("repro exit %d: %r" % (r.returncode, (out + err)[-300:]))
+    bad = sorted({"U+%04X" % ord(c) for c in out + err if c in HIDDEN_CHARS})
+    if bad:
+        raise Fail("nanwatch-repro %s printed raw control characters %s: %r" %
+                   (" ".join(args), ", ".join(bad), (out + err)[-300:]))
+    return r.returncode, out, err
+
+
+def case_repro_names(ctx):
+    """nanwatch-repro prints the manifest's names (from the target) with terminal and bidi
+    controls neutralised, in its result, its instructions and its errors; --json stays exact."""
+    path, inside = capture_dir(ctx)
+    cap = os.path.join(path, "cap")
+    os.mkdir(cap, 0o755)
+    write_npy(os.path.join(cap, "input0.npy"), [1.0, float("nan"), -2.0, 3.0])
+    write_npy(os.path.join(cap, "output.npy"), [1.0, float("nan"), 0.0, 3.0])
+    vec = {"dtype": "float32", "shape": [4], "strides": [1], "storage_offset": 0, "bytes": 16,
+           "skipped": None}
+    man = {"schema": "nanwatch-capture/1", "pid": 1, "comm": "python3", "step": 3,
+           "iteration": 3, "layer": "".join(EVIL), "module": "ReLU",
+           "class_module": "torch.nn.modules.activation", "tensor": "output", "nargs": 1,
+           "tensors": [dict(vec, role="input", name="input0", index=[0], file="input0.npy"),
+                       dict(vec, role="output", name="output", index=[], file="output.npy")],
+           "params_none": [], "buffers_none": [], "children": [], "attrs": {"inplace": False},
+           "truncated": False}
+
+    def write(m):
+        with open(os.path.join(cap, "manifest.json"), "w") as f:
+            json.dump(m, f)
+    write(man)
+    rc, out, _ = repro_raw(ctx, inside + "/cap")
+    if rc != 0 or "reproduced" not in out or "a?[2Jb?]0;owned?c?31md?evile?f?g?h? (ReLU)" \
+            not in out:
+        raise Fail("repro of a ReLU with a hostile layer name: exit %d, %r" % (rc, out))
+    rc, out, _ = repro_raw(ctx, inside + "/cap", "--json")
+    layer = (last_json(out, "layer") or {}).get("layer")  # torch's UCX may print a line first
+    if rc != 0 or layer != man["layer"]:
+        raise Fail("--json does not carry the layer name exactly: %r" % out)
+    write(dict(man, module="Net" + EVIL[0] + EVIL[3], class_module="__main__",
+               attrs={"k" + EVIL[1]: "v" + EVIL[4]}))
+    rc, out, _ = repro_raw(ctx, inside + "/cap")
+    if rc != 3 or "import Neta?[2Jd?evil" not in out or "m.kb?]0;owned? = " not in out:
+        raise Fail("instructions for a hostile class name: exit %d, %r" % (rc, out))
+    write(dict(man, tensors=man["tensors"] + [dict(vec, role="param", name="w" + EVIL[5],
+                                                   index=[], file=None)]))
+    rc, _, err = repro_raw(ctx, inside + "/cap")
+    if rc != 2 or "lacks wg?h?" not in err:
+        raise Fail("error naming a hostile parameter: exit %d, %r" % (rc, err))
+
+
 def check_reproduced(ctx, inside, oracle, *args):
     r = run_repro(ctx, inside, "--json", *args)
     result = last_json(r.stdout, "reproduced")
@@ -2296,6 +2369,7 @@ CASES += [
     ("output_closed_pipe", case_output_closed_pipe),
     ("output_full_disk", case_output_full_disk),
     ("output_sighup", case_output_sighup),
+    ("repro_names", case_repro_names),
 ]
 # The output cases test the daemon's side only: the host's trainer is enough.
 HOST_ONLY = {name for name, _ in CASES if name.startswith("output_")}
