@@ -399,12 +399,16 @@ static int backward_layout(struct app *app, const struct layout *tl, char *err, 
 
 static int load_layouts(struct app *app, char *err, size_t errlen)
 {
-	char dirbuf[PATH_MAX + 32], why[256];
+	char dirbuf[PATH_MAX + 32], why[512];
 	const char *dir = layouts_dir(&app->a, dirbuf, sizeof(dirbuf));
 	struct layout *py = NULL, *tl = NULL;
 	int ret = -ENOTSUP;
 
 	py = layout__find(dir, "python", app->t.python_series, why, sizeof(why));
+	if (!py && errno != ENOENT) {
+		snprintf(err, errlen, "%s", why);	/* a table there, but refused: say why */
+		goto cleanup;
+	}
 	if (!py) {
 		snprintf(err, errlen, "unsupported Python %s in pid %d: no layout table "
 			 "python-%s.yaml in %.256s (%.200s)", app->t.python_version, app->t.pid,
@@ -412,6 +416,10 @@ static int load_layouts(struct app *app, char *err, size_t errlen)
 		goto cleanup;
 	}
 	tl = layout__find(dir, "torch", app->t.torch_series, why, sizeof(why));
+	if (!tl && errno != ENOENT) {
+		snprintf(err, errlen, "%s", why);
+		goto cleanup;
+	}
 	if (!tl) {
 		snprintf(err, errlen, "unsupported torch %s in pid %d: no layout table "
 			 "torch-%s.yaml in %.256s; generate one with tools/nanwatch-layout run as the "

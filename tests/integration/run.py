@@ -1212,6 +1212,26 @@ def case_python_unsupported(ctx):
     refuse_with_layouts(ctx, layouts, ["python"])
 
 
+def case_layout_implausible(ctx):
+    """A torch table with an absurd but well-formed offset: refused, the file, key and
+    plausible range named, the target untouched."""
+    table = ctx.env.torch_table
+    layouts = layouts_dir(ctx, "all", lambda n: table is None or not n.startswith("torch-")
+                          or n == table)
+    for name in os.listdir(layouts):
+        if name.startswith("torch-"):
+            path = os.path.join(layouts, name)
+            with open(path) as f:
+                text = f.read()
+            text, n = re.subn(r"(?m)^impl_numel: \d+$", "impl_numel: 1099511627776", text)
+            if n != 1:
+                raise Fail("%s has no impl_numel line" % name)
+            with open(path, "w") as f:
+                f.write(text)
+    refuse_with_layouts(ctx, layouts, ["'impl_numel' is 1099511627776, outside the plausible "
+                                       "range 0..4096"])
+
+
 def case_unprivileged(ctx):
     probe = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
                             "--clear-groups", "sh", "-c",
@@ -2344,6 +2364,7 @@ CASES += [
     ("error_torch_unsupported", case_torch_unsupported),
     ("error_python_unsupported", case_python_unsupported),
     ("error_unprivileged", case_unprivileged),
+    ("error_layout_implausible", case_layout_implausible),
     ("error_thread_id", case_thread_id),
     ("caps_minimal", case_caps_minimal),
     ("error_caps_fewer", case_caps_fewer),
