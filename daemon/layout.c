@@ -429,11 +429,24 @@ cleanup:
 	return ret;
 }
 
-struct layout *layout__load(const char *path, char *err, size_t errlen)
+/* Parse the table in l->buf (len bytes, NUL-terminated); why says what is wrong. */
+static int parse(struct layout *l, size_t len, char *why)
+{
+	int ret = parse_lines(l, len, why);
+
+	if (!ret)
+		ret = check_header(l, why);
+	if (!ret)
+		ret = check_ranges(l, why);
+	return ret;
+}
+
+static struct layout *load(const char *path, const char *text, size_t len, char *err,
+			   size_t errlen)
 {
 	char why[WHY_LEN] = "";
 	struct layout *l = NULL;
-	size_t len = 0;
+	size_t n = 0;
 	int ret;
 
 	if (!path) {
@@ -447,13 +460,21 @@ struct layout *layout__load(const char *path, char *err, size_t errlen)
 		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
 		goto cleanup;
 	}
-	ret = read_file(path, &l->buf, &len, why);
+	if (!text) {
+		ret = read_file(path, &l->buf, &n, why);
+	} else if (len > LAYOUT_MAX_FILE) {
+		ret = -EFBIG;
+		snprintf(why, sizeof(why), "larger than %d bytes", LAYOUT_MAX_FILE);
+	} else {
+		ret = (l->buf = malloc(len + 1)) ? 0 : -ENOMEM;
+		if (!ret) {
+			memcpy(l->buf, text, len);
+			l->buf[len] = 0;
+			n = len;
+		}
+	}
 	if (!ret)
-		ret = parse_lines(l, len, why);
-	if (!ret)
-		ret = check_header(l, why);
-	if (!ret)
-		ret = check_ranges(l, why);
+		ret = parse(l, n, why);
 	if (ret == -ENOMEM && !why[0])
 		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
 cleanup:
@@ -463,6 +484,22 @@ cleanup:
 	layout__free(l);
 	errno = -ret;
 	return NULL;
+}
+
+struct layout *layout__load(const char *path, char *err, size_t errlen)
+{
+	return load(path, NULL, 0, err, errlen);
+}
+
+struct layout *layout__parse(const char *name, const char *text, size_t len, char *err,
+			     size_t errlen)
+{
+	if (!text) {
+		set_err(err, errlen, "failed to load layout table: no text");
+		errno = EINVAL;
+		return NULL;
+	}
+	return load(name, text, len, err, errlen);
 }
 
 void layout__free(struct layout *l)

@@ -34,6 +34,10 @@ struct layout;
 struct layout *layout__load(const char *path, char *err, size_t errlen);
 void layout__free(struct layout *l);
 
+/* The same, from len bytes of text in memory (name stands for the path in messages). */
+struct layout *layout__parse(const char *name, const char *text, size_t len, char *err,
+			     size_t errlen);
+
 /* Whether layout__load checks key's value against a plausible range (1) or not (0). */
 int layout__has_range(const char *key);
 

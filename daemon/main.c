@@ -510,13 +510,13 @@ static int on_grad(void *ctx, const struct nw_grad *g)
 	return 0;
 }
 
-static int on_event(void *ctx, const struct nw_event *ev)
+static int on_event(void *ctx, const void *data, size_t size)
 {
 	struct app *app = ctx;
 
 	take_capture(app);
 	/* a broken output ends the watch in run(); the outputs that work still get the event */
-	report__event(&app->r, ev);
+	report__record(&app->r, data, size);
 	return 0;
 }
 

@@ -36,14 +36,8 @@ struct probe {
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct probe *p = ctx;
-	struct nw_event ev;
 
-	if (size < sizeof(struct nw_event))
-		return 0;	/* not ours: skip, never stop polling for it */
-	memcpy(&ev, data, sizeof(ev));
-	ev.step_source = ev.step >> NW_STEP_SHIFT;
-	ev.step &= NW_STEP_MASK;
-	return p->cb(p->ctx, &ev);
+	return p->cb(p->ctx, data, size);
 }
 
 static int on_grad_record(void *ctx, void *data, size_t size)
