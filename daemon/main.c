@@ -26,6 +26,7 @@
 #include "remote.h"
 #include "report.h"
 #include "sink.h"
+#include "tailfmt.h"
 #include "target.h"
 
 #ifndef NW_LAYOUT_DIR
@@ -755,15 +756,13 @@ static int check_process(pid_t pid, char *err, size_t errlen)
 {
 	pid_t tgid = target__tgid(pid);
 	char path[64], *comm;
-	size_t i;
 
 	if (tgid <= 0 || tgid == pid)
 		return 0;	/* gone or unreadable: pidfd_open and the resolve say it */
 	snprintf(path, sizeof(path), "/proc/%d/comm", tgid);
 	comm = target__read_file(path, 64, NULL);
-	for (i = 0; comm && comm[i]; i++)
-		if ((unsigned char)comm[i] < 0x20 || comm[i] == 0x7f)
-			comm[i] = comm[i] == '\n' && !comm[i + 1] ? 0 : '?';
+	if (comm)
+		comm[strcspn(comm, "\n")] = 0;
 	snprintf(err, errlen, "pid %d is a thread of process %d (%s), not a process: watch "
 		 "--pid %d", pid, tgid, comm ? comm : "?", tgid);
 	free(comm);
@@ -890,7 +889,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	ret = setup(&app, err, sizeof(err));
 	if (ret) {
-		fprintf(stderr, "nanwatchd: %s\n", err[0] ? err : strerror(-ret));
+		/* messages name the target's files and comm: never raw on a terminal */
+		fputs("nanwatchd: ", stderr);
+		tailfmt__text(stderr, err[0] ? err : strerror(-ret),
+			      strlen(err[0] ? err : strerror(-ret)));
+		fputc('\n', stderr);
 		cleanup(&app);
 		return 1;
 	}

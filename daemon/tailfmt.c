@@ -64,7 +64,7 @@ static int tf__hidden(unsigned cp)
 }
 
 /* Text with those characters and invalid UTF-8 replaced by '?': no escape reaches a terminal. */
-static void tf__text(FILE *out, const char *s, size_t n)
+void tailfmt__text(FILE *out, const char *s, size_t n)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	size_t i = 0;
@@ -87,7 +87,7 @@ static void tf__text(FILE *out, const char *s, size_t n)
 
 static void tf__str(FILE *out, const char *s)
 {
-	tf__text(out, s, strlen(s));
+	tailfmt__text(out, s, strlen(s));
 }
 
 /* A value as compact JSON, sanitised like any text. */
@@ -108,7 +108,7 @@ static void tf__value(FILE *out, const struct jv *v)
 {
 	switch (jv__type(v)) {
 	case JV_STRING:
-		tf__text(out, jv__string(v), jv__string_len(v));
+		tailfmt__text(out, jv__string(v), jv__string_len(v));
 		return;
 	case JV_NUMBER:
 		fputs(jv__number_text(v), out);
@@ -195,7 +195,7 @@ static void tf__head(const struct tailfmt *t, FILE *out, const struct jv *ev, co
 		fputs("] ", out);
 	}
 	tf__on(t, out, color);
-	tf__text(out, tag, n);
+	tailfmt__text(out, tag, n);
 	tf__off(t, out);
 	fprintf(out, "%*s", n < 9 ? (int)(9 - n) : 1, "");
 }
@@ -586,7 +586,7 @@ int tailfmt__line(const struct tailfmt *t, const char *line, size_t len, FILE *o
 
 	/* anything else passes, so the daemon's own errors stay visible, but never raw */
 	if (!jv__string(name) || strlen(jv__string(name)) != jv__string_len(name)) {
-		tf__text(out, line, len);
+		tailfmt__text(out, line, len);
 		fputc('\n', out);
 	} else {
 		tf__event(t, out, ev, jv__string(name));

@@ -1164,6 +1164,26 @@ def case_no_torch(ctx):
     target_untouched(target)
 
 
+def case_comm_escapes(ctx):
+    """A target that names itself with an escape sequence and a bidi control (its comm, 15
+    bytes): the refusal that names it shows them as '?', never raw on the terminal."""
+    # prctl(PR_SET_NAME): a chroot has no /proc/self/comm to write
+    target = Proc(ctx.env.argv("-c", "import ctypes, time\n"
+                               "ctypes.CDLL(None).prctl(15, '\\x1b[2J\\u202eevil'.encode(), 0, 0, 0)\n"
+                               "print('READY', flush=True); time.sleep(60)"))
+    if target.wait_out(lambda l: l.startswith(b"READY"), 30) is None:
+        raise Fail("python -c did not start:\n%s" % tail(target.stderr_lines()))
+    with open("/proc/%d/comm" % target.pid, "rb") as f:
+        if f.read() != "\x1b[2J\u202eevil\n".encode():
+            raise Fail("the target could not set its comm")
+    daemon = start_daemon(ctx, target.pid)
+    expect_refusal(ctx, daemon, ["torch"])
+    raw = b"".join(daemon.err)
+    if b"\x1b" in raw or "\u202e".encode() in raw or b"(?[2J?evil)" not in raw:
+        raise Fail("the message shows the target's comm raw: %r" % raw)
+    target_untouched(target)
+
+
 def interpreter_version(ctx):
     r = subprocess.run(ctx.env.argv("-c", "import sys; print('%d.%d' % sys.version_info[:2])"),
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
@@ -2366,6 +2386,7 @@ CASES += [
     ("error_unprivileged", case_unprivileged),
     ("error_layout_implausible", case_layout_implausible),
     ("error_thread_id", case_thread_id),
+    ("error_comm_escapes", case_comm_escapes),
     ("caps_minimal", case_caps_minimal),
     ("error_caps_fewer", case_caps_fewer),
     ("sigterm_while_attached", case_sigterm),
