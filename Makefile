@@ -32,7 +32,7 @@ ASAN_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 	       -fno-sanitize-recover=all
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ASAN_CASES := trainer_nan_input backward_sqrt_zero error_thread_id error_layout_implausible
+ASAN_CASES := trainer_nan_input backward_sqrt_zero error_thread_id output_stalled_collector
 # make fuzz: libFuzzer targets (clang) for the layout parser, the ring-record decoding and
 # the JSON reader, each run FUZZ_SECONDS from its checked-in corpus tests/fuzz/corpus/NAME/
 # (new inputs go to build-fuzz/corpus/NAME, crashes to build-fuzz/crash-NAME-*).
