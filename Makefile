@@ -9,7 +9,8 @@ PREFIX ?= /usr/local
 ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 
 CFLAGS ?= -g -O2
-CFLAGS += -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -MMD -MP
+# Required whatever CFLAGS a user gives (make CFLAGS=-O0 replaces CFLAGS, not these).
+NW_CFLAGS := -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -MMD -MP
 INCLUDES := -I$(OUTPUT) -Ibpf -Idaemon
 LDLIBS := -lbpf -lelf -lz -lm
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror
@@ -21,6 +22,25 @@ TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(OUTPUT)/tests/%,$(TEST_SRCS))
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOL_BINS := $(patsubst tools/%.c,$(OUTPUT)/%,$(TOOL_SRCS))
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/%,$(FUZZ_SRCS))
+
+# make asan: daemon, tools and unit tests with ASan+UBSan in their own output directory, then
+# the unit tests and a few fast integration cases (real BPF) under them.
+ASAN_OUTPUT := build-asan
+ASAN_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+	       -fno-sanitize-recover=all
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ASAN_CASES := trainer_nan_input backward_sqrt_zero error_thread_id output_stalled_collector
+# make fuzz: libFuzzer targets (clang) for the layout parser, the ring-record decoding and
+# the JSON reader, each run FUZZ_SECONDS from its checked-in corpus tests/fuzz/corpus/NAME/
+# (new inputs go to build-fuzz/corpus/NAME, crashes to build-fuzz/crash-NAME-*).
+FUZZ_OUTPUT := build-fuzz
+FUZZ_CC := clang
+FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+	       -fno-sanitize-recover=all -fsanitize=fuzzer-no-link
+FUZZ_SECONDS ?= 5
 
 ifeq ($(V),1)
 Q =
@@ -32,7 +52,8 @@ endif
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps test unit integration demo bench install clean
+.PHONY: all deps test unit integration demo bench install clean check-cflags asan fuzz \
+	sanitized-build fuzz-build
 
 all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS)
 
@@ -56,29 +77,68 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 
 $(OUTPUT)/daemon/%.o: daemon/%.c | $(OUTPUT)/daemon
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) $(INCLUDES) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) -c $< -o $@
 
 # Objects that include the skeleton need it generated first.
 $(OUTPUT)/daemon/probe.o: $(OUTPUT)/nanwatch.skel.h
 
 $(OUTPUT)/nanwatchd: $(DAEMON_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $^ $(LDLIBS) -o $@
 
 $(OUTPUT)/%: tools/%.c $(LIB_OBJS) | $(OUTPUT)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
+
+$(OUTPUT)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJS) | $(OUTPUT)
+	$(call msg,FUZZ-CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) -fsanitize=fuzzer $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
 
 $(OUTPUT)/tests/%: tests/%.c $(LIB_OBJS) | $(OUTPUT)/tests
 	$(call msg,TEST-CC,$@)
-	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -lcmocka -o $@
 
 test: all $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
+	$(Q)tests/check-cflags
+	$(Q)$(MAKE) --no-print-directory fuzz
 	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd --trixie-root $(TRIXIE_ROOT)
 
 unit: all $(TEST_BINS)
 	$(Q)tests/run-unit $(TEST_BINS)
+
+# what sanitized-build and fuzz-build make, run in a sub-make with OUTPUT and CFLAGS set
+sanitized-build: $(OUTPUT)/nanwatchd $(TOOL_BINS) $(TEST_BINS)
+fuzz-build: $(FUZZ_BINS)
+
+asan: deps
+	$(Q)$(MAKE) --no-print-directory OUTPUT=$(ASAN_OUTPUT) CFLAGS="$(ASAN_CFLAGS)" \
+		sanitized-build
+	$(Q)$(ASAN_ENV) tests/run-unit $(patsubst $(OUTPUT)/%,$(ASAN_OUTPUT)/%,$(TEST_BINS))
+	$(Q)for f in tests/fuzz/corpus/json/*; do cat "$$f"; echo; done | \
+		$(ASAN_ENV) $(ASAN_OUTPUT)/nanwatch-tail --no-color >/dev/null
+	$(Q)for k in $(ASAN_CASES); do \
+		$(ASAN_ENV) $(PYTHON) tests/integration/run.py --daemon $(ASAN_OUTPUT)/nanwatchd \
+			-k $$k || exit 1; \
+	done
+
+fuzz: deps
+	$(Q)$(MAKE) --no-print-directory OUTPUT=$(FUZZ_OUTPUT) CC=$(FUZZ_CC) \
+		CFLAGS="$(FUZZ_CFLAGS)" fuzz-build
+	$(Q)for f in $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRCS)); do \
+		mkdir -p $(FUZZ_OUTPUT)/corpus/$$f && \
+		echo "== fuzz_$$f ($(FUZZ_SECONDS) s)" && \
+		$(FUZZ_OUTPUT)/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+			-print_final_stats=1 -artifact_prefix=$(FUZZ_OUTPUT)/crash-$$f- \
+			$(FUZZ_OUTPUT)/corpus/$$f tests/fuzz/corpus/$$f \
+			2>$(FUZZ_OUTPUT)/fuzz_$$f.log || \
+		{ tail -n 40 $(FUZZ_OUTPUT)/fuzz_$$f.log; echo "fuzz_$$f failed"; exit 1; }; \
+		grep -E '^stat::number_of_executed_units|^Done' $(FUZZ_OUTPUT)/fuzz_$$f.log; \
+	done
+
+# make CFLAGS=... keeps the required flags, and the tools it builds work
+check-cflags:
+	$(Q)tests/check-cflags
 
 integration: all trixie-root
 	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd --trixie-root $(TRIXIE_ROOT)
@@ -106,6 +166,6 @@ install: all
 	install -m 0644 config/layouts/*.yaml $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
 
 clean:
-	rm -rf $(OUTPUT)
+	rm -rf $(OUTPUT) $(ASAN_OUTPUT) $(FUZZ_OUTPUT)
 
 -include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/tests/*.d)

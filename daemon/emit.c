@@ -35,13 +35,25 @@ void emit__free(struct emitter *e)
 
 void emit__format_time(int64_t real_ns, char *buf, size_t len)
 {
-	time_t sec = real_ns / 1000000000;
+	time_t sec;
 	struct tm tm;
 	char day[32];
 
-	gmtime_r(&sec, &tm);
-	strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (real_ns < 0)
+		real_ns = 0;	/* before 1970: not a time this program stamps */
+	sec = real_ns / 1000000000;
+	if (!gmtime_r(&sec, &tm) || !strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm))
+		snprintf(day, sizeof(day), "1970-01-01T00:00:00");
 	snprintf(buf, len, "%s.%09lldZ", day, (long long)(real_ns % 1000000000));
+}
+
+/* A BPF stamp (monotonic ns) as real time; now when the stamp is 0 or cannot be one. */
+static int64_t real_time(const struct emitter *e, uint64_t mono_ns)
+{
+	if (!mono_ns || mono_ns > (uint64_t)INT64_MAX ||
+	    (e->mono_to_real > 0 && (int64_t)mono_ns > INT64_MAX - e->mono_to_real))
+		return clock_ns(CLOCK_REALTIME);
+	return (int64_t)mono_ns + e->mono_to_real;
 }
 
 struct json *emit__begin(struct emitter *e, const char *event, uint64_t mono_ns)
@@ -53,8 +65,7 @@ struct json *emit__begin(struct emitter *e, const char *event, uint64_t mono_ns)
 	json__object_begin(j, NULL);
 	json__string(j, "schema", NW_SCHEMA);
 	json__string(j, "event", event);
-	emit__format_time(mono_ns ? (int64_t)mono_ns + e->mono_to_real : clock_ns(CLOCK_REALTIME),
-			  when, sizeof(when));
+	emit__format_time(real_time(e, mono_ns), when, sizeof(when));
 	json__string(j, "time", when);
 	json__uint(j, "seq", e->seq);
 	json__string(j, "host", e->host);

@@ -253,6 +253,121 @@ bad_version:
 	return -EINVAL;
 }
 
+/*
+ * Plausible values of the integer keys: a table with an absurd but well-formed number (an
+ * offset of 2^40, a pointer at an odd offset) is refused, not handed to BPF and the readers.
+ * Offsets inside CPython and torch objects are under 4096 bytes; words holding a pointer or a
+ * 64-bit count are 8-byte aligned. Keys not listed are not read as integers by the daemon.
+ */
+struct range {
+	const char *key;	/* a key, or a prefix ending in '_' matching keys that start so */
+	long long min, max;
+	int align;		/* the value is a multiple of this */
+};
+
+#define OBJ_MAX 4096
+#define WORD(k) {k, 0, OBJ_MAX, 8}		/* a pointer or 64-bit word in an object */
+#define FIELD(k) {k, 0, OBJ_MAX, 1}		/* any smaller field, or a byte array */
+#define CODE(k) {k, 0, 255, 1}			/* an enum value, a slot or a bit number */
+
+static const struct range ranges[] = {
+	WORD("obj_type"), WORD("var_size"), WORD("tuple_items"), WORD("list_items"),
+	WORD("code_name"), WORD("code_filename"), WORD("frame_code"), WORD("frame_localsplus"),
+	WORD("frame_previous"), WORD("tstate_frame"),
+	{"cframe_frame", -1, OBJ_MAX, 8},	/* -1: tstate_frame is the frame itself (3.13) */
+	WORD("type_name"), WORD("type_base"), WORD("type_flags"), WORD("type_dictoffset"),
+	WORD("type_cached_keys"), WORD("unicode_length"), WORD("dict_keys"), WORD("dict_values"),
+	WORD("keys_nentries"), WORD("values_items"), WORD("inline_values_offset"),
+	WORD("var_tensor"), WORD("impl_storage"), WORD("impl_storage_offset"), WORD("impl_numel"),
+	WORD("impl_ndim"), WORD("impl_sizes"), WORD("storage_data"), WORD("impl_autograd_meta"),
+	WORD("meta_grad_fn"), WORD("node_next_edges"), WORD("acc_variable"),
+	WORD("inputbuf_items"), WORD("impl_version"),
+	/* the managed dict and values words sit before the object (3.11: -24 and -32) */
+	{"managed_dict", -64, OBJ_MAX, 8}, {"managed_values", -64, OBJ_MAX, 8},
+	FIELD("unicode_state"), FIELD("unicode_ascii_data"), FIELD("unicode_compact_data"),
+	FIELD("keys_log2_size"), FIELD("keys_log2_index_bytes"), FIELD("keys_kind"),
+	FIELD("keys_indices"), FIELD("values_valid"), FIELD("impl_dtype"), FIELD("impl_device"),
+	FIELD("var_borrowed"), FIELD("edge_input_nr"), FIELD("version_value"),
+	/* sizes of array elements */
+	{"entry_general", 8, 256, 8}, {"entry_unicode", 8, 256, 8}, {"edge_size", 8, 256, 8},
+	{"ascii_bit", 0, 31, 1}, {"compact_bit", 0, 31, 1}, {"unicode_kind_shift", 0, 29, 1},
+	/* Py_TPFLAGS_* values (a single bit each, checked below) */
+	{"managed_dict_flag", 1, 1LL << 31, 1}, {"inline_values_flag", 1, 1LL << 31, 1},
+	{"managed_dict_tagged", 0, 1, 1}, {"call_ex_inlined", 0, 1, 1},
+	CODE("dtype_f16"), CODE("dtype_f32"), CODE("dtype_f64"), CODE("dtype_bf16"),
+	CODE("device_cpu"), CODE("keys_kind_general"), CODE("self_slot"), CODE("args_slot"),
+	{"sizes_inline", 1, 64, 1},
+	/* a C++ vtable pointer points this far into its _ZTV symbol */
+	{"vtable_offset", 0, 64, 8},
+	/* words of _Py_DebugOffsets (pyoffsets.h reads 128; 0 and 1 are the cookie and version) */
+	{"debug_", 2, 127, 1},
+};
+
+#undef WORD
+#undef FIELD
+#undef CODE
+
+static const struct range *range_of(const char *key)
+{
+	size_t i, n;
+
+	for (i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		n = strlen(ranges[i].key);
+		if (ranges[i].key[n - 1] == '_' ? !strncmp(key, ranges[i].key, n) :
+						  !strcmp(key, ranges[i].key))
+			return &ranges[i];
+	}
+	return NULL;
+}
+
+static int check_range(const struct entry *e, char *why)
+{
+	const struct range *r = range_of(e->key);
+	long long v = e->ival;
+
+	if (!r)
+		return 0;
+	if (!e->is_int) {
+		snprintf(why, WHY_LEN, "line %d: '%s' is not an integer: '%.40s'", e->line, e->key,
+			 e->value);
+		return -EINVAL;
+	}
+	if (v < r->min || v > r->max) {
+		snprintf(why, WHY_LEN, "line %d: '%s' is %lld, outside the plausible range %lld..%lld",
+			 e->line, e->key, v, r->min, r->max);
+		return -ERANGE;
+	}
+	if (v % r->align && !(v == -1 && r->min == -1)) {
+		snprintf(why, WHY_LEN, "line %d: '%s' is %lld, not a multiple of %d (it holds a "
+			 "pointer or a 64-bit word)", e->line, e->key, v, r->align);
+		return -ERANGE;
+	}
+	if (!strcmp(r->key + strlen(r->key) - 5, "_flag") && (v & (v - 1))) {
+		snprintf(why, WHY_LEN, "line %d: '%s' is %lld, not a single bit", e->line, e->key,
+			 v);
+		return -ERANGE;
+	}
+	return 0;
+}
+
+static int check_ranges(const struct layout *l, char *why)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < l->n; i++) {
+		ret = check_range(&l->entries[i], why);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int layout__has_range(const char *key)
+{
+	return key && range_of(key) != NULL;
+}
+
 /* Read the whole file into a NUL-terminated buffer, refusing anything over the limit. */
 static int read_file(const char *path, char **bufp, size_t *lenp, char *why)
 {
@@ -314,11 +429,24 @@ cleanup:
 	return ret;
 }
 
-struct layout *layout__load(const char *path, char *err, size_t errlen)
+/* Parse the table in l->buf (len bytes, NUL-terminated); why says what is wrong. */
+static int parse(struct layout *l, size_t len, char *why)
+{
+	int ret = parse_lines(l, len, why);
+
+	if (!ret)
+		ret = check_header(l, why);
+	if (!ret)
+		ret = check_ranges(l, why);
+	return ret;
+}
+
+static struct layout *load(const char *path, const char *text, size_t len, char *err,
+			   size_t errlen)
 {
 	char why[WHY_LEN] = "";
 	struct layout *l = NULL;
-	size_t len = 0;
+	size_t n = 0;
 	int ret;
 
 	if (!path) {
@@ -332,11 +460,21 @@ struct layout *layout__load(const char *path, char *err, size_t errlen)
 		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
 		goto cleanup;
 	}
-	ret = read_file(path, &l->buf, &len, why);
+	if (!text) {
+		ret = read_file(path, &l->buf, &n, why);
+	} else if (len > LAYOUT_MAX_FILE) {
+		ret = -EFBIG;
+		snprintf(why, sizeof(why), "larger than %d bytes", LAYOUT_MAX_FILE);
+	} else {
+		ret = (l->buf = malloc(len + 1)) ? 0 : -ENOMEM;
+		if (!ret) {
+			memcpy(l->buf, text, len);
+			l->buf[len] = 0;
+			n = len;
+		}
+	}
 	if (!ret)
-		ret = parse_lines(l, len, why);
-	if (!ret)
-		ret = check_header(l, why);
+		ret = parse(l, n, why);
 	if (ret == -ENOMEM && !why[0])
 		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
 cleanup:
@@ -346,6 +484,22 @@ cleanup:
 	layout__free(l);
 	errno = -ret;
 	return NULL;
+}
+
+struct layout *layout__load(const char *path, char *err, size_t errlen)
+{
+	return load(path, NULL, 0, err, errlen);
+}
+
+struct layout *layout__parse(const char *name, const char *text, size_t len, char *err,
+			     size_t errlen)
+{
+	if (!text) {
+		set_err(err, errlen, "failed to load layout table: no text");
+		errno = EINVAL;
+		return NULL;
+	}
+	return load(name, text, len, err, errlen);
 }
 
 void layout__free(struct layout *l)

@@ -26,11 +26,20 @@ struct layout;
 /*
  * Parse one table file. NULL with errno set on error: ENOENT (no file), EFBIG
  * (file too large), E2BIG (line too long), ENAMETOOLONG (key too long), EEXIST
- * (duplicate key), ERANGE (integer out of range), EINVAL (syntax, bad kind or
- * version); err then reads "failed to load layout table PATH: line N: ...".
+ * (duplicate key), ERANGE (integer out of range, or outside the plausible range
+ * of its key: an offset beyond 4096, a pointer's offset not 8-byte aligned),
+ * EINVAL (syntax, bad kind or version, a known integer key that is not one);
+ * err then reads "failed to load layout table PATH: line N: ...".
  */
 struct layout *layout__load(const char *path, char *err, size_t errlen);
 void layout__free(struct layout *l);
+
+/* The same, from len bytes of text in memory (name stands for the path in messages). */
+struct layout *layout__parse(const char *name, const char *text, size_t len, char *err,
+			     size_t errlen);
+
+/* Whether layout__load checks key's value against a plausible range (1) or not (0). */
+int layout__has_range(const char *key);
 
 const char *layout__kind(const struct layout *l);	/* "python" or "torch" */
 const char *layout__version(const struct layout *l);	/* "3.11" */

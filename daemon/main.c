@@ -26,6 +26,7 @@
 #include "remote.h"
 #include "report.h"
 #include "sink.h"
+#include "tailfmt.h"
 #include "target.h"
 
 #ifndef NW_LAYOUT_DIR
@@ -264,22 +265,61 @@ static void on_signal(int sig)
 		exiting = 1;
 }
 
-/* Capability bits from /proc/self/status; root without them cannot load BPF either. */
-static int has_privileges(void)
+/* Capabilities (linux/capability.h numbers) the watch needs, from /proc/self/status. */
+#define CAP_SYS_PTRACE_BIT (1ULL << 19)
+#define CAP_SYS_ADMIN_BIT (1ULL << 21)
+#define CAP_PERFMON_BIT (1ULL << 38)
+#define CAP_BPF_BIT (1ULL << 39)
+
+/* The effective set; -1 when it cannot be read. */
+static long long effective_caps(void)
 {
 	char *buf = target__read_file("/proc/self/status", 64 << 10, NULL), *p;
-	unsigned long long caps = 0;
-	int ok;
+	long long caps = -1;
 
 	if (!buf)
-		return 1;	/* cannot tell: let the BPF load say it */
-	p = strstr(buf, "CapEff:");
+		return -1;
+	p = strstr(buf, "\nCapEff:");
 	if (p)
-		caps = strtoull(p + 7, NULL, 16);
+		caps = strtoull(p + 8, NULL, 16);
 	free(buf);
-	/* CAP_SYS_ADMIN (21) alone, or CAP_BPF (39) + CAP_PERFMON (38); CAP_SYS_PTRACE (19) to read */
-	ok = (caps & (1ULL << 21)) || ((caps & (1ULL << 39)) && (caps & (1ULL << 38)));
-	return ok && (caps & (1ULL << 19));
+	return caps;
+}
+
+/*
+ * BPF and uprobes: CAP_SYS_ADMIN, or CAP_BPF + CAP_PERFMON on kernels before 6.16 (since then,
+ * and in the stable kernels of July 2025, only CAP_SYS_ADMIN creates uprobes: that failure is
+ * named at the attach). CAP_SYS_PTRACE: /proc/PID/{maps,root,environ} and process_vm_readv of
+ * another user's process. A root daemon has them all.
+ */
+static int check_privileges(char *err, size_t errlen)
+{
+	long long caps = effective_caps();
+	int bpf, ptrace;
+
+	if (caps < 0)
+		return 0;	/* cannot tell: let the BPF load say it */
+	bpf = (caps & CAP_SYS_ADMIN_BIT) || ((caps & CAP_BPF_BIT) && (caps & CAP_PERFMON_BIT));
+	ptrace = !!(caps & CAP_SYS_PTRACE_BIT);
+	if (bpf && ptrace)
+		return 0;
+	snprintf(err, errlen, "no permission to watch a process: missing %s%s%s; run as root or "
+		 "with CAP_SYS_ADMIN and CAP_SYS_PTRACE", bpf ? "" : "CAP_SYS_ADMIN (BPF, uprobes)",
+		 bpf || ptrace ? "" : " and ", ptrace ? "" : "CAP_SYS_PTRACE (reading the target)");
+	return -EPERM;
+}
+
+/* A refused uprobe without CAP_SYS_ADMIN: say which capability, not only "Permission denied". */
+static void explain_attach_denied(int ret, char *err, size_t errlen)
+{
+	long long caps = effective_caps();
+	size_t n = strlen(err);
+
+	if ((ret != -EACCES && ret != -EPERM) || caps < 0 || (caps & CAP_SYS_ADMIN_BIT) ||
+	    strncmp(err, "failed to attach uprobe", 23))
+		return;
+	snprintf(err + n, errlen - n, " (missing CAP_SYS_ADMIN: this kernel creates uprobes only "
+		 "for it, CAP_BPF and CAP_PERFMON are not enough)");
 }
 
 static const char *layouts_dir(const struct args *a, char *buf, size_t len)
@@ -360,12 +400,16 @@ static int backward_layout(struct app *app, const struct layout *tl, char *err, 
 
 static int load_layouts(struct app *app, char *err, size_t errlen)
 {
-	char dirbuf[PATH_MAX + 32], why[256];
+	char dirbuf[PATH_MAX + 32], why[512];
 	const char *dir = layouts_dir(&app->a, dirbuf, sizeof(dirbuf));
 	struct layout *py = NULL, *tl = NULL;
 	int ret = -ENOTSUP;
 
 	py = layout__find(dir, "python", app->t.python_series, why, sizeof(why));
+	if (!py && errno != ENOENT) {
+		snprintf(err, errlen, "%s", why);	/* a table there, but refused: say why */
+		goto cleanup;
+	}
 	if (!py) {
 		snprintf(err, errlen, "unsupported Python %s in pid %d: no layout table "
 			 "python-%s.yaml in %.256s (%.200s)", app->t.python_version, app->t.pid,
@@ -373,6 +417,10 @@ static int load_layouts(struct app *app, char *err, size_t errlen)
 		goto cleanup;
 	}
 	tl = layout__find(dir, "torch", app->t.torch_series, why, sizeof(why));
+	if (!tl && errno != ENOENT) {
+		snprintf(err, errlen, "%s", why);
+		goto cleanup;
+	}
 	if (!tl) {
 		snprintf(err, errlen, "unsupported torch %s in pid %d: no layout table "
 			 "torch-%s.yaml in %.256s; generate one with tools/nanwatch-layout run as the "
@@ -463,13 +511,13 @@ static int on_grad(void *ctx, const struct nw_grad *g)
 	return 0;
 }
 
-static int on_event(void *ctx, const struct nw_event *ev)
+static int on_event(void *ctx, const void *data, size_t size)
 {
 	struct app *app = ctx;
 
 	take_capture(app);
 	/* a broken output ends the watch in run(); the outputs that work still get the event */
-	report__event(&app->r, ev);
+	report__record(&app->r, data, size);
 	return 0;
 }
 
@@ -703,6 +751,24 @@ static void dict_layout(const struct app *app, struct nw_dict_layout *d)
 	};
 }
 
+/* A thread id names a thread, not a process: the probes filter by process and would see nothing. */
+static int check_process(pid_t pid, char *err, size_t errlen)
+{
+	pid_t tgid = target__tgid(pid);
+	char path[64], *comm;
+
+	if (tgid <= 0 || tgid == pid)
+		return 0;	/* gone or unreadable: pidfd_open and the resolve say it */
+	snprintf(path, sizeof(path), "/proc/%d/comm", tgid);
+	comm = target__read_file(path, 64, NULL);
+	if (comm)
+		comm[strcspn(comm, "\n")] = 0;
+	snprintf(err, errlen, "pid %d is a thread of process %d (%s), not a process: watch "
+		 "--pid %d", pid, tgid, comm ? comm : "?", tgid);
+	free(comm);
+	return -EINVAL;
+}
+
 static int setup(struct app *app, char *err, size_t errlen)
 {
 	struct nw_dict_layout dict;
@@ -715,16 +781,17 @@ static int setup(struct app *app, char *err, size_t errlen)
 				.dict = &dict};
 	int ret;
 
+	ret = check_process(app->a.pid, err, errlen);
+	if (ret)
+		return ret;
 	app->pidfd = syscall(SYS_pidfd_open, app->a.pid, 0);
 	if (app->pidfd < 0 && errno == ESRCH) {
 		snprintf(err, errlen, "no such process: %d", app->a.pid);
 		return -ESRCH;
 	}
-	if (!has_privileges()) {
-		snprintf(err, errlen, "no permission to attach BPF probes: run as root (or with "
-			 "CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)");
-		return -EPERM;
-	}
+	ret = check_privileges(err, errlen);
+	if (ret)
+		return ret;
 	ret = target__resolve(app->a.pid, &app->t, err, errlen);
 	if (ret)
 		return ret;
@@ -780,8 +847,11 @@ static int setup(struct app *app, char *err, size_t errlen)
 		po.grad_cb = on_grad;
 	}
 	app->p = probe__open(&app->t, &app->nwl, &po, on_event, app, err, errlen);
-	if (!app->p)
-		return -errno;
+	if (!app->p) {
+		ret = -errno;
+		explain_attach_denied(ret, err, errlen);
+		return ret;
+	}
 	if (app->cap && capture__attach(app->cap, probe__capture_fd(app->p))) {
 		snprintf(err, errlen, "failed to read the capture ring buffer: %s", strerror(errno));
 		return -errno;
@@ -819,7 +889,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	ret = setup(&app, err, sizeof(err));
 	if (ret) {
-		fprintf(stderr, "nanwatchd: %s\n", err[0] ? err : strerror(-ret));
+		/* messages name the target's files and comm: never raw on a terminal */
+		fputs("nanwatchd: ", stderr);
+		tailfmt__text(stderr, err[0] ? err : strerror(-ret),
+			      strlen(err[0] ? err : strerror(-ret)));
+		fputc('\n', stderr);
 		cleanup(&app);
 		return 1;
 	}

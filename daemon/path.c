@@ -6,6 +6,9 @@
  * name, under the directory fd, with O_NOFOLLOW; the file is checked on its
  * fd after opening, so a swap between check and open changes nothing.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* O_PATH */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

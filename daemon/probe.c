@@ -36,14 +36,8 @@ struct probe {
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct probe *p = ctx;
-	struct nw_event ev;
 
-	if (size < sizeof(struct nw_event))
-		return 0;	/* not ours: skip, never stop polling for it */
-	memcpy(&ev, data, sizeof(ev));
-	ev.step_source = ev.step >> NW_STEP_SHIFT;
-	ev.step &= NW_STEP_MASK;
-	return p->cb(p->ctx, &ev);
+	return p->cb(p->ctx, data, size);
 }
 
 static int on_grad_record(void *ctx, void *data, size_t size)
@@ -232,7 +226,7 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 	ret = nanwatch_bpf__load(p->skel);
 	if (ret) {
 		snprintf(err, errlen, "failed to load BPF programs: %s%s", strerror(-ret),
-			 ret == -EPERM ? " (needs root, or CAP_BPF and CAP_PERFMON)" :
+			 ret == -EPERM ? " (missing CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON)" :
 					 " (run with --verbose for the verifier log)");
 		goto fail;
 	}
@@ -240,8 +234,8 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 		p->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 		if (p->stats_fd < 0) {
 			ret = p->stats_fd;
-			snprintf(err, errlen, "failed to enable BPF run-time stats: %s",
-				 strerror(-ret));
+			snprintf(err, errlen, "failed to enable BPF run-time stats: %s%s",
+				 strerror(-ret), ret == -EPERM ? " (missing CAP_SYS_ADMIN)" : "");
 			goto fail;
 		}
 	}

@@ -40,8 +40,11 @@ struct probe_runtime {
 	uint64_t return_ns, return_runs;
 };
 
-/* Called for each ring-buffer record; return negative only for fatal errors. */
-typedef int (*probe_event_fn)(void *ctx, const struct nw_event *ev);
+/*
+ * Called for each ring-buffer record, as the kernel delivered it (report__record checks and
+ * decodes it); return negative only for fatal errors.
+ */
+typedef int (*probe_event_fn)(void *ctx, const void *data, size_t size);
 
 struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			  const struct probe_opts *o, probe_event_fn cb, void *ctx, char *err,

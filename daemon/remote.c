@@ -4,6 +4,9 @@
  * size read from the target is bounded before use: the target's memory is
  * untrusted input to a root process.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* process_vm_readv */
+#endif
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -678,3 +678,16 @@ int report__lost(struct report *r, const uint64_t c[NW_C_MAX])
 	r->lost_reported = t.lost_for_good;
 	return emit__end(r->e);
 }
+
+int report__record(struct report *r, const void *data, size_t size)
+{
+	struct nw_event ev;
+
+	if (size < sizeof(ev))
+		return 0;	/* not ours: skip, never stop polling for it */
+	memcpy(&ev, data, sizeof(ev));
+	/* the step word carries where the count came from in its top bits */
+	ev.step_source = ev.step >> NW_STEP_SHIFT;
+	ev.step &= NW_STEP_MASK;
+	return report__event(r, &ev);
+}

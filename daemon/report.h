@@ -78,6 +78,12 @@ void report__tally(const uint64_t c[NW_C_MAX], const uint64_t reported[REPORT_PH
 
 int report__event(struct report *r, const struct nw_event *ev);
 
+/*
+ * One raw record of the events ring buffer (size bytes at data, any alignment): a record
+ * shorter than struct nw_event is not ours and skipped (0); else report__event.
+ */
+int report__record(struct report *r, const void *data, size_t size);
+
 struct probe_runtime;
 
 /*

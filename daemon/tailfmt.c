@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Formatting behind nanwatch-tail: nanwatch/1 events as lines for a person.
- * Strings in events come partly from the target's memory, so control bytes
- * are never written to the terminal as they are.
+ * Strings in events come partly from the target's memory, so control and bidi
+ * characters are never written to the terminal as they are.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* strptime, timegm */
+#endif
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,25 +41,53 @@ static void tf__off(const struct tailfmt *t, FILE *out)
 		fputs(TF_RESET, out);
 }
 
-/* Text with C0/C1 controls and DEL replaced: no escape sequences reach the terminal. */
-static void tf__text(FILE *out, const char *s, size_t n)
+/* Code point of the well-formed UTF-8 sequence of k bytes at u. */
+static unsigned tf__cp(const unsigned char *u, int k)
+{
+	static const unsigned char lead[] = { 0, 0x7f, 0x1f, 0x0f, 0x07 };
+	unsigned cp = u[0] & lead[k];
+	int i;
+
+	for (i = 1; i < k; i++)
+		cp = cp << 6 | (u[i] & 0x3f);
+	return cp;
+}
+
+/*
+ * Characters that act on the terminal instead of showing: C0 and C1 controls, DEL, and the
+ * Unicode bidi controls (ALM, LRM/RLM, LRE..RLO, LRI..PDI), which reorder what follows.
+ */
+static int tf__hidden(unsigned cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x61c || cp == 0x200e ||
+	       cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* Text with those characters and invalid UTF-8 replaced by '?': no escape reaches a terminal. */
+void tailfmt__text(FILE *out, const char *s, size_t n)
 {
 	const unsigned char *u = (const unsigned char *)s;
-	size_t i;
+	size_t i = 0;
+	int k;
 
-	for (i = 0; i < n; i++) {
-		if (u[i] == 0xc2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) {
+	while (i < n) {
+		k = utf8__check(u + i, n - i);
+		if (k < 0) {
 			fputc('?', out);
-			i++;
+			i += -k;
+		} else if (tf__hidden(tf__cp(u + i, k))) {
+			fputc('?', out);
+			i += k;
 		} else {
-			fputc(u[i] < 0x20 || u[i] == 0x7f ? '?' : u[i], out);
+			fwrite(u + i, 1, k, out);
+			i += k;
 		}
 	}
 }
 
 static void tf__str(FILE *out, const char *s)
 {
-	tf__text(out, s, strlen(s));
+	tailfmt__text(out, s, strlen(s));
 }
 
 /* A value as compact JSON, sanitised like any text. */
@@ -77,7 +108,7 @@ static void tf__value(FILE *out, const struct jv *v)
 {
 	switch (jv__type(v)) {
 	case JV_STRING:
-		tf__text(out, jv__string(v), jv__string_len(v));
+		tailfmt__text(out, jv__string(v), jv__string_len(v));
 		return;
 	case JV_NUMBER:
 		fputs(jv__number_text(v), out);
@@ -164,7 +195,7 @@ static void tf__head(const struct tailfmt *t, FILE *out, const struct jv *ev, co
 		fputs("] ", out);
 	}
 	tf__on(t, out, color);
-	tf__text(out, tag, n);
+	tailfmt__text(out, tag, n);
 	tf__off(t, out);
 	fprintf(out, "%*s", n < 9 ? (int)(9 - n) : 1, "");
 }
@@ -553,9 +584,9 @@ int tailfmt__line(const struct tailfmt *t, const char *line, size_t len, FILE *o
 	struct jv *ev = jv__parse(line, len, NULL, 0);
 	const struct jv *name = jv__get(ev, "event");
 
-	/* anything else passes unchanged, so the daemon's own errors stay visible */
+	/* anything else passes, so the daemon's own errors stay visible, but never raw */
 	if (!jv__string(name) || strlen(jv__string(name)) != jv__string_len(name)) {
-		fwrite(line, 1, len, out);
+		tailfmt__text(out, line, len);
 		fputc('\n', out);
 	} else {
 		tf__event(t, out, ev, jv__string(name));

@@ -555,6 +555,22 @@ cleanup:
 	return ret;
 }
 
+pid_t target__tgid(pid_t pid)
+{
+	char path[64], *buf, *p;
+	long tgid = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	buf = target__read_file(path, 64 << 10, NULL);
+	if (!buf)
+		return -errno;
+	p = strstr(buf, "\nTgid:");
+	if (p)
+		tgid = strtol(p + 6, NULL, 10);
+	free(buf);
+	return tgid > 0 && tgid <= INT_MAX ? (pid_t)tgid : -EINVAL;
+}
+
 int target__alive(const struct target *t)
 {
 	return kill(t->pid, 0) == 0 || errno == EPERM;

@@ -52,6 +52,9 @@ struct remote;
 int target__tensor_type(struct target *t, const struct remote *r, int64_t type_name,
 			int64_t type_base, char *err, size_t errlen);
 
+/* The process (thread group) pid belongs to: pid itself for a process, its leader for a thread. */
+pid_t target__tgid(pid_t pid);
+
 /* Is the process still there (and the same one)? */
 int target__alive(const struct target *t);
 

@@ -3,6 +3,7 @@
  * Layout table loader: parsing, every refusal with its errno and message,
  * filling struct nw_layout, and the real tables shipped in config/layouts/.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -386,22 +387,110 @@ static void test_fill_errors(void **state)
 
 	fill_refused(t, python_table("frame_localsplus", NULL), -ENOENT,
 		     "missing key 'frame_localsplus'");
-	fill_refused(t, python_table("frame_code", "frame_code: 12x"), -EINVAL,
-		     "line 3: 'frame_code' is not an integer: '12x'");
-	fill_refused(t, python_table("frame_code", "frame_code: \"32\""), -EINVAL,
-		     "'frame_code' is not an integer");
-	fill_refused(t, python_table("ascii_bit", "ascii_bit: 32"), -ERANGE,
-		     "'ascii_bit' is out of range 0..31");
-	fill_refused(t, python_table("compact_bit", "compact_bit: -1"), -ERANGE,
-		     "'compact_bit' is out of range");
-	fill_refused(t, python_table("tstate_frame", "tstate_frame: x8"), -EINVAL,
-		     "'tstate_frame' is not an integer");
+	/* a key read as an integer that is not one is refused when the table is loaded */
+	refused(t, python_table("frame_code", "frame_code: 12x"), EINVAL,
+		"line 3: 'frame_code' is not an integer: '12x'");
+	refused(t, python_table("frame_code", "frame_code: \"32\""), EINVAL,
+		"'frame_code' is not an integer");
+	refused(t, python_table("ascii_bit", "ascii_bit: 32"), ERANGE,
+		"'ascii_bit' is 32, outside the plausible range 0..31");
+	refused(t, python_table("compact_bit", "compact_bit: -1"), ERANGE,
+		"'compact_bit' is -1, outside the plausible range");
+	refused(t, python_table("tstate_frame", "tstate_frame: x8"), EINVAL,
+		"'tstate_frame' is not an integer");
+}
+
+/*
+ * Absurd but well-formed values: refused at load with the file, the line, the key and the
+ * range named, before anything reads through them.
+ */
+static void test_implausible_values(void **state)
+{
+	struct tmp *t = *state;
+	struct layout *l;
+	char text[2048];
+
+	refused(t, python_table("frame_code", "frame_code: 0x10000000000"), ERANGE,
+		"line 3: 'frame_code' is 1099511627776, outside the plausible range 0..4096");
+	refused(t, python_table("type_base", "type_base: 4104"), ERANGE,
+		"'type_base' is 4104, outside the plausible range 0..4096");
+	refused(t, python_table("obj_type", "obj_type: -8"), ERANGE,
+		"'obj_type' is -8, outside the plausible range 0..4096");
+	refused(t, python_table("tuple_items", "tuple_items: 20"), ERANGE,
+		"'tuple_items' is 20, not a multiple of 8");
+	refused(t, python_table("unicode_length", "unicode_length: 17"), ERANGE,
+		"'unicode_length' is 17, not a multiple of 8");
+	refused(t, PY_HEAD "managed_dict: -72\n", ERANGE,
+		"'managed_dict' is -72, outside the plausible range -64..4096");
+	refused(t, PY_HEAD "managed_dict_flag: 24\n", ERANGE, "'managed_dict_flag' is 24, not a "
+		"single bit");
+	refused(t, PY_HEAD "entry_general: 0\n", ERANGE, "'entry_general' is 0, outside");
+	refused(t, PY_HEAD "entry_unicode: 100000\n", ERANGE, "'entry_unicode' is 100000");
+	refused(t, PY_HEAD "debug_frame_code: 128\n", ERANGE,
+		"'debug_frame_code' is 128, outside the plausible range 2..127");
+	refused(t, PY_HEAD "managed_dict_tagged: 2\n", ERANGE, "'managed_dict_tagged' is 2");
+	snprintf(text, sizeof(text), "kind: torch\nversion: \"1.13\"\nimpl_numel: %lld\n",
+		 1LL << 62);
+	refused(t, text, ERANGE, "'impl_numel' is 4611686018427387904, outside the plausible range");
+	refused(t, "kind: torch\nversion: \"1.13\"\nstorage_data: 12\n", ERANGE,
+		"'storage_data' is 12, not a multiple of 8");
+	refused(t, "kind: torch\nversion: \"1.13\"\ndtype_f32: 256\n", ERANGE,
+		"'dtype_f32' is 256, outside the plausible range 0..255");
+	refused(t, "kind: torch\nversion: \"1.13\"\nvtable_offset: 4\n", ERANGE,
+		"'vtable_offset' is 4, not a multiple of 8");
+	refused(t, PY_HEAD "cframe_frame: -2\n", ERANGE, "'cframe_frame' is -2, outside the plausible "
+		"range -1..4096");
+	refused(t, PY_HEAD "cframe_frame: 4\n", ERANGE, "'cframe_frame' is 4, not a multiple of 8");
+	refused(t, "kind: torch\nversion: \"1.13\"\nedge_size: 4096\n", ERANGE,
+		"'edge_size' is 4096, outside the plausible range 8..256");
+	/* the edges of the ranges are accepted: 4096, a negative managed-dict word, bytes */
+	l = layout__load(put(t, "edge.yaml", PY_HEAD "type_cached_keys: 4096\nmanaged_values: -64\n"
+			     "keys_kind: 4095\nmanaged_dict_flag: 0x80000000\n"
+			     "cframe_frame: -1\n"), t->err,
+			 sizeof(t->err));
+	if (!l)
+		fail_msg("%s", t->err);
+	layout__free(l);
+}
+
+/* Every integer key of the shipped tables has a plausible range: a new key must get one. */
+static void test_real_tables_ranged(void **state)
+{
+	char path[PATH_MAX], line[LAYOUT_MAX_LINE + 2];
+	struct dirent *d;
+	size_t k, tables = 0;
+	DIR *dir;
+	FILE *f;
+
+	(void)state;
+	dir = opendir("config/layouts");
+	assert_non_null(dir);
+	while ((d = readdir(dir))) {
+		if (!strstr(d->d_name, ".yaml"))
+			continue;
+		snprintf(path, sizeof(path), "config/layouts/%s", d->d_name);
+		f = fopen(path, "r");
+		assert_non_null(f);
+		tables++;
+		while (fgets(line, sizeof(line), f)) {
+			k = strcspn(line, ":");
+			if (line[0] == '#' || !line[k] || strchr("\"", line[k + 2]) ||
+			    !strcmp(line, "kind: torch\n") || !strcmp(line, "kind: python\n"))
+				continue;
+			line[k] = 0;
+			if (!layout__has_range(line))
+				fail_msg("%s: integer key '%s' has no plausible range", path, line);
+		}
+		fclose(f);
+	}
+	closedir(dir);
+	assert_true(tables >= 5);
 }
 
 #define TORCH_TABLE                                                                              \
 	"kind: torch\nversion: \"1.13\"\n"                                                       \
 	"var_borrowed: 16\nvar_tensor: 24\nimpl_storage: 24\nimpl_storage_offset: 160\n"         \
-	"impl_numel: 168\nimpl_dtype: 176\nimpl_device: -1\nimpl_ndim: 72\nimpl_sizes: 80\n"    \
+	"impl_numel: 168\nimpl_dtype: 176\nimpl_device: 179\nimpl_ndim: 72\nimpl_sizes: 80\n"    \
 	"storage_data: 24\nsizes_inline: 5\nself_slot: 0\nargs_slot: 1\ndtype_f16: 5\n"          \
 	"dtype_f32: 6\ndtype_f64: 7\ndtype_bf16: 0xf\ndevice_cpu: 0\n"                           \
 	"call_func: _call_impl\ncall_file: \"torch/nn/modules/module.py\"\n"                    \
@@ -426,7 +515,7 @@ static void test_fill_torch_strings(void **state)
 	assert_string_equal(nwl.call_func, "_call_impl");
 	assert_int_equal(nwl.call_func[NW_MATCH_LEN - 1], 0);	/* rest zeroed, not 0x5a */
 	assert_string_equal(nwl.call_file, "torch/nn/modules/module.py");
-	assert_int_equal(nwl.impl_device, -1);
+	assert_int_equal(nwl.impl_device, 179);
 	assert_int_equal(nwl.dtype_bf16, 15);
 	assert_int_equal(nwl.frame_code, 32);
 	layout__free(l);
@@ -564,6 +653,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_header_checks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fill_python, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fill_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_implausible_values, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_real_tables_ranged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fill_torch_strings, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_find, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_real_tables, setup, teardown),

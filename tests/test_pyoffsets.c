@@ -84,7 +84,7 @@ static void test_no_debug_keys_reads_nothing(void **state)
 static void test_refuses_bad_cookie_version_index(void **state)
 {
 	struct layout *l = table("debug_frame_code: 30\n");
-	struct layout *far = table("debug_frame_code: 500\n");
+	struct layout *far = table("debug_frame_code: 100\n");
 	struct nw_layout nl = {};
 	struct remote_layout rl = {};
 	uint64_t w[128];
@@ -100,7 +100,8 @@ static void test_refuses_bad_cookie_version_index(void **state)
 	assert_int_equal(pyoffsets__apply_words(w, 128, 0x030c00f0, l, &nl, &rl, err,
 						sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "version"));
-	assert_int_equal(pyoffsets__apply_words(w, 128, PY313, far, &nl, &rl, err, sizeof(err)),
+	/* a word past what was read (a table's index is at most 127, see test_layout) */
+	assert_int_equal(pyoffsets__apply_words(w, 64, PY313, far, &nl, &rl, err, sizeof(err)),
 			 -ERANGE);
 	/* an unreadable _PyRuntime when the table relies on it */
 	assert_int_equal(pyoffsets__apply_words(w, 0, PY313, l, &nl, &rl, err, sizeof(err)),

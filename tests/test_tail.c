@@ -21,6 +21,13 @@
 	"\"nan\":512,\"posinf\":0,\"neginf\":0,\"finite_min\":-1.5,\"finite_max\":2.25," \
 	"\"cause\":null,\"skipped\":null" extra "}"
 
+/* An anomaly whose layer and module are printf formats (each with one %s). */
+#define ANOMALY_NAMED(layer, module) \
+	"{\"event\":\"anomaly\"," COMMON ",\"tid\":4243,\"step\":3,\"iteration\":3," \
+	"\"phase\":\"forward\",\"layer\":\"" layer "\",\"module\":\"" module "\"," \
+	"\"tensor\":\"output\",\"dtype\":\"float32\",\"shape\":[2],\"numel\":2," \
+	"\"nan\":2,\"posinf\":0,\"neginf\":0,\"finite_min\":null,\"finite_max\":null}"
+
 struct out {
 	char *buf;
 	size_t len;
@@ -246,7 +253,7 @@ static void test_unknown_event_generic(void **state)
 		"14:40:07 gpu_sync a=1 b=\"x y\" c=[1,{\"d\":null}] e=plain f=true g=\"\"\n");
 }
 
-/* Anything that is not an event object goes through byte for byte. */
+/* Anything that is not an event object goes through, printable text byte for byte. */
 static void test_passthrough(void **state)
 {
 	static const char *const lines[] = {
@@ -257,7 +264,7 @@ static void test_passthrough(void **state)
 		"{\"no_event\":1}",
 		"{\"event\":7}",
 		"{\"event\":\"x\"} trailing",
-		"\xff\xfe not utf-8",
+		"caf\xc3\xa9 \xe2\x80\x94 ok",
 	};
 	char want[512] = "";
 	const char *got = NULL;
@@ -271,6 +278,17 @@ static void test_passthrough(void **state)
 	assert_string_equal(got, want);
 }
 
+/* A line that is not an event is not a way around the sanitising either. */
+static void test_passthrough_sanitized(void **state)
+{
+	fmt(state, 0, "\xff\xfe not utf-8");
+	fmt(state, 0, "nanwatchd: pid 7 (\033]0;owned\007x) \xc2\x9b" "2J");
+	assert_string_equal(fmt(state, 0, "{\"event\":\"x\"} \xe2\x80\xae" "evil"),
+			    "?? not utf-8\n"
+			    "nanwatchd: pid 7 (?]0;owned?x) ?2J\n"
+			    "{\"event\":\"x\"} ?evil\n");
+}
+
 /* Names come from the target's memory: no control byte may reach the terminal. */
 static void test_untrusted_text_sanitized(void **state)
 {
@@ -281,6 +299,49 @@ static void test_untrusted_text_sanitized(void **state)
 	got = fmt(state, 0, "{\"event\":\"x\\u001b]0;t\\u0007\"," COMMON "}");
 	assert_null(strchr(got, '\033'));
 	assert_null(strchr(got, '\007'));
+}
+
+/*
+ * Unicode bidi controls reorder what a terminal shows (a layer name that reads backwards, a
+ * class name that hides what follows): each is shown as '?', the rest of the name kept.
+ */
+static void test_bidi_controls_neutralised(void **state)
+{
+	static const char *const bidi[] = {
+		"\\u202a", "\\u202b", "\\u202c", "\\u202d", "\\u202e", "\\u2066", "\\u2067",
+		"\\u2068", "\\u2069", "\\u200e", "\\u200f", "\\u061c",
+	};
+	char line[1024], want[128];
+	const char *got = NULL;
+	size_t i;
+
+	for (i = 0; i < sizeof(bidi) / sizeof(bidi[0]); i++) {
+		snprintf(line, sizeof(line), ANOMALY_NAMED("a%sb", "M%sN"), bidi[i], bidi[i]);
+		got = fmt(state, 0, line);
+	}
+	snprintf(want, sizeof(want), "a?b (M?N)  output");
+	for (i = 0; i < sizeof(bidi) / sizeof(bidi[0]); i++) {
+		got = strstr(got, want);
+		assert_non_null(got);
+		got += strlen(want);
+	}
+	/* raw UTF-8 in the line (not \\u escapes) is caught the same way, in every field */
+	got = fmt(state, 0, "{\"event\":\"diagnosis\"," COMMON ",\"step\":1,\"iteration\":1,"
+			    "\"layer\":\"x\xe2\x80\xae\",\"module\":\"Y\xe2\x81\xa6\","
+			    "\"cause\":\"z\xd8\x9c\",\"confidence\":1,\"evidence\":[\"e\xe2\x80\x8f\"],"
+			    "\"fixes\":[],\"capture\":\"/c\xc2\x85\"}");
+	assert_null(strstr(got, "\xe2\x80\xae"));
+	assert_null(strstr(got, "\xe2\x81\xa6"));
+	assert_null(strstr(got, "\xd8\x9c"));
+	assert_null(strstr(got, "\xe2\x80\x8f"));
+	assert_null(strstr(got, "\xc2\x85"));
+	assert_non_null(strstr(got, "x? (Y?)  cause z?"));
+	assert_non_null(strstr(got, "evidence: e?\n"));
+	assert_non_null(strstr(got, "capture: /c?\n"));
+	/* what is not a control stays: an em dash, an accented letter, a CJK name */
+	snprintf(line, sizeof(line), ANOMALY_NAMED("\\u2014\\u00e9%s", "\\u5c42%s"), "", "");
+	got = fmt(state, 0, line);
+	assert_non_null(strstr(got, "\xe2\x80\x94\xc3\xa9 (\xe5\xb1\x82)"));
 }
 
 static void test_time_forms(void **state)
@@ -330,7 +391,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_diagnosis, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_event_generic, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_passthrough, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_passthrough_sanitized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_untrusted_text_sanitized, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bidi_controls_neutralised, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_time_forms, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_color, setup, teardown),
 	};

@@ -84,6 +84,7 @@ import select
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -357,13 +358,19 @@ def start_waiting_trainer(ctx, name, *extra):
     return trainer
 
 
-def start_daemon(ctx, pid, layouts=None, user=None, mode=None, extra=(), stdout=None):
+def start_daemon(ctx, pid, layouts=None, user=None, mode=None, extra=(), stdout=None,
+                 caps=None):
+    """caps (with user): the only capabilities the daemon has, ambient, e.g. ["sys_admin"]."""
     argv = [ctx.daemon, "--pid", str(pid), "--layouts", layouts or ctx.layouts]
     if mode is not None:
         argv += ["--mode", mode]
     argv += list(extra)
     if user is not None:
-        argv = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + argv
+        setpriv = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"]
+        if caps is not None:
+            want = ",".join(["-all"] + ["+" + c for c in caps])
+            setpriv += ["--inh-caps=" + want, "--ambient-caps=" + want]
+        argv = setpriv + argv
     daemon = Proc(argv, stdout=stdout)
     ctx.current_daemon = daemon
     ctx.log("started %s (pid %d)" % (" ".join(argv), daemon.pid))
@@ -788,12 +795,12 @@ def case_healthy(ctx):
         raise Fail("%d anomaly, diagnosis or warning events on a healthy run" % n)
 
 
-def watch(ctx, name, trace, mode=None, trainer_args=(), daemon_args=()):
+def watch(ctx, name, trace, mode=None, trainer_args=(), daemon_args=(), user=None, caps=None):
     """Trainer under the daemon from step 0 to exit, flat out; the parsed stream, whose last
     stats line must add up."""
     trainer = start_waiting_trainer(ctx, name, *trainer_args)
     comm = read_comm(trainer.pid)
-    daemon = start_daemon(ctx, trainer.pid, mode=mode, extra=daemon_args)
+    daemon = start_daemon(ctx, trainer.pid, mode=mode, extra=daemon_args, user=user, caps=caps)
     wait_attach(daemon)
     trainer.send(b"go\n")
     finish_trainer(ctx, trainer, name, trace)
@@ -1157,6 +1164,26 @@ def case_no_torch(ctx):
     target_untouched(target)
 
 
+def case_comm_escapes(ctx):
+    """A target that names itself with an escape sequence and a bidi control (its comm, 15
+    bytes): the refusal that names it shows them as '?', never raw on the terminal."""
+    # prctl(PR_SET_NAME): a chroot has no /proc/self/comm to write
+    target = Proc(ctx.env.argv("-c", "import ctypes, time\n"
+                               "ctypes.CDLL(None).prctl(15, '\\x1b[2J\\u202eevil'.encode(), 0, 0, 0)\n"
+                               "print('READY', flush=True); time.sleep(60)"))
+    if target.wait_out(lambda l: l.startswith(b"READY"), 30) is None:
+        raise Fail("python -c did not start:\n%s" % tail(target.stderr_lines()))
+    with open("/proc/%d/comm" % target.pid, "rb") as f:
+        if f.read() != "\x1b[2J\u202eevil\n".encode():
+            raise Fail("the target could not set its comm")
+    daemon = start_daemon(ctx, target.pid)
+    expect_refusal(ctx, daemon, ["torch"])
+    raw = b"".join(daemon.err)
+    if b"\x1b" in raw or "\u202e".encode() in raw or b"(?[2J?evil)" not in raw:
+        raise Fail("the message shows the target's comm raw: %r" % raw)
+    target_untouched(target)
+
+
 def interpreter_version(ctx):
     r = subprocess.run(ctx.env.argv("-c", "import sys; print('%d.%d' % sys.version_info[:2])"),
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
@@ -1205,6 +1232,26 @@ def case_python_unsupported(ctx):
     refuse_with_layouts(ctx, layouts, ["python"])
 
 
+def case_layout_implausible(ctx):
+    """A torch table with an absurd but well-formed offset: refused, the file, key and
+    plausible range named, the target untouched."""
+    table = ctx.env.torch_table
+    layouts = layouts_dir(ctx, "all", lambda n: table is None or not n.startswith("torch-")
+                          or n == table)
+    for name in os.listdir(layouts):
+        if name.startswith("torch-"):
+            path = os.path.join(layouts, name)
+            with open(path) as f:
+                text = f.read()
+            text, n = re.subn(r"(?m)^impl_numel: \d+$", "impl_numel: 1099511627776", text)
+            if n != 1:
+                raise Fail("%s has no impl_numel line" % name)
+            with open(path, "w") as f:
+                f.write(text)
+    refuse_with_layouts(ctx, layouts, ["'impl_numel' is 1099511627776, outside the plausible "
+                                       "range 0..4096"])
+
+
 def case_unprivileged(ctx):
     probe = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
                             "--clear-groups", "sh", "-c",
@@ -1220,6 +1267,73 @@ def case_unprivileged(ctx):
     target_untouched(trainer)
     trainer.send(b"go\n")
     finish_trainer(ctx, trainer, "healthy", trace)
+
+
+def unprivileged_can_run(ctx):
+    probe = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                            "--clear-groups", "sh", "-c",
+                            'test -x "$1" && test -r "$2" && test -x "$2"', "sh",
+                            ctx.daemon, ctx.layouts], capture_output=True, timeout=30)
+    if probe.returncode != 0:
+        raise Fail("uid %d cannot run %s or read %s" % (NOBODY, ctx.daemon, ctx.layouts))
+
+
+# The least the whole watch needs as another user than the target's (README, Permissions).
+MINIMAL_CAPS = ["sys_admin", "sys_ptrace"]
+
+
+def case_caps_minimal(ctx):
+    """The daemon as uid NOBODY with exactly MINIMAL_CAPS watches a root trainer and finds
+    the oracle's first anomaly."""
+    unprivileged_can_run(ctx)
+    oracle, trace = oracle_of(ctx, "nan_input")
+    events = watch(ctx, "nan_input", trace, user=NOBODY, caps=MINIMAL_CAPS)
+    check_anomalies(events, oracle, events[0]["pid"])
+
+
+def case_caps_fewer(ctx):
+    """One capability fewer than MINIMAL_CAPS, and the set the README used to give
+    (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, which no longer creates uprobes): each refused in
+    one line naming the missing capability; the trainer is untouched."""
+    unprivileged_can_run(ctx)
+    trace = oracle_of(ctx, "healthy")[1]
+    trainer = start_waiting_trainer(ctx, "healthy")
+    sets = [([c for c in MINIMAL_CAPS if c != drop], "CAP_" + drop.upper())
+            for drop in MINIMAL_CAPS]
+    sets.append((["bpf", "perfmon", "sys_ptrace"], "CAP_SYS_ADMIN"))
+    for caps, missing in sets:
+        daemon = start_daemon(ctx, trainer.pid, user=NOBODY, caps=caps)
+        expect_refusal(ctx, daemon, [missing])
+        target_untouched(trainer)
+    trainer.send(b"go\n")
+    finish_trainer(ctx, trainer, "healthy", trace)
+
+
+# A process with torch loaded and a second thread; prints READY, its pid and the thread's id.
+THREADED_TARGET = """import os, threading, time
+import torch
+t = threading.Thread(target=time.sleep, args=(120,), daemon=True)
+t.start()
+print("READY", os.getpid(), t.native_id, flush=True)
+time.sleep(120)
+"""
+
+
+def case_thread_id(ctx):
+    """--pid given a thread id (not the process's): refused in one line that names the
+    process it belongs to, instead of an attach that watches nothing."""
+    target = Proc(ctx.env.argv("-c", THREADED_TARGET))
+    line = target.wait_out(lambda l: l.startswith(b"READY "), 60)
+    if line is None:
+        raise Fail("threaded target printed no READY line:\n%s" % tail(target.stderr_lines()))
+    pid, tid = (int(w) for w in line.split()[1:3])
+    if pid != target.pid or tid == pid or not os.path.exists("/proc/%d/task/%d" % (pid, tid)):
+        raise Fail("READY line %r: no second thread of pid %d" % (line, target.pid))
+    daemon = start_daemon(ctx, tid)
+    expect_refusal(ctx, daemon, ["thread"])
+    if "process %d" % pid not in daemon.stderr_lines()[0]:
+        raise Fail("message %r does not name process %d" % (daemon.stderr_lines()[0], pid))
+    target_untouched(target)
 
 
 # ----------------------------------------------------------------------------- captures
@@ -1415,6 +1529,78 @@ def run_repro(ctx, inside, *args):
                        timeout=120)
     ctx.log("repro exit %d: %s" % (r.returncode, (r.stdout + r.stderr).strip()[-300:]))
     return r
+
+
+def write_npy(path, values):
+    """A float32 vector as .npy 1.0, written here (no numpy in the runner)."""
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }" % len(values)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack("<%df" % len(values), *values))
+
+
+# Names a target controls, as a capture's manifest carries them: escape sequences (clear the
+# screen, set the title, colours), a C1 CSI, and bidi controls that reorder the line.
+EVIL = ["a\x1b[2J", "b\x1b]0;owned\x07", "c\x9b31m", "d\u202eevil", "e\u2066f\u2069",
+        "g\u200fh\u061c"]
+HIDDEN_CHARS = "".join(chr(c) for c in list(range(0x20)) + list(range(0x7f, 0xa0)) +
+                       [0x61c, 0x200e, 0x200f] + list(range(0x202a, 0x202f)) +
+                       list(range(0x2066, 0x206a))).replace("\n", "")
+
+
+def repro_raw(ctx, inside, *args):
+    argv = as_user(ctx, ctx.env.argv(install_repro(ctx), *args, inside))
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    out, err = r.stdout.decode("utf-8"), r.stderr.decode("utf-8")
+    ctx.log("repro exit %d: %r" % (r.returncode, (out + err)[-300:]))
+    bad = sorted({"U+%04X" % ord(c) for c in out + err if c in HIDDEN_CHARS})
+    if bad:
+        raise Fail("nanwatch-repro %s printed raw control characters %s: %r" %
+                   (" ".join(args), ", ".join(bad), (out + err)[-300:]))
+    return r.returncode, out, err
+
+
+def case_repro_names(ctx):
+    """nanwatch-repro prints the manifest's names (from the target) with terminal and bidi
+    controls neutralised, in its result, its instructions and its errors; --json stays exact."""
+    path, inside = capture_dir(ctx)
+    cap = os.path.join(path, "cap")
+    os.mkdir(cap, 0o755)
+    write_npy(os.path.join(cap, "input0.npy"), [1.0, float("nan"), -2.0, 3.0])
+    write_npy(os.path.join(cap, "output.npy"), [1.0, float("nan"), 0.0, 3.0])
+    vec = {"dtype": "float32", "shape": [4], "strides": [1], "storage_offset": 0, "bytes": 16,
+           "skipped": None}
+    man = {"schema": "nanwatch-capture/1", "pid": 1, "comm": "python3", "step": 3,
+           "iteration": 3, "layer": "".join(EVIL), "module": "ReLU",
+           "class_module": "torch.nn.modules.activation", "tensor": "output", "nargs": 1,
+           "tensors": [dict(vec, role="input", name="input0", index=[0], file="input0.npy"),
+                       dict(vec, role="output", name="output", index=[], file="output.npy")],
+           "params_none": [], "buffers_none": [], "children": [], "attrs": {"inplace": False},
+           "truncated": False}
+
+    def write(m):
+        with open(os.path.join(cap, "manifest.json"), "w") as f:
+            json.dump(m, f)
+    write(man)
+    rc, out, _ = repro_raw(ctx, inside + "/cap")
+    if rc != 0 or "reproduced" not in out or "a?[2Jb?]0;owned?c?31md?evile?f?g?h? (ReLU)" \
+            not in out:
+        raise Fail("repro of a ReLU with a hostile layer name: exit %d, %r" % (rc, out))
+    rc, out, _ = repro_raw(ctx, inside + "/cap", "--json")
+    layer = (last_json(out, "layer") or {}).get("layer")  # torch's UCX may print a line first
+    if rc != 0 or layer != man["layer"]:
+        raise Fail("--json does not carry the layer name exactly: %r" % out)
+    write(dict(man, module="Net" + EVIL[0] + EVIL[3], class_module="__main__",
+               attrs={"k" + EVIL[1]: "v" + EVIL[4]}))
+    rc, out, _ = repro_raw(ctx, inside + "/cap")
+    if rc != 3 or "import Neta?[2Jd?evil" not in out or "m.kb?]0;owned? = " not in out:
+        raise Fail("instructions for a hostile class name: exit %d, %r" % (rc, out))
+    write(dict(man, tensors=man["tensors"] + [dict(vec, role="param", name="w" + EVIL[5],
+                                                   index=[], file=None)]))
+    rc, _, err = repro_raw(ctx, inside + "/cap")
+    if rc != 2 or "lacks wg?h?" not in err:
+        raise Fail("error naming a hostile parameter: exit %d, %r" % (rc, err))
 
 
 def check_reproduced(ctx, inside, oracle, *args):
@@ -2198,6 +2384,11 @@ CASES += [
     ("error_torch_unsupported", case_torch_unsupported),
     ("error_python_unsupported", case_python_unsupported),
     ("error_unprivileged", case_unprivileged),
+    ("error_layout_implausible", case_layout_implausible),
+    ("error_thread_id", case_thread_id),
+    ("error_comm_escapes", case_comm_escapes),
+    ("caps_minimal", case_caps_minimal),
+    ("error_caps_fewer", case_caps_fewer),
     ("sigterm_while_attached", case_sigterm),
     ("midrun_adam", case_midrun_adam),
     ("midrun_sgd", case_midrun_sgd),
@@ -2220,6 +2411,7 @@ CASES += [
     ("output_closed_pipe", case_output_closed_pipe),
     ("output_full_disk", case_output_full_disk),
     ("output_sighup", case_output_sighup),
+    ("repro_names", case_repro_names),
 ]
 # The output cases test the daemon's side only: the host's trainer is enough.
 HOST_ONLY = {name for name, _ in CASES if name.startswith("output_")}

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * libFuzzer target: decoding the events ring buffer's records (report__record in
+ * daemon/report.c) into anomaly, warning, diagnosis and stats lines, without BPF. An input is
+ * a run of raw records (struct nw_event, as the kernel delivers them) followed by bytes that
+ * stand for the target's memory at FAKE_BASE, read by the module-name walk (names.c, remote.c)
+ * in place of process_vm_readv.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "diagnose.h"
+#include "emit.h"
+#include "layout.h"
+#include "names.h"
+#include "remote.h"
+#include "report.h"
+#include "sink.h"
+#include "target.h"
+
+#define FAKE_BASE 0x10000ULL
+#define MAX_RECORDS 16
+
+static struct emitter emitter;
+static struct target target = { .pid = 4242, .comm = "python3" };
+static struct remote_layout python_layout;
+
+struct memory {
+	const uint8_t *p;
+	size_t n;
+};
+
+static int fake_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	const struct memory *m = ctx;
+
+	if (addr < FAKE_BASE || addr - FAKE_BASE > m->n || len > m->n - (addr - FAKE_BASE))
+		return -14;	/* EFAULT, as process_vm_readv says for unmapped memory */
+	memcpy(buf, m->p + (addr - FAKE_BASE), len);
+	return 0;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	const char *dir = getenv("NANWATCH_LAYOUTS");
+	char path[512], err[256];
+	struct sinks *s;
+	struct layout *py;
+	int fd;
+
+	(void)argc;
+	(void)argv;
+	/* the stream goes to stdout, which goes nowhere */
+	fd = open("/dev/null", O_WRONLY);
+	if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0)
+		return -1;
+	close(fd);
+	s = sinks__new(SINK_DEFAULT_QUEUE);
+	if (!s || sinks__add(s, "-", err, sizeof(err)) || emit__init(&emitter, s, &target))
+		return -1;
+	snprintf(path, sizeof(path), "%s/python-3.11.yaml", dir ? dir : "config/layouts");
+	py = layout__load(path, err, sizeof(err));
+	if (!py || remote__layout_from(&python_layout, py, err, sizeof(err))) {
+		fprintf(stderr, "fuzz_record: %s\n", err);
+		exit(1);
+	}
+	layout__free(py);
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t n = size / sizeof(struct nw_event), i;
+	struct memory mem = { data + n * sizeof(struct nw_event), size % sizeof(struct nw_event) };
+	struct remote remote = { .read = fake_read, .ctx = &mem, .pid = 4242 };
+	uint64_t counters[NW_C_MAX] = { 0 };
+	struct report r = { .e = &emitter, .remote = &remote };
+
+	remote.l = python_layout;
+	r.names = names__new(&remote);
+	if (!r.names)
+		return 0;
+	diagnose__init(&r.diag);
+	emitter.failed = 0;
+	for (i = 0; i < n && i < MAX_RECORDS; i++)
+		report__record(&r, data + i * sizeof(struct nw_event), sizeof(struct nw_event));
+	/* a short record is not ours: skipped */
+	report__record(&r, mem.p, mem.n);
+	report__diagnose(&r, UINT64_MAX);
+	report__lost(&r, counters);
+	report__stats(&r, counters, 0, 0, 0, 0, NULL);
+	names__free(r.names);
+	return 0;
+}

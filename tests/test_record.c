@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Unit tests for report__record (daemon/report.c): raw ring-buffer records, as the kernel
+ * delivers them, turned into event lines, without BPF. The real records come from
+ * tests/fuzz/corpus/record/ (recorded from nanwatchd watching tests/trainers/nan_input.py);
+ * the others are what the record fuzzer found.
+ */
+#include <errno.h>
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <linux/types.h>
+#include "diagnose.h"
+#include "emit.h"
+#include "json.h"
+#include "names.h"
+#include "remote.h"
+#include "report.h"
+#include "sink.h"
+#include "target.h"
+
+#define REAL_RECORDS "tests/fuzz/corpus/record/nan_input-01"
+
+struct fixture {
+	char path[64];
+	struct sinks *sinks;
+	struct target t;
+	struct emitter e;
+	struct remote remote;
+	struct report r;
+};
+
+static int no_memory(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	(void)addr;
+	(void)buf;
+	(void)len;
+	return -EFAULT;	/* the target is gone: names are unknown */
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	char err[256];
+	int fd;
+
+	if (!f)
+		return -1;
+	snprintf(f->path, sizeof(f->path), "/tmp/nw-test-record-XXXXXX");
+	fd = mkstemp(f->path);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	f->sinks = sinks__new(SINK_DEFAULT_QUEUE);
+	if (!f->sinks || sinks__add(f->sinks, f->path, err, sizeof(err)))
+		return -1;
+	f->t.pid = 4242;
+	strcpy(f->t.comm, "python3");
+	if (emit__init(&f->e, f->sinks, &f->t))
+		return -1;
+	f->remote.read = no_memory;
+	f->r.e = &f->e;
+	f->r.remote = &f->remote;
+	f->r.names = names__new(&f->remote);
+	diagnose__init(&f->r.diag);
+	*state = f;
+	return f->r.names ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	names__free(f->r.names);
+	emit__free(&f->e);
+	sinks__free(f->sinks);
+	unlink(f->path);
+	free(f);
+	return 0;
+}
+
+/* Every line written so far, parsed; count set to their number. */
+static struct jv **lines(struct fixture *f, size_t *count)
+{
+	static struct jv *ev[64];
+	static char buf[1 << 16];
+	size_t n = 0, len;
+	char *line, *save;
+	FILE *in;
+
+	for (len = 0; len < sizeof(ev) / sizeof(ev[0]) && ev[len]; len++) {
+		jv__free(ev[len]);
+		ev[len] = NULL;
+	}
+	assert_int_equal(sinks__flush(f->sinks), 0);
+	in = fopen(f->path, "r");
+	assert_non_null(in);
+	len = fread(buf, 1, sizeof(buf) - 1, in);
+	fclose(in);
+	buf[len] = 0;
+	for (line = strtok_r(buf, "\n", &save); line && n < 64; line = strtok_r(NULL, "\n", &save)) {
+		ev[n] = jv__parse(line, strlen(line), NULL, 0);
+		assert_non_null(ev[n]);
+		n++;
+	}
+	*count = n;
+	return ev;
+}
+
+static const char *field(const struct jv *ev, const char *key)
+{
+	const char *s = jv__string(jv__get(ev, key));
+
+	return s ? s : "";
+}
+
+/* Real records: module events write nothing, the anomalies write named lines. */
+static void test_real_records(void **state)
+{
+	struct fixture *f = *state;
+	static char data[16 * sizeof(struct nw_event)];
+	size_t n, i, k, count, anomalies = 0;
+	double numel, dim;
+	struct jv **ev;
+	FILE *in;
+
+	in = fopen(REAL_RECORDS, "rb");
+	assert_non_null(in);
+	n = fread(data, 1, sizeof(data), in);
+	fclose(in);
+	if (n < sizeof(struct nw_event) || n % sizeof(struct nw_event))
+		fail_msg("%s holds %zu bytes, not whole %zu-byte records: struct nw_event changed, "
+			 "record the corpus again (tests/fuzz/README.md)", REAL_RECORDS, n,
+			 sizeof(struct nw_event));
+	for (i = 0; i < n; i += sizeof(struct nw_event))
+		assert_int_equal(report__record(&f->r, data + i, sizeof(struct nw_event)), 0);
+	ev = lines(f, &count);
+	for (i = 0; i < count; i++) {
+		if (strcmp(field(ev[i], "event"), "anomaly"))
+			continue;
+		anomalies++;
+		assert_string_equal(field(ev[i], "schema"), "nanwatch/1");
+		assert_string_equal(field(ev[i], "dtype"), "float32");
+		assert_int_equal(jv__type(jv__get(ev[i], "shape")), JV_ARRAY);
+		numel = 1;
+		for (k = 0; k < jv__len(jv__get(ev[i], "shape")); k++) {
+			assert_int_equal(jv__number(jv__index(jv__get(ev[i], "shape"), k), &dim), 0);
+			numel *= dim;
+		}
+		assert_int_equal(jv__number(jv__get(ev[i], "numel"), &dim), 0);
+		assert_true(numel == dim);
+	}
+	if (!anomalies)
+		fail_msg("no anomaly among %zu lines", count);
+	assert_int_equal(anomalies, f->r.anomalies);
+}
+
+/* Short records are not ours: skipped, nothing written; any alignment is read. */
+static void test_short_and_unaligned(void **state)
+{
+	struct fixture *f = *state;
+	static char data[sizeof(struct nw_event) + 1];
+	struct nw_event ev = { .type = NW_EV_ANOMALY, .phase = NW_PHASE_LOSS, .dtype = NW_DT_F32,
+			       .nan = 1, .numel = 1, .index0 = NW_NO_INDEX, .min_key = ~0ULL };
+	struct jv **out;
+	size_t count;
+
+	assert_int_equal(report__record(&f->r, &ev, sizeof(ev) - 1), 0);
+	assert_int_equal(report__record(&f->r, &ev, 0), 0);
+	lines(f, &count);
+	assert_int_equal(count, 0);
+	memcpy(data + 1, &ev, sizeof(ev));
+	assert_int_equal(report__record(&f->r, data + 1, sizeof(ev)), 0);
+	out = lines(f, &count);
+	assert_int_equal(count, 1);
+	assert_string_equal(field(out[0], "phase"), "loss");
+	assert_string_equal(field(out[0], "tensor"), "loss");
+}
+
+/*
+ * Found by fuzz_record: a record's time stamp near 2^63 overflowed the conversion to real
+ * time (signed overflow, then a time in the year 1677). A stamp that cannot be one is
+ * written as the time now.
+ */
+static void test_time_stamp_out_of_range(void **state)
+{
+	static const uint64_t stamps[] = { 8391404493243653435ULL, UINT64_MAX, 1ULL << 63 };
+	struct fixture *f = *state;
+	struct nw_event ev = { .type = NW_EV_ANOMALY, .phase = NW_PHASE_LOSS, .dtype = NW_DT_F32,
+			       .nan = 1, .numel = 1, .index0 = NW_NO_INDEX, .min_key = ~0ULL };
+	regex_t re;
+	struct jv **out;
+	size_t count, i;
+	char buf[48];
+
+	assert_int_equal(regcomp(&re, "^20[2-9][0-9]-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:"
+				      "[0-6][0-9]\\.[0-9]{9}Z$", REG_EXTENDED | REG_NOSUB), 0);
+	for (i = 0; i < sizeof(stamps) / sizeof(stamps[0]); i++) {
+		ev.time_ns = stamps[i];
+		assert_int_equal(report__record(&f->r, &ev, sizeof(ev)), 0);
+	}
+	out = lines(f, &count);
+	assert_int_equal(count, 3);
+	for (i = 0; i < count; i++)
+		if (regexec(&re, field(out[i], "time"), 0, NULL, 0))
+			fail_msg("time '%s' is not now", field(out[i], "time"));
+	regfree(&re);
+	emit__format_time(-1, buf, sizeof(buf));
+	assert_string_equal(buf, "1970-01-01T00:00:00.000000000Z");
+	emit__format_time(INT64_MAX, buf, sizeof(buf));
+	assert_string_equal(buf, "2262-04-11T23:47:16.854775807Z");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_real_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_short_and_unaligned, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_time_stamp_out_of_range, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
