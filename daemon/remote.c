@@ -207,14 +207,19 @@ int remote__cstr(const struct remote *r, uint64_t addr, char *out, size_t outlen
 	return 0;
 }
 
-/* Shared by combined and split dicts: keys object, and values array or 0. */
-static int keys_each(const struct remote *r, uint64_t keys, uint64_t values, remote_item_fn cb,
+typedef int (*entry_fn)(uint64_t key, uint64_t value, void *ctx);
+
+/*
+ * Shared by combined and split dicts: each entry of a keys object (and its values
+ * array, or 0) that has a key and a value. A non-zero return of fn ends the walk
+ * (> 0: found what it wanted).
+ */
+static int keys_walk(const struct remote *r, uint64_t keys, uint64_t values, entry_fn fn,
 		     void *ctx)
 {
 	const struct remote_layout *l = &r->l;
 	uint8_t log2_index_bytes = 0, kind = 0;
 	uint64_t nentries, entries, esize, i, kofs;
-	char key[256];
 	int err;
 
 	err = r->read(r->ctx, keys + l->keys_log2_index_bytes, &log2_index_bytes, 1);
@@ -243,13 +248,37 @@ static int keys_each(const struct remote *r, uint64_t keys, uint64_t values, rem
 			return -EFAULT;
 		if (!k || !v)
 			continue;	/* deleted entry, or a split slot not set on this instance */
-		if (remote__str(r, k, key, sizeof(key)))
-			continue;	/* not a str key: no module name */
-		err = cb(key, v, ctx);
+		err = fn(k, v, ctx);
 		if (err)
-			return err > 0 ? 0 : err;
+			return err;
 	}
 	return 0;
+}
+
+struct str_ctx {
+	const struct remote *r;
+	remote_item_fn cb;
+	void *ctx;
+};
+
+static int str_entry(uint64_t k, uint64_t v, void *ctx)
+{
+	struct str_ctx *s = ctx;
+	char key[256];
+
+	if (remote__str(s->r, k, key, sizeof(key)))
+		return 0;	/* not a str key: no module name */
+	return s->cb(key, v, s->ctx);
+}
+
+/* Entries with str keys, as C strings. */
+static int keys_each(const struct remote *r, uint64_t keys, uint64_t values, remote_item_fn cb,
+		     void *ctx)
+{
+	struct str_ctx s = {r, cb, ctx};
+	int err = keys_walk(r, keys, values, str_entry, &s);
+
+	return err > 0 ? 0 : err;
 }
 
 int remote__dict_each(const struct remote *r, uint64_t dict, remote_item_fn cb, void *ctx)
@@ -295,44 +324,29 @@ int remote__dict_get(const struct remote *r, uint64_t dict, const char *key, uin
 	return 0;
 }
 
+static int first_entry(uint64_t k, uint64_t v, void *ctx)
+{
+	(void)k;
+	*(uint64_t *)ctx = v;
+	return 1;
+}
+
 int remote__dict_first(const struct remote *r, uint64_t dict, uint64_t *value)
 {
-	const struct remote_layout *l = &r->l;
-	uint8_t log2_index_bytes = 0, kind = 0;
-	uint64_t keys, values, nentries, esize, entries, i;
+	uint64_t keys, values, v = 0;
 	int err;
 
-	err = remote__u64(r, dict + l->dict_keys, &keys);
+	err = remote__u64(r, dict + r->l.dict_keys, &keys);
 	if (!err)
-		err = remote__u64(r, dict + l->dict_values, &values);
+		err = remote__u64(r, dict + r->l.dict_values, &values);
 	if (!err)
-		err = r->read(r->ctx, keys + l->keys_log2_index_bytes, &log2_index_bytes, 1);
-	if (!err)
-		err = r->read(r->ctx, keys + l->keys_kind, &kind, 1);
-	if (!err)
-		err = remote__u64(r, keys + l->keys_nentries, &nentries);
-	if (err)
+		err = keys_walk(r, keys, values, first_entry, &v);
+	if (err < 0)
 		return err;
-	if (log2_index_bytes > 40 || nentries > REMOTE_MAX_ITEMS)
-		return -E2BIG;
-	esize = kind == l->keys_kind_general ? l->entry_general : l->entry_unicode;
-	if (esize < 16 || esize > 64 || esize % 8)
-		return -EINVAL;
-	entries = keys + l->keys_indices + (1ULL << log2_index_bytes);
-	for (i = 0; i < nentries; i++) {
-		uint64_t e[8] = {}, v;
-
-		if (r->read(r->ctx, entries + i * esize, e, esize))
-			return -EFAULT;
-		v = e[esize / 8 - 1];
-		if (values && remote__u64(r, values + l->values_items + 8 * i, &v))
-			return -EFAULT;
-		if (e[esize / 8 - 2] && v) {
-			*value = v;
-			return 0;
-		}
-	}
-	return -ENOENT;
+	if (!err)
+		return -ENOENT;
+	*value = v;
+	return 0;
 }
 
 /* Where an instance keeps its attributes: a dict, or split values with the type's keys. */
