@@ -287,7 +287,8 @@ static const struct range ranges[] = {
 	FIELD("unicode_state"), FIELD("unicode_ascii_data"), FIELD("unicode_compact_data"),
 	FIELD("keys_log2_size"), FIELD("keys_log2_index_bytes"), FIELD("keys_kind"),
 	FIELD("keys_indices"), FIELD("values_valid"), FIELD("impl_dtype"), FIELD("impl_device"),
-	FIELD("var_borrowed"), FIELD("edge_input_nr"), FIELD("version_value"),
+	FIELD("edge_input_nr"), FIELD("version_value"),
+	{"var_borrowed", -1, OBJ_MAX, 1},	/* -1: a plain at::Tensor, no MaybeOwned flag */
 	/* sizes of array elements */
 	{"entry_general", 8, 256, 8}, {"entry_unicode", 8, 256, 8}, {"edge_size", 8, 256, 8},
 	{"ascii_bit", 0, 31, 1}, {"compact_bit", 0, 31, 1}, {"unicode_kind_shift", 0, 29, 1},

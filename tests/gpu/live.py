@@ -73,7 +73,8 @@ def main():
     stats = [e for e in evs if e.get("event") == "stats"]
     detach = [e for e in evs if e.get("event") == "detach"]
     keep = ("steps", "iterations", "module_calls", "tensors_scanned", "skipped", "anomalies",
-            "lost", "stack_healed", "stack_overflow", "unanchored", "warnings")
+            "lost", "stack_healed", "stack_overflow", "unanchored", "warnings", "step",
+            "step_source", "iteration_source", "phases", "params_late")
     out["stats"] = {k: stats[-1].get(k) for k in keep} if stats else None
     out["detach"] = detach[0] if detach else None
     out["anomalies"] = sum(1 for e in evs if e.get("event") == "anomaly")
@@ -84,6 +85,10 @@ def main():
     out["checks"] = {
         "steps_ge_5": steps is not None and steps >= 5,
         "iterations_within_1": steps is not None and its is not None and abs(its - steps) <= 1,
+        # the trainer's own step (Adam's state), within the steps it took after SIGTERM
+        "step_absolute": s.get("step_source") == "optimizer_state" and
+        out.get("step_at_sigterm") is not None and
+        0 <= (s.get("step") or 0) - out["step_at_sigterm"] <= 30,
         "no_anomaly": out["anomalies"] == 0,
         "trainer_survived": out["trainer_running"],
     }

@@ -74,7 +74,8 @@ def compare(oracle, ev):
     """The daemon's first anomaly against the oracle's first: which fields agree."""
     if not oracle or not ev:
         return None
-    keys = ("step", "iteration", "layer", "module", "tensor", "nan", "posinf", "neginf")
+    keys = ("step", "iteration", "layer", "module", "tensor", "nan", "posinf", "neginf",
+            "inputs_finite", "params_finite", "origin")
     return {k: {"oracle": oracle.get(k), "daemon": ev.get(k),
                 "same": oracle.get(k) == ev.get(k)} for k in keys}
 
