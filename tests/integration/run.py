@@ -337,14 +337,22 @@ def oracle_of(ctx, name, *extra):
     return result["oracle"], result["trace"]
 
 
-def start_waiting_trainer(ctx, name, *extra):
-    trainer = Proc(trainer_argv(ctx, name, "--wait", *extra), stdin=True)
-    line = trainer.wait_out(lambda l: l.startswith(b"READY "), 60)
+def announced_trainer(ctx, name, flag, word, *extra):
+    """The trainer started with flag (--wait, --live), once it printed "WORD <its pid>"."""
+    trainer = Proc(trainer_argv(ctx, name, flag, *extra), stdin=True)
+    line = trainer.wait_out(lambda l: l.startswith(word + b" "), 60)
     if line is None:
         trainer.kill()
-        raise Fail("%s --wait printed no READY line:\n%s" % (name, tail(trainer.stderr_lines())))
+        raise Fail("%s %s printed no %s line:\n%s" % (name, flag, word.decode(),
+                                                      tail(trainer.stderr_lines())))
     if line.split()[1:] != [str(trainer.pid).encode()]:
-        raise Fail("%s --wait: READY line %r does not name pid %d" % (name, line, trainer.pid))
+        raise Fail("%s %s: %s line %r does not name pid %d" % (name, flag, word.decode(), line,
+                                                               trainer.pid))
+    return trainer
+
+
+def start_waiting_trainer(ctx, name, *extra):
+    trainer = announced_trainer(ctx, name, "--wait", b"READY", *extra)
     if ctx.env.container:
         try:
             ns = {kind: [os.readlink("/proc/%s/ns/%s" % (who, kind))
@@ -986,13 +994,7 @@ def case_sigterm(ctx):
 def start_paced_live_trainer(ctx, name, *extra):
     """A trainer that never waits (--live): nanwatchd is attached to it in flight, after its
     fifth step."""
-    trainer = Proc(trainer_argv(ctx, name, "--live", "--pace", "0.01", *extra), stdin=True)
-    line = trainer.wait_out(lambda l: l.startswith(b"LIVE "), 60)
-    if line is None:
-        trainer.kill()
-        raise Fail("%s --live printed no LIVE line:\n%s" % (name, tail(trainer.stderr_lines())))
-    if line.split()[1:] != [str(trainer.pid).encode()]:
-        raise Fail("%s --live: LIVE line %r does not name pid %d" % (name, line, trainer.pid))
+    trainer = start_live_trainer(ctx, name, "--pace", "0.01", *extra)
     if trainer.wait_out(lambda l: l == b"STEP 5\n", 60) is None:
         raise Fail("%s --live did not reach step 5:\n%s" % (name, tail(trainer.stderr_lines())))
     return trainer
@@ -1709,12 +1711,7 @@ BACKWARD_FIELDS = ("step", "iteration", "node", "tensor", "layer", "module", "dt
 
 def start_live_trainer(ctx, name, *extra):
     """A trainer that trains at once (--live): the daemon attaches to a run in flight."""
-    trainer = Proc(trainer_argv(ctx, name, "--live", *extra), stdin=True)
-    line = trainer.wait_out(lambda l: l.startswith(b"LIVE "), 60)
-    if line is None:
-        trainer.kill()
-        raise Fail("%s --live printed no LIVE line:\n%s" % (name, tail(trainer.stderr_lines())))
-    return trainer
+    return announced_trainer(ctx, name, "--live", b"LIVE", *extra)
 
 
 def step_now(trainer):
@@ -2207,7 +2204,7 @@ def case_output_stalled_collector(ctx):
     trainer = start_waiting_trainer(ctx, "nonfinite_params", "--steps", "1000000")
     comm = read_comm(trainer.pid)
     daemon = start_daemon(ctx, trainer.pid, extra=["-o", "-", "-o", "unix:" + path,
-                                                   "--output-queue-kb", "16"])
+                                                   "--output-queue-kb", "256"])
     wait_attach(daemon)
     trainer.send(b"go\n")
     if daemon.wait_out(lambda l: is_event("lost")(l) and b'"sink"' in l, LOST_TIMEOUT) is None:
