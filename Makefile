@@ -52,7 +52,7 @@ endif
 
 .DELETE_ON_ERROR:
 .SECONDARY:
-.PHONY: all deps test unit integration demo bench install clean check-cflags asan fuzz \
+.PHONY: all deps test unit integration demo bench install clean check-cflags asan fuzz verifier-stats \
 	sanitized-build fuzz-build
 
 all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS)
@@ -101,6 +101,7 @@ $(OUTPUT)/tests/%: tests/%.c $(LIB_OBJS) | $(OUTPUT)/tests
 test: all $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
 	$(Q)tests/check-cflags
+	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) $(LAYOUT_PAIRS)
 	$(Q)$(MAKE) --no-print-directory fuzz
 	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd --trixie-root $(TRIXIE_ROOT)
 
@@ -139,6 +140,16 @@ fuzz: deps
 # make CFLAGS=... keeps the required flags, and the tools it builds work
 check-cflags:
 	$(Q)tests/check-cflags
+
+# Every BPF program loaded with every feature on, for each shipped pair of tables: the
+# instructions the verifier processed (the kernel's limit is 1,000,000; older kernels need
+# more for the same program, so ours stay well under it).
+VERIFIER_MAX := 200000
+LAYOUT_PAIRS := $(foreach p,3.11:1.13 3.13:2.6 3.12:2.11,config/layouts/python-$(firstword \
+	$(subst :, ,$(p))).yaml config/layouts/torch-$(lastword $(subst :, ,$(p))).yaml)
+
+verifier-stats: all
+	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) $(LAYOUT_PAIRS)
 
 integration: all trixie-root
 	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd --trixie-root $(TRIXIE_ROOT)

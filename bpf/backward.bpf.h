@@ -222,7 +222,7 @@ static __noinline int report_bwd(__u64 node, __u32 nr)
 }
 
 /* Histogram of float32 magnitudes over the first `words` words of s->buf. */
-static __noinline int hist_words(int words, int bf16)
+__noinline int hist_words(int words, int bf16)
 {
 	struct scratch *s = get_scratch();
 	struct bwd_scratch *b = get_bwd_scratch();

@@ -388,3 +388,55 @@ int probe__capture_fd(const struct probe *p)
 {
 	return bpf_map__fd(p->skel->maps.captures);
 }
+
+/*
+ * Load every program with every feature on (nothing is attached, no target needed) and
+ * hand fn each program's name and the instructions the verifier processed for it.
+ */
+int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout *bl,
+			  const struct nw_rescan *rs, const struct nw_dict_layout *dict,
+			  int step_by_marker,
+			  void (*fn)(const char *name, uint32_t insns, void *ctx), void *ctx,
+			  char *err, size_t errlen)
+{
+	struct nanwatch_bpf *s = nanwatch_bpf__open();
+	struct bpf_program *prog;
+	int ret;
+
+	if (!s) {
+		snprintf(err, errlen, "failed to open the BPF object: %s", strerror(errno));
+		return -errno;
+	}
+	/* addresses of a target: any non-zero value takes the paths a real one does */
+	s->rodata->targ_tgid = 1;
+	s->rodata->A.tuple_type = 1ULL << 40;
+	s->rodata->A.list_type = 2ULL << 40;
+	s->rodata->A.tensor_type = 3ULL << 40;
+	memcpy((void *)&s->rodata->L, l, sizeof(*l));
+	memcpy((void *)&s->rodata->BL, bl, sizeof(*bl));
+	s->rodata->BL.acc_vptr = 4ULL << 40;
+	memcpy((void *)&s->rodata->RS, rs, sizeof(*rs));
+	s->rodata->step_by_marker = step_by_marker;
+	s->rodata->RS.on = 1;
+	memcpy((void *)&s->rodata->D, dict, sizeof(*dict));
+	s->rodata->capture_max_bytes = 1 << 20;
+	s->rodata->capture_int_codes = 1;
+	s->rodata->backward_on = 1;
+	s->rodata->backward_all = 1;
+	ret = nanwatch_bpf__load(s);
+	if (ret) {
+		snprintf(err, errlen, "failed to load the BPF programs: %s", strerror(-ret));
+		goto out;
+	}
+	bpf_object__for_each_program(prog, s->obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len))
+			fn(bpf_program__name(prog), info.verified_insns, ctx);
+	}
+out:
+	nanwatch_bpf__destroy(s);
+	return ret;
+}

@@ -77,6 +77,16 @@ uint64_t probe__optimizer(const struct probe *p);
 /* Where that optimizer's step count is: a 0-dim tensor's TensorImpl (0: none). */
 void probe__set_step_state(struct probe *p, uint64_t impl);
 
+/*
+ * Load every program with every feature on, attaching nothing, and call fn with each
+ * program's name and the instructions the verifier processed; 0 or a negative errno.
+ */
+int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout *bl,
+			  const struct nw_rescan *rs, const struct nw_dict_layout *dict,
+			  int step_by_marker,
+			  void (*fn)(const char *name, uint32_t insns, void *ctx), void *ctx,
+			  char *err, size_t errlen);
+
 /* Tell the BPF side which parameter objects belong to a module. */
 int probe__set_params(struct probe *p, uint64_t module, const struct nw_params *np);
 

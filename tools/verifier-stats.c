@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * verifier-stats: load every BPF program of nanwatchd with every feature on, for each
+ * pair of layout tables given, and print one line per program: NAME VERIFIED_INSNS (the
+ * largest over the pairs). With --max N, exit 1 when a program needs more than N: the
+ * kernel refuses a program past 1,000,000, and older kernels verify less efficiently.
+ * Nothing is attached; needs the permission to load BPF programs.
+ *
+ *   verifier-stats [--max N] PYTHON_TABLE TORCH_TABLE [PYTHON_TABLE TORCH_TABLE ...]
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "layout.h"
+#include "probe.h"
+
+#define MAX_PROGS 32
+
+struct stats {
+	char name[MAX_PROGS][64];
+	uint32_t insns[MAX_PROGS];
+	int n;
+};
+
+static void keep(const char *name, uint32_t insns, void *ctx)
+{
+	struct stats *st = ctx;
+	int i;
+
+	for (i = 0; i < st->n; i++)
+		if (!strcmp(st->name[i], name))
+			break;
+	if (i == st->n) {
+		if (st->n == MAX_PROGS)
+			return;
+		snprintf(st->name[st->n++], sizeof(st->name[0]), "%s", name);
+		st->insns[i] = 0;
+	}
+	if (insns > st->insns[i])
+		st->insns[i] = insns;
+}
+
+struct tables {
+	struct nw_layout nwl;
+	struct nw_bwd_layout bl;
+	struct nw_rescan rs;
+	struct nw_dict_layout dict;
+	int marker;
+};
+
+/* A torch table's key, 0 where it lacks it. */
+static int64_t key(const struct layout *l, const char *name)
+{
+	long long v = 0;
+
+	layout__int(l, name, &v);
+	return v;
+}
+
+/* The python table's dict layout, for BPF's own reading of _parameters. */
+static void dict_layout(const struct layout *l, struct nw_dict_layout *d)
+{
+	*d = (struct nw_dict_layout){
+		.type_flags = key(l, "type_flags"),
+		.type_dictoffset = key(l, "type_dictoffset"),
+		.type_cached_keys = key(l, "type_cached_keys"),
+		.managed_dict_flag = key(l, "managed_dict_flag"),
+		.managed_dict = key(l, "managed_dict"),
+		.managed_values = key(l, "managed_values"),
+		.managed_dict_tagged = key(l, "managed_dict_tagged"),
+		.inline_values_flag = key(l, "inline_values_flag"),
+		.inline_values_offset = key(l, "inline_values_offset"),
+		.values_valid = key(l, "values_valid"),
+		.dict_keys = key(l, "dict_keys"),
+		.dict_values = key(l, "dict_values"),
+		.keys_log2_index_bytes = key(l, "keys_log2_index_bytes"),
+		.keys_kind = key(l, "keys_kind"),
+		.keys_nentries = key(l, "keys_nentries"),
+		.keys_indices = key(l, "keys_indices"),
+		.values_items = key(l, "values_items"),
+		.keys_kind_general = key(l, "keys_kind_general"),
+		.entry_general = key(l, "entry_general"),
+		.entry_unicode = key(l, "entry_unicode"),
+		.none = 5ULL << 40, .on = 1,
+	};
+}
+
+/* The two tables' offsets, as the daemon hands them to BPF; 0 or a negative errno. */
+static int fill(const char *py, const char *torch, struct tables *t, char *err, size_t errlen)
+{
+	const char *paths[] = {py, torch};
+	struct layout *l = NULL;
+	int i, ret = 0;
+
+	memset(t, 0, sizeof(*t));
+	for (i = 0; i < 2 && !ret; i++) {
+		layout__free(l);
+		l = layout__load(paths[i], err, errlen);
+		if (!l)
+			return -errno;
+		ret = layout__fill(l, &t->nwl, err, errlen);
+		if (!i)
+			dict_layout(l, &t->dict);
+	}
+	if (!ret) {
+		t->bl = (struct nw_bwd_layout){
+			.impl_autograd_meta = key(l, "impl_autograd_meta"),
+			.meta_grad_fn = key(l, "meta_grad_fn"),
+			.node_next_edges = key(l, "node_next_edges"),
+			.edge_size = key(l, "edge_size"), .edge_input_nr = key(l, "edge_input_nr"),
+			.acc_variable = key(l, "acc_variable"),
+			.inputbuf_items = key(l, "inputbuf_items"),
+		};
+		t->rs = (struct nw_rescan){.impl_autograd_meta = key(l, "impl_autograd_meta"),
+					   .meta_grad_fn = key(l, "meta_grad_fn"),
+					   .impl_version = key(l, "impl_version"),
+					   .version_value = key(l, "version_value"), .on = 1};
+	}
+	layout__free(l);
+	t->marker = t->nwl.step_marker[0] != 0;
+	return ret;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: verifier-stats [--max N] PYTHON_TABLE TORCH_TABLE "
+			"[PYTHON_TABLE TORCH_TABLE ...]\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct stats st = {.n = 0};
+	long max = 0, worst = -1;
+	char err[512];
+	int i, a = 1, over = 0;
+
+	if (argc > 2 && !strcmp(argv[1], "--max")) {
+		max = strtol(argv[2], NULL, 10);
+		a = 3;
+	}
+	if (max < 0 || argc - a < 2 || (argc - a) % 2)
+		return usage();
+	for (; a < argc; a += 2) {
+		struct tables t;
+
+		if (fill(argv[a], argv[a + 1], &t, err, sizeof(err)) ||
+		    probe__verifier_stats(&t.nwl, &t.bl, &t.rs, &t.dict, t.marker, keep, &st, err,
+					  sizeof(err))) {
+			fprintf(stderr, "verifier-stats: %s\n", err);
+			return 1;
+		}
+	}
+	for (i = 0; i < st.n; i++) {
+		printf("%s %u\n", st.name[i], st.insns[i]);
+		if (worst < 0 || st.insns[i] > st.insns[worst])
+			worst = i;
+		if (max && st.insns[i] > max) {
+			fprintf(stderr, "verifier-stats: %s needs %u verified instructions, more "
+					"than %ld\n", st.name[i], st.insns[i], max);
+			over = 1;
+		}
+	}
+	if (worst >= 0 && max)
+		printf("verifier-stats: %d programs, largest %s %u, limit %ld: %s\n", st.n,
+		       st.name[worst], st.insns[worst], max, over ? "over" : "ok");
+	return over;
+}
