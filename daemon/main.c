@@ -119,8 +119,8 @@ static const char usage[] =
 	"  -h, --help               this help\n"
 	"  -V, --version            print the version\n"
 	"\n"
-	"Ctrl-C or SIGTERM detaches; the daemon also exits 0 when the target exits.\n"
-	"SIGHUP reopens file outputs (after a log rotation).\n";
+	"Ctrl-C or SIGTERM detaches; the daemon also exits 0 when the target exits or\n"
+	"execs another program. SIGHUP reopens file outputs (after a log rotation).\n";
 
 static void die_usage(const char *msg)
 {
