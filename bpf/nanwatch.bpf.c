@@ -40,6 +40,7 @@ const volatile struct nw_dict_layout D = {};
 
 __u64 counters[NW_C_MAX] = {};
 __u32 stopped = 0;		/* set by the daemon before it removes the probes: every count stops at once */
+__u32 execed = 0;		/* the target called execve: its image, and every probe's file, are gone */
 __u64 step_count = 0;		/* step word (NW_STEP_SHIFT): optimizer steps completed */
 __u64 step_opt = 0;		/* the optimizer whose state gives the step: the first seen */
 __u64 step_impl = 0;		/* TensorImpl of its first parameter's state['step'] (daemon) */
@@ -632,23 +633,15 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	return 0;
 }
 
-/* The target replaced its image: its interpreter and our probes' targets are gone. */
+/*
+ * The target replaced its image: its interpreter and our probes' targets are gone.
+ * A flag, not a ring record: the daemon reads it at every poll, and it cannot be lost.
+ */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	struct scratch *s;
-
-	if (BPF_CORE_READ(p, tgid) != targ_tgid)
-		return 0;
-	s = get_scratch();
-	if (!s)
-		return 0;
-	__builtin_memset(&s->ev, 0, sizeof(s->ev));
-	s->ev.type = NW_EV_EXEC;
-	s->ev.time_ns = bpf_ktime_get_ns();
-	s->ev.tid = (__u32)bpf_get_current_pid_tgid();
-	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
-		count(NW_C_LOST, 1);
+	if (BPF_CORE_READ(p, tgid) == targ_tgid)
+		execed = 1;
 	return 0;
 }
 

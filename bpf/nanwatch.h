@@ -26,7 +26,6 @@ enum nw_event_type {
 	 */
 	NW_EV_MAGNITUDE = 31,
 	NW_EV_GRAD = 10,	/* struct nw_grad: a parameter gradient's magnitude histogram */
-	NW_EV_EXEC = 40,	/* the target called execve: its image is gone (nw_event, time_ns) */
 };
 
 /*

@@ -678,7 +678,7 @@ static int run(struct app *app)
 			app->reason = "target_exit";
 			return 0;
 		}
-		if (app->r.exec_seen) {
+		if (probe__execed(app->p)) {
 			/* the probes' files and the layouts belonged to the old image */
 			app->reason = "target_exec";
 			return 0;

@@ -341,6 +341,11 @@ void probe__set_step_state(struct probe *p, uint64_t impl)
 	__atomic_store_n(&p->skel->bss->step_impl, impl, __ATOMIC_RELAXED);
 }
 
+int probe__execed(const struct probe *p)
+{
+	return __atomic_load_n(&p->skel->bss->execed, __ATOMIC_RELAXED);
+}
+
 uint64_t probe__iterations(const struct probe *p)
 {
 	return __atomic_load_n(&p->skel->bss->iter_started, __ATOMIC_RELAXED);

@@ -442,9 +442,6 @@ int report__event(struct report *r, const struct nw_event *ev)
 		return 0;
 	case NW_EV_MAGNITUDE:
 		return magnitude(r, ev);
-	case NW_EV_EXEC:
-		r->exec_seen = 1;
-		return 0;
 	case NW_EV_MODULE:
 		/* name it now, while the target surely still exists */
 		r->modules++;

@@ -57,7 +57,6 @@ struct report {
 	struct diag diag;	/* the incident being collected for its diagnosis */
 	const char *capture;	/* the incident's capture directory, or NULL */
 	struct backward *bwd;	/* node names, gradient norms; NULL: backward not watched */
-	int exec_seen;		/* the target called execve: the watch is over */
 };
 
 /* "attach" or "optimizer_state": where a step number comes from (enum nw_step_source). */
