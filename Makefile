@@ -18,6 +18,16 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror
 DAEMON_SRCS := $(wildcard daemon/*.c)
 DAEMON_OBJS := $(patsubst daemon/%.c,$(OUTPUT)/daemon/%.o,$(DAEMON_SRCS))
 LIB_OBJS := $(filter-out $(OUTPUT)/daemon/main.o,$(DAEMON_OBJS))
+# nanwatch-tail's own code (JSON reader, event formatter): never in the daemon
+TAIL_SRCS := $(wildcard tools/tail/*.c)
+TAIL_OBJS := $(patsubst tools/tail/%.c,$(OUTPUT)/tools/tail/%.o,$(TAIL_SRCS))
+TOOL_INCLUDES := $(INCLUDES) -Itools/tail
+# Each binary links only the objects it uses: the linker takes from an archive
+# just the members that resolve a reference (shared libraries: --as-needed).
+DAEMON_LIB := $(OUTPUT)/libnanwatch.a
+TAIL_LIB := $(OUTPUT)/libnwtail.a
+LINK_LIBS := $(TAIL_LIB) $(DAEMON_LIB)
+AS_NEEDED := -Wl,--as-needed
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(OUTPUT)/tests/%,$(TEST_SRCS))
 TOOL_SRCS := $(wildcard tools/*.c)
@@ -60,7 +70,7 @@ all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS)
 deps:
 	$(Q)tools/install-deps
 
-$(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/tests:
+$(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/tests $(OUTPUT)/tools/tail:
 	$(Q)mkdir -p $@
 
 $(OUTPUT)/vmlinux.h: | $(OUTPUT)
@@ -79,24 +89,38 @@ $(OUTPUT)/daemon/%.o: daemon/%.c | $(OUTPUT)/daemon
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) -c $< -o $@
 
+$(OUTPUT)/tools/tail/%.o: tools/tail/%.c | $(OUTPUT)/tools/tail
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) -c $< -o $@
+
+$(DAEMON_LIB): $(LIB_OBJS) | $(OUTPUT)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(TAIL_LIB): $(TAIL_OBJS) | $(OUTPUT)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
 # Objects that include the skeleton need it generated first.
 $(OUTPUT)/daemon/probe.o: $(OUTPUT)/nanwatch.skel.h
 
-$(OUTPUT)/nanwatchd: $(DAEMON_OBJS)
+$(OUTPUT)/nanwatchd: $(OUTPUT)/daemon/main.o $(DAEMON_LIB)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(AS_NEEDED) $^ $(LDLIBS) -o $@
 
-$(OUTPUT)/%: tools/%.c $(LIB_OBJS) | $(OUTPUT)
+$(OUTPUT)/%: tools/%.c $(LINK_LIBS) | $(OUTPUT)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) $(AS_NEEDED) $< $(LINK_LIBS) $(LDLIBS) -o $@
 
-$(OUTPUT)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJS) | $(OUTPUT)
+$(OUTPUT)/fuzz_%: tests/fuzz/fuzz_%.c $(LINK_LIBS) | $(OUTPUT)
 	$(call msg,FUZZ-CC,$@)
-	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) -fsanitize=fuzzer $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) -fsanitize=fuzzer $(TOOL_INCLUDES) $(AS_NEEDED) $< \
+		$(LINK_LIBS) $(LDLIBS) -o $@
 
-$(OUTPUT)/tests/%: tests/%.c $(LIB_OBJS) | $(OUTPUT)/tests
+$(OUTPUT)/tests/%: tests/%.c $(LINK_LIBS) | $(OUTPUT)/tests
 	$(call msg,TEST-CC,$@)
-	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) $(AS_NEEDED) $< $(LINK_LIBS) $(LDLIBS) \
+		-lcmocka -o $@
 
 test: all $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
@@ -179,4 +203,4 @@ install: all
 clean:
 	rm -rf $(OUTPUT) $(ASAN_OUTPUT) $(FUZZ_OUTPUT)
 
--include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/tests/*.d)
+-include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tools/tail/*.d)

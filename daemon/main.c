@@ -26,7 +26,7 @@
 #include "remote.h"
 #include "report.h"
 #include "sink.h"
-#include "tailfmt.h"
+#include "utf8.h"
 #include "target.h"
 
 #ifndef NW_LAYOUT_DIR
@@ -891,8 +891,8 @@ int main(int argc, char **argv)
 	if (ret) {
 		/* messages name the target's files and comm: never raw on a terminal */
 		fputs("nanwatchd: ", stderr);
-		tailfmt__text(stderr, err[0] ? err : strerror(-ret),
-			      strlen(err[0] ? err : strerror(-ret)));
+		utf8__write_safe(stderr, err[0] ? err : strerror(-ret),
+				 strlen(err[0] ? err : strerror(-ret)));
 		fputc('\n', stderr);
 		cleanup(&app);
 		return 1;

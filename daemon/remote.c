@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 #include "layout.h"
 #include "remote.h"
+#include "utf8.h"
 
 
 static int pid_read(void *ctx, uint64_t addr, void *buf, size_t len)
@@ -95,36 +96,6 @@ int remote__u64(const struct remote *r, uint64_t addr, uint64_t *v)
 	return r->read(r->ctx, addr, v, sizeof(*v));
 }
 
-/* Append code point cp as UTF-8; returns bytes written or 0 if it does not fit. */
-static size_t put_utf8(char *out, size_t room, uint32_t cp)
-{
-	if (cp >= 0xd800 && cp < 0xe000)
-		cp = 0xfffd;	/* lone surrogates are not valid UTF-8 */
-	if (cp < 0x80 && room >= 1) {
-		out[0] = cp;
-		return 1;
-	}
-	if (cp < 0x800 && room >= 2) {
-		out[0] = 0xc0 | (cp >> 6);
-		out[1] = 0x80 | (cp & 0x3f);
-		return 2;
-	}
-	if (cp < 0x10000 && room >= 3) {
-		out[0] = 0xe0 | (cp >> 12);
-		out[1] = 0x80 | ((cp >> 6) & 0x3f);
-		out[2] = 0x80 | (cp & 0x3f);
-		return 3;
-	}
-	if (cp < 0x110000 && room >= 4) {
-		out[0] = 0xf0 | (cp >> 18);
-		out[1] = 0x80 | ((cp >> 12) & 0x3f);
-		out[2] = 0x80 | ((cp >> 6) & 0x3f);
-		out[3] = 0x80 | (cp & 0x3f);
-		return 4;
-	}
-	return 0;
-}
-
 int remote__str(const struct remote *r, uint64_t str, char *out, size_t outlen)
 {
 	const struct remote_layout *l = &r->l;
@@ -170,7 +141,7 @@ int remote__str(const struct remote *r, uint64_t str, char *out, size_t outlen)
 		else
 			cp = raw[4 * i] | raw[4 * i + 1] << 8 | raw[4 * i + 2] << 16 |
 			     (uint32_t)raw[4 * i + 3] << 24;
-		n = put_utf8(out + o, outlen - 1 - o, cp);
+		n = utf8__encode(out + o, outlen - 1 - o, cp);
 		if (!n)
 			break;
 		o += n;

@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "capture.h"
-#include "json.h"
+#include "jsonread.h"
 #include "names.h"
 #include "remote.h"
 #include "target.h"

@@ -19,7 +19,7 @@
 #include <linux/types.h>
 #include "diagnose.h"
 #include "emit.h"
-#include "json.h"
+#include "jsonread.h"
 #include "names.h"
 #include "remote.h"
 #include "report.h"

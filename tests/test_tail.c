@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Unit tests for daemon/tailfmt.c: what nanwatch-tail prints for each event. */
+/* Unit tests for tools/tail/tailfmt.c: what nanwatch-tail prints for each event. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target: the JSON reader (daemon/json.c, jv__parse) and its two consumers, the
+ * libFuzzer target: the JSON reader (tools/tail/jsonread.c, jv__parse) and its two consumers, the
  * writer round trip (what it parsed, written back, parses again to the same text) and
- * nanwatch-tail's formatter (daemon/tailfmt.c), which reads lines that come partly from the
+ * nanwatch-tail's formatter (tools/tail/tailfmt.c), which reads lines that come partly from the
  * target.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "json.h"
+#include "jsonread.h"
 #include "tailfmt.h"
 
 static FILE *devnull;

@@ -12,15 +12,9 @@ struct tailfmt {
 
 /*
  * Format one input line (without its newline) to out. Lines that are not a
- * JSON object with a string "event" are copied as tailfmt__text writes them.
+ * JSON object with a string "event" are copied as utf8__write_safe writes them.
  * Returns 0, or a negative errno when out fails.
  */
 int tailfmt__line(const struct tailfmt *t, const char *line, size_t len, FILE *out);
-
-/*
- * n bytes of text for a person: C0/C1 controls, DEL, Unicode bidi controls and
- * invalid UTF-8 written as '?', so nothing from the target acts on a terminal.
- */
-void tailfmt__text(FILE *out, const char *s, size_t n);
 
 #endif /* __TAILFMT_H */

@@ -12,8 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "json.h"
+#include "jsonread.h"
 #include "tailfmt.h"
+#include "utf8.h"
 
 #define TF_RESET	"\033[0m"
 #define TF_BOLD		"\033[1m"
@@ -41,53 +42,9 @@ static void tf__off(const struct tailfmt *t, FILE *out)
 		fputs(TF_RESET, out);
 }
 
-/* Code point of the well-formed UTF-8 sequence of k bytes at u. */
-static unsigned tf__cp(const unsigned char *u, int k)
-{
-	static const unsigned char lead[] = { 0, 0x7f, 0x1f, 0x0f, 0x07 };
-	unsigned cp = u[0] & lead[k];
-	int i;
-
-	for (i = 1; i < k; i++)
-		cp = cp << 6 | (u[i] & 0x3f);
-	return cp;
-}
-
-/*
- * Characters that act on the terminal instead of showing: C0 and C1 controls, DEL, and the
- * Unicode bidi controls (ALM, LRM/RLM, LRE..RLO, LRI..PDI), which reorder what follows.
- */
-static int tf__hidden(unsigned cp)
-{
-	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x61c || cp == 0x200e ||
-	       cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
-/* Text with those characters and invalid UTF-8 replaced by '?': no escape reaches a terminal. */
-void tailfmt__text(FILE *out, const char *s, size_t n)
-{
-	const unsigned char *u = (const unsigned char *)s;
-	size_t i = 0;
-	int k;
-
-	while (i < n) {
-		k = utf8__check(u + i, n - i);
-		if (k < 0) {
-			fputc('?', out);
-			i += -k;
-		} else if (tf__hidden(tf__cp(u + i, k))) {
-			fputc('?', out);
-			i += k;
-		} else {
-			fwrite(u + i, 1, k, out);
-			i += k;
-		}
-	}
-}
-
 static void tf__str(FILE *out, const char *s)
 {
-	tailfmt__text(out, s, strlen(s));
+	utf8__write_safe(out, s, strlen(s));
 }
 
 /* A value as compact JSON, sanitised like any text. */
@@ -108,7 +65,7 @@ static void tf__value(FILE *out, const struct jv *v)
 {
 	switch (jv__type(v)) {
 	case JV_STRING:
-		tailfmt__text(out, jv__string(v), jv__string_len(v));
+		utf8__write_safe(out, jv__string(v), jv__string_len(v));
 		return;
 	case JV_NUMBER:
 		fputs(jv__number_text(v), out);
@@ -195,7 +152,7 @@ static void tf__head(const struct tailfmt *t, FILE *out, const struct jv *ev, co
 		fputs("] ", out);
 	}
 	tf__on(t, out, color);
-	tailfmt__text(out, tag, n);
+	utf8__write_safe(out, tag, n);
 	tf__off(t, out);
 	fprintf(out, "%*s", n < 9 ? (int)(9 - n) : 1, "");
 }
@@ -586,7 +543,7 @@ int tailfmt__line(const struct tailfmt *t, const char *line, size_t len, FILE *o
 
 	/* anything else passes, so the daemon's own errors stay visible, but never raw */
 	if (!jv__string(name) || strlen(jv__string(name)) != jv__string_len(name)) {
-		tailfmt__text(out, line, len);
+		utf8__write_safe(out, line, len);
 		fputc('\n', out);
 	} else {
 		tf__event(t, out, ev, jv__string(name));
