@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "capture.h"
+#include "file.h"
 #include "json.h"
 #include "names.h"
 #include "npy.h"
@@ -87,7 +88,7 @@ static int target_owner(pid_t pid, uid_t *uid, gid_t *gid)
 	unsigned long uv, gv;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	buf = target__read_file(path, 64 << 10, NULL);
+	buf = file__read(path, 64 << 10, NULL);
 	if (!buf)
 		return -errno;
 	u = strstr(buf, "\nUid:");

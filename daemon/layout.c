@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "file.h"
 #include "layout.h"
 
 #define KEY_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
@@ -372,62 +373,19 @@ int layout__has_range(const char *key)
 /* Read the whole file into a NUL-terminated buffer, refusing anything over the limit. */
 static int read_file(const char *path, char **bufp, size_t *lenp, char *why)
 {
-	char *buf = NULL;
-	struct stat st;
-	size_t len = 0;
-	int fd, ret = 0;
-	ssize_t n;
+	int err;
 
-	/* O_NONBLOCK: a FIFO in place of a table must not hang the daemon. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		ret = -errno;
-		snprintf(why, WHY_LEN, "%s", strerror(-ret));
-		return ret;
-	}
-	if (fstat(fd, &st)) {
-		ret = -errno;
-		snprintf(why, WHY_LEN, "%s", strerror(-ret));
-		goto cleanup;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		ret = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-		snprintf(why, WHY_LEN, "not a regular file");
-		goto cleanup;
-	}
-	buf = malloc(LAYOUT_MAX_FILE + 2);
-	if (!buf) {
-		ret = -ENOMEM;
-		snprintf(why, WHY_LEN, "%s", strerror(ENOMEM));
-		goto cleanup;
-	}
-	/* Read one byte more than allowed: st_size may change under us. */
-	while (len <= LAYOUT_MAX_FILE) {
-		n = read(fd, buf + len, LAYOUT_MAX_FILE + 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			ret = -errno;
-			snprintf(why, WHY_LEN, "%s", strerror(-ret));
-			goto cleanup;
-		}
-		if (!n)
-			break;
-		len += n;
-	}
-	if (len > LAYOUT_MAX_FILE) {
-		ret = -EFBIG;
+	*bufp = file__read(path, LAYOUT_MAX_FILE, lenp);
+	if (*bufp)
+		return 0;
+	err = errno;
+	if (err == EFBIG)
 		snprintf(why, WHY_LEN, "larger than %d bytes", LAYOUT_MAX_FILE);
-		goto cleanup;
-	}
-	buf[len] = 0;
-	*bufp = buf;
-	*lenp = len;
-	buf = NULL;
-cleanup:
-	free(buf);
-	close(fd);
-	return ret;
+	else if (err == EISDIR || err == EINVAL)
+		snprintf(why, WHY_LEN, "not a regular file");
+	else
+		snprintf(why, WHY_LEN, "%s", strerror(err));
+	return -err;
 }
 
 /* Parse the table in l->buf (len bytes, NUL-terminated); why says what is wrong. */

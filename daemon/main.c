@@ -17,6 +17,7 @@
 #include "capture.h"
 #include "backward.h"
 #include "elfsym.h"
+#include "file.h"
 #include "emit.h"
 #include "layout.h"
 #include "names.h"
@@ -274,7 +275,7 @@ static void on_signal(int sig)
 /* The effective set; -1 when it cannot be read. */
 static long long effective_caps(void)
 {
-	char *buf = target__read_file("/proc/self/status", 64 << 10, NULL), *p;
+	char *buf = file__read("/proc/self/status", 64 << 10, NULL), *p;
 	long long caps = -1;
 
 	if (!buf)
@@ -760,7 +761,7 @@ static int check_process(pid_t pid, char *err, size_t errlen)
 	if (tgid <= 0 || tgid == pid)
 		return 0;	/* gone or unreadable: pidfd_open and the resolve say it */
 	snprintf(path, sizeof(path), "/proc/%d/comm", tgid);
-	comm = target__read_file(path, 64, NULL);
+	comm = file__read(path, 64, NULL);
 	if (comm)
 		comm[strcspn(comm, "\n")] = 0;
 	snprintf(err, errlen, "pid %d is a thread of process %d (%s), not a process: watch "

@@ -16,6 +16,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include "elfsym.h"
+#include "file.h"
 #include "remote.h"
 #include "target.h"
 
@@ -32,59 +33,6 @@ struct maps {
 	struct image *img;
 	size_t n;
 };
-
-char *target__read_file(const char *path, size_t max, size_t *len)
-{
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap + 1);
-	int fd, err;
-
-	if (!buf)
-		return NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		goto err_free;
-	for (;;) {
-		ssize_t r;
-
-		if (n == cap) {
-			char *nb;
-
-			if (cap >= max) {
-				errno = EFBIG;
-				goto err_close;
-			}
-			cap = cap * 2 > max ? max : cap * 2;
-			nb = realloc(buf, cap + 1);
-			if (!nb)
-				goto err_close;
-			buf = nb;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			goto err_close;
-		if (r == 0)
-			break;
-		n += r;
-	}
-	close(fd);
-	buf[n] = 0;
-	if (len)
-		*len = n;
-	return buf;
-
-err_close:
-	err = errno;
-	close(fd);
-	errno = err;
-err_free:
-	err = errno;
-	free(buf);
-	errno = err;
-	return NULL;
-}
 
 int target__series(const char *version, char *out, size_t outlen)
 {
@@ -151,7 +99,7 @@ static int maps_read(pid_t pid, struct maps *m)
 	int err = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	buf = target__read_file(path, TARGET_MAX_MAPS, NULL);
+	buf = file__read(path, TARGET_MAX_MAPS, NULL);
 	if (!buf)
 		return -errno;
 	for (line = strtok_r(buf, "\n", &save); line && !err; line = strtok_r(NULL, "\n", &save)) {
@@ -351,7 +299,7 @@ static int torch_version(struct target *t, const char *dir, char *err, size_t er
 	size_t n;
 
 	snprintf(file, sizeof(file), "%s/version.py", dir);
-	buf = target__read_file(file, 64 << 10, &n);
+	buf = file__read(file, 64 << 10, &n);
 	if (!buf) {
 		snprintf(err, errlen, "failed to read %s: %s", file, strerror(errno));
 		return -ENOENT;
@@ -476,7 +424,7 @@ static void read_env(struct target *t)
 	size_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/environ", t->pid);
-	buf = target__read_file(path, 1 << 20, &n);
+	buf = file__read(path, 1 << 20, &n);
 	if (!buf)
 		return;
 	for (p = buf; p < buf + n; p += strlen(p) + 1) {
@@ -493,7 +441,7 @@ static int read_comm(struct target *t, char *err, size_t errlen)
 	char path[64], *buf;
 
 	snprintf(path, sizeof(path), "/proc/%d/comm", t->pid);
-	buf = target__read_file(path, 256, NULL);
+	buf = file__read(path, 256, NULL);
 	if (!buf) {
 		if (errno == ENOENT)
 			snprintf(err, errlen, "no such process: %d", t->pid);
@@ -561,7 +509,7 @@ pid_t target__tgid(pid_t pid)
 	long tgid = -1;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	buf = target__read_file(path, 64 << 10, NULL);
+	buf = file__read(path, 64 << 10, NULL);
 	if (!buf)
 		return -errno;
 	p = strstr(buf, "\nTgid:");

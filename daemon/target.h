@@ -58,9 +58,6 @@ pid_t target__tgid(pid_t pid);
 /* Is the process still there (and the same one)? */
 int target__alive(const struct target *t);
 
-/* Read a whole small file (at most max bytes) into a malloc'd NUL-terminated buffer. */
-char *target__read_file(const char *path, size_t max, size_t *len);
-
 /* Parse "X.Y..." into "X.Y"; -EINVAL if it does not start that way. */
 int target__series(const char *version, char *out, size_t outlen);
 

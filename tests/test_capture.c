@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "capture.h"
+#include "file.h"
 #include "jsonread.h"
 #include "names.h"
 #include "remote.h"
@@ -136,7 +137,7 @@ static char *read_all(const char *path, size_t *len, mode_t *mode)
 
 	assert_int_equal(lstat(path, &st), 0);
 	*mode = st.st_mode & 07777;
-	buf = target__read_file(path, 1 << 20, len);
+	buf = file__read(path, 1 << 20, len);
 	assert_non_null(buf);
 	return buf;
 }
