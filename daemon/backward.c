@@ -12,11 +12,12 @@
 #include <string.h>
 #include "backward.h"
 #include "elfsym.h"
+#include "htab.h"
 #include "layout.h"
 #include "remote.h"
 
 #define CLASS_CACHE 64
-#define PARAM_SLOTS 4096	/* parameters mapped to modules (open addressing) */
+#define PARAM_SLOTS 4096	/* parameters mapped to modules */
 #define PASS_MODULES 256	/* modules summed in one pass */
 
 struct class_entry {
@@ -24,8 +25,9 @@ struct class_entry {
 	char name[64];		/* "" : looked up, not found */
 };
 
+/* Where a parameter (keyed by its TensorImpl) belongs. */
 struct param_slot {
-	uint64_t impl, root, module;
+	uint64_t root, module;
 };
 
 struct pass {
@@ -46,7 +48,7 @@ struct backward {
 	int64_t var_tensor;
 	struct class_entry cls[CLASS_CACHE];
 	int ncls;
-	struct param_slot params[PARAM_SLOTS];
+	struct htab *params;	/* TensorImpl -> struct param_slot */
 	struct pass cur;
 	struct grad_norm hist[BWD_HISTORY];
 	int nhist;		/* total completed passes (ring index = n % BWD_HISTORY) */
@@ -127,6 +129,10 @@ struct backward *backward__new(const char *torch_cpu_file, uint64_t base, int64_
 		return NULL;
 	}
 	b = calloc(1, sizeof(*b));
+	if (b && !(b->params = htab__new(sizeof(struct param_slot), PARAM_SLOTS))) {
+		free(b);
+		b = NULL;
+	}
 	if (!b) {
 		elfsym__close(e);
 		errno = ENOMEM;
@@ -145,6 +151,7 @@ void backward__free(struct backward *b)
 	if (!b)
 		return;
 	elfsym__close(b->elf);
+	htab__free(b->params);
 	free(b);
 }
 
@@ -227,22 +234,6 @@ const char *backward__class(struct backward *b, uint64_t vptr)
 	return c->name[0] ? c->name : NULL;
 }
 
-static struct param_slot *param_slot(struct backward *b, uint64_t impl, int insert)
-{
-	uint64_t h = (impl >> 4) * 0x9E3779B97F4A7C15ULL;
-	int i;
-
-	for (i = 0; i < PARAM_SLOTS; i++) {
-		struct param_slot *s = &b->params[(h + i) % PARAM_SLOTS];
-
-		if (s->impl == impl)
-			return s;
-		if (!s->impl)
-			return insert ? s : NULL;
-	}
-	return NULL;
-}
-
 void backward__note_params(struct backward *b, uint64_t root, uint64_t module,
 			   const struct nw_params *np)
 {
@@ -253,12 +244,12 @@ void backward__note_params(struct backward *b, uint64_t root, uint64_t module,
 	for (i = 0; i < np->n && i < (uint32_t)NW_MAX_PARAMS; i++) {
 		struct param_slot *s;
 		uint64_t impl;
+		int added;
 
 		if (remote__u64(b->r, np->tensors[i] + b->var_tensor, &impl) || !impl)
 			continue;
-		s = param_slot(b, impl, 1);
-		if (s && !s->impl) {
-			s->impl = impl;
+		s = htab__get(b->params, impl, &added);
+		if (s && added) {
 			s->root = root;
 			s->module = module;
 		}
@@ -387,7 +378,7 @@ int backward__grad(struct backward *b, const struct nw_grad *g)
 	p->n.params++;
 	p->n.elements += g->scanned;
 	p->n.nonfinite += nonfinite;
-	s = param_slot(b, g->param, 0);
+	s = htab__find(b->params, g->param);
 	if (s)
 		add_module(p, s->root, s->module, lo2, hi2);
 	return done;

@@ -8,15 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "htab.h"
 #include "names.h"
 #include "remote.h"
 
 struct tree {
 	uint64_t root;
-	uint64_t *keys;		/* open addressing, 0 = empty */
-	char **paths;
-	size_t cap;
-	size_t count;
+	struct htab *paths;	/* module -> char *path; NULL before the first walk */
 	int stale;		/* re-read at most once per unknown module */
 };
 
@@ -35,17 +33,19 @@ struct names *names__new(const struct remote *r)
 	return n;
 }
 
+static int free_path(uint64_t key, void *val, void *ctx)
+{
+	(void)key;
+	(void)ctx;
+	free(*(char **)val);
+	return 0;
+}
+
 static void tree_clear(struct tree *t)
 {
-	size_t i;
-
-	for (i = 0; i < t->cap; i++)
-		free(t->paths[i]);
-	free(t->keys);
-	free(t->paths);
-	t->keys = NULL;
+	htab__each(t->paths, free_path, NULL);
+	htab__free(t->paths);
 	t->paths = NULL;
-	t->cap = t->count = 0;
 }
 
 void names__free(struct names *n)
@@ -60,72 +60,30 @@ void names__free(struct names *n)
 	free(n);
 }
 
-static size_t slot(const struct tree *t, uint64_t key)
-{
-	size_t i = (key >> 4) * 0x9e3779b97f4a7c15ULL % t->cap;
-
-	while (t->keys[i] && t->keys[i] != key)
-		i = (i + 1) % t->cap;
-	return i;
-}
-
-static int tree_grow(struct tree *t)
-{
-	struct tree bigger = {.root = t->root};
-	size_t i;
-
-	bigger.cap = t->cap ? t->cap * 2 : 64;
-	bigger.keys = calloc(bigger.cap, sizeof(*bigger.keys));
-	bigger.paths = calloc(bigger.cap, sizeof(*bigger.paths));
-	if (!bigger.keys || !bigger.paths) {
-		free(bigger.keys);
-		free(bigger.paths);
-		return -ENOMEM;
-	}
-	for (i = 0; i < t->cap; i++) {
-		size_t j;
-
-		if (!t->keys[i])
-			continue;
-		j = slot(&bigger, t->keys[i]);
-		bigger.keys[j] = t->keys[i];
-		bigger.paths[j] = t->paths[i];
-	}
-	free(t->keys);
-	free(t->paths);
-	bigger.count = t->count;
-	*t = bigger;
-	return 0;
-}
-
 static const char *tree_get(const struct tree *t, uint64_t key)
 {
-	size_t i;
+	char **p = htab__find(t->paths, key);
 
-	if (!t->cap)
-		return NULL;
-	i = slot(t, key);
-	return t->keys[i] ? t->paths[i] : NULL;
+	return p ? *p : NULL;
 }
 
 /* Returns 1 if added, 0 if the module was already named (shared module), <0 on error. */
 static int tree_add(struct tree *t, uint64_t key, const char *path)
 {
-	size_t i;
+	char **p;
+	int added;
 
-	if (t->count >= NAMES_MAX_MODULES)
+	if (htab__count(t->paths) >= NAMES_MAX_MODULES)
 		return -E2BIG;
-	if ((t->count + 1) * 2 > t->cap && tree_grow(t))
+	if (!t->paths && !(t->paths = htab__new(sizeof(char *), NAMES_MAX_MODULES)))
 		return -ENOMEM;
-	i = slot(t, key);
-	if (t->keys[i])
+	p = htab__get(t->paths, key, &added);
+	if (!p)
+		return -errno;
+	if (!added)
 		return 0;
-	t->paths[i] = strdup(path);
-	if (!t->paths[i])
-		return -ENOMEM;
-	t->keys[i] = key;
-	t->count++;
-	return 1;
+	*p = strdup(path);
+	return *p ? 1 : -ENOMEM;
 }
 
 struct walk {
@@ -224,6 +182,6 @@ unsigned long names__count(struct names *n, uint64_t root)
 
 	for (i = 0; i < n->ntrees; i++)
 		if (n->trees[i].root == root)
-			return n->trees[i].count;
+			return htab__count(n->trees[i].paths);
 	return 0;
 }
