@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "capture.h"
+#include "dtype.h"
 #include "file.h"
 #include "json.h"
 #include "names.h"
@@ -189,8 +190,7 @@ uint32_t capture__ring_bytes(uint64_t max_bytes)
 
 int capture__int_codes(const struct nw_layout *l)
 {
-	/* c10::ScalarType: Half 5, Float 6, Double 7, BFloat16 15 */
-	return l->dtype_f16 == 5 && l->dtype_f32 == 6 && l->dtype_f64 == 7 && l->dtype_bf16 == 15;
+	return dtype__c10_codes(l);
 }
 
 static void sanitize(char *out, size_t len, const char *in)
@@ -619,7 +619,7 @@ static int write_file(int dirfd, const char *name, const void *head, size_t hlen
 }
 
 static int write_npy(int dirfd, const char *file, const struct pending *p,
-		     const struct npy_dtype *dt)
+		     const struct dtype *dt)
 {
 	char head[NPY_HEADER_MAX];
 	void *out;
@@ -684,8 +684,8 @@ static int write_tensor(int dirfd, struct json *j, const struct pending *p,
 			const struct named_list *params, const struct named_list *buffers)
 {
 	const struct nw_cap_tensor *d = &p->d;
-	const struct npy_dtype *dt = d->scalar_type == NW_NO_SCALAR ? NULL :
-				     npy__dtype(d->scalar_type);
+	const struct dtype *dt = d->scalar_type == NW_NO_SCALAR ? NULL :
+				 dtype__scalar(d->scalar_type);
 	const char *name = d->role == NW_CAP_PARAM ? name_of(params, d->obj) :
 			   d->role == NW_CAP_BUFFER ? name_of(buffers, d->obj) : NULL;
 	char file[160], label[160];

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "diagnose.h"
+#include "dtype.h"
 
-#define F16_MAX 65504.0
 #define NEAR_OVERFLOW 1e30	/* float32 values this large overflow at the next multiply */
 
 void diagnose__init(struct diag *d)
@@ -388,7 +388,7 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 	list_send(&l, g);
 	grad_evidence(d, lo->step, hi->step, g);
 	mark_evidence(d, a, a->module_id, "output", g);
-	mark_evidence(d, a, a->module_id | DIAG_PARAMS_KEY, "parameters", g);
+	mark_evidence(d, a, a->module_id | NW_PARAMS_KEY, "parameters", g);
 	if (a->params_finite == 0)
 		evidence(g, "the parameters of %s were non-finite by then: the updates since step "
 			    "%llu grew them past the range", name(a->layer),
@@ -511,7 +511,7 @@ static int rule_fp16(const struct diag_anomaly *a, struct diagnosis *g)
 		return 0;
 	evidence(g, "float16 output of %s overflowed from finite inputs", name(a->layer));
 	evidence(g, "largest finite |value| %g against the float16 maximum %g", a->finite_max_abs,
-		 F16_MAX);
+		 dtype__max(NW_DT_F16));
 	conclude(g, "fp16_overflow", 0.85);
 	fix(g, "keep this op in float32 (exclude it from autocast, or .float() around it)");
 	fix(g, "lower the loss scale (GradScaler init_scale) or scale the inputs down");

@@ -27,8 +27,6 @@ struct diag_grad {
 };
 
 #define DIAG_MAX_GRADS	  16
-#define DIAG_PARAMS_KEY	  1ULL	/* or-ed into a module's address: its parameters' marks
-				 * (NW_PARAMS_KEY, as report.c feeds them) */
 
 /* A module's output reached a new magnitude (sampled largest |value|). */
 struct diag_mark {

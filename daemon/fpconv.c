@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "dtype.h"
 #include "fpconv.h"
 #include "nwfloat.h"
 
@@ -54,24 +55,9 @@ double nw_bits_to_double(__u64 bits, __u32 dtype)
 	return NAN;
 }
 
-const char *nw_dtype_name(__u32 dtype)
-{
-	switch (dtype) {
-	case NW_DT_F16:
-		return "float16";
-	case NW_DT_BF16:
-		return "bfloat16";
-	case NW_DT_F32:
-		return "float32";
-	case NW_DT_F64:
-		return "float64";
-	}
-	return NULL;
-}
-
 void json__element(struct json *j, const char *key, __u64 bits, __u32 dtype)
 {
-	if (!nw_dtype_size(dtype) || nw_classify(bits, dtype) != NW_FINITE) {
+	if (!dtype__size(dtype) || nw_classify(bits, dtype) != NW_FINITE) {
 		json__null(j, key);
 		return;
 	}

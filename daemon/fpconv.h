@@ -10,9 +10,6 @@
 /* Value of one element given as its right-aligned bits; NaN for an unknown dtype. */
 double nw_bits_to_double(__u64 bits, __u32 dtype);
 
-/* torch's name of the dtype ("float32"), NULL for none or unknown. */
-const char *nw_dtype_name(__u32 dtype);
-
 /* One element as a JSON number at its own precision; null when not finite. */
 void json__element(struct json *j, const char *key, __u64 bits, __u32 dtype);
 

@@ -8,21 +8,6 @@
 #include <string.h>
 #include "npy.h"
 
-static const struct npy_dtype dtypes[] = {
-	[0] = {"uint8", "|u1", 1},	[1] = {"int8", "|i1", 1},
-	[2] = {"int16", "<i2", 2},	[3] = {"int32", "<i4", 4},
-	[4] = {"int64", "<i8", 8},	[5] = {"float16", "<f2", 2},
-	[6] = {"float32", "<f4", 4},	[7] = {"float64", "<f8", 8},
-	[11] = {"bool", "|b1", 1},	[15] = {"bfloat16", "<u2", 2},
-};
-
-const struct npy_dtype *npy__dtype(uint32_t scalar_type)
-{
-	if (scalar_type >= sizeof(dtypes) / sizeof(dtypes[0]) || !dtypes[scalar_type].name)
-		return NULL;
-	return &dtypes[scalar_type];
-}
-
 int npy__header(char *buf, size_t len, const char *descr, const __u64 *shape, uint32_t ndim)
 {
 	char dict[NPY_HEADER_MAX];

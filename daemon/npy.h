@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* .npy files (format 1.0) of captured tensors, and the dtypes they can hold. */
+/* .npy files (format 1.0) of captured tensors (their dtypes: dtype.h). */
 #ifndef __NPY_H
 #define __NPY_H
 
@@ -9,15 +9,6 @@
 
 #define NPY_MAX_DIMS   8
 #define NPY_HEADER_MAX 256	/* a header for NPY_MAX_DIMS 20-digit dims fits */
-
-struct npy_dtype {
-	const char *name;	/* torch's name: "float32", "bfloat16", "int64", "bool" */
-	const char *descr;	/* numpy's: "<f4"; bfloat16 is stored as its raw "<u2" bits */
-	uint32_t size;
-};
-
-/* The dtype of a c10::ScalarType code (Byte 0 ... BFloat16 15); NULL for others. */
-const struct npy_dtype *npy__dtype(uint32_t scalar_type);
 
 /*
  * The header (magic, version 1.0, length, dict, padding to a multiple of 64, newline)

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "dtype.h"
 #include "params.h"
 #include "nwfloat.h"
 #include "remote.h"
@@ -64,19 +65,6 @@ static int is_tensor(const struct params_reader *pr, uint64_t obj)
 	return 0;
 }
 
-static uint32_t our_dtype(const struct nw_layout *l, uint16_t st)
-{
-	if (st == l->dtype_f32)
-		return NW_DT_F32;
-	if (st == l->dtype_f64)
-		return NW_DT_F64;
-	if (st == l->dtype_f16)
-		return NW_DT_F16;
-	if (st == l->dtype_bf16)
-		return NW_DT_BF16;
-	return NW_DT_NONE;
-}
-
 /* One block of memory without holes or overlaps in some order of the dims (BPF's tensor_dense). */
 static int dense(const uint64_t *shape, const uint64_t *strides, uint64_t ndim)
 {
@@ -112,7 +100,7 @@ static int impl_block(const struct params_reader *pr, uint64_t impl, uint64_t *d
 
 	if (pr->r->read(pr->r->ctx, impl + l->impl_dtype, &st, sizeof(st)))
 		return -EFAULT;
-	*dt = our_dtype(l, st);
+	*dt = dtype__from_layout(l, st);
 	if (*dt == NW_DT_NONE)
 		return 1;
 	if (remote__u64(pr->r, impl + l->impl_numel, &numel) ||
@@ -138,10 +126,10 @@ static int impl_block(const struct params_reader *pr, uint64_t impl, uint64_t *d
 		return -EFAULT;
 	if (!*data)
 		return numel ? -EFAULT : 1;
-	if (numel > PARAMS_MAX_BYTES / nw_dtype_size(*dt))
+	if (numel > PARAMS_MAX_BYTES / dtype__size(*dt))
 		return -E2BIG;
-	*bytes = numel * nw_dtype_size(*dt);
-	*data += off * nw_dtype_size(*dt);
+	*bytes = numel * dtype__size(*dt);
+	*data += off * dtype__size(*dt);
 	return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "backward.h"
+#include "dtype.h"
 #include "emit.h"
 #include "fpconv.h"
 #include "names.h"
@@ -83,7 +84,7 @@ static void tensor_fields(struct json *j, const struct nw_event *ev)
 
 	report__tensor_name(ev, tensor, sizeof(tensor));
 	json__string(j, "tensor", tensor);
-	json__string(j, "dtype", nw_dtype_name(ev->dtype));
+	json__string(j, "dtype", dtype__name(ev->dtype));
 	json__array_begin(j, "shape");
 	for (i = 0; i < ev->ndim && i < NW_MAX_DIMS; i++)
 		json__uint(j, NULL, ev->shape[i]);
@@ -248,7 +249,7 @@ static void observe(struct report *r, const struct nw_event *ev, int params)
 		.nan = ev->nan,
 		.posinf = ev->posinf, .neginf = ev->neginf, .finite_max_abs = max_abs(ev),
 		.phase = loss ? "loss" : bwd ? "backward" : "forward",
-		.dtype = nw_dtype_name(ev->dtype),
+		.dtype = dtype__name(ev->dtype),
 		/* a call nested too deep to be checked may have made it: not this layer's */
 		.inputs_finite = loss || (ev->flags & NW_FLAG_DEEPER) ? -1 :
 				 bwd ? ev->producers > 0 : report__inputs_finite(ev),
@@ -334,23 +335,6 @@ int report__diagnose(struct report *r, uint64_t iteration)
 	return emit__end(r->e);
 }
 
-_Static_assert(DIAG_PARAMS_KEY == NW_PARAMS_KEY, "parameter marks keyed alike on both sides");
-
-/* The largest finite value of a dtype. */
-static double dtype_max(__u32 dtype)
-{
-	switch (dtype) {
-	case NW_DT_F16:
-		return 65504.0;
-	case NW_DT_BF16:
-		return 3.3895313892515355e38;
-	case NW_DT_F32:
-		return FLT_MAX;
-	default:
-		return DBL_MAX;
-	}
-}
-
 /* A module's output reached a new magnitude: remember it, and warn of a run-up. */
 static int magnitude(struct report *r, const struct nw_event *ev)
 {
@@ -361,7 +345,7 @@ static int magnitude(struct report *r, const struct nw_event *ev)
 	struct json *j;
 
 	if (!diagnose__mark(&r->diag, ev->module | (ev->index0 == NW_PARAMS_INDEX ? NW_PARAMS_KEY : 0),
-			    ev->step, ev->iteration, value, dtype_max(ev->dtype), &w))
+			    ev->step, ev->iteration, value, dtype__max(ev->dtype), &w))
 		return 0;
 	path = names__path(r->names, ev->modules[0], ev->module);
 	who = path && *path ? path : class_of(ev, cls);
@@ -369,18 +353,18 @@ static int magnitude(struct report *r, const struct nw_event *ev)
 	if (!strcmp(w.reason, "growth"))
 		snprintf(msg, sizeof(msg), "max |%s| of %s grew x%.3g per iteration to %.3g: at this "
 			 "rate %s overflows in %d iteration%s", tensor, who,
-			 w.growth, w.value, nw_dtype_name(ev->dtype), w.iterations_left,
+			 w.growth, w.value, dtype__name(ev->dtype), w.iterations_left,
 			 w.iterations_left == 1 ? "" : "s");
 	else
 		snprintf(msg, sizeof(msg), "max |%s| of %s reached %.3g, past the square root of "
-			 "the %s range (%.3g): squaring it overflows", tensor, who, w.value, nw_dtype_name(ev->dtype), sqrt(w.limit));
+			 "the %s range (%.3g): squaring it overflows", tensor, who, w.value, dtype__name(ev->dtype), sqrt(w.limit));
 	j = emit__begin(r->e, "warning", ev->time_ns);
 	json__uint(j, "tid", ev->tid);
 	step_fields(j, ev->step, ev->step_source, ev->iteration);
 	json__string(j, "layer", path);
 	json__string(j, "module", class_of(ev, cls));
 	json__string(j, "tensor", tensor);
-	json__string(j, "dtype", nw_dtype_name(ev->dtype));
+	json__string(j, "dtype", dtype__name(ev->dtype));
 	json__string(j, "reason", w.reason);
 	json__double(j, "max_abs", w.value);
 	json__double(j, "dtype_max", w.limit);

@@ -374,17 +374,6 @@ static void test_bits_to_double_f32_f64(void **state)
 	assert_true(isnan(nw_bits_to_double(0x3c00, 99)));
 }
 
-static void test_dtype_name(void **state)
-{
-	(void)state;
-	assert_string_equal(nw_dtype_name(NW_DT_F16), "float16");
-	assert_string_equal(nw_dtype_name(NW_DT_BF16), "bfloat16");
-	assert_string_equal(nw_dtype_name(NW_DT_F32), "float32");
-	assert_string_equal(nw_dtype_name(NW_DT_F64), "float64");
-	assert_null(nw_dtype_name(NW_DT_NONE));
-	assert_null(nw_dtype_name(5));
-}
-
 static __u64 f32_of(float f)
 {
 	__u32 u;
@@ -487,7 +476,6 @@ int main(void)
 #endif
 		cmocka_unit_test(test_bits_to_double_bf16),
 		cmocka_unit_test(test_bits_to_double_f32_f64),
-		cmocka_unit_test(test_dtype_name),
 		cmocka_unit_test(test_json_element),
 		cmocka_unit_test(test_mag_mark),
 	};

@@ -107,20 +107,6 @@ static void test_c_order_rejects(void **state)
 	assert_int_equal(npy__c_order(dst, src, 4, NPY_MAX_DIMS + 1, shape, strides, 6), -EINVAL);
 }
 
-static void test_dtypes(void **state)
-{
-	(void)state;
-	assert_string_equal(npy__dtype(6)->descr, "<f4");
-	assert_string_equal(npy__dtype(5)->name, "float16");
-	assert_string_equal(npy__dtype(15)->descr, "<u2");	/* bfloat16 as its raw bits */
-	assert_string_equal(npy__dtype(4)->descr, "<i8");
-	assert_string_equal(npy__dtype(11)->descr, "|b1");
-	assert_int_equal(npy__dtype(7)->size, 8);
-	assert_null(npy__dtype(9));	/* complex float */
-	assert_null(npy__dtype(16));
-	assert_null(npy__dtype(0xffff));
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -131,7 +117,6 @@ int main(void)
 		cmocka_unit_test(test_c_order_transposed),
 		cmocka_unit_test(test_c_order_channels_last),
 		cmocka_unit_test(test_c_order_rejects),
-		cmocka_unit_test(test_dtypes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
