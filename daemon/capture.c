@@ -32,7 +32,7 @@
 #include "npy.h"
 #include "path.h"
 #include "remote.h"
-#include "report.h"
+#include "output_event.h"
 #include "target.h"
 
 #define PY_TPFLAGS_HEAPTYPE (1UL << 9)
@@ -859,7 +859,7 @@ static void manifest_head(struct capture *c, struct json *j, const struct nw_cap
 	json__string(j, "python", c->o.python_version);
 	json__string(j, "torch", c->o.torch_version);
 	json__uint(j, "step", e->step & NW_STEP_MASK);
-	json__string(j, "step_source", report__step_source(e->step >> NW_STEP_SHIFT));
+	json__string(j, "step_source", output__step_source(e->step >> NW_STEP_SHIFT));
 	json__uint(j, "iteration", e->iteration);
 	json__string(j, "iteration_source", "attach");
 	json__string(j, "layer", layer);

@@ -24,7 +24,8 @@
 #include "pyoffsets.h"
 #include "optstate.h"
 #include "remote.h"
-#include "report.h"
+#include "explain.h"
+#include "output_event.h"
 #include "sink.h"
 #include "tailfmt.h"
 #include "target.h"
@@ -63,7 +64,7 @@ struct app {
 	struct sinks *sinks;
 	struct emitter e;
 	struct names *names;
-	struct report r;
+	struct explain r;
 	struct probe *p;
 	struct capture *cap;
 	char step_symbol[512];
@@ -507,7 +508,7 @@ static int on_grad(void *ctx, const struct nw_grad *g)
 {
 	struct app *app = ctx;
 
-	report__grad(&app->r, g);
+	explain__grad(&app->r, g);
 	return 0;
 }
 
@@ -517,7 +518,7 @@ static int on_event(void *ctx, const void *data, size_t size)
 
 	take_capture(app);
 	/* a broken output ends the watch in run(); the outputs that work still get the event */
-	report__record(&app->r, data, size);
+	explain__record(&app->r, data, size);
 	return 0;
 }
 
@@ -544,7 +545,7 @@ static void emit_stats(struct app *app, const uint64_t c[NW_C_MAX])
 	int have = !probe__runtime(app->p, &rt), source;
 	uint64_t step = probe__step(app->p, &source);
 
-	report__stats(&app->r, c, probe__steps(app->p), probe__iterations(app->p), step, source,
+	explain__stats(&app->r, c, probe__steps(app->p), probe__iterations(app->p), step, source,
 		      have ? &rt : NULL);
 }
 
@@ -614,9 +615,9 @@ static void emit_final(struct app *app)
 	probe__consume(app->p);
 	take_capture(app);
 	backward__flush(app->r.bwd);
-	report__diagnose(&app->r, UINT64_MAX);
+	explain__diagnose(&app->r, UINT64_MAX);
 	probe__counters(app->p, c);
-	report__lost(&app->r, c);
+	explain__lost(&app->r, c);
 	report_sink_losses(app, 1);
 	emit_stats(app, c);
 	j = emit__begin(&app->e, "detach", 0);
@@ -626,7 +627,7 @@ static void emit_final(struct app *app)
 	json__uint(j, "iterations", probe__iterations(app->p));
 	step = probe__step(app->p, &source);
 	json__uint(j, "step", step);
-	json__string(j, "step_source", report__step_source(source));
+	json__string(j, "step_source", output__step_source(source));
 	json__string(j, "iteration_source", "attach");
 	emit__end(&app->e);
 	sinks__drain(app->sinks, 250);
@@ -661,10 +662,10 @@ static int run(struct app *app)
 		sinks__flush(app->sinks);
 		track_step_state(app);
 		probe__counters(app->p, c);
-		report__lost(&app->r, c);
+		explain__lost(&app->r, c);
 		/* iterations started - 1 is the one running: the incident's may be over */
 		if (probe__iterations(app->p))
-			report__diagnose(&app->r, probe__iterations(app->p) - 1);
+			explain__diagnose(&app->r, probe__iterations(app->p) - 1);
 		if (app->a.stats_interval > 0 && now_s() >= next_stats) {
 			emit_stats(app, c);
 			next_stats += app->a.stats_interval;

@@ -41,7 +41,7 @@ struct probe_runtime {
 };
 
 /*
- * Called for each ring-buffer record, as the kernel delivered it (report__record checks and
+ * Called for each ring-buffer record, as the kernel delivered it (explain__record checks and
  * decodes it); return negative only for fatal errors.
  */
 typedef int (*probe_event_fn)(void *ctx, const void *data, size_t size);
