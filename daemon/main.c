@@ -26,6 +26,7 @@
 #include "remote.h"
 #include "explain.h"
 #include "output_event.h"
+#include "session.h"
 #include "sink.h"
 #include "tailfmt.h"
 #include "target.h"
@@ -37,48 +38,6 @@
 
 static volatile sig_atomic_t exiting;
 static volatile sig_atomic_t reopen;	/* SIGHUP: reopen file outputs */
-
-struct args {
-	pid_t pid;
-	const char *outputs[SINKS_MAX];
-	int noutputs;
-	size_t queue_bytes;	/* per output, for a reader that falls behind */
-	const char *layouts;
-	const char *mode;
-	int top_only;		/* mode sample or loss: no layer-level checks */
-	int loss_only;		/* mode loss: no module probes */
-	uint64_t max_scan_bytes;
-	double stats_interval;
-	int verbose;
-	int bpf_stats;
-	const char *capture_dir;
-	uint64_t capture_max_bytes;
-	int backward;		/* --backward: 0 off, 1 norms, 2 on */
-};
-
-struct app {
-	struct args a;
-	struct target t;
-	struct nw_layout nwl;
-	struct remote remote;
-	struct sinks *sinks;
-	struct emitter e;
-	struct names *names;
-	struct explain r;
-	struct probe *p;
-	struct capture *cap;
-	char step_symbol[512];
-	char backward_symbol[256];
-	int published;		/* offsets taken from the interpreter itself */
-	struct nw_bwd_layout bwl;
-	struct nw_rescan rescan;	/* .on: the torch table lets outputs skip a rescan */
-	char node_symbol[256];	/* "" : the backward pass is not checked */
-	long long vtable_offset;	/* vtable pointer - its _ZTV symbol */
-	int pidfd;
-	const char *reason;
-	double next_sink_lost;	/* sink drops are reported at most once a second */
-	uint64_t step_impl;	/* the tracked optimizer's step tensor handed to BPF; 0: none */
-};
 
 static const char usage[] =
 	"Usage: nanwatchd --pid PID [options]\n"
@@ -321,145 +280,6 @@ static void explain_attach_denied(int ret, char *err, size_t errlen)
 		return;
 	snprintf(err + n, errlen - n, " (missing CAP_SYS_ADMIN: this kernel creates uprobes only "
 		 "for it, CAP_BPF and CAP_PERFMON are not enough)");
-}
-
-static const char *layouts_dir(const struct args *a, char *buf, size_t len)
-{
-	char exe[PATH_MAX];
-	ssize_t n;
-	char *slash;
-
-	if (a->layouts)
-		return a->layouts;
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = 0;
-		slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = 0;
-			snprintf(buf, len, "%s/../config/layouts", exe);
-			if (!access(buf, R_OK))
-				return buf;
-		}
-	}
-	return NW_LAYOUT_DIR;
-}
-
-/* The full name of the torch table's step marker function in the target's libtorch_cpu. */
-static int step_symbol(struct app *app, const char *prefix, char *err, size_t errlen)
-{
-	struct elfsym *e;
-	int ret;
-
-	app->step_symbol[0] = 0;
-	if (!prefix)
-		return 0;
-	e = app->t.torch_cpu_file[0] ? elfsym__open(app->t.torch_cpu_file) : NULL;
-	if (!e) {
-		snprintf(err, errlen, "failed to open the target's libtorch_cpu for the step marker");
-		return -ENOENT;
-	}
-	ret = elfsym__find_prefix(e, prefix, app->step_symbol, sizeof(app->step_symbol));
-	elfsym__close(e);
-	if (ret)
-		snprintf(err, errlen, "no symbol %.60s* in %.100s", prefix, app->t.torch_cpu_file);
-	return ret;
-}
-
-/* The torch table's keys that identify a tensor already scanned; without them, no skipping. */
-static void rescan_layout(struct app *app, const struct layout *tl)
-{
-	long long v[4];
-
-	memset(&app->rescan, 0, sizeof(app->rescan));
-	if (layout__int(tl, "impl_autograd_meta", &v[0]) || layout__int(tl, "meta_grad_fn", &v[1]) ||
-	    layout__int(tl, "impl_version", &v[2]) || layout__int(tl, "version_value", &v[3]))
-		return;
-	app->rescan.impl_autograd_meta = v[0];
-	app->rescan.meta_grad_fn = v[1];
-	app->rescan.impl_version = v[2];
-	app->rescan.version_value = v[3];
-	app->rescan.on = 1;
-}
-
-/* The torch table's backward keys; a table without them leaves the backward pass unwatched. */
-static int backward_layout(struct app *app, const struct layout *tl, char *err, size_t errlen)
-{
-	int ret;
-
-	app->node_symbol[0] = 0;
-	if (!app->a.backward || app->a.top_only || !app->t.torch_cpu_file[0])
-		return 0;
-	ret = backward__layout(tl, app->t.torch_cpu_file, app->t.torch_cpu_base, &app->bwl,
-			       app->node_symbol, sizeof(app->node_symbol), err, errlen);
-	if (ret == -ENOENT && !app->node_symbol[0] && !layout__str(tl, "node_symbol"))
-		return 0;
-	if (!ret)
-		ret = layout__int(tl, "vtable_offset", &app->vtable_offset);
-	return ret;
-}
-
-static int load_layouts(struct app *app, char *err, size_t errlen)
-{
-	char dirbuf[PATH_MAX + 32], why[512];
-	const char *dir = layouts_dir(&app->a, dirbuf, sizeof(dirbuf));
-	struct layout *py = NULL, *tl = NULL;
-	int ret = -ENOTSUP;
-
-	py = layout__find(dir, "python", app->t.python_series, why, sizeof(why));
-	if (!py && errno != ENOENT) {
-		snprintf(err, errlen, "%s", why);	/* a table there, but refused: say why */
-		goto cleanup;
-	}
-	if (!py) {
-		snprintf(err, errlen, "unsupported Python %s in pid %d: no layout table "
-			 "python-%s.yaml in %.256s (%.200s)", app->t.python_version, app->t.pid,
-			 app->t.python_series, dir, why);
-		goto cleanup;
-	}
-	tl = layout__find(dir, "torch", app->t.torch_series, why, sizeof(why));
-	if (!tl && errno != ENOENT) {
-		snprintf(err, errlen, "%s", why);
-		goto cleanup;
-	}
-	if (!tl) {
-		snprintf(err, errlen, "unsupported torch %s in pid %d: no layout table "
-			 "torch-%s.yaml in %.256s; generate one with tools/nanwatch-layout run as the "
-			 "training user in the training environment (%.200s)", app->t.torch_version,
-			 app->t.pid, app->t.torch_series, dir, why);
-		goto cleanup;
-	}
-	memset(&app->nwl, 0, sizeof(app->nwl));
-	snprintf(app->backward_symbol, sizeof(app->backward_symbol), "%s",
-		 layout__str(tl, "backward_symbol") ? layout__str(tl, "backward_symbol") : "");
-	ret = step_symbol(app, layout__str(tl, "step_symbol_prefix"), why, sizeof(why));
-	if (!ret)
-		ret = backward_layout(app, tl, why, sizeof(why));
-	if (!ret)
-		rescan_layout(app, tl);
-	if (!ret)
-		ret = layout__fill(py, &app->nwl, why, sizeof(why));
-	if (!ret)
-		ret = layout__fill(tl, &app->nwl, why, sizeof(why));
-	if (!ret)
-		ret = remote__layout_from(&app->remote.l, py, why, sizeof(why));
-	if (ret) {
-		snprintf(err, errlen, "bad layout table in %.256s: %.200s", dir, why);
-		goto cleanup;
-	}
-	ret = pyoffsets__apply(&app->remote, app->t.runtime, app->t.py_version_hex, py, &app->nwl,
-			       &app->remote.l, why, sizeof(why));
-	if (ret < 0) {
-		snprintf(err, errlen, "unsupported Python %s in pid %d: %.200s",
-			 app->t.python_version, app->t.pid, why);
-		goto cleanup;
-	}
-	app->published = ret;
-	ret = 0;
-cleanup:
-	layout__free(py);
-	layout__free(tl);
-	return ret;
 }
 
 static int set_params(void *ctx, uint64_t module, const struct nw_params *np)
@@ -729,27 +549,6 @@ static int open_outputs(struct app *app, char *err, size_t errlen)
 			return ret;
 	}
 	return 0;
-}
-
-/* The python table's dict layout, for BPF to read a module's _parameters itself. */
-static void dict_layout(const struct app *app, struct nw_dict_layout *d)
-{
-	const struct remote_layout *l = &app->remote.l;
-
-	*d = (struct nw_dict_layout){
-		.type_flags = l->type_flags, .type_dictoffset = l->type_dictoffset,
-		.type_cached_keys = l->type_cached_keys, .managed_dict_flag = l->managed_dict_flag,
-		.managed_dict = l->managed_dict, .managed_values = l->managed_values,
-		.managed_dict_tagged = l->managed_dict_tagged,
-		.inline_values_flag = l->inline_values_flag,
-		.inline_values_offset = l->inline_values_offset, .values_valid = l->values_valid,
-		.dict_keys = l->dict_keys, .dict_values = l->dict_values,
-		.keys_log2_index_bytes = l->keys_log2_index_bytes, .keys_kind = l->keys_kind,
-		.keys_nentries = l->keys_nentries, .keys_indices = l->keys_indices,
-		.values_items = l->values_items, .keys_kind_general = l->keys_kind_general,
-		.entry_general = l->entry_general, .entry_unicode = l->entry_unicode,
-		.none = app->t.none, .on = 1,
-	};
 }
 
 /* A thread id names a thread, not a process: the probes filter by process and would see nothing. */
