@@ -6,26 +6,12 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 #include "capture.h"
-#include "backward.h"
-#include "elfsym.h"
-#include "emit.h"
-#include "layout.h"
-#include "names.h"
-#include "probe.h"
-#include "pyoffsets.h"
-#include "optstate.h"
-#include "remote.h"
-#include "explain.h"
-#include "output_event.h"
 #include "session.h"
 #include "sink.h"
 #include "tailfmt.h"
@@ -38,6 +24,14 @@
 
 static volatile sig_atomic_t exiting;
 static volatile sig_atomic_t reopen;	/* SIGHUP: reopen file outputs */
+
+struct args {
+	pid_t pid;
+	const char *outputs[SINKS_MAX];
+	int noutputs;
+	size_t queue_bytes;	/* per output, for a reader that falls behind */
+	struct session_opts o;
+};
 
 static const char usage[] =
 	"Usage: nanwatchd --pid PID [options]\n"
@@ -143,10 +137,10 @@ static void parse_args(int argc, char **argv, struct args *a)
 	int c;
 
 	a->queue_bytes = SINK_DEFAULT_QUEUE;
-	a->mode = "full";
-	a->max_scan_bytes = 1024ULL << 20;
-	a->capture_max_bytes = CAPTURE_DEFAULT_BYTES;
-	a->backward = 1;	/* norms */
+	a->o.mode = "full";
+	a->o.max_scan_bytes = 1024ULL << 20;
+	a->o.capture_max_bytes = CAPTURE_DEFAULT_BYTES;
+	a->o.backward = 1;	/* norms */
 	while ((c = getopt_long(argc, argv, "p:o:m:L:vhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
@@ -161,38 +155,38 @@ static void parse_args(int argc, char **argv, struct args *a)
 			a->queue_bytes = parse_num(optarg, "--output-queue-kb", 1, 1 << 20) << 10;
 			break;
 		case 'm':
-			a->mode = optarg;
+			a->o.mode = optarg;
 			break;
 		case 'L':
-			a->layouts = optarg;
+			a->o.layouts = optarg;
 			break;
 		case 'M':
-			a->max_scan_bytes = parse_num(optarg, "--max-scan-mb", 1, 1 << 20) << 20;
+			a->o.max_scan_bytes = parse_num(optarg, "--max-scan-mb", 1, 1 << 20) << 20;
 			break;
 		case 'S':
-			a->stats_interval = parse_num(optarg, "--stats-interval", 1, 86400);
+			a->o.stats_interval = parse_num(optarg, "--stats-interval", 1, 86400);
 			break;
 		case 'B':
-			a->bpf_stats = 1;
+			a->o.bpf_stats = 1;
 			break;
 		case 'C':
-			a->capture_dir = optarg;
+			a->o.capture_dir = optarg;
 			break;
 		case 'X':
-			a->capture_max_bytes = parse_mb(optarg, "--capture-max-mb");
+			a->o.capture_max_bytes = parse_mb(optarg, "--capture-max-mb");
 			break;
 		case 'G':
 			if (!strcmp(optarg, "off"))
-				a->backward = 0;
+				a->o.backward = 0;
 			else if (!strcmp(optarg, "norms"))
-				a->backward = 1;
+				a->o.backward = 1;
 			else if (!strcmp(optarg, "on"))
-				a->backward = 2;
+				a->o.backward = 2;
 			else
 				die_usage("--backward takes off, norms or on");
 			break;
 		case 'v':
-			a->verbose = 1;
+			a->o.verbose = 1;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -211,10 +205,10 @@ static void parse_args(int argc, char **argv, struct args *a)
 		die_usage("--pid is required");
 	if (!a->noutputs)
 		a->outputs[a->noutputs++] = "-";
-	if (strcmp(a->mode, "full") && strcmp(a->mode, "sample") && strcmp(a->mode, "loss"))
+	if (strcmp(a->o.mode, "full") && strcmp(a->o.mode, "sample") && strcmp(a->o.mode, "loss"))
 		die_usage("unknown --mode (supported: full, sample, loss)");
-	a->top_only = strcmp(a->mode, "full") != 0;
-	a->loss_only = !strcmp(a->mode, "loss");
+	a->o.top_only = strcmp(a->o.mode, "full") != 0;
+	a->o.loss_only = !strcmp(a->o.mode, "loss");
 }
 
 static void on_signal(int sig)
@@ -282,426 +276,93 @@ static void explain_attach_denied(int ret, char *err, size_t errlen)
 		 "for it, CAP_BPF and CAP_PERFMON are not enough)");
 }
 
-static int set_params(void *ctx, uint64_t module, const struct nw_params *np)
-{
-	struct app *app = ctx;
-	struct nw_params bufs;
-
-	if (!app->p)
-		return -EAGAIN;
-	/* a captured layer's buffers are copied with its parameters */
-	if (app->cap && !capture__buffers(&app->remote, module, &bufs))
-		probe__set_buffers(app->p, module, &bufs);
-	return probe__set_params(app->p, module, np);
-}
-
-static uint64_t step_starts(void *ctx)
-{
-	struct app *app = ctx;
-	uint64_t c[NW_C_MAX];
-
-	if (!app->p)
-		return 0;
-	probe__counters(app->p, c);
-	return c[NW_C_STEP_STARTS];
-}
-
-/* Capture records come before the anomaly they belong to: assemble them first. */
-static void take_capture(struct app *app)
-{
-	const char *msg;
-	struct json *j;
-
-	if (!app->cap)
-		return;
-	capture__consume(app->cap);
-	app->r.capture = capture__path(app->cap);
-	msg = capture__error(app->cap);
-	if (msg) {
-		j = emit__begin(&app->e, "error", 0);
-		json__string(j, "message", msg);
-		emit__end(&app->e);
-	}
-}
-
-static int on_grad(void *ctx, const struct nw_grad *g)
-{
-	struct app *app = ctx;
-
-	explain__grad(&app->r, g);
-	return 0;
-}
-
-static int on_event(void *ctx, const void *data, size_t size)
-{
-	struct app *app = ctx;
-
-	take_capture(app);
-	/* a broken output ends the watch in run(); the outputs that work still get the event */
-	explain__record(&app->r, data, size);
-	return 0;
-}
-
-static int emit_attach(struct app *app)
-{
-	struct json *j = emit__begin(&app->e, "attach", 0);
-
-	json__string(j, "python", app->t.python_version);
-	json__string(j, "torch", app->t.torch_version);
-	json__int(j, "probes", probe__count(app->p));
-	json__string(j, "mode", app->a.mode);
-	json__string(j, "backward", !app->node_symbol[0] ? "off" :
-				    app->a.backward == 2 ? "on" : "norms");
-	json__null(j, "config");
-	json__string(j, "interpreter", app->t.python_path);
-	json__string(j, "torch_library", app->t.torch_path);
-	json__int(j, "published_offsets", app->published);
-	return emit__end(&app->e);
-}
-
-static void emit_stats(struct app *app, const uint64_t c[NW_C_MAX])
-{
-	struct probe_runtime rt;
-	int have = !probe__runtime(app->p, &rt), source;
-	uint64_t step = probe__step(app->p, &source);
-
-	explain__stats(&app->r, c, probe__steps(app->p), probe__iterations(app->p), step, source,
-		      have ? &rt : NULL);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/*
- * A lost line for each output that dropped lines since the last one. At most
- * once a second (final: now): the line itself is dropped by a stalled output.
- */
-static void report_sink_losses(struct app *app, int final)
-{
-	struct json *j;
-	uint64_t n;
-	int i;
-
-	if (!final && now_s() < app->next_sink_lost)
-		return;
-	app->next_sink_lost = now_s() + 1;
-	for (i = 0; i < sinks__count(app->sinks); i++) {
-		n = sinks__take_dropped(app->sinks, i);
-		if (!n)
-			continue;
-		j = emit__begin(&app->e, "lost", 0);
-		json__uint(j, "count", n);
-		json__string(j, "where", "sink");
-		json__string(j, "sink", sinks__name(app->sinks, i));
-		emit__end(&app->e);
-	}
-}
-
-/* The last lines; a reader that does not take them within a quarter second does not delay exit. */
-/*
- * Once an optimizer has stepped, find the tensor that holds its step count and
- * hand it to BPF, which reads it at every step. Looked up again each time: a
- * load_state_dict() puts new tensors in its state, and BPF may have moved on to
- * an optimizer that replaced the first (0 until its state has a step).
- */
-static void track_step_state(struct app *app)
-{
-	struct optstate_layout ol = {app->nwl.var_borrowed, app->nwl.var_tensor};
-	uint64_t opt = probe__optimizer(app->p), impl = 0;
-
-	if (!opt)
-		return;
-	if (optstate__step_impl(&app->remote, &ol, opt, &impl))
-		impl = 0;
-	if (impl == app->step_impl)
-		return;
-	probe__set_step_state(app->p, impl);
-	app->step_impl = impl;
-}
-
-static void emit_final(struct app *app)
-{
-	uint64_t c[NW_C_MAX], step;
-	struct json *j;
-	int source;
-
-	/* no program runs after this: the ring drained, the counters add up */
-	probe__detach(app->p);
-	probe__consume(app->p);
-	take_capture(app);
-	backward__flush(app->r.bwd);
-	explain__diagnose(&app->r, UINT64_MAX);
-	probe__counters(app->p, c);
-	explain__lost(&app->r, c);
-	report_sink_losses(app, 1);
-	emit_stats(app, c);
-	j = emit__begin(&app->e, "detach", 0);
-	json__string(j, "reason", app->reason);
-	json__uint(j, "anomalies", app->r.anomalies);
-	json__uint(j, "steps", probe__steps(app->p));
-	json__uint(j, "iterations", probe__iterations(app->p));
-	step = probe__step(app->p, &source);
-	json__uint(j, "step", step);
-	json__string(j, "step_source", output__step_source(source));
-	json__string(j, "iteration_source", "attach");
-	emit__end(&app->e);
-	sinks__drain(app->sinks, 250);
-}
-
-static int target_exited(struct app *app)
-{
-	struct pollfd pfd = {.fd = app->pidfd, .events = POLLIN};
-
-	if (app->pidfd < 0)
-		return !target__alive(&app->t);
-	return poll(&pfd, 1, 0) > 0;
-}
-
-static int run(struct app *app)
-{
-	double next_stats = now_s() + app->a.stats_interval;
-	uint64_t c[NW_C_MAX];
-	int err;
-
-	while (!exiting) {
-		/* lines held back for a slow reader are offered again soon */
-		err = probe__poll(app->p, sinks__pending(app->sinks) ? 20 : 100);
-		if (err && err != -EINTR) {
-			app->reason = "error";
-			return err;
-		}
-		if (reopen) {
-			reopen = 0;
-			sinks__reopen(app->sinks);
-		}
-		sinks__flush(app->sinks);
-		track_step_state(app);
-		probe__counters(app->p, c);
-		explain__lost(&app->r, c);
-		/* iterations started - 1 is the one running: the incident's may be over */
-		if (probe__iterations(app->p))
-			explain__diagnose(&app->r, probe__iterations(app->p) - 1);
-		if (app->a.stats_interval > 0 && now_s() >= next_stats) {
-			emit_stats(app, c);
-			next_stats += app->a.stats_interval;
-		}
-		report_sink_losses(app, 0);
-		if (app->e.failed || sinks__failed(app->sinks)) {
-			app->reason = "error";
-			return -EPIPE;
-		}
-		if (target_exited(app)) {
-			app->reason = "target_exit";
-			return 0;
-		}
-		if (probe__execed(app->p)) {
-			/* the probes' files and the layouts belonged to the old image */
-			app->reason = "target_exec";
-			return 0;
-		}
-	}
-	app->reason = "signal";
-	return 0;
-}
-
-static int setup_capture(struct app *app, struct probe_opts *po, char *err, size_t errlen)
-{
-	struct capture_opts co = {
-		.dir = app->a.capture_dir, .max_bytes = app->a.capture_max_bytes,
-		.pid = app->a.pid, .comm = app->t.comm, .python_version = app->t.python_version,
-		.torch_version = app->t.torch_version, .remote = &app->remote,
-		.names = app->names, .layout = &app->nwl, .tuple_type = app->t.tuple_type,
-		.py_version_hex = app->t.py_version_hex,
-	};
-
-	if (!app->a.capture_dir)
-		return 0;
-	app->cap = capture__new(&co, err, errlen);
-	if (!app->cap)
-		return -errno;
-	po->capture_max_bytes = app->a.capture_max_bytes;
-	po->capture_ring_bytes = capture__ring_bytes(app->a.capture_max_bytes);
-	if (!po->capture_ring_bytes) {
-		snprintf(err, errlen, "--capture-max-mb too large for one ring buffer");
-		return -EINVAL;
-	}
-	po->capture_int_codes = capture__int_codes(&app->nwl);
-	return 0;
-}
-
-static int open_outputs(struct app *app, char *err, size_t errlen)
+static int open_outputs(const struct args *a, struct sinks **out, char *err, size_t errlen)
 {
 	int i, ret;
 
-	app->sinks = sinks__new(app->a.queue_bytes);
-	if (!app->sinks) {
+	*out = sinks__new(a->queue_bytes);
+	if (!*out) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	for (i = 0; i < app->a.noutputs; i++) {
-		ret = sinks__add(app->sinks, app->a.outputs[i], err, errlen);
+	for (i = 0; i < a->noutputs; i++) {
+		ret = sinks__add(*out, a->outputs[i], err, errlen);
 		if (ret)
 			return ret;
 	}
 	return 0;
 }
 
-/* A thread id names a thread, not a process: the probes filter by process and would see nothing. */
-static int check_process(pid_t pid, char *err, size_t errlen)
+/* Resolve the target, open the outputs, attach; 0 or a negative errno with err written. */
+static int start(const struct args *a, struct session **s, struct sinks **out, char *err,
+		 size_t errlen)
 {
-	pid_t tgid = target__tgid(pid);
-	char path[64], *comm;
-
-	if (tgid <= 0 || tgid == pid)
-		return 0;	/* gone or unreadable: pidfd_open and the resolve say it */
-	snprintf(path, sizeof(path), "/proc/%d/comm", tgid);
-	comm = target__read_file(path, 64, NULL);
-	if (comm)
-		comm[strcspn(comm, "\n")] = 0;
-	snprintf(err, errlen, "pid %d is a thread of process %d (%s), not a process: watch "
-		 "--pid %d", pid, tgid, comm ? comm : "?", tgid);
-	free(comm);
-	return -EINVAL;
-}
-
-static int setup(struct app *app, char *err, size_t errlen)
-{
-	struct nw_dict_layout dict;
-	struct probe_opts po = {.max_scan_bytes = app->a.max_scan_bytes,
-				.verbose = app->a.verbose,
-				.bpf_stats = app->a.bpf_stats,
-				.top_only = app->a.top_only,
-				.loss_only = app->a.loss_only,
-				.rescan = &app->rescan,
-				.dict = &dict};
 	int ret;
 
-	ret = check_process(app->a.pid, err, errlen);
-	if (ret)
-		return ret;
-	app->pidfd = syscall(SYS_pidfd_open, app->a.pid, 0);
-	if (app->pidfd < 0 && errno == ESRCH) {
-		snprintf(err, errlen, "no such process: %d", app->a.pid);
-		return -ESRCH;
-	}
-	ret = check_privileges(err, errlen);
-	if (ret)
-		return ret;
-	ret = target__resolve(app->a.pid, &app->t, err, errlen);
-	if (ret)
-		return ret;
-	remote__init_pid(&app->remote, app->a.pid);
-	app->remote.none = app->t.none;
-	ret = load_layouts(app, err, errlen);
-	if (!ret)
-		ret = target__tensor_type(&app->t, &app->remote, app->remote.l.type_name,
-					  app->nwl.type_base, err, errlen);
-	if (ret)
-		return ret;
-	dict_layout(app, &dict);
-	if (app->a.verbose)
-		fprintf(stderr, "nanwatchd: tensor type 0x%llx from %s\n",
-			(unsigned long long)app->t.tensor_type, app->t.tensor_type_from);
-	ret = open_outputs(app, err, errlen);
-	if (ret)
-		return ret;
-	app->names = names__new(&app->remote);
-	ret = app->names ? emit__init(&app->e, app->sinks, &app->t) : -ENOMEM;
-	if (ret) {
-		snprintf(err, errlen, "out of memory");
-		return ret;
-	}
-	diagnose__init(&app->r.diag);
-	app->r.diag.top_only = app->a.top_only;
-	app->r.diag.loss_only = app->r.loss_only = app->a.loss_only;
-	app->r.e = &app->e;
-	app->r.names = app->names;
-	app->r.remote = &app->remote;
-	app->r.set_params = set_params;
-	app->r.step_starts = step_starts;
-	app->r.params_ctx = app;
-	app->r.layout = &app->nwl;
-	app->r.tensor_type = app->t.tensor_type;
-	ret = setup_capture(app, &po, err, errlen);
-	if (ret)
-		return ret;
-	po.step_symbol = app->step_symbol[0] ? app->step_symbol : NULL;
-	po.backward_symbol = app->backward_symbol[0] ? app->backward_symbol : NULL;
-	if (app->node_symbol[0]) {
-		app->r.bwd = backward__new(app->t.torch_cpu_file, app->t.torch_cpu_base,
-					   app->vtable_offset,
-					   &app->remote, app->nwl.var_tensor);
-		if (!app->r.bwd) {
-			snprintf(err, errlen, "failed to open %.200s: %s", app->t.torch_cpu_file,
-				 strerror(errno));
-			return -errno;
-		}
-		po.node_symbol = app->node_symbol;
-		po.bwd = &app->bwl;
-		po.backward_all = app->a.backward == 2;
-		po.grad_cb = on_grad;
-	}
-	app->p = probe__open(&app->t, &app->nwl, &po, on_event, app, err, errlen);
-	if (!app->p) {
-		ret = -errno;
-		explain_attach_denied(ret, err, errlen);
-		return ret;
-	}
-	if (app->cap && capture__attach(app->cap, probe__capture_fd(app->p))) {
-		snprintf(err, errlen, "failed to read the capture ring buffer: %s", strerror(errno));
+	*s = session__open(a->pid, &a->o, err, errlen);
+	if (!*s)
 		return -errno;
-	}
-	if (target_exited(app)) {
-		snprintf(err, errlen, "pid %d exited while attaching", app->a.pid);
-		return -ESRCH;
-	}
-	return 0;
+	ret = open_outputs(a, out, err, errlen);
+	if (ret)
+		return ret;
+	ret = session__attach(*s, *out, err, errlen);
+	explain_attach_denied(ret, err, errlen);
+	return ret;
 }
 
-static void cleanup(struct app *app)
+/* Poll until the target goes, an output breaks, or a signal says stop. */
+static enum session_stop run(struct session *s, struct sinks *out)
 {
-	capture__free(app->cap);
-	probe__close(app->p);
-	backward__free(app->r.bwd);
-	names__free(app->names);
-	emit__free(&app->e);
-	sinks__free(app->sinks);
-	if (app->pidfd >= 0)
-		close(app->pidfd);
+	enum session_stop stop = SESSION_WATCHING;
+
+	while (!exiting && !stop) {
+		/* lines held back for a slow reader are offered again soon */
+		stop = session__poll(s, sinks__pending(out) ? 20 : 100);
+		if (stop)
+			break;
+		if (reopen) {
+			reopen = 0;
+			sinks__reopen(out);
+		}
+		sinks__flush(out);
+		stop = session__tick(s);
+	}
+	return stop ? stop : SESSION_SIGNAL;
 }
 
 int main(int argc, char **argv)
 {
 	struct sigaction sa = {.sa_handler = on_signal};
-	static struct app app = {.pidfd = -1};
+	struct sinks *out = NULL;
+	struct session *s = NULL;
+	enum session_stop stop;
 	char err[1024] = "";
+	struct args a = {};
 	int ret;
 
-	parse_args(argc, argv, &app.a);
+	parse_args(argc, argv, &a);
+	a.o.may_watch = check_privileges;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	ret = setup(&app, err, sizeof(err));
+	ret = start(&a, &s, &out, err, sizeof(err));
 	if (ret) {
 		/* messages name the target's files and comm: never raw on a terminal */
 		fputs("nanwatchd: ", stderr);
 		tailfmt__text(stderr, err[0] ? err : strerror(-ret),
 			      strlen(err[0] ? err : strerror(-ret)));
 		fputc('\n', stderr);
-		cleanup(&app);
+		session__free(s);
+		sinks__free(out);
 		return 1;
 	}
-	emit_attach(&app);
-	ret = run(&app);
-	emit_final(&app);
-	if (sinks__failed(app.sinks))
-		ret = -EPIPE;	/* said on stderr when it broke */
-	cleanup(&app);
-	return ret ? 1 : 0;
+	stop = run(s, out);
+	session__detach(s, stop);
+	/* the last lines; a reader that does not take them within a quarter second does not delay exit */
+	sinks__drain(out, 250);
+	ret = stop == SESSION_ERROR || sinks__failed(out);	/* a broken output: said on stderr */
+	session__free(s);
+	sinks__free(out);
+	return ret;
 }

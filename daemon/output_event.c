@@ -393,3 +393,33 @@ int output__error(struct emitter *e, const char *message)
 	json__string(j, "message", message);
 	return emit__end(e);
 }
+
+int output__attach(struct emitter *e, const struct output_attach *a)
+{
+	struct json *j = emit__begin(e, "attach", 0);
+
+	json__string(j, "python", a->python);
+	json__string(j, "torch", a->torch);
+	json__int(j, "probes", a->probes);
+	json__string(j, "mode", a->mode);
+	json__string(j, "backward", a->backward);
+	json__null(j, "config");
+	json__string(j, "interpreter", a->interpreter);
+	json__string(j, "torch_library", a->torch_library);
+	json__int(j, "published_offsets", a->published_offsets);
+	return emit__end(e);
+}
+
+int output__detach(struct emitter *e, const struct output_detach *d)
+{
+	struct json *j = emit__begin(e, "detach", 0);
+
+	json__string(j, "reason", d->reason);
+	json__uint(j, "anomalies", d->anomalies);
+	json__uint(j, "steps", d->steps);
+	json__uint(j, "iterations", d->iterations);
+	json__uint(j, "step", d->step);
+	json__string(j, "step_source", output__step_source(d->step_source));
+	json__string(j, "iteration_source", "attach");
+	return emit__end(e);
+}

@@ -52,6 +52,26 @@ int output__stats(struct emitter *e, const struct output_stats *s);
 /* count lines lost; where "kernel" or "sink" (then sink names it, else NULL). */
 int output__lost(struct emitter *e, uint64_t count, const char *where, const char *sink);
 
+/* The attach line: what was found in the target and how it is watched. */
+struct output_attach {
+	const char *python, *torch;	/* versions */
+	int probes;
+	const char *mode, *backward;
+	const char *interpreter, *torch_library;	/* paths as the target sees them */
+	int published_offsets;
+};
+
+int output__attach(struct emitter *e, const struct output_attach *a);
+
+/* The detach line: why, and the anomalies, steps and iterations of the watch. */
+struct output_detach {
+	const char *reason;
+	uint64_t anomalies, steps, iterations, step;
+	int step_source;
+};
+
+int output__detach(struct emitter *e, const struct output_detach *d);
+
 /* An error line carrying message. */
 int output__error(struct emitter *e, const char *message);
 

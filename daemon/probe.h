@@ -54,6 +54,7 @@ void probe__detach(struct probe *p);	/* removes the probes; the rings stay reada
 
 /* Wait up to timeout_ms for events and deliver them; 0 or a negative errno (-EINTR is normal). */
 int probe__poll(struct probe *p, int timeout_ms);
+int probe__fd(const struct probe *p);	/* readable when records wait (epoll) */
 int probe__consume(struct probe *p);	/* deliver whatever is queued, without waiting */
 int probe__count(const struct probe *p);	/* probes attached */
 

@@ -9,13 +9,13 @@
 #include "elfsym.h"
 #include "layout.h"
 #include "pyoffsets.h"
-#include "session.h"
+#include "session_priv.h"
 
 #ifndef NW_LAYOUT_DIR
 #define NW_LAYOUT_DIR "/usr/local/share/nanwatch/layouts"
 #endif
 
-static const char *layouts_dir(const struct args *a, char *buf, size_t len)
+static const char *layouts_dir(const struct session_opts *a, char *buf, size_t len)
 {
 	char exe[PATH_MAX];
 	ssize_t n;
@@ -38,78 +38,78 @@ static const char *layouts_dir(const struct args *a, char *buf, size_t len)
 }
 
 /* The full name of the torch table's step marker function in the target's libtorch_cpu. */
-static int step_symbol(struct app *app, const char *prefix, char *err, size_t errlen)
+static int step_symbol(struct session *s, const char *prefix, char *err, size_t errlen)
 {
 	struct elfsym *e;
 	int ret;
 
-	app->step_symbol[0] = 0;
+	s->step_symbol[0] = 0;
 	if (!prefix)
 		return 0;
-	e = app->t.torch_cpu_file[0] ? elfsym__open(app->t.torch_cpu_file) : NULL;
+	e = s->t.torch_cpu_file[0] ? elfsym__open(s->t.torch_cpu_file) : NULL;
 	if (!e) {
 		snprintf(err, errlen, "failed to open the target's libtorch_cpu for the step marker");
 		return -ENOENT;
 	}
-	ret = elfsym__find_prefix(e, prefix, app->step_symbol, sizeof(app->step_symbol));
+	ret = elfsym__find_prefix(e, prefix, s->step_symbol, sizeof(s->step_symbol));
 	elfsym__close(e);
 	if (ret)
-		snprintf(err, errlen, "no symbol %.60s* in %.100s", prefix, app->t.torch_cpu_file);
+		snprintf(err, errlen, "no symbol %.60s* in %.100s", prefix, s->t.torch_cpu_file);
 	return ret;
 }
 
 /* The torch table's keys that identify a tensor already scanned; without them, no skipping. */
-static void rescan_layout(struct app *app, const struct layout *tl)
+static void rescan_layout(struct session *s, const struct layout *tl)
 {
 	long long v[4];
 
-	memset(&app->rescan, 0, sizeof(app->rescan));
+	memset(&s->rescan, 0, sizeof(s->rescan));
 	if (layout__int(tl, "impl_autograd_meta", &v[0]) || layout__int(tl, "meta_grad_fn", &v[1]) ||
 	    layout__int(tl, "impl_version", &v[2]) || layout__int(tl, "version_value", &v[3]))
 		return;
-	app->rescan.impl_autograd_meta = v[0];
-	app->rescan.meta_grad_fn = v[1];
-	app->rescan.impl_version = v[2];
-	app->rescan.version_value = v[3];
-	app->rescan.on = 1;
+	s->rescan.impl_autograd_meta = v[0];
+	s->rescan.meta_grad_fn = v[1];
+	s->rescan.impl_version = v[2];
+	s->rescan.version_value = v[3];
+	s->rescan.on = 1;
 }
 
 /* The torch table's backward keys; a table without them leaves the backward pass unwatched. */
-static int backward_layout(struct app *app, const struct layout *tl, char *err, size_t errlen)
+static int backward_layout(struct session *s, const struct layout *tl, char *err, size_t errlen)
 {
 	int ret;
 
-	app->node_symbol[0] = 0;
-	if (!app->a.backward || app->a.top_only || !app->t.torch_cpu_file[0])
+	s->node_symbol[0] = 0;
+	if (!s->o.backward || s->o.top_only || !s->t.torch_cpu_file[0])
 		return 0;
-	ret = backward__layout(tl, app->t.torch_cpu_file, app->t.torch_cpu_base, &app->bwl,
-			       app->node_symbol, sizeof(app->node_symbol), err, errlen);
-	if (ret == -ENOENT && !app->node_symbol[0] && !layout__str(tl, "node_symbol"))
+	ret = backward__layout(tl, s->t.torch_cpu_file, s->t.torch_cpu_base, &s->bwl,
+			       s->node_symbol, sizeof(s->node_symbol), err, errlen);
+	if (ret == -ENOENT && !s->node_symbol[0] && !layout__str(tl, "node_symbol"))
 		return 0;
 	if (!ret)
-		ret = layout__int(tl, "vtable_offset", &app->vtable_offset);
+		ret = layout__int(tl, "vtable_offset", &s->vtable_offset);
 	return ret;
 }
 
-int load_layouts(struct app *app, char *err, size_t errlen)
+int load_layouts(struct session *s, char *err, size_t errlen)
 {
 	char dirbuf[PATH_MAX + 32], why[512];
-	const char *dir = layouts_dir(&app->a, dirbuf, sizeof(dirbuf));
+	const char *dir = layouts_dir(&s->o, dirbuf, sizeof(dirbuf));
 	struct layout *py = NULL, *tl = NULL;
 	int ret = -ENOTSUP;
 
-	py = layout__find(dir, "python", app->t.python_series, why, sizeof(why));
+	py = layout__find(dir, "python", s->t.python_series, why, sizeof(why));
 	if (!py && errno != ENOENT) {
 		snprintf(err, errlen, "%s", why);	/* a table there, but refused: say why */
 		goto cleanup;
 	}
 	if (!py) {
 		snprintf(err, errlen, "unsupported Python %s in pid %d: no layout table "
-			 "python-%s.yaml in %.256s (%.200s)", app->t.python_version, app->t.pid,
-			 app->t.python_series, dir, why);
+			 "python-%s.yaml in %.256s (%.200s)", s->t.python_version, s->t.pid,
+			 s->t.python_series, dir, why);
 		goto cleanup;
 	}
-	tl = layout__find(dir, "torch", app->t.torch_series, why, sizeof(why));
+	tl = layout__find(dir, "torch", s->t.torch_series, why, sizeof(why));
 	if (!tl && errno != ENOENT) {
 		snprintf(err, errlen, "%s", why);
 		goto cleanup;
@@ -117,36 +117,36 @@ int load_layouts(struct app *app, char *err, size_t errlen)
 	if (!tl) {
 		snprintf(err, errlen, "unsupported torch %s in pid %d: no layout table "
 			 "torch-%s.yaml in %.256s; generate one with tools/nanwatch-layout run as the "
-			 "training user in the training environment (%.200s)", app->t.torch_version,
-			 app->t.pid, app->t.torch_series, dir, why);
+			 "training user in the training environment (%.200s)", s->t.torch_version,
+			 s->t.pid, s->t.torch_series, dir, why);
 		goto cleanup;
 	}
-	memset(&app->nwl, 0, sizeof(app->nwl));
-	snprintf(app->backward_symbol, sizeof(app->backward_symbol), "%s",
+	memset(&s->nwl, 0, sizeof(s->nwl));
+	snprintf(s->backward_symbol, sizeof(s->backward_symbol), "%s",
 		 layout__str(tl, "backward_symbol") ? layout__str(tl, "backward_symbol") : "");
-	ret = step_symbol(app, layout__str(tl, "step_symbol_prefix"), why, sizeof(why));
+	ret = step_symbol(s, layout__str(tl, "step_symbol_prefix"), why, sizeof(why));
 	if (!ret)
-		ret = backward_layout(app, tl, why, sizeof(why));
+		ret = backward_layout(s, tl, why, sizeof(why));
 	if (!ret)
-		rescan_layout(app, tl);
+		rescan_layout(s, tl);
 	if (!ret)
-		ret = layout__fill(py, &app->nwl, why, sizeof(why));
+		ret = layout__fill(py, &s->nwl, why, sizeof(why));
 	if (!ret)
-		ret = layout__fill(tl, &app->nwl, why, sizeof(why));
+		ret = layout__fill(tl, &s->nwl, why, sizeof(why));
 	if (!ret)
-		ret = remote__layout_from(&app->remote.l, py, why, sizeof(why));
+		ret = remote__layout_from(&s->remote.l, py, why, sizeof(why));
 	if (ret) {
 		snprintf(err, errlen, "bad layout table in %.256s: %.200s", dir, why);
 		goto cleanup;
 	}
-	ret = pyoffsets__apply(&app->remote, app->t.runtime, app->t.py_version_hex, py, &app->nwl,
-			       &app->remote.l, why, sizeof(why));
+	ret = pyoffsets__apply(&s->remote, s->t.runtime, s->t.py_version_hex, py, &s->nwl,
+			       &s->remote.l, why, sizeof(why));
 	if (ret < 0) {
 		snprintf(err, errlen, "unsupported Python %s in pid %d: %.200s",
-			 app->t.python_version, app->t.pid, why);
+			 s->t.python_version, s->t.pid, why);
 		goto cleanup;
 	}
-	app->published = ret;
+	s->published = ret;
 	ret = 0;
 cleanup:
 	layout__free(py);
@@ -155,9 +155,9 @@ cleanup:
 }
 
 /* The python table's dict layout, for BPF to read a module's _parameters itself. */
-void dict_layout(const struct app *app, struct nw_dict_layout *d)
+void dict_layout(const struct session *s, struct nw_dict_layout *d)
 {
-	const struct remote_layout *l = &app->remote.l;
+	const struct remote_layout *l = &s->remote.l;
 
 	*d = (struct nw_dict_layout){
 		.type_flags = l->type_flags, .type_dictoffset = l->type_dictoffset,
@@ -171,6 +171,6 @@ void dict_layout(const struct app *app, struct nw_dict_layout *d)
 		.keys_nentries = l->keys_nentries, .keys_indices = l->keys_indices,
 		.values_items = l->values_items, .keys_kind_general = l->keys_kind_general,
 		.entry_general = l->entry_general, .entry_unicode = l->entry_unicode,
-		.none = app->t.none, .on = 1,
+		.none = s->t.none, .on = 1,
 	};
 }
