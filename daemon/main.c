@@ -115,6 +115,67 @@ static uint64_t parse_mb(const char *s, const char *what)
 	return (uint64_t)(v * 1048576);
 }
 
+/* One option of the command line; exits on --help, --version and bad values. */
+static void parse_opt(int c, struct args *a)
+{
+	switch (c) {
+	case 'p':
+		a->pid = parse_num(optarg, "pid", 1, INT_MAX);
+		break;
+	case 'o':
+		if (a->noutputs == SINKS_MAX)
+			die_usage("too many --output (at most 8)");
+		a->outputs[a->noutputs++] = optarg;
+		break;
+	case 'Q':
+		a->queue_bytes = parse_num(optarg, "--output-queue-kb", 1, 1 << 20) << 10;
+		break;
+	case 'm':
+		a->o.mode = optarg;
+		break;
+	case 'L':
+		a->o.layouts = optarg;
+		break;
+	case 'M':
+		a->o.max_scan_bytes = parse_num(optarg, "--max-scan-mb", 1, 1 << 20) << 20;
+		break;
+	case 'S':
+		a->o.stats_interval = parse_num(optarg, "--stats-interval", 1, 86400);
+		break;
+	case 'B':
+		a->o.bpf_stats = 1;
+		break;
+	case 'C':
+		a->o.capture_dir = optarg;
+		break;
+	case 'X':
+		a->o.capture_max_bytes = parse_mb(optarg, "--capture-max-mb");
+		break;
+	case 'G':
+		if (!strcmp(optarg, "off"))
+			a->o.backward = 0;
+		else if (!strcmp(optarg, "norms"))
+			a->o.backward = 1;
+		else if (!strcmp(optarg, "on"))
+			a->o.backward = 2;
+		else
+			die_usage("--backward takes off, norms or on");
+		break;
+	case 'v':
+		a->o.verbose = 1;
+		break;
+	case 'h':
+		fputs(usage, stdout);
+		exit(0);
+	case 'V':
+		printf("nanwatchd %s\n", NW_VERSION);
+		exit(0);
+	default:
+		fputs(usage, stderr);
+		exit(2);
+	}
+}
+
 static void parse_args(int argc, char **argv, struct args *a)
 {
 	static const struct option opts[] = {
@@ -141,64 +202,8 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->o.max_scan_bytes = 1024ULL << 20;
 	a->o.capture_max_bytes = CAPTURE_DEFAULT_BYTES;
 	a->o.backward = 1;	/* norms */
-	while ((c = getopt_long(argc, argv, "p:o:m:L:vhV", opts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			a->pid = parse_num(optarg, "pid", 1, INT_MAX);
-			break;
-		case 'o':
-			if (a->noutputs == SINKS_MAX)
-				die_usage("too many --output (at most 8)");
-			a->outputs[a->noutputs++] = optarg;
-			break;
-		case 'Q':
-			a->queue_bytes = parse_num(optarg, "--output-queue-kb", 1, 1 << 20) << 10;
-			break;
-		case 'm':
-			a->o.mode = optarg;
-			break;
-		case 'L':
-			a->o.layouts = optarg;
-			break;
-		case 'M':
-			a->o.max_scan_bytes = parse_num(optarg, "--max-scan-mb", 1, 1 << 20) << 20;
-			break;
-		case 'S':
-			a->o.stats_interval = parse_num(optarg, "--stats-interval", 1, 86400);
-			break;
-		case 'B':
-			a->o.bpf_stats = 1;
-			break;
-		case 'C':
-			a->o.capture_dir = optarg;
-			break;
-		case 'X':
-			a->o.capture_max_bytes = parse_mb(optarg, "--capture-max-mb");
-			break;
-		case 'G':
-			if (!strcmp(optarg, "off"))
-				a->o.backward = 0;
-			else if (!strcmp(optarg, "norms"))
-				a->o.backward = 1;
-			else if (!strcmp(optarg, "on"))
-				a->o.backward = 2;
-			else
-				die_usage("--backward takes off, norms or on");
-			break;
-		case 'v':
-			a->o.verbose = 1;
-			break;
-		case 'h':
-			fputs(usage, stdout);
-			exit(0);
-		case 'V':
-			printf("nanwatchd %s\n", NW_VERSION);
-			exit(0);
-		default:
-			fputs(usage, stderr);
-			exit(2);
-		}
-	}
+	while ((c = getopt_long(argc, argv, "p:o:m:L:vhV", opts, NULL)) != -1)
+		parse_opt(c, a);
 	if (optind < argc)
 		die_usage("unexpected argument");
 	if (!a->pid)
