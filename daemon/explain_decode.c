@@ -183,7 +183,8 @@ int explain__decode(const void *data, size_t size, struct names *names, struct b
 	f->root = ev.modules[0];
 	f->module = ev.module;
 	f->depth = ev.depth;
-	f->params_known = !!ev.params_known;
+	/* a phase this daemon does not know is written as forward, its parameters left as sent */
+	f->params_known = ev.params_known || ev.phase > NW_PHASE_BACKWARD;
 	f->nested_unchecked = !!(ev.flags & NW_FLAG_DEEPER);
 	if (f->kind == FINDING_NONE)
 		return 0;
