@@ -311,28 +311,31 @@ static int start(const struct args *a, struct session **s, struct sinks **out, c
 	if (ret)
 		return ret;
 	ret = session__attach(*s, *out, err, errlen);
-	explain_attach_denied(ret, err, errlen);
+	if (ret)
+		explain_attach_denied(ret, err, errlen);
 	return ret;
 }
 
 /* Poll until the target goes, an output breaks, or a signal says stop. */
 static enum session_stop run(struct session *s, struct sinks *out)
 {
-	enum session_stop stop = SESSION_WATCHING;
+	enum session_stop stop;
 
-	while (!exiting && !stop) {
+	while (!exiting) {
 		/* lines held back for a slow reader are offered again soon */
 		stop = session__poll(s, sinks__pending(out) ? 20 : 100);
 		if (stop)
-			break;
+			return stop;
 		if (reopen) {
 			reopen = 0;
 			sinks__reopen(out);
 		}
 		sinks__flush(out);
 		stop = session__tick(s);
+		if (stop)
+			return stop;
 	}
-	return stop ? stop : SESSION_SIGNAL;
+	return SESSION_SIGNAL;
 }
 
 int main(int argc, char **argv)
