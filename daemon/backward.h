@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The backward pass in user space: autograd node class names from their vtables, the
- * torch table's backward keys, and gradient norms per backward pass from the parameter
- * gradient histograms the BPF side sends.
+ * The backward pass in user space: the torch table's backward keys (backward.c), autograd
+ * node class names from their vtables (resolve_vtable.c), and gradient norms per backward
+ * pass from the parameter gradient histograms the BPF side sends (explain_backward.c).
  */
 #ifndef __BACKWARD_H
 #define __BACKWARD_H
@@ -80,9 +80,5 @@ void backward__settle(struct backward *b, uint64_t iteration);
 /* Sum-of-squares bounds of one histogram (exposed for tests). */
 void backward__hist_bounds(const uint32_t *hist, double *lo2, double *hi2, double *max_lo,
 			   double *max_hi, uint64_t *nonfinite);
-
-/* Class name from a vtable symbol: "_ZTVN5torch8autograd9generated12LogBackward0E" ->
- * "LogBackward0"; 0, or -EINVAL for a name this does not parse. */
-int backward__vtable_class(const char *sym, char *out, size_t len);
 
 #endif /* __BACKWARD_H */

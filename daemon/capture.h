@@ -19,8 +19,6 @@ struct capture;
 
 #define CAPTURE_SCHEMA	      "nanwatch-capture/1"
 #define CAPTURE_MAX_ATTRS     256	/* module attributes written to the manifest */
-#define CAPTURE_MAX_TUPLE     16	/* items of a tuple attribute */
-#define CAPTURE_MAX_NAMED     64	/* _parameters / _buffers entries looked at */
 #define CAPTURE_MAX_RING      (1u << 30)
 #define CAPTURE_DEFAULT_BYTES (60ull << 20)	/* with the records' overhead: a 64 MiB ring */
 
@@ -67,12 +65,5 @@ int capture__dirname(char *buf, size_t len, pid_t pid, uint64_t step, const char
 
 /* The .npy file name of a tensor: input0.npy, input1_2.npy, param.weight.npy, output.npy. */
 int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name);
-
-/*
- * A CPython int's digit count from the word after its object header (3.11 ob_size, 3.12+
- * lv_tag), and its sign; -ERANGE past two 30-bit digits. Then its value from the digits.
- */
-int capture__pylong_size(uint64_t word, int py312, int *neg);
-long long capture__pylong_value(const uint32_t digits[2], int n, int neg);
 
 #endif /* __CAPTURE_H */

@@ -298,6 +298,11 @@ int probe__poll(struct probe *p, int timeout_ms)
 	return n < 0 ? n : 0;
 }
 
+int probe__fd(const struct probe *p)
+{
+	return ring_buffer__epoll_fd(p->rb);
+}
+
 int probe__consume(struct probe *p)
 {
 	int n = ring_buffer__consume(p->rb);

@@ -41,7 +41,7 @@ struct probe_runtime {
 };
 
 /*
- * Called for each ring-buffer record, as the kernel delivered it (report__record checks and
+ * Called for each ring-buffer record, as the kernel delivered it (explain__record checks and
  * decodes it); return negative only for fatal errors.
  */
 typedef int (*probe_event_fn)(void *ctx, const void *data, size_t size);
@@ -54,6 +54,7 @@ void probe__detach(struct probe *p);	/* removes the probes; the rings stay reada
 
 /* Wait up to timeout_ms for events and deliver them; 0 or a negative errno (-EINTR is normal). */
 int probe__poll(struct probe *p, int timeout_ms);
+int probe__fd(const struct probe *p);	/* readable when records wait (epoll) */
 int probe__consume(struct probe *p);	/* deliver whatever is queued, without waiting */
 int probe__count(const struct probe *p);	/* probes attached */
 

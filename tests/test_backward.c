@@ -14,28 +14,29 @@
 #include <string.h>
 #include <cmocka.h>
 #include "backward.h"
+#include "resolve_vtable.h"
 
 static void test_vtable_class(void **state)
 {
 	char out[64];
 
 	(void)state;
-	assert_int_equal(backward__vtable_class("_ZTVN5torch8autograd9generated12LogBackward0E",
+	assert_int_equal(vtable__class_name("_ZTVN5torch8autograd9generated12LogBackward0E",
 						out, sizeof(out)), 0);
 	assert_string_equal(out, "LogBackward0");
-	assert_int_equal(backward__vtable_class("_ZTVN5torch8autograd14AccumulateGradE", out,
+	assert_int_equal(vtable__class_name("_ZTVN5torch8autograd14AccumulateGradE", out,
 						sizeof(out)), 0);
 	assert_string_equal(out, "AccumulateGrad");
-	assert_int_equal(backward__vtable_class("_ZTV7PyNodeX", out, sizeof(out)), 0);
+	assert_int_equal(vtable__class_name("_ZTV7PyNodeX", out, sizeof(out)), 0);
 	assert_string_equal(out, "PyNodeX");
 	/* not a vtable, truncated, a length past the end, a name that does not fit */
-	assert_int_equal(backward__vtable_class("_ZTIN5torch8autograd4NodeE", out, sizeof(out)),
+	assert_int_equal(vtable__class_name("_ZTIN5torch8autograd4NodeE", out, sizeof(out)),
 			 -EINVAL);
-	assert_int_equal(backward__vtable_class("_ZTVN5torch8autograd", out, sizeof(out)),
+	assert_int_equal(vtable__class_name("_ZTVN5torch8autograd", out, sizeof(out)),
 			 -EINVAL);
-	assert_int_equal(backward__vtable_class("_ZTVN5torch99autogradE", out, sizeof(out)),
+	assert_int_equal(vtable__class_name("_ZTVN5torch99autogradE", out, sizeof(out)),
 			 -EINVAL);
-	assert_int_equal(backward__vtable_class("_ZTVN5torch8autograd9generated12LogBackward0E",
+	assert_int_equal(vtable__class_name("_ZTVN5torch8autograd9generated12LogBackward0E",
 						out, 8), -EINVAL);
 }
 

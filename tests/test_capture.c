@@ -19,6 +19,7 @@
 #include "capture.h"
 #include "file.h"
 #include "jsonread.h"
+#include "resolve_pyobject.h"
 #include "names.h"
 #include "remote.h"
 #include "target.h"
@@ -300,25 +301,25 @@ static void test_pylong(void **state)
 
 	(void)state;
 	/* 3.11: ob_size 0 is zero, 1 one digit, -1 one digit negative */
-	assert_int_equal(capture__pylong_size(0, 0, &neg), 0);
-	assert_int_equal(capture__pylong_value(one, 0, neg), 0);
-	assert_int_equal(capture__pylong_size(1, 0, &neg), 1);
-	assert_int_equal(capture__pylong_value(one, 1, neg), 1);
-	assert_int_equal(capture__pylong_size((uint64_t)-1, 0, &neg), 1);
+	assert_int_equal(pyobject__long_size(0, 0, &neg), 0);
+	assert_int_equal(pyobject__long_value(one, 0, neg), 0);
+	assert_int_equal(pyobject__long_size(1, 0, &neg), 1);
+	assert_int_equal(pyobject__long_value(one, 1, neg), 1);
+	assert_int_equal(pyobject__long_size((uint64_t)-1, 0, &neg), 1);
 	assert_true(neg);
-	assert_int_equal(capture__pylong_value(one, 1, neg), -1);
-	assert_int_equal(capture__pylong_size(2, 0, &neg), 2);
-	assert_int_equal(capture__pylong_value(big, 2, neg), (1LL << 30) + 5);
-	assert_int_equal(capture__pylong_size(3, 0, &neg), -ERANGE);
+	assert_int_equal(pyobject__long_value(one, 1, neg), -1);
+	assert_int_equal(pyobject__long_size(2, 0, &neg), 2);
+	assert_int_equal(pyobject__long_value(big, 2, neg), (1LL << 30) + 5);
+	assert_int_equal(pyobject__long_size(3, 0, &neg), -ERANGE);
 	/* 3.12: lv_tag; True is 1 << 3, False (zero) is sign 1, -1 is 1 << 3 | 2 */
-	assert_int_equal(capture__pylong_size(1 << 3, 1, &neg), 1);
+	assert_int_equal(pyobject__long_size(1 << 3, 1, &neg), 1);
 	assert_false(neg);
-	assert_int_equal(capture__pylong_size(1, 1, &neg), 0);
-	assert_int_equal(capture__pylong_size(1 << 3 | 2, 1, &neg), 1);
-	assert_int_equal(capture__pylong_value(one, 1, neg), -1);
-	assert_int_equal(capture__pylong_size(2 << 3 | 2, 1, &neg), 2);
-	assert_int_equal(capture__pylong_value(big, 2, neg), -((1LL << 30) + 5));
-	assert_int_equal(capture__pylong_size(3 << 3, 1, &neg), -ERANGE);
+	assert_int_equal(pyobject__long_size(1, 1, &neg), 0);
+	assert_int_equal(pyobject__long_size(1 << 3 | 2, 1, &neg), 1);
+	assert_int_equal(pyobject__long_value(one, 1, neg), -1);
+	assert_int_equal(pyobject__long_size(2 << 3 | 2, 1, &neg), 2);
+	assert_int_equal(pyobject__long_value(big, 2, neg), -((1LL << 30) + 5));
+	assert_int_equal(pyobject__long_size(3 << 3, 1, &neg), -ERANGE);
 }
 
 int main(void)

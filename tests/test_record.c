@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Unit tests for report__record (daemon/report.c): raw ring-buffer records, as the kernel
+ * Unit tests for explain__record (daemon/explain.c): raw ring-buffer records, as the kernel
  * delivers them, turned into event lines, without BPF. The real records come from
  * tests/fuzz/corpus/record/ (recorded from nanwatchd watching tests/trainers/nan_input.py);
  * the others are what the record fuzzer found.
@@ -22,7 +22,7 @@
 #include "jsonread.h"
 #include "names.h"
 #include "remote.h"
-#include "report.h"
+#include "explain.h"
 #include "sink.h"
 #include "target.h"
 
@@ -34,7 +34,7 @@ struct fixture {
 	struct target t;
 	struct emitter e;
 	struct remote remote;
-	struct report r;
+	struct explain r;
 };
 
 static int no_memory(void *ctx, uint64_t addr, void *buf, size_t len)
@@ -141,7 +141,7 @@ static void test_real_records(void **state)
 			 "record the corpus again (tests/fuzz/README.md)", REAL_RECORDS, n,
 			 sizeof(struct nw_event));
 	for (i = 0; i < n; i += sizeof(struct nw_event))
-		assert_int_equal(report__record(&f->r, data + i, sizeof(struct nw_event)), 0);
+		assert_int_equal(explain__record(&f->r, data + i, sizeof(struct nw_event)), 0);
 	ev = lines(f, &count);
 	for (i = 0; i < count; i++) {
 		if (strcmp(field(ev[i], "event"), "anomaly"))
@@ -173,12 +173,12 @@ static void test_short_and_unaligned(void **state)
 	struct jv **out;
 	size_t count;
 
-	assert_int_equal(report__record(&f->r, &ev, sizeof(ev) - 1), 0);
-	assert_int_equal(report__record(&f->r, &ev, 0), 0);
+	assert_int_equal(explain__record(&f->r, &ev, sizeof(ev) - 1), 0);
+	assert_int_equal(explain__record(&f->r, &ev, 0), 0);
 	lines(f, &count);
 	assert_int_equal(count, 0);
 	memcpy(data + 1, &ev, sizeof(ev));
-	assert_int_equal(report__record(&f->r, data + 1, sizeof(ev)), 0);
+	assert_int_equal(explain__record(&f->r, data + 1, sizeof(ev)), 0);
 	out = lines(f, &count);
 	assert_int_equal(count, 1);
 	assert_string_equal(field(out[0], "phase"), "loss");
@@ -205,7 +205,7 @@ static void test_time_stamp_out_of_range(void **state)
 				      "[0-6][0-9]\\.[0-9]{9}Z$", REG_EXTENDED | REG_NOSUB), 0);
 	for (i = 0; i < sizeof(stamps) / sizeof(stamps[0]); i++) {
 		ev.time_ns = stamps[i];
-		assert_int_equal(report__record(&f->r, &ev, sizeof(ev)), 0);
+		assert_int_equal(explain__record(&f->r, &ev, sizeof(ev)), 0);
 	}
 	out = lines(f, &count);
 	assert_int_equal(count, 3);

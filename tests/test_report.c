@@ -22,14 +22,14 @@
 #include "emit.h"
 #include "names.h"
 #include "remote.h"
-#include "report.h"
+#include "explain.h"
 #include "sink.h"
 #include "target.h"
 
 static void test_tally_phases(void **state)
 {
-	uint64_t c[NW_C_MAX] = {0}, reported[REPORT_PHASES] = {2, 1, 1};
-	struct report_tally t;
+	uint64_t c[NW_C_MAX] = {0}, reported[FINDING_PHASES] = {2, 1, 1};
+	struct explain_tally t;
 	int i;
 
 	(void)state;
@@ -47,7 +47,7 @@ static void test_tally_phases(void **state)
 	c[NW_C_LOST_LOSS_VALUE] = 1;
 	c[NW_C_BWD_GRADS_LOST] = 7;
 	c[NW_C_LOST_CAPTURE] = 3;
-	report__tally(c, reported, &t);
+	explain__tally(c, reported, &t);
 	assert_int_equal(t.phase[NW_PHASE_FORWARD].found, 7);
 	assert_int_equal(t.phase[NW_PHASE_FORWARD].suppressed, 4);
 	assert_int_equal(t.phase[NW_PHASE_FORWARD].lost, 1);
@@ -55,8 +55,8 @@ static void test_tally_phases(void **state)
 	assert_int_equal(t.phase[NW_PHASE_LOSS].suppressed, 2);
 	assert_int_equal(t.phase[NW_PHASE_BACKWARD].found, 5);
 	assert_int_equal(t.phase[NW_PHASE_BACKWARD].suppressed, 4);
-	for (i = 0; i < REPORT_PHASES; i++) {
-		const struct report_phase *p = &t.phase[i];
+	for (i = 0; i < FINDING_PHASES; i++) {
+		const struct explain_phase *p = &t.phase[i];
 
 		assert_int_equal(p->reported, reported[i]);
 		assert_int_equal(p->found, p->reported + p->suppressed + p->lost);
@@ -80,15 +80,15 @@ static void test_tally_phases(void **state)
 /* Counters read while a loss anomaly was between its two increments: no wrap-around. */
 static void test_tally_torn_read(void **state)
 {
-	uint64_t c[NW_C_MAX] = {0}, reported[REPORT_PHASES] = {0};
-	struct report_tally t;
+	uint64_t c[NW_C_MAX] = {0}, reported[FINDING_PHASES] = {0};
+	struct explain_tally t;
 
 	(void)state;
 	c[NW_C_ANOMALIES] = 2;
 	c[NW_C_LOSS_FOUND] = 3;
 	c[NW_C_SUPPRESSED] = 0;
 	c[NW_C_LOSS_SUPPRESSED] = 1;
-	report__tally(c, reported, &t);
+	explain__tally(c, reported, &t);
 	assert_int_equal(t.phase[NW_PHASE_FORWARD].found, 0);
 	assert_int_equal(t.phase[NW_PHASE_FORWARD].suppressed, 0);
 	assert_int_equal(t.all.found, 3);
@@ -247,7 +247,7 @@ static void anomaly_line(struct world *w, const struct nw_event *ev, char *out, 
 	char path[] = "/tmp/nanwatch-test-report.XXXXXX";
 	struct target t = {.pid = 4242, .comm = "python3"};
 	struct emitter e;
-	struct report r;
+	struct explain r;
 	struct sinks *sinks;
 	char err[256];
 	FILE *f;
@@ -270,7 +270,7 @@ static void anomaly_line(struct world *w, const struct nw_event *ev, char *out, 
 	r.set_params = set_params;
 	r.step_starts = steps_now;
 	r.params_ctx = w;
-	assert_int_equal(report__event(&r, ev), 0);
+	assert_int_equal(explain__record(&r, ev, sizeof(*ev)), 0);
 	assert_int_equal(r.reported[NW_PHASE_FORWARD], 1);
 	names__free(r.names);
 	emit__free(&e);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target: decoding the events ring buffer's records (report__record in
- * daemon/report.c) into anomaly, warning, diagnosis and stats lines, without BPF. An input is
+ * libFuzzer target: decoding the events ring buffer's records (explain__record in
+ * daemon/explain.c) into anomaly, warning, diagnosis and stats lines, without BPF. An input is
  * a run of raw records (struct nw_event, as the kernel delivers them) followed by bytes that
  * stand for the target's memory at FAKE_BASE, read by the module-name walk (names.c, remote.c)
  * in place of process_vm_readv.
@@ -17,7 +17,7 @@
 #include "layout.h"
 #include "names.h"
 #include "remote.h"
-#include "report.h"
+#include "explain.h"
 #include "sink.h"
 #include "target.h"
 
@@ -77,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct memory mem = { data + n * sizeof(struct nw_event), size % sizeof(struct nw_event) };
 	struct remote remote = { .read = fake_read, .ctx = &mem, .pid = 4242 };
 	uint64_t counters[NW_C_MAX] = { 0 };
-	struct report r = { .e = &emitter, .remote = &remote };
+	struct explain r = { .e = &emitter, .remote = &remote };
 
 	remote.l = python_layout;
 	r.names = names__new(&remote);
@@ -86,12 +86,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	diagnose__init(&r.diag);
 	emitter.failed = 0;
 	for (i = 0; i < n && i < MAX_RECORDS; i++)
-		report__record(&r, data + i * sizeof(struct nw_event), sizeof(struct nw_event));
+		explain__record(&r, data + i * sizeof(struct nw_event), sizeof(struct nw_event));
 	/* a short record is not ours: skipped */
-	report__record(&r, mem.p, mem.n);
-	report__diagnose(&r, UINT64_MAX);
-	report__lost(&r, counters);
-	report__stats(&r, counters, 0, 0, 0, 0, NULL);
+	explain__record(&r, mem.p, mem.n);
+	explain__diagnose(&r, UINT64_MAX);
+	explain__lost(&r, counters);
+	explain__stats(&r, counters, 0, 0, 0, 0, NULL);
 	names__free(r.names);
 	return 0;
 }

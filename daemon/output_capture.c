@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Capture assembly. The BPF side copied the tensors of the first origin
- * anomaly's call while the call was on the stack (bpf/capture.bpf.h); this
- * file turns its records into one directory per capture:
+ * Capture directories. The records explain_capture.c assembled become one
+ * directory per capture:
  *
  *   DIR/<pid>-step<N>-<layer>/manifest.json   what the layer is, how to rebuild it
  *   DIR/<pid>-step<N>-<layer>/input0.npy ...  C-order arrays numpy.load() reads
@@ -18,69 +17,22 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <stdarg.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <bpf/libbpf.h>
-#include "capture.h"
+#include "capture_priv.h"
 #include "dtype.h"
 #include "file.h"
 #include "json.h"
 #include "names.h"
 #include "npy.h"
+#include "output_event.h"
 #include "path.h"
 #include "remote.h"
-#include "report.h"
+#include "resolve_pyobject.h"
 #include "target.h"
-
-#define PY_TPFLAGS_HEAPTYPE (1UL << 9)
-
-struct pending {
-	struct nw_cap_tensor d;
-	unsigned char *buf;	/* d.bytes, when data follows */
-	uint64_t received;
-	int have;
-};
-
-struct named {
-	char name[128];
-	uint64_t obj;		/* 0: registered as None */
-};
-
-struct named_list {
-	struct named items[CAPTURE_MAX_NAMED];
-	int n;
-};
-
-struct capture {
-	struct capture_opts o;
-	char dir[PATH_MAX];
-	int dirfd;
-	uid_t uid;
-	gid_t gid;
-	struct ring_buffer *rb;
-	struct pending t[NW_CAP_MAX_TENSORS];
-	uint64_t allocated;	/* bytes of t[].buf, at most the budget */
-	int done;
-	char path[PATH_MAX + 256];
-	char error[512];
-	int error_pending;
-};
-
-__attribute__((format(printf, 2, 3)))
-static void fail(struct capture *c, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(c->error, sizeof(c->error), fmt, ap);
-	va_end(ap);
-	c->error_pending = 1;
-}
 
 /* Real uid and gid of the target: who its captures belong to. */
 static int target_owner(pid_t pid, uid_t *uid, gid_t *gid)
@@ -104,93 +56,30 @@ static int target_owner(pid_t pid, uid_t *uid, gid_t *gid)
 	return 0;
 }
 
-struct capture *capture__new(const struct capture_opts *o, char *err, size_t errlen)
+int capture_output__open_dir(struct capture *c, char *err, size_t errlen)
 {
-	struct capture *c = calloc(1, sizeof(*c));
+	const struct capture_opts *o = &c->o;
 	struct stat st;
 	int ret;
 
-	if (!c) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	c->o = *o;
-	c->dirfd = -1;
-	snprintf(c->dir, sizeof(c->dir), "%s", o->dir);
 	/* no symlink anywhere in the path, a trailing slash included */
 	c->dirfd = path__open_dir(o->dir);
 	if (c->dirfd < 0) {
 		ret = c->dirfd;
 		snprintf(err, errlen, "failed to open capture directory %.256s: %s", o->dir,
 			 path__reason(ret));
-		goto fail;
+		return ret;
 	}
 	if (fstat(c->dirfd, &st) || (st.st_mode & S_IWOTH && !(st.st_mode & S_ISVTX))) {
-		ret = -EPERM;
 		snprintf(err, errlen, "capture directory %.256s is world-writable without the "
 			 "sticky bit: use a directory only trusted users can write", o->dir);
-		goto fail;
+		return -EPERM;
 	}
 	ret = target_owner(o->pid, &c->uid, &c->gid);
-	if (ret) {
+	if (ret)
 		snprintf(err, errlen, "failed to read the owner of pid %d: %s", o->pid,
 			 strerror(-ret));
-		goto fail;
-	}
-	return c;
-fail:
-	capture__free(c);
-	errno = -ret;
-	return NULL;
-}
-
-void capture__free(struct capture *c)
-{
-	int i;
-
-	if (!c)
-		return;
-	ring_buffer__free(c->rb);
-	for (i = 0; i < NW_CAP_MAX_TENSORS; i++)
-		free(c->t[i].buf);
-	if (c->dirfd >= 0)
-		close(c->dirfd);
-	free(c);
-}
-
-const char *capture__path(const struct capture *c)
-{
-	return c && c->path[0] ? c->path : NULL;
-}
-
-const char *capture__error(struct capture *c)
-{
-	if (!c || !c->error_pending)
-		return NULL;
-	c->error_pending = 0;
-	return c->error;
-}
-
-uint32_t capture__ring_bytes(uint64_t max_bytes)
-{
-	/* ring records carry an 8-byte header; a tensor may end in a part-filled chunk */
-	uint64_t rec = (sizeof(struct nw_cap_data) + 8 + 7) / 8 * 8;
-	uint64_t need = (max_bytes / NW_CAP_CHUNK + NW_CAP_MAX_TENSORS) * rec +
-			NW_CAP_MAX_TENSORS * (sizeof(struct nw_cap_tensor) + 8) +
-			sizeof(struct nw_cap_end) + 8;
-	uint64_t size = 4096;
-
-	while (size < need) {
-		size <<= 1;
-		if (size > CAPTURE_MAX_RING)
-			return 0;
-	}
-	return size;
-}
-
-int capture__int_codes(const struct nw_layout *l)
-{
-	return dtype__c10_codes(l);
+	return ret;
 }
 
 static void sanitize(char *out, size_t len, const char *in)
@@ -256,283 +145,54 @@ int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, cons
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-/* ---------------------------------------------------------------- records */
+/* ------------------------------------------------------------- manifest */
 
-static void reset(struct capture *c)
+static const struct pyobject_layout *py_layout(const struct capture *c, struct pyobject_layout *pl)
 {
-	int i;
-
-	for (i = 0; i < NW_CAP_MAX_TENSORS; i++) {
-		free(c->t[i].buf);
-		memset(&c->t[i], 0, sizeof(c->t[i]));
-	}
-	c->allocated = 0;
+	*pl = (struct pyobject_layout){.l = c->o.layout, .tuple_type = c->o.tuple_type,
+				       .py_version_hex = c->o.py_version_hex};
+	return pl;
 }
 
-static void on_tensor(struct capture *c, const struct nw_cap_tensor *d)
+static int class_module(const struct capture *c, uint64_t module, char *out, size_t len)
 {
-	struct pending *p;
+	struct pyobject_layout pl;
 
-	if (d->index >= NW_CAP_MAX_TENSORS)
-		return;
-	p = &c->t[d->index];
-	if (p->buf)
-		c->allocated -= p->d.bytes;
-	free(p->buf);
-	memset(p, 0, sizeof(*p));
-	p->d = *d;
-	p->have = 1;
-	if (d->ndim > NW_MAX_DIMS)
-		p->d.ndim = NW_MAX_DIMS, p->d.flags |= NW_SKIP_DIMS;
-	/* data follows only for a tensor within the budget; the budget bounds the allocations */
-	if (!d->flags && d->bytes && d->elem_size && d->bytes % d->elem_size == 0 &&
-	    d->bytes / d->elem_size == d->numel && d->bytes <= c->o.max_bytes - c->allocated) {
-		p->buf = malloc(d->bytes);
-		if (p->buf)
-			c->allocated += d->bytes;
-	}
-}
-
-static void on_data(struct capture *c, const struct nw_cap_data *r)
-{
-	struct pending *p;
-
-	if (r->index >= NW_CAP_MAX_TENSORS)
-		return;
-	p = &c->t[r->index];
-	if (!p->have || !p->buf || r->len > NW_CAP_CHUNK || r->offset > p->d.bytes ||
-	    r->len > p->d.bytes - r->offset)
-		return;
-	memcpy(p->buf + r->offset, r->data, r->len);
-	p->received += r->len;
-}
-
-static int assemble(struct capture *c, const struct nw_cap_end *e);
-
-static int on_record(void *ctx, void *data, size_t size)
-{
-	return capture__record(ctx, data, size);
-}
-
-int capture__record(struct capture *c, const void *data, size_t size)
-{
-	/* the three record types have different sizes; each says its type too */
-	if (size == sizeof(struct nw_cap_tensor) &&
-	    ((const struct nw_cap_tensor *)data)->type == NW_EV_CAP_TENSOR) {
-		on_tensor(c, data);
-	} else if (size == sizeof(struct nw_cap_data) &&
-		   ((const struct nw_cap_data *)data)->type == NW_EV_CAP_DATA) {
-		on_data(c, data);
-	} else if (size == sizeof(struct nw_cap_end) &&
-		   ((const struct nw_cap_end *)data)->type == NW_EV_CAP_END) {
-		if (!c->done) {
-			int err = assemble(c, data);
-
-			if (err)
-				fail(c, "failed to write the capture into %.256s: %s", c->dir,
-				     strerror(-err));
-		}
-		c->done = 1;
-		reset(c);
-	}
-	return 0;
-}
-
-int capture__attach(struct capture *c, int ring_fd)
-{
-	c->rb = ring_buffer__new(ring_fd, on_record, c, NULL);
-	return c->rb ? 0 : -errno;
-}
-
-int capture__consume(struct capture *c)
-{
-	int n;
-
-	if (!c || !c->rb)
-		return 0;
-	n = ring_buffer__consume(c->rb);
-	return n < 0 ? n : 0;
-}
-
-/* ------------------------------------------------------- reading the module */
-
-struct list_ctx {
-	const struct remote *r;
-	struct nw_params *np;
-	struct named_list *names;
-};
-
-static int list_cb(const char *key, uint64_t value, void *ctx)
-{
-	struct list_ctx *l = ctx;
-	int none = value == l->r->none;
-
-	if (l->names && l->names->n < CAPTURE_MAX_NAMED) {
-		struct named *n = &l->names->items[l->names->n++];
-
-		snprintf(n->name, sizeof(n->name), "%s", key);
-		n->obj = none ? 0 : value;
-	}
-	if (l->np && !none) {
-		if (l->np->n < NW_MAX_PARAMS)
-			l->np->tensors[l->np->n++] = value;
-		else
-			l->np->more++;
-	}
-	return 0;
-}
-
-static int list_dict(const struct remote *r, uint64_t module, const char *attr,
-		     struct nw_params *np, struct named_list *names)
-{
-	struct list_ctx ctx = {r, np, names};
-	uint64_t dict;
-	int err;
-
-	if (np)
-		memset(np, 0, sizeof(*np));
-	if (names)
-		names->n = 0;
-	err = remote__attr(r, module, attr, &dict);
-	if (err)
-		return err;
-	return remote__dict_each(r, dict, list_cb, &ctx);
-}
-
-int capture__buffers(const struct remote *r, uint64_t module, struct nw_params *out)
-{
-	return list_dict(r, module, "_buffers", out, NULL);
-}
-
-static const char *name_of(const struct named_list *l, uint64_t obj)
-{
-	int i;
-
-	for (i = 0; i < l->n; i++)
-		if (obj && l->items[i].obj == obj)
-			return l->items[i].name;
-	return NULL;
-}
-
-/* A static (non-heap) type's name: builtins cannot be subclassed under that name statically. */
-static int builtin_type(const struct capture *c, uint64_t obj, uint64_t *type, char *name,
-			size_t len)
-{
-	const struct remote *r = c->o.remote;
-	uint64_t flags, tp_name;
-
-	if (remote__u64(r, obj + r->l.obj_type, type) ||
-	    remote__u64(r, *type + r->l.type_flags, &flags) || (flags & PY_TPFLAGS_HEAPTYPE) ||
-	    remote__u64(r, *type + r->l.type_name, &tp_name) ||
-	    remote__cstr(r, tp_name, name, len))
-		return -EINVAL;
-	return 0;
-}
-
-int capture__pylong_size(uint64_t word, int py312, int *neg)
-{
-	uint64_t n;
-
-	if (py312) {
-		/* 3.12: lv_tag = ndigits << 3 | sign (0 positive, 1 zero, 2 negative) */
-		n = word >> 3;
-		*neg = (word & 3) == 2;
-	} else {
-		/* 3.11: ob_size is the digit count, negated for a negative int */
-		*neg = (int64_t)word < 0;
-		n = *neg ? (uint64_t)-(int64_t)word : word;
-	}
-	return n > 2 ? -ERANGE : (int)n;
-}
-
-long long capture__pylong_value(const uint32_t digits[2], int n, int neg)
-{
-	uint64_t v = 0;
-
-	if (n > 0)
-		v = digits[0] & 0x3fffffff;
-	if (n > 1)
-		v |= (uint64_t)(digits[1] & 0x3fffffff) << 30;
-	return neg ? -(long long)v : (long long)v;
-}
-
-/* A small int (at most two 30-bit digits: 60 bits) of the target. */
-static int read_int(const struct capture *c, uint64_t obj, long long *out)
-{
-	const struct remote *r = c->o.remote;
-	uint64_t head = obj + c->o.layout->var_size, word;
-	uint32_t digits[2] = {};
-	int n, neg;
-
-	if (remote__u64(r, head, &word))
-		return -EFAULT;
-	n = capture__pylong_size(word, c->o.py_version_hex >= 0x030c0000, &neg);
-	if (n < 0 || (n && remote__read(r, head + 8, digits, n * 4)))
-		return -ERANGE;
-	*out = capture__pylong_value(digits, n, neg);
-	return 0;
+	return pyobject__class_module(c->o.remote, py_layout(c, &pl), module, out, len);
 }
 
 /* One attribute value into the manifest; -ENOTSUP for anything but simple values. */
 static int write_value(const struct capture *c, struct json *j, const char *key, uint64_t v)
 {
-	const struct remote *r = c->o.remote;
-	char tname[32], *str;
-	uint64_t type, n, i;
-	long long iv;
-	double d;
+	struct pyobject_layout pl;
+	struct py_value pv;
+	int i;
 
-	if (v == r->none) {
+	if (pyobject__value(c->o.remote, py_layout(c, &pl), v, &pv))
+		return -ENOTSUP;
+	switch (pv.kind) {
+	case PY_NONE:
 		json__null(j, key);
-		return 0;
-	}
-	if (builtin_type(c, v, &type, tname, sizeof(tname)))
-		return -ENOTSUP;
-	if (!strcmp(tname, "bool") || !strcmp(tname, "int")) {
-		if (read_int(c, v, &iv))
-			return -ENOTSUP;
-		if (tname[0] == 'b')
-			json__bool(j, key, iv != 0);
-		else
-			json__int(j, key, iv);
-		return 0;
-	}
-	if (!strcmp(tname, "float")) {
-		/* ob_fval follows the object header, where a var object's size would be */
-		if (remote__read(r, v + c->o.layout->var_size, &d, sizeof(d)) || !isfinite(d))
-			return -ENOTSUP;
-		json__double(j, key, d);
-		return 0;
-	}
-	if (!strcmp(tname, "str")) {
-		str = malloc(REMOTE_MAX_STR * 4 + 1);
-		if (!str || remote__str(r, v, str, REMOTE_MAX_STR * 4 + 1)) {
-			free(str);
-			return -ENOTSUP;
-		}
-		json__string(j, key, str);
-		free(str);
-		return 0;
-	}
-	if (type != c->o.tuple_type || remote__u64(r, v + c->o.layout->var_size, &n) ||
-	    n > CAPTURE_MAX_TUPLE)
-		return -ENOTSUP;
-	{
-		long long items[CAPTURE_MAX_TUPLE];
-
-		for (i = 0; i < n; i++) {
-			uint64_t item, itype;
-
-			if (remote__u64(r, v + c->o.layout->tuple_items + 8 * i, &item) ||
-			    builtin_type(c, item, &itype, tname, sizeof(tname)) ||
-			    strcmp(tname, "int") || read_int(c, item, &items[i]))
-				return -ENOTSUP;
-		}
+		break;
+	case PY_BOOL:
+		json__bool(j, key, pv.i != 0);
+		break;
+	case PY_INT:
+		json__int(j, key, pv.i);
+		break;
+	case PY_FLOAT:
+		json__double(j, key, pv.d);
+		break;
+	case PY_STR:
+		json__string(j, key, pv.str);
+		break;
+	default:
 		json__array_begin(j, key);
-		for (i = 0; i < n; i++)
-			json__int(j, NULL, items[i]);
+		for (i = 0; i < pv.n; i++)
+			json__int(j, NULL, pv.items[i]);
 		json__array_end(j);
 	}
+	pyobject__value_free(&pv);
 	return 0;
 }
 
@@ -552,35 +212,6 @@ static int attr_cb(const char *key, uint64_t value, void *ctx)
 	if (write_value(a->c, a->j, key, value) && a->nskipped < CAPTURE_MAX_ATTRS)
 		snprintf(a->skipped[a->nskipped++], sizeof(a->skipped[0]), "%s", key);
 	return 0;
-}
-
-/* type(module).__module__, from the type's dict (tp_dict follows tp_base in PyTypeObject). */
-static int class_module(const struct capture *c, uint64_t module, char *out, size_t len)
-{
-	const struct remote *r = c->o.remote;
-	struct named_list *l = NULL;
-	uint64_t type, dict, value = 0;
-	int err, i;
-
-	out[0] = 0;
-	if (remote__u64(r, module + r->l.obj_type, &type) ||
-	    remote__u64(r, type + c->o.layout->type_base + 8, &dict) || !dict)
-		return -EFAULT;
-	l = calloc(1, sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	{
-		struct list_ctx ctx = {r, NULL, l};
-
-		err = remote__dict_each(r, dict, list_cb, &ctx);
-	}
-	for (i = 0; !err && i < l->n; i++)
-		if (!strcmp(l->items[i].name, "__module__"))
-			value = l->items[i].obj;
-	free(l);
-	if (err || !value)
-		return err ? err : -ENOENT;
-	return remote__str(r, value, out, len);
 }
 
 /* ------------------------------------------------------------------ files */
@@ -681,13 +312,13 @@ static void tensor_name(char *buf, size_t len, const struct nw_cap_tensor *d, co
 
 /* One manifest entry; writes the .npy when the data is whole. Returns 1 if it was left out. */
 static int write_tensor(int dirfd, struct json *j, const struct pending *p,
-			const struct named_list *params, const struct named_list *buffers)
+			const struct py_named_list *params, const struct py_named_list *buffers)
 {
 	const struct nw_cap_tensor *d = &p->d;
 	const struct dtype *dt = d->scalar_type == NW_NO_SCALAR ? NULL :
 				 dtype__scalar(d->scalar_type);
-	const char *name = d->role == NW_CAP_PARAM ? name_of(params, d->obj) :
-			   d->role == NW_CAP_BUFFER ? name_of(buffers, d->obj) : NULL;
+	const char *name = d->role == NW_CAP_PARAM ? pyobject__name_of(params, d->obj) :
+			   d->role == NW_CAP_BUFFER ? pyobject__name_of(buffers, d->obj) : NULL;
 	char file[160], label[160];
 	const char *why = NULL;
 	uint32_t i;
@@ -739,7 +370,7 @@ static int write_tensor(int dirfd, struct json *j, const struct pending *p,
  * (the daemon lists them at the module's first call, asynchronously): listed
  * as not captured, so the manifest never looks complete when it is not.
  */
-static int write_unlisted(struct json *j, const struct named_list *l, const char *role,
+static int write_unlisted(struct json *j, const struct py_named_list *l, const char *role,
 			  const struct capture *c)
 {
 	int i, k, n = 0;
@@ -765,7 +396,7 @@ static int write_unlisted(struct json *j, const struct named_list *l, const char
 	return n;
 }
 
-static void write_names(struct json *j, const char *key, const struct named_list *l)
+static void write_names(struct json *j, const char *key, const struct py_named_list *l)
 {
 	int i;
 
@@ -804,12 +435,12 @@ static int give(const struct capture *c, int dirfd)
 
 /* The names of the module's child modules: a layer with children is not rebuilt generically. */
 static void write_children(const struct capture *c, struct json *j, uint64_t module,
-			   struct named_list *scratch)
+			   struct py_named_list *scratch)
 {
 	int i;
 
 	json__array_begin(j, "children");
-	if (!list_dict(c->o.remote, module, "_modules", NULL, scratch))
+	if (!pyobject__list_dict(c->o.remote, module, "_modules", NULL, scratch))
 		for (i = 0; i < scratch->n; i++)
 			if (scratch->items[i].obj)
 				json__string(j, NULL, scratch->items[i].name);
@@ -860,7 +491,7 @@ static void manifest_head(struct capture *c, struct json *j, const struct nw_cap
 	json__string(j, "python", c->o.python_version);
 	json__string(j, "torch", c->o.torch_version);
 	json__uint(j, "step", e->step & NW_STEP_MASK);
-	json__string(j, "step_source", report__step_source(e->step >> NW_STEP_SHIFT));
+	json__string(j, "step_source", output__step_source(e->step >> NW_STEP_SHIFT));
 	json__uint(j, "iteration", e->iteration);
 	json__string(j, "iteration_source", "attach");
 	json__string(j, "layer", layer);
@@ -872,10 +503,10 @@ static void manifest_head(struct capture *c, struct json *j, const struct nw_cap
 	json__uint(j, "max_bytes", e->budget);
 }
 
-static int assemble(struct capture *c, const struct nw_cap_end *e)
+int capture_output__write(struct capture *c, const struct nw_cap_end *e)
 {
 	const char *layer = names__path(c->o.names, e->root, e->module);
-	struct named_list *params = calloc(2, sizeof(*params)), *buffers = params + 1;
+	struct py_named_list *params = calloc(2, sizeof(*params)), *buffers = params + 1;
 	struct attrs_ctx *a = calloc(1, sizeof(*a));
 	char name[256];
 	struct json j = {};
@@ -885,8 +516,8 @@ static int assemble(struct capture *c, const struct nw_cap_end *e)
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	list_dict(c->o.remote, e->module, "_parameters", NULL, params);
-	list_dict(c->o.remote, e->module, "_buffers", NULL, buffers);
+	pyobject__list_dict(c->o.remote, e->module, "_parameters", NULL, params);
+	pyobject__list_dict(c->o.remote, e->module, "_buffers", NULL, buffers);
 	dirfd = make_dir(c, e, layer, name, sizeof(name));
 	if (dirfd < 0) {
 		err = dirfd;

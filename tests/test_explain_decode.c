@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * explain__decode (daemon/explain_decode.c): a raw events-ring record in, the finding's
+ * fields out, for each kind and phase; short records refused, any alignment read.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include <linux/types.h>
+#include "explain_decode.h"
+#include "nanwatch.h"
+#include "nwfloat.h"
+
+/* 1.5f and -2.0f as float32 bits */
+#define F32_1_5 0x3fc00000u
+#define F32_M2	0xc0000000u
+
+static void forward_record(struct nw_event *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->type = NW_EV_ANOMALY;
+	ev->phase = NW_PHASE_FORWARD;
+	ev->time_ns = 123456789;
+	ev->tid = 77;
+	ev->step = 41 | ((__u64)NW_STEP_OPTIMIZER << NW_STEP_SHIFT);
+	ev->iteration = 9;
+	ev->modules[0] = 0x1000;
+	ev->module = 0x2000;
+	ev->depth = 3;
+	ev->dtype = NW_DT_F32;
+	ev->ndim = 2;
+	ev->shape[0] = 4;
+	ev->shape[1] = 5;
+	ev->numel = 20;
+	ev->scanned = 20;
+	ev->nan = 2;
+	ev->posinf = 1;
+	ev->min_key = nw_order_key(F32_M2, NW_DT_F32);
+	ev->max_key = nw_order_key(F32_1_5, NW_DT_F32);
+	ev->index0 = 1;
+	ev->index1 = NW_NO_INDEX;
+	ev->params_known = 1;
+	ev->params_checked = 2;
+	ev->step_starts = 5;
+	ev->flags = NW_SKIP_TRUNCATED;
+	memcpy(ev->class_name, "torch.nn.Linear", 16);
+}
+
+static void test_forward(void **state)
+{
+	struct nw_event ev;
+	struct finding f;
+
+	(void)state;
+	forward_record(&ev);
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.kind, FINDING_ANOMALY);
+	assert_int_equal(f.phase, FINDING_FORWARD);
+	assert_string_equal(f.device, "cpu");
+	assert_int_equal(f.time_ns, 123456789);
+	assert_int_equal(f.tid, 77);
+	assert_int_equal(f.step, 41);
+	assert_int_equal(f.step_source, FINDING_STEP_OPTIMIZER);
+	assert_int_equal(f.iteration, 9);
+	assert_int_equal(f.step_starts, 5);
+	assert_int_equal(f.root, 0x1000);
+	assert_int_equal(f.module, 0x2000);
+	assert_int_equal(f.depth, 3);
+	assert_null(f.layer);	/* no names given */
+	assert_string_equal(f.module_class, "Linear");
+	assert_string_equal(f.tensor, "output[1]");
+	assert_false(f.parameters);
+	assert_string_equal(f.dtype_name, "float32");
+	assert_int_equal(f.ndim, 2);
+	assert_int_equal(f.shape[0], 4);
+	assert_int_equal(f.shape[1], 5);
+	assert_int_equal(f.numel, 20);
+	assert_int_equal(f.nan, 2);
+	assert_int_equal(f.posinf, 1);
+	assert_int_equal(f.neginf, 0);
+	assert_true(f.truncated);
+	assert_true(f.has_finite);
+	assert_int_equal(f.finite_min_bits, F32_M2);
+	assert_int_equal(f.finite_max_bits, F32_1_5);
+	assert_true(f.max_abs == 2.0);
+	assert_int_equal(f.inputs_finite, 1);
+	assert_int_equal(f.params_finite, 1);
+	assert_true(f.params_known);
+	assert_false(f.nested_unchecked);
+	assert_null(f.node);
+}
+
+/* Inputs not all scanned, parameters not listed, an unchecked nested call, no finite value. */
+static void test_forward_unknowns(void **state)
+{
+	struct nw_event ev;
+	struct finding f;
+
+	(void)state;
+	forward_record(&ev);
+	ev.inputs_skipped = 1;
+	ev.params_known = 0;
+	ev.flags = NW_FLAG_DEEPER;
+	ev.min_key = ~0ULL;
+	ev.max_key = 0;
+	ev.index0 = 0;
+	ev.index1 = 2;
+	ev.step = 3;
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.step_source, FINDING_STEP_ATTACH);
+	assert_string_equal(f.tensor, "output[0][2]");
+	assert_int_equal(f.inputs_finite, -1);
+	assert_int_equal(f.params_finite, -1);
+	assert_false(f.params_known);
+	assert_true(f.nested_unchecked);
+	assert_false(f.truncated);
+	assert_false(f.has_finite);
+	assert_true(f.max_abs == 0);
+	ev.inputs_nonfinite = 1;
+	ev.params_known = 1;
+	ev.params_nonfinite = 1;
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.inputs_finite, 0);
+	assert_int_equal(f.params_finite, 0);
+}
+
+/* The loss: no module, no verdicts; its value record. */
+static void test_loss(void **state)
+{
+	struct nw_event ev;
+	struct finding f;
+
+	(void)state;
+	forward_record(&ev);
+	ev.phase = NW_PHASE_LOSS;
+	ev.index0 = NW_NO_INDEX;
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.phase, FINDING_PHASE_LOSS);
+	assert_string_equal(f.tensor, "loss");
+	assert_null(f.module_class);
+	assert_int_equal(f.inputs_finite, -1);
+	assert_int_equal(f.params_finite, -1);
+	ev.type = NW_EV_LOSS;
+	ev.min_key = F32_1_5;	/* a loss record carries the value's bits */
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.kind, FINDING_LOSS);
+	assert_true(f.value == 1.5);
+}
+
+/* A gradient: the maker module when known, the producers' verdict; no vtable names here. */
+static void test_backward(void **state)
+{
+	struct nw_event ev;
+	struct finding f;
+
+	(void)state;
+	forward_record(&ev);
+	ev.phase = NW_PHASE_BACKWARD;
+	ev.index0 = 0;
+	ev.producers = 1;
+	ev.input_nr = 2;
+	ev.node_vptr = 0x5000;
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.phase, FINDING_BACKWARD);
+	assert_string_equal(f.tensor, "grad[0]");
+	assert_string_equal(f.module_class, "Linear");
+	assert_int_equal(f.inputs_finite, 1);
+	assert_int_equal(f.params_finite, -1);
+	assert_int_equal(f.producers, 1);
+	assert_int_equal(f.input_nr, 2);
+	assert_null(f.node);
+	ev.module = 0;
+	ev.producers = 0;
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_null(f.module_class);
+	assert_int_equal(f.inputs_finite, 0);
+}
+
+/* A magnitude of the parameters; module records; other types; short and unaligned records. */
+static void test_other_kinds(void **state)
+{
+	static char data[sizeof(struct nw_event) + 1];
+	struct nw_event ev;
+	struct finding f;
+
+	(void)state;
+	forward_record(&ev);
+	ev.type = NW_EV_MAGNITUDE;
+	ev.index0 = NW_PARAMS_INDEX;
+	ev.max_key = F32_M2;
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.kind, FINDING_MAGNITUDE);
+	assert_true(f.parameters);
+	assert_string_equal(f.tensor, "parameters");
+	assert_true(f.value == -2.0);
+	ev.type = NW_EV_MODULE;
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.kind, FINDING_MODULE);
+	assert_int_equal(f.module, 0x2000);
+	ev.type = NW_EV_GRAD;
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.kind, FINDING_NONE);
+	assert_int_equal(explain__decode(&ev, sizeof(ev) - 1, NULL, NULL, &f), -EINVAL);
+	forward_record(&ev);
+	memcpy(data + 1, &ev, sizeof(ev));
+	assert_int_equal(explain__decode(data + 1, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.step, 41);
+	assert_string_equal(f.module_class, "Linear");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_forward),
+		cmocka_unit_test(test_forward_unknowns),
+		cmocka_unit_test(test_loss),
+		cmocka_unit_test(test_backward),
+		cmocka_unit_test(test_other_kinds),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
