@@ -368,17 +368,8 @@ static int step_symbol(struct app *app, const char *prefix, char *err, size_t er
 /* The torch table's keys that identify a tensor already scanned; without them, no skipping. */
 static void rescan_layout(struct app *app, const struct layout *tl)
 {
-	long long v[4];
-
 	memset(&app->rescan, 0, sizeof(app->rescan));
-	if (layout__int(tl, "impl_autograd_meta", &v[0]) || layout__int(tl, "meta_grad_fn", &v[1]) ||
-	    layout__int(tl, "impl_version", &v[2]) || layout__int(tl, "version_value", &v[3]))
-		return;
-	app->rescan.impl_autograd_meta = v[0];
-	app->rescan.meta_grad_fn = v[1];
-	app->rescan.impl_version = v[2];
-	app->rescan.version_value = v[3];
-	app->rescan.on = 1;
+	layout__fill_rescan(tl, &app->rescan, NULL, 0);
 }
 
 /* The torch table's backward keys; a table without them leaves the backward pass unwatched. */
@@ -391,10 +382,10 @@ static int backward_layout(struct app *app, const struct layout *tl, char *err, 
 		return 0;
 	ret = backward__layout(tl, app->t.torch_cpu_file, app->t.torch_cpu_base, &app->bwl,
 			       app->node_symbol, sizeof(app->node_symbol), err, errlen);
-	if (ret == -ENOENT && !app->node_symbol[0] && !layout__str(tl, "node_symbol"))
+	if (ret == -ENOENT && !app->node_symbol[0] && !layout__str(tl, LK_node_symbol))
 		return 0;
 	if (!ret)
-		ret = layout__int(tl, "vtable_offset", &app->vtable_offset);
+		ret = layout__int(tl, LK_vtable_offset, &app->vtable_offset);
 	return ret;
 }
 
@@ -430,8 +421,8 @@ static int load_layouts(struct app *app, char *err, size_t errlen)
 	}
 	memset(&app->nwl, 0, sizeof(app->nwl));
 	snprintf(app->backward_symbol, sizeof(app->backward_symbol), "%s",
-		 layout__str(tl, "backward_symbol") ? layout__str(tl, "backward_symbol") : "");
-	ret = step_symbol(app, layout__str(tl, "step_symbol_prefix"), why, sizeof(why));
+		 layout__str(tl, LK_backward_symbol) ? layout__str(tl, LK_backward_symbol) : "");
+	ret = step_symbol(app, layout__str(tl, LK_step_symbol_prefix), why, sizeof(why));
 	if (!ret)
 		ret = backward_layout(app, tl, why, sizeof(why));
 	if (!ret)
