@@ -198,7 +198,8 @@ static int close_node(struct builder *b)
 			return -ENOMEM;
 		y->kids = grown;
 	}
-	memcpy(y->kids + y->nkids, o->kids, o->n * sizeof(*o->kids));
+	if (o->n)	/* an empty container may have no arrays at all */
+		memcpy(y->kids + y->nkids, o->kids, o->n * sizeof(*o->kids));
 	y->nodes[o->node].first = y->nkids;
 	y->nodes[o->node].count = y->nodes[o->node].kind == YAMLMAP_MAP ? o->n / 2 : o->n;
 	y->nkids += o->n;
