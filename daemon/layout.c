@@ -314,6 +314,8 @@ static int check_required(const struct layout *l, char *err, size_t errlen)
 	return 0;
 }
 
+static const struct yamlmap_schema schema = {.lookup = lookup};
+
 static const struct yamlmap_limits limits = {
 	.max_bytes = LAYOUT_MAX_FILE,
 	.max_nodes = 2 * MAX_KEYS + 1,
@@ -342,7 +344,7 @@ static struct layout *load(const char *path, const char *text, size_t len, char 
 	if (!ret)
 		ret = check_header(l, why, sizeof(why));
 	if (!ret)
-		ret = yamlmap__read(l->doc, yamlmap__root(l->doc), lookup, take, l, why,
+		ret = yamlmap__read(l->doc, yamlmap__root(l->doc), &schema, take, l, why,
 				    sizeof(why));
 	if (!ret)
 		ret = check_required(l, why, sizeof(why));

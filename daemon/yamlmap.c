@@ -600,15 +600,28 @@ static int check_value(const struct yamlmap_field *f, struct yamlmap_value *v, c
 	return 0;
 }
 
+static const struct yamlmap_field *find_field(const struct yamlmap_schema *schema, void *ctx,
+					      const char *key, char *why, size_t whylen)
+{
+	size_t i;
+
+	if (!schema->fields)
+		return schema->lookup ? schema->lookup(ctx, key, why, whylen) : NULL;
+	for (i = 0; i < schema->n; i++)
+		if (!strcmp(schema->fields[i].key, key))
+			return &schema->fields[i];
+	return NULL;
+}
+
 int yamlmap__read(const struct yamlmap *y, const struct yamlmap_node *map,
-		  yamlmap_lookup_fn lookup, yamlmap_value_fn cb, void *ctx, char *err,
+		  const struct yamlmap_schema *schema, yamlmap_value_fn cb, void *ctx, char *err,
 		  size_t errlen)
 {
 	char why[WHY_LEN];
 	size_t i;
 	int ret;
 
-	if (!y || !map || map->kind != YAMLMAP_MAP) {
+	if (!y || !map || !schema || map->kind != YAMLMAP_MAP) {
 		set_err(err, errlen, "%s: line %d: expected a mapping of keys to values",
 			y ? y->name : "?", map ? map->line : 0);
 		return -EINVAL;
@@ -620,7 +633,7 @@ int yamlmap__read(const struct yamlmap *y, const struct yamlmap_node *map,
 		why[0] = 0;
 		v.node = yamlmap__item(map, i, &v.key);
 		v.line = y->nodes[y->kids[map->first + 2 * i]].line;
-		f = lookup(ctx, v.key, why, sizeof(why));
+		f = find_field(schema, ctx, v.key, why, sizeof(why));
 		if (!f) {
 			set_err(err, errlen, "%s: line %d: unknown key '%s'%s%s%s", y->name, v.line,
 				v.key, why[0] ? " (" : "", why, why[0] ? ")" : "");
@@ -630,24 +643,15 @@ int yamlmap__read(const struct yamlmap *y, const struct yamlmap_node *map,
 		ret = check_value(f, &v, why);
 		if (!ret && cb)
 			ret = cb(ctx, &v, why, sizeof(why));
+		if (ret && !strncmp(why, y->name, strlen(y->name)) && why[strlen(y->name)] == ':') {
+			/* from a nested yamlmap__read: it named the file and line already */
+			set_err(err, errlen, "%s", why);
+			return ret < 0 ? ret : -EINVAL;
+		}
 		if (ret) {
 			set_err(err, errlen, "%s: line %d: %s", y->name, v.line, why);
 			return ret < 0 ? ret : -EINVAL;
 		}
 	}
 	return 0;
-}
-
-const struct yamlmap_field *yamlmap__lookup_fields(void *fields, const char *key, char *why,
-						   size_t whylen)
-{
-	const struct yamlmap_fields *fs = fields;
-	size_t i;
-
-	(void)why;
-	(void)whylen;
-	for (i = 0; i < fs->n; i++)
-		if (!strcmp(fs->fields[i].key, key))
-			return &fs->fields[i];
-	return NULL;
 }

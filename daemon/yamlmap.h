@@ -86,8 +86,8 @@ struct yamlmap_value {
 };
 
 /*
- * The field for key, or NULL when key is unknown (then refused); *why may say why it is not
- * known (e.g. "only python 3.13+"): a short phrase, or left empty.
+ * The field for key, or NULL when key is unknown (then refused); why may say why it is not
+ * known (a short phrase), or be left empty. ctx: yamlmap__read's.
  */
 typedef const struct yamlmap_field *(*yamlmap_lookup_fn)(void *ctx, const char *key, char *why,
 							 size_t whylen);
@@ -95,23 +95,23 @@ typedef const struct yamlmap_field *(*yamlmap_lookup_fn)(void *ctx, const char *
 typedef int (*yamlmap_value_fn)(void *ctx, const struct yamlmap_value *v, char *why,
 				size_t whylen);
 
-/*
- * Read mapping node of y: for each entry, in file order, look its key up, check the value
- * against the field (type, range) and hand it to cb. 0, or a negative errno with err set:
- * EINVAL (not a mapping, unknown key, wrong type), ERANGE (outside the range), or what cb
- * returned.
- */
-int yamlmap__read(const struct yamlmap *y, const struct yamlmap_node *map,
-		  yamlmap_lookup_fn lookup, yamlmap_value_fn cb, void *ctx, char *err,
-		  size_t errlen);
-
-/* A lookup over a static array of fields: pass the array's address and n as ctx. */
-struct yamlmap_fields {
+/* The keys a mapping may hold: a table of fields, or (fields NULL) a lookup function. */
+struct yamlmap_schema {
 	const struct yamlmap_field *fields;
 	size_t n;
+	yamlmap_lookup_fn lookup;
 };
-const struct yamlmap_field *yamlmap__lookup_fields(void *fields, const char *key, char *why,
-						   size_t whylen);
+
+/*
+ * Read mapping node of y: for each entry, in file order, find its key's field, check the
+ * value against it (type, range) and hand it to cb with ctx. 0, or a negative errno with
+ * err set ("NAME: line N: ..."): EINVAL (not a mapping, unknown key, wrong type), ERANGE
+ * (outside the range), or what cb returned. A nested mapping or list is read by calling
+ * yamlmap__read (or yamlmap__item) on v->node from cb, with cb's why as the error buffer.
+ */
+int yamlmap__read(const struct yamlmap *y, const struct yamlmap_node *map,
+		  const struct yamlmap_schema *schema, yamlmap_value_fn cb, void *ctx, char *err,
+		  size_t errlen);
 
 /* A whole decimal or 0x integer with optional sign: 0, -EINVAL or -ERANGE. */
 int yamlmap__parse_int(const char *s, long long *out);
