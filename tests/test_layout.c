@@ -285,6 +285,7 @@ static void test_syntax_errors(void **state)
 	refused(t, PY_HEAD "? [a]\n: 1\n", EINVAL, "line 3: a key must be a plain string");
 	refused(t, "- kind\n- python\n", EINVAL, "line 1: expected a mapping");
 	refused(t, "just words\n", EINVAL, "line 1: expected a mapping");
+	refused(t, "[]", EINVAL, "line 1: expected a mapping");
 	refused_bytes(t, PY_HEAD "x: 1\0y\n", sizeof(PY_HEAD "x: 1\0y\n") - 1, EINVAL,
 		      "control characters are not allowed");
 	refused(t, PY_HEAD "s: \"\xff\"\n", EINVAL, "invalid");

@@ -150,6 +150,9 @@ static void test_nested(void **state)
 	assert_int_equal(s.max, 3);
 	assert_string_equal(s.listen, "127.0.0.1:9464");
 	assert_int_equal(s.outputs, 2);
+	/* empty containers (an empty list once crashed the builder) */
+	assert_int_equal(read_config("watch: []\nmetrics: {}\noutput: [x]\n", &s), 0);
+	assert_int_equal(s.rules, 0);
 	/* empty document: an empty mapping */
 	assert_int_equal(read_config("# nothing\n", &s), 0);
 }
