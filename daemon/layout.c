@@ -121,6 +121,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+	yamlmap__one_line(err);
 }
 
 bool layout__is_str(enum layout_type type)

@@ -61,6 +61,15 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+	yamlmap__one_line(err);
+}
+
+void yamlmap__one_line(char *s)
+{
+	/* text from the file (a quoted value may hold line breaks) must not break the line */
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
 }
 
 int yamlmap__parse_int(const char *s, long long *out)

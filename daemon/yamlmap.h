@@ -113,6 +113,9 @@ int yamlmap__read(const struct yamlmap *y, const struct yamlmap_node *map,
 		  const struct yamlmap_schema *schema, yamlmap_value_fn cb, void *ctx, char *err,
 		  size_t errlen);
 
+/* Replace control characters (line breaks, tabs, escapes) in a message with '?'. */
+void yamlmap__one_line(char *s);
+
 /* A whole decimal or 0x integer with optional sign: 0, -EINVAL or -ERANGE. */
 int yamlmap__parse_int(const char *s, long long *out);
 

@@ -92,6 +92,7 @@ static void refused_bytes(struct tmp *t, const char *text, size_t len, int err,
 	assert_non_null(strstr(t->err, path));
 	if (!strstr(t->err, what))
 		fail_msg("message '%s' lacks '%s'", t->err, what);
+	assert_null(strchr(t->err, '\n'));	/* one line */
 	t->n--;
 	unlink(path);
 }
@@ -375,6 +376,9 @@ static void test_header_checks(void **state)
 	refused(t, "kind: torch\nversion: 2\n", EINVAL, "is not MAJOR.MINOR");
 	refused(t, "kind: torch\nversion: .1\n", EINVAL, "is not MAJOR.MINOR");
 	refused(t, "kind: torch\nversion: [2]\n", EINVAL, "is not MAJOR.MINOR");
+	/* a quoted value's line breaks do not break the message (found by fuzz_layout) */
+	refused(t, "kind: python\nversion: \"4\n\n.13\"\n", EINVAL,
+		"line 2: version '4?.13' is not MAJOR.MINOR");
 }
 
 /* Only the keys of layout_keys.def, each in the tables of its kind and versions. */
