@@ -12,7 +12,7 @@ CFLAGS ?= -g -O2
 # Required whatever CFLAGS a user gives (make CFLAGS=-O0 replaces CFLAGS, not these).
 NW_CFLAGS := -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -MMD -MP
 INCLUDES := -I$(OUTPUT) -Ibpf -Idaemon
-LDLIBS := -lbpf -lelf -lz -lm
+LDLIBS := -lbpf -lelf -lz -lm -lyaml
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror
 
 DAEMON_SRCS := $(wildcard daemon/*.c)
@@ -199,6 +199,7 @@ install: all
 	install -m 0755 tools/nanwatch-repro $(DESTDIR)$(PREFIX)/bin/nanwatch-repro
 	install -d $(DESTDIR)$(PREFIX)/share/nanwatch/layouts
 	install -m 0644 config/layouts/*.yaml $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
+	install -m 0644 daemon/layout_keys.def $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
 
 clean:
 	rm -rf $(OUTPUT) $(ASAN_OUTPUT) $(FUZZ_OUTPUT)

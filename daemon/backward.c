@@ -7,41 +7,25 @@
 #include "elfsym.h"
 #include "layout.h"
 
-static int layout_int(const struct layout *tl, const char *key, __s64 *out, char *err,
-		      size_t errlen)
-{
-	long long v;
-	int ret = layout__int(tl, key, &v);
-
-	if (ret)
-		snprintf(err, errlen, "key %s: %s", key, ret == -ENOENT ? "missing" : "not an integer");
-	else
-		*out = v;
-	return ret;
-}
-
 int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
 		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err,
 		     size_t errlen)
 {
-	const char *node = layout__str(tl, "node_symbol");
-	const char *acc = layout__str(tl, "acc_vtable_symbol");
+	const char *node = layout__str(tl, LK_node_symbol);
+	const char *acc = layout__str(tl, LK_acc_vtable_symbol);
 	struct nw_bwd_layout bl = {};
-	__s64 voff = 0;
+	long long voff = 0;
 	uint64_t addr, first;
 	struct elfsym *e;
 	int ret;
 
 	if (!node || !acc)
 		return -ENOENT;
-	ret = layout_int(tl, "impl_autograd_meta", &bl.impl_autograd_meta, err, errlen);
-	ret = ret ?: layout_int(tl, "meta_grad_fn", &bl.meta_grad_fn, err, errlen);
-	ret = ret ?: layout_int(tl, "node_next_edges", &bl.node_next_edges, err, errlen);
-	ret = ret ?: layout_int(tl, "edge_size", &bl.edge_size, err, errlen);
-	ret = ret ?: layout_int(tl, "edge_input_nr", &bl.edge_input_nr, err, errlen);
-	ret = ret ?: layout_int(tl, "acc_variable", &bl.acc_variable, err, errlen);
-	ret = ret ?: layout_int(tl, "inputbuf_items", &bl.inputbuf_items, err, errlen);
-	ret = ret ?: layout_int(tl, "vtable_offset", &voff, err, errlen);
+	ret = layout__fill_bwd(tl, &bl, err, errlen);
+	if (!ret && layout__int(tl, LK_vtable_offset, &voff)) {
+		snprintf(err, errlen, "key vtable_offset: missing");
+		ret = -ENOENT;
+	}
 	if (ret)
 		return ret;
 	if (strlen(node) >= symlen) {

@@ -14,50 +14,19 @@
 
 #define COOKIE "xdebugpy"
 
-struct target_field {
-	const char *key;
-	size_t nl_off;		/* offset in struct nw_layout, or (size_t)-1 */
-	size_t rl_off;		/* offset in struct remote_layout, or (size_t)-1 */
-};
-
-#define NONE ((size_t)-1)
-#define NL(f) offsetof(struct nw_layout, f)
-#define RL(f) offsetof(struct remote_layout, f)
-
-static const struct target_field fields[] = {
-	{"frame_code", NL(frame_code), NONE},
-	{"frame_localsplus", NL(frame_localsplus), NONE},
-	{"frame_previous", NL(frame_previous), NONE},
-	{"tstate_frame", NL(tstate_frame), NONE},
-	{"code_name", NL(code_name), NONE},
-	{"code_filename", NL(code_filename), NONE},
-	{"obj_type", NL(obj_type), RL(obj_type)},
-	{"type_name", NL(type_name), RL(type_name)},
-	{"type_flags", NONE, RL(type_flags)},
-	{"tuple_items", NL(tuple_items), NONE},
-	{"list_items", NL(list_items), NONE},
-	{"var_size", NL(var_size), NONE},
-	{"dict_keys", NONE, RL(dict_keys)},
-	{"dict_values", NONE, RL(dict_values)},
-	{"unicode_state", NL(unicode_state), RL(unicode_state)},
-	{"unicode_length", NL(unicode_length), RL(unicode_length)},
-	{"unicode_ascii_data", NL(unicode_ascii_data), RL(unicode_ascii_data)},
-};
-
 int pyoffsets__apply_words(const uint64_t *words, size_t n, uint64_t py_version,
 			   const struct layout *py, struct nw_layout *nl,
 			   struct remote_layout *rl, char *err, size_t errlen)
 {
 	int taken = 0;
-	size_t i;
+	int k;
 
-	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-		char key[64];
+	/* every key layout_keys.def marks published, where the table names its word */
+	for (k = 0; k < LK__COUNT; k++) {
 		long long idx;
 		int64_t v;
 
-		snprintf(key, sizeof(key), "debug_%s", fields[i].key);
-		if (layout__int(py, key, &idx))
+		if (!layout_keys[k].published || layout__debug_word(py, k, &idx))
 			continue;
 		if (!taken) {
 			/* only now is the table relying on them: check what we read */
@@ -74,15 +43,13 @@ int pyoffsets__apply_words(const uint64_t *words, size_t n, uint64_t py_version,
 			}
 		}
 		if (idx < 2 || (size_t)idx >= n || words[idx] > 1 << 20) {
-			snprintf(err, errlen, "python layout: %s names word %lld, outside what "
-				 "_Py_DebugOffsets holds", key, idx);
+			snprintf(err, errlen, "python layout: debug_%s names word %lld, outside what "
+				 "_Py_DebugOffsets holds", layout_keys[k].name, idx);
 			return -ERANGE;
 		}
 		v = words[idx];
-		if (fields[i].nl_off != NONE)
-			*(__s64 *)((char *)nl + fields[i].nl_off) = v;
-		if (fields[i].rl_off != NONE)
-			*(int64_t *)((char *)rl + fields[i].rl_off) = v;
+		layout__set(nl, k, v);
+		remote__layout_set(rl, k, v);
 		taken++;
 	}
 	return taken;

@@ -39,50 +39,59 @@ void remote__init_pid(struct remote *r, pid_t pid)
 	r->pid = pid;
 }
 
+/* Where each key marked rl in layout_keys.def goes in struct remote_layout (size 0: not). */
+struct rl_slot {
+	unsigned short off, size;
+};
+
+#define RL_Y(n) {offsetof(struct remote_layout, n), sizeof(((struct remote_layout *)0)->n)}
+#define RL_N(n) {0, 0}
+
+static const struct rl_slot rl_slots[LK__COUNT] = {
+#define LAYOUT_KEY(name, table, type, min, max, since, until, need, nwl, rl, bwd, rs, pub, note) \
+	RL_##rl(name),
+#include "layout_keys.def"
+};
+
+#define RL_CHECK_Y(n) _Static_assert(sizeof(((struct remote_layout *)0)->n) == 8, #n " is 64-bit");
+#define RL_CHECK_N(n)
+#define LAYOUT_KEY(name, table, type, min, max, since, until, need, nwl, rl, bwd, rs, pub, note) \
+	RL_CHECK_##rl(name)
+#include "layout_keys.def"
+
+int remote__layout_set(struct remote_layout *out, enum layout_key key, int64_t v)
+{
+	if ((unsigned)key >= LK__COUNT || !rl_slots[key].size)
+		return -ENOENT;
+	memcpy((char *)out + rl_slots[key].off, &v, sizeof(v));
+	return 0;
+}
+
 int remote__layout_from(struct remote_layout *out, const struct layout *py, char *err,
 			size_t errlen)
 {
-	static const struct {
-		const char *key;
-		size_t off;
-	} keys[] = {
-#define K(f) {#f, offsetof(struct remote_layout, f)}
-		K(obj_type), K(type_flags), K(type_dictoffset), K(type_cached_keys),
-		K(managed_dict_flag), K(managed_dict), K(managed_values), K(dict_keys),
-		K(dict_values), K(keys_log2_index_bytes), K(keys_kind), K(keys_nentries),
-		K(keys_indices), K(values_items), K(keys_kind_general), K(entry_general),
-		K(entry_unicode), K(unicode_length), K(unicode_state),
-		K(unicode_ascii_data), K(unicode_compact_data), K(unicode_kind_shift),
-		K(ascii_bit), K(compact_bit), K(type_name),
-	};
-	static const struct {
-		const char *key;
-		size_t off;
-	} optional[] = {
-		K(inline_values_flag), K(inline_values_offset), K(values_valid),
-		K(managed_dict_tagged),
-	};
-#undef K
-	size_t i;
+	struct remote_layout tmp = {};
+	int k, ret;
 
-	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		long long v;
-
-		if (layout__int(py, keys[i].key, &v)) {
-			snprintf(err, errlen, "python layout has no '%s'", keys[i].key);
-			return -ENOENT;
-		}
-		*(int64_t *)((char *)out + keys[i].off) = v;
+	if (!py || strcmp(layout__kind(py), "python")) {
+		snprintf(err, errlen, "not a python layout table");
+		return -EINVAL;
 	}
-	for (i = 0; i < sizeof(optional) / sizeof(optional[0]); i++) {
+	/* the loader made sure the table has every key its version needs; the others are 0 */
+	for (k = 0; k < LK__COUNT; k++) {
 		long long v = 0;
 
-		if (layout__int(py, optional[i].key, &v) == -EINVAL) {
-			snprintf(err, errlen, "python layout: '%s' is not an integer", optional[i].key);
-			return -EINVAL;
+		if (!rl_slots[k].size)
+			continue;
+		ret = layout__int(py, k, &v);
+		if (ret && ret != -ENOENT) {
+			snprintf(err, errlen, "python layout: '%s' is not an integer",
+				 layout_keys[k].name);
+			return ret;
 		}
-		*(int64_t *)((char *)out + optional[i].off) = v;
+		remote__layout_set(&tmp, k, v);
 	}
+	*out = tmp;
 	return 0;
 }
 

@@ -6,10 +6,9 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include "layout.h"
 
-struct layout;
-
-/* CPython offsets user space needs (from the python layout table). */
+/* CPython offsets user space needs (from the python layout table; field names are its keys). */
 struct remote_layout {
 	int64_t obj_type;
 	int64_t type_flags;
@@ -60,8 +59,11 @@ struct remote {
 
 /* A remote reading process pid's memory with process_vm_readv. */
 void remote__init_pid(struct remote *r, pid_t pid);
+/* The keys of a python table that layout_keys.def sends to struct remote_layout (rl). */
 int remote__layout_from(struct remote_layout *out, const struct layout *py, char *err,
 			size_t errlen);
+/* Store v into the struct remote_layout field of key: -ENOENT if key has none. */
+int remote__layout_set(struct remote_layout *out, enum layout_key key, int64_t v);
 
 int remote__read(const struct remote *r, uint64_t addr, void *buf, size_t len);
 int remote__u64(const struct remote *r, uint64_t addr, uint64_t *v);

@@ -61,17 +61,8 @@ static int step_symbol(struct session *s, const char *prefix, char *err, size_t 
 /* The torch table's keys that identify a tensor already scanned; without them, no skipping. */
 static void rescan_layout(struct session *s, const struct layout *tl)
 {
-	long long v[4];
-
 	memset(&s->rescan, 0, sizeof(s->rescan));
-	if (layout__int(tl, "impl_autograd_meta", &v[0]) || layout__int(tl, "meta_grad_fn", &v[1]) ||
-	    layout__int(tl, "impl_version", &v[2]) || layout__int(tl, "version_value", &v[3]))
-		return;
-	s->rescan.impl_autograd_meta = v[0];
-	s->rescan.meta_grad_fn = v[1];
-	s->rescan.impl_version = v[2];
-	s->rescan.version_value = v[3];
-	s->rescan.on = 1;
+	layout__fill_rescan(tl, &s->rescan, NULL, 0);
 }
 
 /* The torch table's backward keys; a table without them leaves the backward pass unwatched. */
@@ -84,10 +75,10 @@ static int backward_layout(struct session *s, const struct layout *tl, char *err
 		return 0;
 	ret = backward__layout(tl, s->t.torch_cpu_file, s->t.torch_cpu_base, &s->bwl,
 			       s->node_symbol, sizeof(s->node_symbol), err, errlen);
-	if (ret == -ENOENT && !s->node_symbol[0] && !layout__str(tl, "node_symbol"))
+	if (ret == -ENOENT && !s->node_symbol[0] && !layout__str(tl, LK_node_symbol))
 		return 0;
 	if (!ret)
-		ret = layout__int(tl, "vtable_offset", &s->vtable_offset);
+		ret = layout__int(tl, LK_vtable_offset, &s->vtable_offset);
 	return ret;
 }
 
@@ -123,8 +114,8 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 	}
 	memset(&s->nwl, 0, sizeof(s->nwl));
 	snprintf(s->backward_symbol, sizeof(s->backward_symbol), "%s",
-		 layout__str(tl, "backward_symbol") ? layout__str(tl, "backward_symbol") : "");
-	ret = step_symbol(s, layout__str(tl, "step_symbol_prefix"), why, sizeof(why));
+		 layout__str(tl, LK_backward_symbol) ? layout__str(tl, LK_backward_symbol) : "");
+	ret = step_symbol(s, layout__str(tl, LK_step_symbol_prefix), why, sizeof(why));
 	if (!ret)
 		ret = backward_layout(s, tl, why, sizeof(why));
 	if (!ret)

@@ -16,21 +16,36 @@
 
 #define PY313 0x030d05f0ULL
 
+/* The shipped 3.13 table without its debug_ words, with body's keys in place of its own. */
 static struct layout *table(const char *body)
 {
 	char path[] = "/tmp/nw-pyoffsets-XXXXXX";
-	char err[256];
+	char err[256], line[1024];
 	struct layout *l;
 	int fd = mkstemp(path);
-	FILE *f;
+	FILE *f, *base;
 
 	assert_true(fd >= 0);
 	f = fdopen(fd, "w");
-	fprintf(f, "kind: python\nversion: \"3.13\"\n%s", body);
+	base = fopen("config/layouts/python-3.13.yaml", "r");
+	assert_non_null(base);
+	while (fgets(line, sizeof(line), base)) {
+		char key[80];
+		size_t n = strcspn(line, ":");
+
+		snprintf(key, sizeof(key), "\n%.*s:", (int)n, line);
+		if (!strncmp(line, "debug_", 6) || (line[0] != '#' && n < 64 &&
+		    (strstr(body, key + 1) == body || strstr(body, key))))
+			continue;
+		fputs(line, f);
+	}
+	fclose(base);
+	fputs(body, f);
 	fclose(f);
 	l = layout__load(path, err, sizeof(err));
 	unlink(path);
-	assert_non_null(l);
+	if (!l)
+		fail_msg("%s", err);
 	return l;
 }
 
@@ -123,14 +138,14 @@ static void test_real_313_table_names_words(void **state)
 	(void)state;
 	l = layout__load("config/layouts/python-3.13.yaml", err, sizeof(err));
 	assert_non_null(l);
-	assert_int_equal(layout__int(l, "debug_frame_code", &v), 0);
+	assert_int_equal(layout__debug_word(l, LK_frame_code, &v), 0);
 	assert_int_equal(v, 30);
-	assert_int_equal(layout__int(l, "debug_frame_localsplus", &v), 0);
+	assert_int_equal(layout__debug_word(l, LK_frame_localsplus, &v), 0);
 	assert_int_equal(v, 32);
 	layout__free(l);
 	l = layout__load("config/layouts/python-3.11.yaml", err, sizeof(err));
 	assert_non_null(l);
-	assert_int_equal(layout__int(l, "debug_frame_code", &v), -ENOENT);
+	assert_int_equal(layout__debug_word(l, LK_frame_code, &v), -ENOENT);
 	layout__free(l);
 }
 

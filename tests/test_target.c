@@ -200,8 +200,8 @@ static void test_real_torch(void **state)
 	assert_int_not_equal(t.tensor_class, 0);
 	py = layout__find("config/layouts", "python", t.python_series, err, sizeof(err));
 	assert_non_null(py);
-	assert_int_equal(layout__int(py, "type_name", &name), 0);
-	assert_int_equal(layout__int(py, "type_base", &base), 0);
+	assert_int_equal(layout__int(py, LK_type_name, &name), 0);
+	assert_int_equal(layout__int(py, LK_type_base, &base), 0);
 	layout__free(py);
 
 	/* the class path must land on the same type the symbol names */

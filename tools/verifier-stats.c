@@ -50,7 +50,7 @@ struct tables {
 };
 
 /* A torch table's key, 0 where it lacks it. */
-static int64_t key(const struct layout *l, const char *name)
+static int64_t key(const struct layout *l, enum layout_key name)
 {
 	long long v = 0;
 
@@ -62,26 +62,26 @@ static int64_t key(const struct layout *l, const char *name)
 static void dict_layout(const struct layout *l, struct nw_dict_layout *d)
 {
 	*d = (struct nw_dict_layout){
-		.type_flags = key(l, "type_flags"),
-		.type_dictoffset = key(l, "type_dictoffset"),
-		.type_cached_keys = key(l, "type_cached_keys"),
-		.managed_dict_flag = key(l, "managed_dict_flag"),
-		.managed_dict = key(l, "managed_dict"),
-		.managed_values = key(l, "managed_values"),
-		.managed_dict_tagged = key(l, "managed_dict_tagged"),
-		.inline_values_flag = key(l, "inline_values_flag"),
-		.inline_values_offset = key(l, "inline_values_offset"),
-		.values_valid = key(l, "values_valid"),
-		.dict_keys = key(l, "dict_keys"),
-		.dict_values = key(l, "dict_values"),
-		.keys_log2_index_bytes = key(l, "keys_log2_index_bytes"),
-		.keys_kind = key(l, "keys_kind"),
-		.keys_nentries = key(l, "keys_nentries"),
-		.keys_indices = key(l, "keys_indices"),
-		.values_items = key(l, "values_items"),
-		.keys_kind_general = key(l, "keys_kind_general"),
-		.entry_general = key(l, "entry_general"),
-		.entry_unicode = key(l, "entry_unicode"),
+		.type_flags = key(l, LK_type_flags),
+		.type_dictoffset = key(l, LK_type_dictoffset),
+		.type_cached_keys = key(l, LK_type_cached_keys),
+		.managed_dict_flag = key(l, LK_managed_dict_flag),
+		.managed_dict = key(l, LK_managed_dict),
+		.managed_values = key(l, LK_managed_values),
+		.managed_dict_tagged = key(l, LK_managed_dict_tagged),
+		.inline_values_flag = key(l, LK_inline_values_flag),
+		.inline_values_offset = key(l, LK_inline_values_offset),
+		.values_valid = key(l, LK_values_valid),
+		.dict_keys = key(l, LK_dict_keys),
+		.dict_values = key(l, LK_dict_values),
+		.keys_log2_index_bytes = key(l, LK_keys_log2_index_bytes),
+		.keys_kind = key(l, LK_keys_kind),
+		.keys_nentries = key(l, LK_keys_nentries),
+		.keys_indices = key(l, LK_keys_indices),
+		.values_items = key(l, LK_values_items),
+		.keys_kind_general = key(l, LK_keys_kind_general),
+		.entry_general = key(l, LK_entry_general),
+		.entry_unicode = key(l, LK_entry_unicode),
 		.none = 5ULL << 40, .on = 1,
 	};
 }
@@ -105,17 +105,17 @@ static int fill(const char *py, const char *torch, struct tables *t, char *err, 
 	}
 	if (!ret) {
 		t->bl = (struct nw_bwd_layout){
-			.impl_autograd_meta = key(l, "impl_autograd_meta"),
-			.meta_grad_fn = key(l, "meta_grad_fn"),
-			.node_next_edges = key(l, "node_next_edges"),
-			.edge_size = key(l, "edge_size"), .edge_input_nr = key(l, "edge_input_nr"),
-			.acc_variable = key(l, "acc_variable"),
-			.inputbuf_items = key(l, "inputbuf_items"),
+			.impl_autograd_meta = key(l, LK_impl_autograd_meta),
+			.meta_grad_fn = key(l, LK_meta_grad_fn),
+			.node_next_edges = key(l, LK_node_next_edges),
+			.edge_size = key(l, LK_edge_size), .edge_input_nr = key(l, LK_edge_input_nr),
+			.acc_variable = key(l, LK_acc_variable),
+			.inputbuf_items = key(l, LK_inputbuf_items),
 		};
-		t->rs = (struct nw_rescan){.impl_autograd_meta = key(l, "impl_autograd_meta"),
-					   .meta_grad_fn = key(l, "meta_grad_fn"),
-					   .impl_version = key(l, "impl_version"),
-					   .version_value = key(l, "version_value"), .on = 1};
+		t->rs = (struct nw_rescan){.impl_autograd_meta = key(l, LK_impl_autograd_meta),
+					   .meta_grad_fn = key(l, LK_meta_grad_fn),
+					   .impl_version = key(l, LK_impl_version),
+					   .version_value = key(l, LK_version_value), .on = 1};
 	}
 	layout__free(l);
 	t->marker = t->nwl.step_marker[0] != 0;
