@@ -15,7 +15,7 @@ INCLUDES := -I$(OUTPUT) -Ibpf -Idaemon
 LDLIBS := -lbpf -lelf -lz -lm -lyaml
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror
 
-DAEMON_SRCS := $(wildcard daemon/*.c)
+DAEMON_SRCS := $(wildcard daemon/*.c daemon/*/*.c)
 DAEMON_OBJS := $(patsubst daemon/%.c,$(OUTPUT)/daemon/%.o,$(DAEMON_SRCS))
 LIB_OBJS := $(filter-out $(OUTPUT)/daemon/main.o,$(DAEMON_OBJS))
 # nanwatch-tail's own code (JSON reader, event formatter): never in the daemon
@@ -87,6 +87,7 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 
 $(OUTPUT)/daemon/%.o: daemon/%.c | $(OUTPUT)/daemon
 	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) -c $< -o $@
 
 $(OUTPUT)/tools/tail/%.o: tools/tail/%.c | $(OUTPUT)/tools/tail
@@ -102,7 +103,7 @@ $(TAIL_LIB): $(TAIL_OBJS) | $(OUTPUT)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 # Objects that include the skeleton need it generated first.
-$(OUTPUT)/daemon/probe.o: $(OUTPUT)/nanwatch.skel.h
+$(OUTPUT)/daemon/attach/probe.o: $(OUTPUT)/nanwatch.skel.h
 
 $(OUTPUT)/nanwatchd: $(OUTPUT)/daemon/main.o $(DAEMON_LIB)
 	$(call msg,LINK,$@)
@@ -199,9 +200,9 @@ install: all
 	install -m 0755 tools/nanwatch-repro $(DESTDIR)$(PREFIX)/bin/nanwatch-repro
 	install -d $(DESTDIR)$(PREFIX)/share/nanwatch/layouts
 	install -m 0644 config/layouts/*.yaml $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
-	install -m 0644 daemon/layout_keys.def $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
+	install -m 0644 daemon/resolve/layout_keys.def $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
 
 clean:
 	rm -rf $(OUTPUT) $(ASAN_OUTPUT) $(FUZZ_OUTPUT)
 
--include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tools/tail/*.d)
+-include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tools/tail/*.d)

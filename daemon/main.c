@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "capture.h"
-#include "file.h"
+#include "explain/capture.h"
+#include "util/file.h"
 #include "session.h"
-#include "sink.h"
-#include "utf8.h"
-#include "target.h"
+#include "output/sink.h"
+#include "util/utf8.h"
+#include "resolve/target.h"
 
 #ifndef NW_LAYOUT_DIR
 #define NW_LAYOUT_DIR "/usr/local/share/nanwatch/layouts"

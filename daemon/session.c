@@ -11,16 +11,16 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include "backward.h"
-#include "capture.h"
-#include "diagnose.h"
-#include "file.h"
-#include "names.h"
-#include "optstate.h"
-#include "output_event.h"
-#include "probe.h"
+#include "explain/backward.h"
+#include "explain/capture.h"
+#include "explain/diagnose.h"
+#include "util/file.h"
+#include "resolve/names.h"
+#include "resolve/optstate.h"
+#include "output/event.h"
+#include "attach/probe.h"
 #include "session_priv.h"
-#include "sink.h"
+#include "output/sink.h"
 
 static double now_s(void)
 {

@@ -3,12 +3,12 @@
 #ifndef __SESSION_PRIV_H
 #define __SESSION_PRIV_H
 
-#include "emit.h"
-#include "explain.h"
+#include "output/emit.h"
+#include "explain/explain.h"
 #include "nanwatch.h"
-#include "remote.h"
+#include "resolve/remote.h"
 #include "session.h"
-#include "target.h"
+#include "resolve/target.h"
 
 struct capture;
 struct names;

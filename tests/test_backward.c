@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "backward.h"
-#include "resolve_vtable.h"
+#include "explain/backward.h"
+#include "resolve/vtable.h"
 
 static void test_vtable_class(void **state)
 {

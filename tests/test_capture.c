@@ -16,13 +16,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "capture.h"
-#include "file.h"
+#include "explain/capture.h"
+#include "util/file.h"
 #include "jsonread.h"
-#include "resolve_pyobject.h"
-#include "names.h"
-#include "remote.h"
-#include "target.h"
+#include "resolve/pyobject.h"
+#include "resolve/names.h"
+#include "resolve/remote.h"
+#include "resolve/target.h"
 
 static int no_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {

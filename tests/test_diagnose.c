@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
-#include "diagnose.h"
+#include "explain/diagnose.h"
 
 static struct diag_anomaly fwd(const char *layer, const char *module, uint32_t depth, int in)
 {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Unit tests for daemon/dtype.c: names, sizes, ranges and codes of element types. */
+/* Unit tests for daemon/util/dtype.c: names, sizes, ranges and codes of element types. */
 #include <float.h>
 #include <linux/types.h>
 #include <math.h>
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "dtype.h"
-#include "fpconv.h"
+#include "util/dtype.h"
+#include "util/fpconv.h"
 #include "nwfloat.h"
 
 static void test_scalar_types(void **state)

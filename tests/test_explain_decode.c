@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * explain__decode (daemon/explain_decode.c): a raw events-ring record in, the finding's
+ * explain__decode (daemon/explain/decode.c): a raw events-ring record in, the finding's
  * fields out, for each kind and phase; short records refused, any alignment read.
  */
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include <linux/types.h>
-#include "explain_decode.h"
+#include "explain/decode.h"
 #include "nanwatch.h"
 #include "nwfloat.h"
 

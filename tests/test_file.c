@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Unit tests for daemon/file.c: whole files read at once, bounded, regular files only. */
+/* Unit tests for daemon/util/file.c: whole files read at once, bounded, regular files only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "file.h"
+#include "util/file.h"
 
 static char dir[64], path[128];
 

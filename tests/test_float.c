@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Unit tests for bpf/nwfloat.h (the IEEE bit tricks the BPF scanner runs) and
- * daemon/fpconv.c (bits to values for the event stream).
+ * daemon/util/fpconv.c (bits to values for the event stream).
  */
 #include <linux/types.h>
 #include <math.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "fpconv.h"
-#include "json.h"
+#include "util/fpconv.h"
+#include "output/json.h"
 #include "nwfloat.h"
 
 static const __u32 all_dtypes[] = { NW_DT_F16, NW_DT_BF16, NW_DT_F32, NW_DT_F64 };

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Unit tests for daemon/htab.c: the open-addressing table on u64 keys. */
+/* Unit tests for daemon/util/htab.c: the open-addressing table on u64 keys. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "htab.h"
+#include "util/htab.h"
 
 struct val {
 	uint64_t a, b;

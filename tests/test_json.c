@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Unit tests for daemon/json.c: the event-line writer (read back with the parser). */
+/* Unit tests for daemon/output/json.c: the event-line writer (read back with the parser). */
 #include <errno.h>
 #include <float.h>
 #include <limits.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "json.h"
+#include "output/json.h"
 #include "jsonread.h"
 
 static int setup(void **state)

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "layout.h"
+#include "resolve/layout.h"
 
 #define MAX_FILES 16
 
@@ -707,7 +707,7 @@ static void test_real_tables_load(void **state)
 /* The tables shipped in config/layouts/ (tests run from the repository root). */
 static void test_real_tables(void **state)
 {
-	/* user-space keys daemon/remote.c reads from the python table */
+	/* user-space keys daemon/resolve/remote.c reads from the python table */
 	static const enum layout_key extra[] = {
 		LK_type_flags,	      LK_type_dictoffset, LK_type_cached_keys,
 		LK_managed_dict_flag, LK_managed_dict,	  LK_managed_values,

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
-#include "lineq.h"
+#include "output/lineq.h"
 
 static void test_limit_whole_lines(void **state)
 {

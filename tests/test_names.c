@@ -13,10 +13,10 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
-#include "layout.h"
-#include "names.h"
-#include "optstate.h"
-#include "remote.h"
+#include "resolve/layout.h"
+#include "resolve/names.h"
+#include "resolve/optstate.h"
+#include "resolve/remote.h"
 
 #define BASE	0x100000ULL
 #define ARENA	(1 << 16)

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
-#include "npy.h"
+#include "output/npy.h"
 
 static void test_header_2d(void **state)
 {

@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
-#include "params.h"
-#include "remote.h"
+#include "resolve/params.h"
+#include "resolve/remote.h"
 
 #define BASE	0x200000ULL
 #define ARENA	(1 << 16)

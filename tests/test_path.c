@@ -18,7 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "path.h"
+#include "output/path.h"
 
 struct tree {
 	char root[64];		/* root/real/ a directory, root/lnk -> real */

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "layout.h"
-#include "pyoffsets.h"
-#include "remote.h"
+#include "resolve/layout.h"
+#include "resolve/pyoffsets.h"
+#include "resolve/remote.h"
 
 #define PY313 0x030d05f0ULL
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Unit tests for explain__record (daemon/explain.c): raw ring-buffer records, as the kernel
+ * Unit tests for explain__record (daemon/explain/explain.c): raw ring-buffer records, as the kernel
  * delivers them, turned into event lines, without BPF. The real records come from
  * tests/fuzz/corpus/record/ (recorded from nanwatchd watching tests/trainers/nan_input.py);
  * the others are what the record fuzzer found.
@@ -17,14 +17,14 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include <linux/types.h>
-#include "diagnose.h"
-#include "emit.h"
+#include "explain/diagnose.h"
+#include "output/emit.h"
 #include "jsonread.h"
-#include "names.h"
-#include "remote.h"
-#include "explain.h"
-#include "sink.h"
-#include "target.h"
+#include "resolve/names.h"
+#include "resolve/remote.h"
+#include "explain/explain.h"
+#include "output/sink.h"
+#include "resolve/target.h"
 
 #define REAL_RECORDS "tests/fuzz/corpus/record/nan_input-01"
 

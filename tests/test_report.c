@@ -19,12 +19,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include <linux/types.h>
-#include "emit.h"
-#include "names.h"
-#include "remote.h"
-#include "explain.h"
-#include "sink.h"
-#include "target.h"
+#include "output/emit.h"
+#include "resolve/names.h"
+#include "resolve/remote.h"
+#include "explain/explain.h"
+#include "output/sink.h"
+#include "resolve/target.h"
 
 static void test_tally_phases(void **state)
 {

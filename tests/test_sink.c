@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "json.h"
-#include "sink.h"
+#include "output/json.h"
+#include "output/sink.h"
 
 struct fix {
 	char dir[64];

@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "layout.h"
-#include "remote.h"
-#include "target.h"
+#include "resolve/layout.h"
+#include "resolve/remote.h"
+#include "resolve/target.h"
 
 #define BASE	0x200000ULL
 #define ARENA	4096

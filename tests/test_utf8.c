@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Unit tests for daemon/utf8.c: checking, encoding, and text made safe for a terminal. */
+/* Unit tests for daemon/util/utf8.c: checking, encoding, and text made safe for a terminal. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "utf8.h"
+#include "util/utf8.h"
 
 static void test_check(void **state)
 {

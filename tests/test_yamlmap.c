@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
-#include "yamlmap.h"
+#include "util/yamlmap.h"
 
 static const struct yamlmap_limits lim = {
 	.max_bytes = 4096, .max_nodes = 64, .max_scalar = 64, .max_key = 16, .max_depth = 4,

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "layout.h"
-#include "probe.h"
+#include "resolve/layout.h"
+#include "attach/probe.h"
 
 #define MAX_PROGS 32
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target: the layout table loader (daemon/layout.c on daemon/yamlmap.c and
+ * libFuzzer target: the layout table loader (daemon/resolve/layout.c on daemon/util/yamlmap.c and
  * libyaml) and everything that reads a parsed table (layout__fill and the backward and
  * rescan fills, remote__layout_from, layout__int, layout__str). A table the loader accepts
  * must hold only what its checks promise: every value in its key's range.
@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "layout.h"
-#include "remote.h"
+#include "resolve/layout.h"
+#include "resolve/remote.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * libFuzzer target: decoding the events ring buffer's records (explain__record in
- * daemon/explain.c) into anomaly, warning, diagnosis and stats lines, without BPF. An input is
+ * daemon/explain/explain.c) into anomaly, warning, diagnosis and stats lines, without BPF. An input is
  * a run of raw records (struct nw_event, as the kernel delivers them) followed by bytes that
  * stand for the target's memory at FAKE_BASE, read by the module-name walk (names.c, remote.c)
  * in place of process_vm_readv.
@@ -12,14 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "diagnose.h"
-#include "emit.h"
-#include "layout.h"
-#include "names.h"
-#include "remote.h"
-#include "explain.h"
-#include "sink.h"
-#include "target.h"
+#include "explain/diagnose.h"
+#include "output/emit.h"
+#include "resolve/layout.h"
+#include "resolve/names.h"
+#include "resolve/remote.h"
+#include "explain/explain.h"
+#include "output/sink.h"
+#include "resolve/target.h"
 
 #define FAKE_BASE 0x10000ULL
 #define MAX_RECORDS 16

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "jsonread.h"
-#include "utf8.h"
+#include "util/utf8.h"
 
 struct jp {
 	const char *s;

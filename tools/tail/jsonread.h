@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "json.h"
+#include "output/json.h"
 
 enum jv_type {
 	JV_NULL,

@@ -14,7 +14,7 @@
 
 #include "jsonread.h"
 #include "tailfmt.h"
-#include "utf8.h"
+#include "util/utf8.h"
 
 #define TF_RESET	"\033[0m"
 #define TF_BOLD		"\033[1m"

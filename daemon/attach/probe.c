@@ -1,0 +1,452 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Probe lifecycle: open the skeleton, set its read-only config, load, attach
+ * uprobes on the target's own interpreter image (pid-filtered, so other
+ * processes using the same file are not touched). Links are owned by file
+ * descriptors: a killed daemon leaves nothing behind.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "attach/probe.h"
+#include "nanwatch.skel.h"
+#include "resolve/target.h"
+
+_Static_assert(sizeof(struct nw_event) == 576, "nw_event layout changed: update both sides");
+_Static_assert(sizeof(struct nw_grad) == 4168, "nw_grad layout changed: update both sides");
+_Static_assert(sizeof(struct nw_bwd_layout) == 64, "nw_bwd_layout changed: update both sides");
+_Static_assert(sizeof(struct nw_cap_tensor) == 200, "nw_cap_tensor changed: update both sides");
+_Static_assert(sizeof(struct nw_cap_data) == 8216, "nw_cap_data changed: update both sides");
+_Static_assert(sizeof(struct nw_cap_end) == 152, "nw_cap_end changed: update both sides");
+
+struct probe {
+	struct nanwatch_bpf *skel;
+	struct ring_buffer *rb;
+	probe_event_fn cb;
+	probe_grad_fn grad_cb;
+	void *ctx;
+	int nprobes;
+	int stats_fd;
+};
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct probe *p = ctx;
+
+	return p->cb(p->ctx, data, size);
+}
+
+static int on_grad_record(void *ctx, void *data, size_t size)
+{
+	struct probe *p = ctx;
+	struct nw_grad g;
+
+	if (size < sizeof(struct nw_grad) || !p->grad_cb)
+		return 0;
+	memcpy(&g, data, sizeof(g));
+	g.step &= NW_STEP_MASK;
+	return p->grad_cb(p->ctx, &g);
+}
+
+static int s_marker(const struct probe_opts *o, const struct nw_layout *l);
+
+static int configure(struct probe *p, const struct target *t, const struct nw_layout *l,
+		     const struct probe_opts *o)
+{
+	struct nanwatch_bpf *s = p->skel;
+
+	s->rodata->targ_tgid = t->pid;
+	s->rodata->max_scan_bytes = o->max_scan_bytes;
+	memcpy((void *)&s->rodata->L, l, sizeof(*l));
+	s->rodata->A.tuple_type = t->tuple_type;
+	s->rodata->A.list_type = t->list_type;
+	s->rodata->A.tensor_type = t->tensor_type;
+	s->rodata->step_by_marker = s_marker(o, l);
+	s->rodata->top_only = o->top_only;
+	s->rodata->loss_only = o->loss_only;
+	if (o->rescan)
+		memcpy((void *)&s->rodata->RS, o->rescan, sizeof(*o->rescan));
+	if (o->dict)
+		memcpy((void *)&s->rodata->D, o->dict, sizeof(*o->dict));
+	if (o->loss_only) {
+		/* not loaded at all: nothing of the module probes stays in the kernel */
+		bpf_program__set_autoload(s->progs.uprobe_eval_frame, false);
+		bpf_program__set_autoload(s->progs.uretprobe_eval_frame, false);
+		bpf_program__set_autoload(s->progs.uprobe_bwd_node, false);
+	}
+	s->rodata->capture_max_bytes = o->capture_max_bytes;
+	s->rodata->capture_int_codes = o->capture_int_codes;
+	if (o->capture_ring_bytes) {
+		int err = bpf_map__set_max_entries(s->maps.captures, o->capture_ring_bytes);
+
+		if (err)
+			return err;
+	}
+	if (o->node_symbol && o->bwd) {
+		s->rodata->backward_on = 1;
+		s->rodata->backward_all = o->backward_all;
+		memcpy((void *)&s->rodata->BL, o->bwd, sizeof(*o->bwd));
+	}
+	if (o->ringbuf_bytes)
+		return bpf_map__set_max_entries(s->maps.events, o->ringbuf_bytes);
+	return 0;
+}
+
+/* One uprobe (or uretprobe) on symbol in file; the link is kept in *link. */
+static int attach_one(struct probe *p, struct bpf_program *prog, struct bpf_link **link,
+		      const struct target *t, const char *file, const char *shown,
+		      const char *symbol, bool retprobe, char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = symbol, .retprobe = retprobe);
+
+	*link = bpf_program__attach_uprobe_opts(prog, t->pid, file, 0, &uo);
+	if (!*link) {
+		int e = errno;
+
+		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s", shown, symbol,
+			 strerror(e));
+		return -e;
+	}
+	p->nprobes++;
+	return 0;
+}
+
+/* The target's execve: its image, and every probe's file, are replaced. */
+static int attach_exec(struct probe *p, char *err, size_t errlen)
+{
+	struct nanwatch_bpf *s = p->skel;
+
+	s->links.on_exec = bpf_program__attach(s->progs.on_exec);
+	if (!s->links.on_exec) {
+		int e = errno;
+
+		snprintf(err, errlen, "failed to attach the exec tracepoint: %s", strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* The frame evaluator's return and entry, then the optional torch probes. */
+static int attach(struct probe *p, const struct target *t, const struct probe_opts *o,
+		  const struct nw_layout *l, char *err, size_t errlen)
+{
+	static const char eval[] = "_PyEval_EvalFrameDefault";
+	struct nanwatch_bpf *s = p->skel;
+	int ret;
+
+	if (o->loss_only && !o->backward_symbol) {
+		snprintf(err, errlen, "mode loss needs the torch table's backward_symbol");
+		return -ENOENT;
+	}
+	/*
+	 * The torch probes first: BPF counts nothing until the first whole forward pass
+	 * (see count_step()), and then every probe is live. Of the evaluator's, the return
+	 * probe first: a call entered before the entry probe is live then returns unseen,
+	 * and none entered after it can return unseen.
+	 */
+	ret = attach_exec(p, err, errlen);
+	if (!ret && s_marker(o, l)) {
+		if (!t->torch_cpu_file[0]) {
+			snprintf(err, errlen, "torch layout names a step marker but pid %d maps "
+				 "no libtorch_cpu.so", t->pid);
+			return -ENOENT;
+		}
+		ret = attach_one(p, s->progs.uprobe_step_marker, &s->links.uprobe_step_marker, t,
+				 t->torch_cpu_file, t->torch_cpu_file, o->step_symbol, false, err,
+				 errlen);
+	}
+	if (!ret && o->node_symbol && o->bwd)
+		ret = attach_one(p, s->progs.uprobe_bwd_node, &s->links.uprobe_bwd_node, t,
+				 t->torch_cpu_file, t->torch_cpu_file, o->node_symbol, false, err,
+				 errlen);
+	if (!ret && o->backward_symbol && (!o->top_only || o->loss_only))
+		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
+				 t->torch_python_file, t->torch_path, o->backward_symbol, false, err,
+				 errlen);
+	ret = ret || o->loss_only ? ret :
+	      attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame, t,
+			 t->python_file, t->python_path, eval, true, err, errlen);
+	ret = ret || o->loss_only ? ret :
+	      attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
+			 t->python_file, t->python_path, eval, false, err, errlen);
+	return ret;
+}
+
+static int silent_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	(void)level;
+	(void)fmt;
+	(void)args;
+	return 0;
+}
+
+static int s_marker(const struct probe_opts *o, const struct nw_layout *l)
+{
+	return o->step_symbol && l->step_marker[0];
+}
+
+struct probe *probe__open(const struct target *t, const struct nw_layout *l,
+			  const struct probe_opts *o, probe_event_fn cb, void *ctx, char *err,
+			  size_t errlen)
+{
+	struct probe *p = calloc(1, sizeof(*p));
+	int ret;
+
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	p->cb = cb;
+	p->grad_cb = o->grad_cb;
+	p->ctx = ctx;
+	p->stats_fd = -1;
+	libbpf_set_print(o->verbose ? silent_print : quiet_print);
+	p->skel = nanwatch_bpf__open();
+	if (!p->skel) {
+		ret = -errno;
+		snprintf(err, errlen, "failed to open BPF object: %s", strerror(errno));
+		goto fail;
+	}
+	ret = configure(p, t, l, o);
+	if (ret) {
+		snprintf(err, errlen, "failed to configure BPF object: %s", strerror(-ret));
+		goto fail;
+	}
+	ret = nanwatch_bpf__load(p->skel);
+	if (ret) {
+		snprintf(err, errlen, "failed to load BPF programs: %s%s", strerror(-ret),
+			 ret == -EPERM ? " (missing CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON)" :
+					 " (run with --verbose for the verifier log)");
+		goto fail;
+	}
+	if (o->bpf_stats) {
+		p->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+		if (p->stats_fd < 0) {
+			ret = p->stats_fd;
+			snprintf(err, errlen, "failed to enable BPF run-time stats: %s%s",
+				 strerror(-ret), ret == -EPERM ? " (missing CAP_SYS_ADMIN)" : "");
+			goto fail;
+		}
+	}
+	ret = attach(p, t, o, l, err, errlen);
+	if (ret)
+		goto fail;
+	p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.events), on_record, p, NULL);
+	if (!p->rb) {
+		ret = -errno;
+		snprintf(err, errlen, "failed to create ring buffer: %s", strerror(errno));
+		goto fail;
+	}
+	if (o->node_symbol) {
+		ret = ring_buffer__add(p->rb, bpf_map__fd(p->skel->maps.grad_events),
+				       on_grad_record, p);
+		if (ret) {
+			snprintf(err, errlen, "failed to add the gradient ring buffer: %s",
+				 strerror(-ret));
+			goto fail;
+		}
+	}
+	return p;
+fail:
+	probe__close(p);
+	errno = -ret;
+	return NULL;
+}
+
+void probe__close(struct probe *p)
+{
+	if (!p)
+		return;
+	ring_buffer__free(p->rb);
+	nanwatch_bpf__destroy(p->skel);
+	if (p->stats_fd >= 0)
+		close(p->stats_fd);
+	free(p);
+}
+
+void probe__detach(struct probe *p)
+{
+	if (!p)
+		return;
+	/*
+	 * Each probe takes about a tenth of a second to remove: stop them all at once
+	 * first, so that no count (steps at the step marker, iterations at the frame
+	 * evaluator) runs on after another has stopped.
+	 */
+	__atomic_store_n(&p->skel->bss->stopped, 1, __ATOMIC_SEQ_CST);
+	nanwatch_bpf__detach(p->skel);
+}
+
+int probe__poll(struct probe *p, int timeout_ms)
+{
+	int n = ring_buffer__poll(p->rb, timeout_ms);
+
+	/* gradient histograms come without a wake-up: take them at every poll */
+	if (n >= 0)
+		n = ring_buffer__consume(p->rb);
+	return n < 0 ? n : 0;
+}
+
+int probe__fd(const struct probe *p)
+{
+	return ring_buffer__epoll_fd(p->rb);
+}
+
+int probe__consume(struct probe *p)
+{
+	int n = ring_buffer__consume(p->rb);
+
+	return n < 0 ? n : 0;
+}
+
+int probe__count(const struct probe *p)
+{
+	return p->nprobes;
+}
+
+void probe__counters(const struct probe *p, uint64_t out[NW_C_MAX])
+{
+	int i;
+
+	for (i = 0; i < NW_C_MAX; i++)
+		out[i] = __atomic_load_n(&p->skel->bss->counters[i], __ATOMIC_RELAXED);
+}
+
+uint64_t probe__steps(const struct probe *p)
+{
+	return __atomic_load_n(&p->skel->bss->counters[NW_C_STEPS], __ATOMIC_RELAXED);
+}
+
+uint64_t probe__step(const struct probe *p, int *source)
+{
+	uint64_t w = __atomic_load_n(&p->skel->bss->step_count, __ATOMIC_RELAXED);
+
+	*source = w >> NW_STEP_SHIFT;
+	return w & NW_STEP_MASK;
+}
+
+uint64_t probe__optimizer(const struct probe *p)
+{
+	return __atomic_load_n(&p->skel->bss->step_opt, __ATOMIC_RELAXED);
+}
+
+void probe__set_step_state(struct probe *p, uint64_t impl)
+{
+	__atomic_store_n(&p->skel->bss->step_impl, impl, __ATOMIC_RELAXED);
+}
+
+int probe__execed(const struct probe *p)
+{
+	return __atomic_load_n(&p->skel->bss->execed, __ATOMIC_RELAXED);
+}
+
+uint64_t probe__iterations(const struct probe *p)
+{
+	return __atomic_load_n(&p->skel->bss->iter_started, __ATOMIC_RELAXED);
+}
+
+static void prog_runtime(const struct bpf_program *prog, uint64_t *ns, uint64_t *runs)
+{
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+
+	*ns = *runs = 0;
+	if (!bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len)) {
+		*ns = info.run_time_ns;
+		*runs = info.run_cnt;
+	}
+}
+
+int probe__runtime(const struct probe *p, struct probe_runtime *rt)
+{
+	memset(rt, 0, sizeof(*rt));
+	if (p->stats_fd < 0)
+		return -ENODATA;
+	prog_runtime(p->skel->progs.uprobe_eval_frame, &rt->entry_ns, &rt->entry_runs);
+	prog_runtime(p->skel->progs.uretprobe_eval_frame, &rt->return_ns, &rt->return_runs);
+	return 0;
+}
+
+int probe__set_params(struct probe *p, uint64_t module, const struct nw_params *np)
+{
+	int err = bpf_map__update_elem(p->skel->maps.params, &module, sizeof(module), np,
+				       sizeof(*np), BPF_ANY);
+
+	return err < 0 ? err : 0;
+}
+
+int probe__set_buffers(struct probe *p, uint64_t module, const struct nw_params *np)
+{
+	int err = bpf_map__update_elem(p->skel->maps.cap_buffers, &module, sizeof(module), np,
+				       sizeof(*np), BPF_ANY);
+
+	return err < 0 ? err : 0;
+}
+
+int probe__capture_fd(const struct probe *p)
+{
+	return bpf_map__fd(p->skel->maps.captures);
+}
+
+/*
+ * Load every program with every feature on (nothing is attached, no target needed) and
+ * hand fn each program's name and the instructions the verifier processed for it.
+ */
+int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout *bl,
+			  const struct nw_rescan *rs, const struct nw_dict_layout *dict,
+			  int step_by_marker,
+			  void (*fn)(const char *name, uint32_t insns, void *ctx), void *ctx,
+			  char *err, size_t errlen)
+{
+	struct nanwatch_bpf *s = nanwatch_bpf__open();
+	struct bpf_program *prog;
+	int ret;
+
+	if (!s) {
+		snprintf(err, errlen, "failed to open the BPF object: %s", strerror(errno));
+		return -errno;
+	}
+	/* addresses of a target: any non-zero value takes the paths a real one does */
+	s->rodata->targ_tgid = 1;
+	s->rodata->A.tuple_type = 1ULL << 40;
+	s->rodata->A.list_type = 2ULL << 40;
+	s->rodata->A.tensor_type = 3ULL << 40;
+	memcpy((void *)&s->rodata->L, l, sizeof(*l));
+	memcpy((void *)&s->rodata->BL, bl, sizeof(*bl));
+	s->rodata->BL.acc_vptr = 4ULL << 40;
+	memcpy((void *)&s->rodata->RS, rs, sizeof(*rs));
+	s->rodata->step_by_marker = step_by_marker;
+	s->rodata->RS.on = 1;
+	memcpy((void *)&s->rodata->D, dict, sizeof(*dict));
+	s->rodata->capture_max_bytes = 1 << 20;
+	s->rodata->capture_int_codes = 1;
+	s->rodata->backward_on = 1;
+	s->rodata->backward_all = 1;
+	ret = nanwatch_bpf__load(s);
+	if (ret) {
+		snprintf(err, errlen, "failed to load the BPF programs: %s", strerror(-ret));
+		goto out;
+	}
+	bpf_object__for_each_program(prog, s->obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len))
+			fn(bpf_program__name(prog), info.verified_insns, ctx);
+	}
+out:
+	nanwatch_bpf__destroy(s);
+	return ret;
+}

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Capture records assembled. The BPF side copied the tensors of the first origin anomaly's
+ * call while the call was on the stack (bpf/capture.bpf.h) and sends them on the capture
+ * ring: one NW_EV_CAP_TENSOR per tensor, its NW_EV_CAP_DATA chunks, one NW_EV_CAP_END.
+ * This file collects them, within the byte budget, and hands the whole to output_capture.c.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "explain/capture_priv.h"
+#include "util/dtype.h"
+#include "resolve/pyobject.h"
+
+__attribute__((format(printf, 2, 3)))
+static void fail(struct capture *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->error, sizeof(c->error), fmt, ap);
+	va_end(ap);
+	c->error_pending = 1;
+}
+
+struct capture *capture__new(const struct capture_opts *o, char *err, size_t errlen)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	int ret;
+
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->o = *o;
+	c->dirfd = -1;
+	snprintf(c->dir, sizeof(c->dir), "%s", o->dir);
+	ret = capture_output__open_dir(c, err, errlen);
+	if (ret) {
+		capture__free(c);
+		errno = -ret;
+		return NULL;
+	}
+	return c;
+}
+
+void capture__free(struct capture *c)
+{
+	int i;
+
+	if (!c)
+		return;
+	ring_buffer__free(c->rb);
+	for (i = 0; i < NW_CAP_MAX_TENSORS; i++)
+		free(c->t[i].buf);
+	if (c->dirfd >= 0)
+		close(c->dirfd);
+	free(c);
+}
+
+const char *capture__path(const struct capture *c)
+{
+	return c && c->path[0] ? c->path : NULL;
+}
+
+const char *capture__error(struct capture *c)
+{
+	if (!c || !c->error_pending)
+		return NULL;
+	c->error_pending = 0;
+	return c->error;
+}
+
+uint32_t capture__ring_bytes(uint64_t max_bytes)
+{
+	/* ring records carry an 8-byte header; a tensor may end in a part-filled chunk */
+	uint64_t rec = (sizeof(struct nw_cap_data) + 8 + 7) / 8 * 8;
+	uint64_t need = (max_bytes / NW_CAP_CHUNK + NW_CAP_MAX_TENSORS) * rec +
+			NW_CAP_MAX_TENSORS * (sizeof(struct nw_cap_tensor) + 8) +
+			sizeof(struct nw_cap_end) + 8;
+	uint64_t size = 4096;
+
+	while (size < need) {
+		size <<= 1;
+		if (size > CAPTURE_MAX_RING)
+			return 0;
+	}
+	return size;
+}
+
+int capture__int_codes(const struct nw_layout *l)
+{
+	return dtype__c10_codes(l);
+}
+
+int capture__buffers(const struct remote *r, uint64_t module, struct nw_params *out)
+{
+	return pyobject__list_dict(r, module, "_buffers", out, NULL);
+}
+
+/* ---------------------------------------------------------------- records */
+
+static void reset(struct capture *c)
+{
+	int i;
+
+	for (i = 0; i < NW_CAP_MAX_TENSORS; i++) {
+		free(c->t[i].buf);
+		memset(&c->t[i], 0, sizeof(c->t[i]));
+	}
+	c->allocated = 0;
+}
+
+static void on_tensor(struct capture *c, const struct nw_cap_tensor *d)
+{
+	struct pending *p;
+
+	if (d->index >= NW_CAP_MAX_TENSORS)
+		return;
+	p = &c->t[d->index];
+	if (p->buf)
+		c->allocated -= p->d.bytes;
+	free(p->buf);
+	memset(p, 0, sizeof(*p));
+	p->d = *d;
+	p->have = 1;
+	if (d->ndim > NW_MAX_DIMS)
+		p->d.ndim = NW_MAX_DIMS, p->d.flags |= NW_SKIP_DIMS;
+	/* data follows only for a tensor within the budget; the budget bounds the allocations */
+	if (!d->flags && d->bytes && d->elem_size && d->bytes % d->elem_size == 0 &&
+	    d->bytes / d->elem_size == d->numel && d->bytes <= c->o.max_bytes - c->allocated) {
+		p->buf = malloc(d->bytes);
+		if (p->buf)
+			c->allocated += d->bytes;
+	}
+}
+
+static void on_data(struct capture *c, const struct nw_cap_data *r)
+{
+	struct pending *p;
+
+	if (r->index >= NW_CAP_MAX_TENSORS)
+		return;
+	p = &c->t[r->index];
+	if (!p->have || !p->buf || r->len > NW_CAP_CHUNK || r->offset > p->d.bytes ||
+	    r->len > p->d.bytes - r->offset)
+		return;
+	memcpy(p->buf + r->offset, r->data, r->len);
+	p->received += r->len;
+}
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	return capture__record(ctx, data, size);
+}
+
+int capture__record(struct capture *c, const void *data, size_t size)
+{
+	/* the three record types have different sizes; each says its type too */
+	if (size == sizeof(struct nw_cap_tensor) &&
+	    ((const struct nw_cap_tensor *)data)->type == NW_EV_CAP_TENSOR) {
+		on_tensor(c, data);
+	} else if (size == sizeof(struct nw_cap_data) &&
+		   ((const struct nw_cap_data *)data)->type == NW_EV_CAP_DATA) {
+		on_data(c, data);
+	} else if (size == sizeof(struct nw_cap_end) &&
+		   ((const struct nw_cap_end *)data)->type == NW_EV_CAP_END) {
+		if (!c->done) {
+			int err = capture_output__write(c, data);
+
+			if (err)
+				fail(c, "failed to write the capture into %.256s: %s", c->dir,
+				     strerror(-err));
+		}
+		c->done = 1;
+		reset(c);
+	}
+	return 0;
+}
+
+int capture__attach(struct capture *c, int ring_fd)
+{
+	c->rb = ring_buffer__new(ring_fd, on_record, c, NULL);
+	return c->rb ? 0 : -errno;
+}
+
+int capture__consume(struct capture *c)
+{
+	int n;
+
+	if (!c || !c->rb)
+		return 0;
+	n = ring_buffer__consume(c->rb);
+	return n < 0 ? n : 0;
+}

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Decoding a raw events-ring record into a finding: the one place that reads struct nw_event. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <linux/types.h>
+#include "explain/backward.h"
+#include "util/dtype.h"
+#include "explain/decode.h"
+#include "util/fpconv.h"
+#include "resolve/names.h"
+#include "nanwatch.h"
+#include "nwfloat.h"
+
+_Static_assert(FINDING_MAX_DIMS == NW_MAX_DIMS, "a finding keeps every shape entry");
+_Static_assert(FINDING_CLASS_LEN == NW_NAME_LEN, "a finding keeps the whole class name");
+
+/* Tensor path: "output", "output[1]", "output[1][0]", "loss", "grad[0]", "parameters". */
+static void tensor_name(const struct nw_event *ev, char *buf, size_t len)
+{
+	if (ev->phase == NW_PHASE_BACKWARD) {
+		if (ev->index0 == NW_NO_INDEX)
+			snprintf(buf, len, "grad");
+		else
+			snprintf(buf, len, "grad[%u]", ev->index0);
+		return;
+	}
+	if (ev->phase == NW_PHASE_LOSS) {
+		if (ev->index0 == NW_NO_INDEX)
+			snprintf(buf, len, "loss");
+		else
+			snprintf(buf, len, "loss[%u]", ev->index0);
+		return;
+	}
+	if (ev->index0 == NW_PARAMS_INDEX)
+		snprintf(buf, len, "parameters");
+	else if (ev->index0 == NW_NO_INDEX)
+		snprintf(buf, len, "output");
+	else if (ev->index1 == NW_NO_INDEX)
+		snprintf(buf, len, "output[%u]", ev->index0);
+	else
+		snprintf(buf, len, "output[%u][%u]", ev->index0, ev->index1);
+}
+
+/* The module's class as type(m).__name__. */
+static const char *class_of(const struct nw_event *ev, struct finding *f)
+{
+	const char *dot;
+
+	memcpy(f->class_buf, ev->class_name, NW_NAME_LEN);
+	f->class_buf[NW_NAME_LEN] = 0;
+	/* static types carry their module: "torch.nn.X" -> "X" */
+	dot = strrchr(f->class_buf, '.');
+	return dot ? dot + 1 : f->class_buf;
+}
+
+static double max_abs(const struct nw_event *ev)
+{
+	double lo, hi;
+
+	if (ev->min_key == ~0ULL)
+		return 0;
+	lo = nw_bits_to_double(nw_key_bits(ev->min_key, ev->dtype), ev->dtype);
+	hi = nw_bits_to_double(nw_key_bits(ev->max_key, ev->dtype), ev->dtype);
+	lo = lo < 0 ? -lo : lo;
+	hi = hi < 0 ? -hi : hi;
+	return lo > hi ? lo : hi;
+}
+
+static int kind_of(__u32 type)
+{
+	switch (type) {
+	case NW_EV_ANOMALY:
+		return FINDING_ANOMALY;
+	case NW_EV_MODULE:
+		return FINDING_MODULE;
+	case NW_EV_LOSS:
+		return FINDING_LOSS;
+	case NW_EV_MAGNITUDE:
+		return FINDING_MAGNITUDE;
+	default:
+		return FINDING_NONE;
+	}
+}
+
+/* A phase this does not know is a module output's, as the BPF side numbers them. */
+static int phase_of(__u8 phase)
+{
+	switch (phase) {
+	case NW_PHASE_LOSS:
+		return FINDING_PHASE_LOSS;
+	case NW_PHASE_BACKWARD:
+		return FINDING_BACKWARD;
+	default:
+		return FINDING_FORWARD;
+	}
+}
+
+/* Inputs and parameters: 1 all finite, 0 some not, -1 unknown (not all scanned, not listed). */
+static void verdicts(const struct nw_event *ev, struct finding *f)
+{
+	f->inputs_finite = -1;
+	f->params_finite = -1;
+	if (f->phase == FINDING_BACKWARD) {
+		/* every gradient the engine handed to a node before this one was finite */
+		f->inputs_finite = ev->producers > 0;
+	} else if (f->phase == FINDING_FORWARD) {
+		f->inputs_finite = ev->inputs_nonfinite ? 0 : ev->inputs_skipped ? -1 : 1;
+		f->params_finite = ev->params_nonfinite ? 0 :
+				   !ev->params_known || ev->params_skipped ? -1 : 1;
+	}
+}
+
+/* Layer path and class: none for the loss, the maker's (if known) for a gradient. */
+static void name_module(const struct nw_event *ev, struct names *names, struct finding *f)
+{
+	int named = f->kind == FINDING_MODULE || f->kind == FINDING_MAGNITUDE ||
+		    (f->kind == FINDING_ANOMALY && f->phase == FINDING_FORWARD) ||
+		    (f->kind == FINDING_ANOMALY && f->phase == FINDING_BACKWARD && ev->module);
+
+	if (!named)
+		return;
+	f->layer = names ? names__path(names, ev->modules[0], ev->module) : NULL;
+	if (f->kind != FINDING_MODULE)
+		f->module_class = class_of(ev, f);
+}
+
+static void tensor_fields(const struct nw_event *ev, struct finding *f)
+{
+	__u32 i;
+
+	tensor_name(ev, f->tensor, sizeof(f->tensor));
+	f->parameters = ev->index0 == NW_PARAMS_INDEX;
+	f->dtype = ev->dtype;
+	f->dtype_name = dtype__name(ev->dtype);
+	f->ndim = ev->ndim < NW_MAX_DIMS ? ev->ndim : NW_MAX_DIMS;
+	for (i = 0; i < f->ndim; i++)
+		f->shape[i] = ev->shape[i];
+	f->numel = ev->numel;
+	f->scanned = ev->scanned;
+	f->truncated = !!(ev->flags & NW_SKIP_TRUNCATED);
+	f->nan = ev->nan;
+	f->posinf = ev->posinf;
+	f->neginf = ev->neginf;
+}
+
+/* What each kind keeps in the extremes: the finite range, the loss, a magnitude. */
+static void values(const struct nw_event *ev, struct finding *f)
+{
+	if (f->kind == FINDING_ANOMALY) {
+		f->has_finite = ev->min_key != ~0ULL;
+		if (f->has_finite) {
+			f->finite_min_bits = nw_key_bits(ev->min_key, ev->dtype);
+			f->finite_max_bits = nw_key_bits(ev->max_key, ev->dtype);
+		}
+		f->max_abs = max_abs(ev);
+	} else if (f->kind == FINDING_LOSS) {
+		f->value = nw_bits_to_double(ev->min_key, ev->dtype);
+	} else if (f->kind == FINDING_MAGNITUDE) {
+		f->value = nw_bits_to_double(ev->max_key, ev->dtype);
+	}
+}
+
+int explain__decode(const void *data, size_t size, struct names *names, struct backward *bwd,
+		    struct finding *f)
+{
+	struct nw_event ev;
+
+	memset(f, 0, sizeof(*f));
+	if (size < sizeof(ev))
+		return -EINVAL;	/* not ours */
+	memcpy(&ev, data, sizeof(ev));
+	f->kind = kind_of(ev.type);
+	f->phase = phase_of(ev.phase);
+	f->device = "cpu";
+	f->time_ns = ev.time_ns;
+	f->tid = ev.tid;
+	/* the step word carries where the count came from in its top bits */
+	f->step = ev.step & NW_STEP_MASK;
+	f->step_source = ev.step >> NW_STEP_SHIFT == NW_STEP_OPTIMIZER ? FINDING_STEP_OPTIMIZER :
+			 FINDING_STEP_ATTACH;
+	f->iteration = ev.iteration;
+	f->step_starts = ev.step_starts;
+	f->root = ev.modules[0];
+	f->module = ev.module;
+	f->depth = ev.depth;
+	/* a phase this daemon does not know is written as forward, its parameters left as sent */
+	f->params_known = ev.params_known || ev.phase > NW_PHASE_BACKWARD;
+	f->nested_unchecked = !!(ev.flags & NW_FLAG_DEEPER);
+	if (f->kind == FINDING_NONE)
+		return 0;
+	f->input_nr = ev.input_nr;
+	f->producers = ev.producers;
+	if (f->kind == FINDING_ANOMALY && f->phase == FINDING_BACKWARD) {
+		f->node = backward__class(bwd, ev.node_vptr);
+		f->consumer = backward__class(bwd, ev.consumer_vptr);
+	}
+	name_module(&ev, names, f);
+	tensor_fields(&ev, f);
+	verdicts(&ev, f);
+	values(&ev, f);
+	return 0;
+}

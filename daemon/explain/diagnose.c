@@ -1,0 +1,617 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Diagnosis: from the anomalies of the first bad iteration, pick a cause from
+ * the fixed vocabulary, say which facts led there and what to change. Rules
+ * run from the most specific fact to the most generic one.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "explain/diagnose.h"
+#include "util/dtype.h"
+
+#define NEAR_OVERFLOW 1e30	/* float32 values this large overflow at the next multiply */
+
+void diagnose__init(struct diag *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->root_inputs_finite = -1;
+}
+
+static void copy(char *dst, size_t len, const char *src)
+{
+	snprintf(dst, len, "%s", src ? src : "");
+}
+
+/* The slot to write next in a ring of cap entries: a free one, or the oldest. */
+static unsigned int ring_next(unsigned int *head, unsigned int *n, unsigned int cap)
+{
+	unsigned int i;
+
+	if (*n < cap)
+		return (*head + (*n)++) % cap;
+	i = *head;
+	*head = (*head + 1) % cap;
+	return i;
+}
+
+void diagnose__loss(struct diag *d, uint64_t step, uint64_t iteration, double value)
+{
+	struct diag_loss *l;
+
+	if (d->nlosses) {
+		l = &d->losses[(d->loss_head + d->nlosses - 1) % DIAG_MAX_LOSSES];
+		if (l->iteration == iteration) {
+			l->step = step;
+			l->value = value;
+			return;
+		}
+	}
+	l = &d->losses[ring_next(&d->loss_head, &d->nlosses, DIAG_MAX_LOSSES)];
+	l->step = step;
+	l->iteration = iteration;
+	l->value = value;
+}
+
+static const struct diag_loss *loss_at(const struct diag *d, unsigned int i)
+{
+	return &d->losses[(d->loss_head + i) % DIAG_MAX_LOSSES];
+}
+
+static const struct diag_mark *mark_at(const struct diag *d, unsigned int i)
+{
+	return &d->marks[(d->mark_head + i) % DIAG_MAX_MARKS];
+}
+
+/* The module's latest mark, NULL if none. */
+static const struct diag_mark *last_mark(const struct diag *d, uint64_t module)
+{
+	unsigned int i;
+
+	for (i = d->nmarks; i-- > 0;)
+		if (mark_at(d, i)->module == module)
+			return mark_at(d, i);
+	return NULL;
+}
+
+static struct diag_module *module_state(struct diag *d, uint64_t module)
+{
+	unsigned int i;
+
+	for (i = 0; i < d->nmodules; i++)
+		if (d->modules[i].module == module)
+			return &d->modules[i];
+	if (d->nmodules >= DIAG_MAX_MODULES)
+		return NULL;
+	d->modules[d->nmodules].module = module;
+	return &d->modules[d->nmodules++];
+}
+
+int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iteration,
+		   double value, double limit, struct diag_warning *w)
+{
+	const struct diag_mark *prev = last_mark(d, module);
+	struct diag_module *m = module_state(d, module);
+	struct diag_mark *k;
+	double growth = 0;
+	int left = -1;
+
+	memset(w, 0, sizeof(*w));
+	if (prev && iteration > prev->iteration && prev->value > 0 && value > prev->value) {
+		growth = pow(value / prev->value, 1.0 / (double)(iteration - prev->iteration));
+		if (growth >= DIAG_GROWTH && value < limit)
+			left = (int)ceil(log(limit / value) / log(growth));
+	}
+	k = &d->marks[ring_next(&d->mark_head, &d->nmarks, DIAG_MAX_MARKS)];
+	k->module = module;
+	k->step = step;
+	k->iteration = iteration;
+	k->value = value;
+	if (!m)
+		return 0;
+	w->value = value;
+	w->limit = limit;
+	w->growth = growth;
+	w->iterations_left = left;
+	if (left >= 0 && left <= DIAG_HORIZON && !m->warned_growth) {
+		m->warned_growth = 1;
+		w->reason = "growth";
+		return 1;
+	}
+	/* x * x overflows past the square root of the range: a variance, a dot product */
+	if (value >= sqrt(limit) && !m->warned_range) {
+		m->warned_range = 1;
+		w->reason = "near_range";
+		return 1;
+	}
+	return 0;
+}
+
+int diagnose__observe(struct diag *d, const struct diag_anomaly *a)
+{
+	if (d->done)
+		return 0;
+	if (!d->open) {
+		d->open = 1;
+		d->first = *a;
+		copy(d->first_layer, sizeof(d->first_layer), a->layer);
+		copy(d->first_module, sizeof(d->first_module), a->module);
+		copy(d->first_phase, sizeof(d->first_phase), a->phase);
+		copy(d->first_dtype, sizeof(d->first_dtype), a->dtype);
+		d->first.layer = a->layer ? d->first_layer : NULL;
+		d->first.module = a->module ? d->first_module : NULL;
+		d->first.phase = d->first_phase;
+		d->first.dtype = d->first_dtype;
+		copy(d->first_node, sizeof(d->first_node), a->node);
+		d->first.node = a->node ? d->first_node : NULL;
+	}
+	if (a->iteration != d->first.iteration)
+		return 1;	/* the incident's iteration is over */
+	/*
+	 * The first outermost module to return is the model (a loss module returns
+	 * after it): its inputs are the batch itself.
+	 */
+	if (!d->root_seen && a->depth == 1 && a->phase && !strcmp(a->phase, "forward")) {
+		d->root_seen = 1;
+		d->root_inputs_finite = a->inputs_finite;
+	}
+	return 0;
+}
+
+__attribute__((format(printf, 2, 3)))
+static void evidence(struct diagnosis *g, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (g->nevidence >= DIAG_MAX_EVIDENCE)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(g->evidence[g->nevidence++], sizeof(g->evidence[0]), fmt, ap);
+	va_end(ap);
+}
+
+/* An evidence line "label: item, item, ...", cut at the line's size; sent if it has items. */
+struct listing {
+	char buf[sizeof(((struct diagnosis *)0)->evidence[0])];
+	int len, n;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void list_begin(struct listing *l, const char *fmt, ...)
+{
+	va_list ap;
+
+	memset(l, 0, sizeof(*l));
+	va_start(ap, fmt);
+	l->len = vsnprintf(l->buf, sizeof(l->buf), fmt, ap);
+	va_end(ap);
+}
+
+__attribute__((format(printf, 2, 3)))
+static void list_add(struct listing *l, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (l->len >= (int)sizeof(l->buf))
+		return;
+	if (l->n++)
+		l->len += snprintf(l->buf + l->len, sizeof(l->buf) - l->len, ",");
+	if (l->len >= (int)sizeof(l->buf))
+		return;
+	va_start(ap, fmt);
+	l->len += vsnprintf(l->buf + l->len, sizeof(l->buf) - l->len, fmt, ap);
+	va_end(ap);
+}
+
+static void list_send(const struct listing *l, struct diagnosis *g)
+{
+	if (l->n)
+		evidence(g, "%s", l->buf);
+}
+
+static const char *name(const char *layer)
+{
+	return !layer ? "an unnamed module" : *layer ? layer : "the model";
+}
+
+static void fix(struct diagnosis *g, const char *text)
+{
+	if (g->nfixes < DIAG_MAX_FIXES)
+		g->fixes[g->nfixes++] = text;
+}
+
+static void conclude(struct diagnosis *g, const char *cause, double confidence)
+{
+	g->cause = cause;
+	g->confidence = confidence;
+}
+
+static int has(const char *s, const char *part)
+{
+	return s && strstr(s, part);
+}
+
+void diagnose__grads(struct diag *d, const struct diag_grad *g, int n)
+{
+	if (n > DIAG_MAX_GRADS)
+		n = DIAG_MAX_GRADS;
+	if (n < 0)
+		n = 0;
+	memcpy(d->grads, g, n * sizeof(*g));
+	d->ngrads = n;
+}
+
+/* The gradient norm of the pass at step, NULL if none was measured. */
+static const struct diag_grad *grad_at(const struct diag *d, uint64_t step)
+{
+	int i;
+
+	for (i = d->ngrads; i-- > 0;)
+		if (d->grads[i].step == step)
+			return &d->grads[i];
+	return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Median of the finite gradient norms of the passes before step; 0 if none. */
+static double grad_median_before(const struct diag *d, uint64_t step)
+{
+	double v[DIAG_MAX_GRADS];
+	int i, n = 0;
+
+	for (i = 0; i < d->ngrads; i++)
+		if (d->grads[i].step < step && isfinite(d->grads[i].norm))
+			v[n++] = d->grads[i].norm;
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(v[0]), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* "gradient norm by step: s: n, ..." for steps from..to, if any was measured. */
+static void grad_evidence(const struct diag *d, uint64_t from, uint64_t to, struct diagnosis *g)
+{
+	struct listing l;
+	int i;
+
+	list_begin(&l, "gradient norm by step:");
+	for (i = 0; i < d->ngrads; i++)
+		if (d->grads[i].step >= from && d->grads[i].step <= to)
+			list_add(&l, " %llu: %.3g", (unsigned long long)d->grads[i].step,
+				 d->grads[i].norm);
+	list_send(&l, g);
+}
+
+/* "clip_grad_norm_(..., max_norm=X)" with X the typical norm before step, when known. */
+static void clip_fix(const struct diag *d, uint64_t step, struct diagnosis *g, int slot)
+{
+	double med = grad_median_before(d, step);
+
+	if (med > 0)
+		snprintf(g->fix_buf[slot], sizeof(g->fix_buf[0]),
+			 "clip gradients near their typical norm before step %llu: "
+			 "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=%.2g)",
+			 (unsigned long long)step, med);
+	else
+		snprintf(g->fix_buf[slot], sizeof(g->fix_buf[0]),
+			 "clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), "
+			 "max_norm=1.0)");
+	fix(g, g->fix_buf[slot]);
+}
+
+/* The loss of the last iteration before `iteration`, NULL if none. */
+static const struct diag_loss *loss_before(const struct diag *d, uint64_t iteration)
+{
+	unsigned int i;
+
+	for (i = d->nlosses; i-- > 0;)
+		if (loss_at(d, i)->iteration < iteration)
+			return loss_at(d, i);
+	return NULL;
+}
+
+/*
+ * Divergence: the losses just before `iteration` rose at every step for at
+ * least two steps and by DIAG_GROWTH overall. Returns the index of the lowest
+ * one (where it began) and sets *end to the last, or -1.
+ */
+static int diverging(const struct diag *d, uint64_t iteration, int *end)
+{
+	int i, last = -1;
+
+	for (i = (int)d->nlosses; i-- > 0;)
+		if (loss_at(d, i)->iteration < iteration && isfinite(loss_at(d, i)->value)) {
+			last = i;
+			break;
+		}
+	if (last < 2)
+		return -1;
+	for (i = last; i > 0; i--) {
+		const struct diag_loss *a = loss_at(d, i - 1), *b = loss_at(d, i);
+
+		if (!isfinite(a->value) || !(a->value < b->value) || b->iteration != a->iteration + 1)
+			break;
+	}
+	if (last - i < 2 || !(loss_at(d, i)->value > 0) ||
+	    loss_at(d, last)->value < DIAG_GROWTH * loss_at(d, i)->value)
+		return -1;
+	*end = last;
+	return i;
+}
+
+/* "max |what| of X: v at step s, ..." from the marks under key, if there are some. */
+static void mark_evidence(const struct diag *d, const struct diag_anomaly *a, uint64_t key,
+			  const char *what, struct diagnosis *g)
+{
+	struct listing l;
+	unsigned int i;
+
+	list_begin(&l, "max |%s| of %s (sampled) before the overflow:", what, name(a->layer));
+	for (i = 0; i < d->nmarks; i++) {
+		const struct diag_mark *k = mark_at(d, i);
+
+		if (k->module == key && k->iteration <= a->iteration)
+			list_add(&l, " %.3g at step %llu", k->value, (unsigned long long)k->step);
+	}
+	list_send(&l, g);
+}
+
+static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const struct diag_loss *lo, *hi;
+	struct listing l;
+	int start, end, i;
+	double rate;
+
+	start = diverging(d, a->iteration, &end);
+	if (start < 0)
+		return 0;
+	lo = loss_at(d, start);
+	hi = loss_at(d, end);
+	rate = pow(hi->value / lo->value, 1.0 / (double)(end - start));
+	evidence(g, "the loss diverged before the first non-finite value: %.3g at step %llu, "
+		    "%.3g at step %llu (x%.3g per step)", lo->value, (unsigned long long)lo->step,
+		 hi->value, (unsigned long long)hi->step, rate);
+	list_begin(&l, "loss by step:");
+	for (i = start; i <= end; i++)
+		list_add(&l, " %llu: %.3g", (unsigned long long)loss_at(d, i)->step,
+			 loss_at(d, i)->value);
+	list_send(&l, g);
+	grad_evidence(d, lo->step, hi->step, g);
+	mark_evidence(d, a, a->module_id, "output", g);
+	mark_evidence(d, a, a->module_id | NW_PARAMS_KEY, "parameters", g);
+	if (a->params_finite == 0)
+		evidence(g, "the parameters of %s were non-finite by then: the updates since step "
+			    "%llu grew them past the range", name(a->layer),
+			 (unsigned long long)lo->step);
+	else if (a->phase && !strcmp(a->phase, "forward"))
+		evidence(g, "%s overflowed on finite inputs and parameters grown by the updates "
+			    "since step %llu", name(a->layer), (unsigned long long)lo->step);
+	g->origin_step = (int64_t)lo->step;
+	conclude(g, "lr_too_high", 0.8);
+	snprintf(g->fix_buf[0], sizeof(g->fix_buf[0]),
+		 "lower the learning rate (the loss grew x%.3g per step from step %llu): try a "
+		 "tenth of it, or add warmup", rate, (unsigned long long)lo->step);
+	fix(g, g->fix_buf[0]);
+	clip_fix(d, lo->step, g, 1);
+	return 1;
+}
+
+static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
+{
+	/* in mode loss no module output was checked: a NaN from any layer looks the same */
+	if (!a->phase || strcmp(a->phase, "loss") || d->loss_only)
+		return 0;
+	evidence(g, "every module output of iteration %llu was finite; the loss was not",
+		 (unsigned long long)a->iteration);
+	evidence(g, "loss: %llu NaN, %llu +Inf, %llu -Inf", (unsigned long long)a->nan,
+		 (unsigned long long)a->posinf, (unsigned long long)a->neginf);
+	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);
+	fix(g, "compute log-probabilities with log_softmax (or F.cross_entropy / F.nll_loss) "
+	       "instead of log(softmax(x))");
+	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
+	return 1;
+}
+
+/* Forward and loss finite, a gradient not: the derivative left its domain. */
+static int rule_backward(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const char *node = a->node ? a->node : "an autograd node";
+
+	if (!a->phase || strcmp(a->phase, "backward"))
+		return 0;
+	evidence(g, "the forward pass and the loss of iteration %llu were finite; %s (made by %s) "
+		    "returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite ones",
+		 (unsigned long long)a->iteration, node,
+		 a->layer ? name(a->layer) : "an op outside the modules' outputs",
+		 (unsigned long long)a->nan,
+		 (unsigned long long)a->posinf, (unsigned long long)a->neginf);
+	if (a->posinf + a->neginf && !a->nan) {
+		conclude(g, "division_by_zero", 0.6);
+		fix(g, "the derivative is infinite where the forward value is finite (sqrt at 0, "
+		       "pow with exponent < 1 at 0): add an epsilon inside the op");
+	} else {
+		conclude(g, "invalid_domain", 0.6);
+		fix(g, "an op evaluated where its derivative does not exist (sqrt/log/norm at 0, "
+		       "a masked branch of torch.where): clamp its argument or mask before the op");
+	}
+	fix(g, "reproduce with torch.autograd.detect_anomaly() around this step");
+	return 1;
+}
+
+static int rule_params(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const struct diag_loss *before;
+	const struct diag_grad *gr;
+	double med;
+
+	if (a->params_finite != 0)
+		return 0;
+	before = loss_before(d, a->iteration);
+	if (before && before->step < a->step) {
+		/* every output of that iteration was finite (this is the first anomaly) */
+		g->origin_step = (int64_t)before->step;
+		evidence(g, "every output was finite at step %llu; at step %llu the parameters of %s "
+			    "were non-finite: the optimizer update of step %llu wrote them",
+			 (unsigned long long)before->step, (unsigned long long)a->step,
+			 name(a->layer), (unsigned long long)before->step);
+		evidence(g, "the loss of step %llu was %.4g, %s", (unsigned long long)before->step,
+			 before->value, isfinite(before->value) ?
+			 "finite: the gradients or the step size of that update were too large" :
+			 "not finite: its gradients were");
+		gr = grad_at(d, before->step);
+		med = grad_median_before(d, before->step);
+		if (gr && !isfinite(gr->norm))
+			evidence(g, "the gradients of step %llu were not finite: the update applied "
+				    "NaN/Inf", (unsigned long long)before->step);
+		else if (gr && med > 0 && gr->norm > 10 * med)
+			evidence(g, "the gradient norm of step %llu was %.3g, %.3gx its median %.3g "
+				    "before: an exploding gradient", (unsigned long long)before->step,
+				 gr->norm, gr->norm / med, med);
+		else if (gr)
+			evidence(g, "the gradient norm of step %llu was an ordinary %.3g (median %.3g "
+				    "before): the step size made the update overflow; check the "
+				    "learning-rate schedule", (unsigned long long)before->step, gr->norm,
+				 med);
+	} else {
+		evidence(g, "the parameters of %s were already non-finite: an earlier optimizer "
+			    "update wrote them", name(a->layer));
+	}
+	conclude(g, "nonfinite_params", 0.7);
+	clip_fix(d, g->origin_step >= 0 ? (uint64_t)g->origin_step : a->step, g, 0);
+	fix(g, "lower the learning rate or add warmup");
+	return 1;
+}
+
+static int rule_input(const struct diag *d, struct diagnosis *g)
+{
+	if (d->root_inputs_finite != 0)
+		return 0;
+	evidence(g, "the model's own inputs held NaN/Inf at iteration %llu",
+		 (unsigned long long)d->first.iteration);
+	evidence(g, "first non-finite output: %s, which received them", name(d->first.layer));
+	conclude(g, "bad_input_data", 0.9);
+	fix(g, "check each batch before the forward: assert torch.isfinite(x).all()");
+	fix(g, "clean or drop corrupt samples in the data pipeline");
+	return 1;
+}
+
+static int rule_fp16(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	if (strcmp(a->dtype, "float16") || !(a->posinf + a->neginf) || a->inputs_finite != 1)
+		return 0;
+	evidence(g, "float16 output of %s overflowed from finite inputs", name(a->layer));
+	evidence(g, "largest finite |value| %g against the float16 maximum %g", a->finite_max_abs,
+		 dtype__max(NW_DT_F16));
+	conclude(g, "fp16_overflow", 0.85);
+	fix(g, "keep this op in float32 (exclude it from autocast, or .float() around it)");
+	fix(g, "lower the loss scale (GradScaler init_scale) or scale the inputs down");
+	return 1;
+}
+
+static int rule_module(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	if (a->inputs_finite != 1)
+		return 0;
+	if (has(a->module, "Norm") && a->nan) {
+		evidence(g, "%s (%s) normalizes by a variance; its inputs were finite and it produced "
+			    "NaN (0/0 on a constant or all-zero row)", name(a->layer), a->module);
+		conclude(g, "norm_zero_variance", 0.75);
+		fix(g, "add an epsilon to the variance (eps=1e-5 in the norm)");
+		fix(g, "look for constant or all-zero rows (padding) reaching the norm");
+		return 1;
+	}
+	if (has(a->module, "Attention") && a->nan) {
+		evidence(g, "%s (%s) produced NaN from finite inputs: a softmax over scores that are "
+			    "all -inf (a fully masked row)", name(a->layer), a->module);
+		conclude(g, "attention_fully_masked", 0.7);
+		fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
+		fix(g, "mask with a large negative finite value instead of -inf");
+		return 1;
+	}
+	return 0;
+}
+
+static int rule_arith(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	if (a->inputs_finite != 1)
+		return 0;
+	if (a->posinf + a->neginf && a->finite_max_abs > NEAR_OVERFLOW) {
+		evidence(g, "%s made +-Inf from finite inputs next to values near the float range "
+			    "(|x| up to %g)", name(a->layer), a->finite_max_abs);
+		conclude(g, "exp_overflow", 0.6);
+		fix(g, "subtract the maximum before exp (as softmax does), or use logsumexp");
+		fix(g, "clamp the exponent: torch.exp(x.clamp(max=80))");
+		return 1;
+	}
+	if (a->posinf + a->neginf) {
+		evidence(g, "%s made %llu +-Inf from finite inputs, finite values up to %g: a "
+			    "division by zero", name(a->layer),
+			 (unsigned long long)(a->posinf + a->neginf), a->finite_max_abs);
+		conclude(g, "division_by_zero", 0.6);
+		fix(g, "add an epsilon to the denominator, or clamp it away from 0");
+		return 1;
+	}
+	evidence(g, "%s made NaN from finite inputs: an operation outside its domain "
+		    "(sqrt/log of a negative, 0/0, inf-inf)", name(a->layer));
+	conclude(g, "invalid_domain", 0.5);
+	fix(g, "clamp the argument into the op's domain (x.clamp_min(0) before sqrt)");
+	return 1;
+}
+
+/* The last DIAG_TREND losses up to the first anomaly's iteration. */
+static void trend(const struct diag *d, struct diagnosis *g)
+{
+	unsigned int i, n = 0, first = d->nlosses;
+
+	for (i = d->nlosses; i-- > 0 && n < DIAG_TREND;) {
+		if (loss_at(d, i)->iteration > d->first.iteration)
+			continue;
+		first = i;
+		n++;
+	}
+	for (i = first; i < d->nlosses && g->ntrend < (int)n; i++)
+		if (loss_at(d, i)->iteration <= d->first.iteration)
+			g->trend[g->ntrend++] = *loss_at(d, i);
+}
+
+int diagnose__conclude(struct diag *d, struct diagnosis *out)
+{
+	const struct diag_anomaly *a = &d->first;
+
+	if (!d->open || d->done)
+		return -ENOENT;
+	memset(out, 0, sizeof(*out));
+	out->step = a->step;
+	out->iteration = a->iteration;
+	copy(out->layer, sizeof(out->layer), a->layer);
+	copy(out->module, sizeof(out->module), a->module);
+	d->done = 1;
+	out->origin_step = -1;
+	trend(d, out);
+	if (rule_input(d, out) || rule_lr(d, a, out) || rule_loss(d, a, out) ||
+	    rule_backward(a, out) || rule_params(d, a, out))
+		return 0;
+	if (d->top_only) {
+		evidence(out, "mode %s checks only the %s: run with --mode full to find the "
+			      "layer that made the value", d->loss_only ? "loss" : "sample",
+			 d->loss_only ? "loss" : "model's output");
+		conclude(out, "unknown", 0.2);
+		return 0;
+	}
+	if (rule_fp16(a, out) || rule_module(a, out) || rule_arith(a, out))
+		return 0;
+	evidence(out, "the first non-finite output, of %s, had inputs that were non-finite or "
+		      "could not be read, from outside any module seen", name(a->layer));
+	conclude(out, "unknown", 0.2);
+	return 0;
+}

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Findings explained: late parameter checks, origin, the diagnosis fed, the lines written. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "explain/backward.h"
+#include "util/dtype.h"
+#include "output/emit.h"
+#include "explain/explain.h"
+#include "explain/decode.h"
+#include "resolve/names.h"
+#include "output/event.h"
+#include "resolve/params.h"
+
+static void note_params(struct explain *x, uint64_t root, uint64_t module)
+{
+	struct nw_params np;
+
+	/* listed even when empty: a module without parameters has none non-finite */
+	if (x->set_params && !params__list(x->remote, module, &np)) {
+		x->set_params(x->params_ctx, module, &np);
+		backward__note_params(x->bwd, root, module, &np);
+	}
+}
+
+static void observe(struct explain *x, const struct finding *f, int params)
+{
+	int loss = f->phase == FINDING_PHASE_LOSS, bwd = f->phase == FINDING_BACKWARD;
+	struct diag_anomaly a = {
+		.step = f->step, .step_source = f->step_source, .iteration = f->iteration,
+		.nan = f->nan, .posinf = f->posinf, .neginf = f->neginf,
+		.finite_max_abs = f->max_abs,
+		.phase = loss ? "loss" : bwd ? "backward" : "forward",
+		.dtype = f->dtype_name ? f->dtype_name : "",
+		/* a call nested too deep to be checked may have made it: not this layer's */
+		.inputs_finite = loss || f->nested_unchecked ? -1 : f->inputs_finite,
+		.params_finite = loss || bwd ? -1 : params,
+		.depth = loss || bwd ? 0 : f->depth,
+		.module_id = loss || bwd ? 0 : f->module,
+		.node = bwd ? f->node : NULL,
+		.layer = f->module_class ? f->layer : NULL,
+		.module = f->module_class,
+	};
+
+	if (diagnose__observe(&x->diag, &a))
+		explain__diagnose(x, f->iteration);
+}
+
+/* The gradient norms of the last backward passes, as diagnosis evidence. */
+static void feed_grads(struct explain *x)
+{
+	struct grad_norm gn[DIAG_MAX_GRADS];
+	struct diag_grad dg[DIAG_MAX_GRADS];
+	int i, n = explain__grad_norms(x, gn, DIAG_MAX_GRADS);
+
+	for (i = 0; i < n; i++) {
+		dg[i].step = gn[i].step;
+		dg[i].iteration = gn[i].iteration;
+		dg[i].norm = gn[i].nonfinite ? NAN : gn[i].norm;
+	}
+	diagnose__grads(&x->diag, dg, n);
+}
+
+int explain__diagnose(struct explain *x, uint64_t iteration)
+{
+	struct diagnosis g;
+
+	if (!x->diag.open || x->diag.done || iteration <= x->diag.first.iteration)
+		return 0;
+	backward__settle(x->bwd, iteration);
+	feed_grads(x);
+	if (diagnose__conclude(&x->diag, &g))
+		return 0;
+	return output__diagnosis(x->e, &g, x->diag.first.step_source, !!x->diag.first.layer,
+				 !!x->diag.first.module, x->capture);
+}
+
+/* A module's output reached a new magnitude: remember it, and warn of a run-up. */
+static int magnitude(struct explain *x, const struct finding *f)
+{
+	uint64_t key = f->module | (f->parameters ? NW_PARAMS_KEY : 0);
+	struct diag_warning w;
+
+	if (!diagnose__mark(&x->diag, key, f->step, f->iteration, f->value, dtype__max(f->dtype),
+			    &w))
+		return 0;
+	x->warnings++;
+	return output__warning(x->e, f, &w);
+}
+
+/*
+ * A forward anomaly of a module whose parameters BPF did not have yet (its
+ * first call, or its registration record still queued): list them now, read
+ * and scan them, and only then look whether an optimizer step has begun since
+ * the anomaly (see params__late_verdict). BPF gets the list for the next time.
+ */
+static int late_params(struct explain *x, const struct finding *f)
+{
+	struct params_reader pr = {.r = x->remote, .l = x->layout, .tensor_type = x->tensor_type};
+	struct params_check pc;
+	struct nw_params np;
+	int read, stepped;
+
+	x->params_late++;
+	if (!x->layout || !x->remote || params__list(x->remote, f->module, &np))
+		return -1;
+	params__check(&pr, &np, &pc);
+	read = pc.nonfinite ? 0 : pc.skipped ? -1 : 1;
+	stepped = !x->step_starts || (uint32_t)x->step_starts(x->params_ctx) != f->step_starts;
+	if (x->set_params && !x->set_params(x->params_ctx, f->module, &np))
+		backward__note_params(x->bwd, f->root, f->module, &np);
+	return params__late_verdict(read, stepped);
+}
+
+/*
+ * Whether the anomaly created the bad value: a module output with finite inputs and no
+ * parameter known bad (null when an unchecked nested call may have); the loss or a gradient
+ * when no module output of the same iteration was reported non-finite before it.
+ */
+static int origin(const struct explain *x, const struct finding *f, int params)
+{
+	int fresh = x->forward_iter_p1 != f->iteration + 1;
+
+	if (f->phase == FINDING_PHASE_LOSS)
+		return x->loss_only ? -1 : fresh;	/* module outputs were not checked */
+	if (f->phase == FINDING_BACKWARD)
+		return f->producers > 0 && fresh;
+	if (f->nested_unchecked)
+		return -1;
+	return f->inputs_finite == 1 && params != 0;
+}
+
+static int anomaly(struct explain *x, const struct finding *f)
+{
+	int late = f->phase == FINDING_FORWARD && f->module && !f->params_known;
+	int params = late ? late_params(x, f) : f->params_finite;
+	struct output_verdict v = {.params_finite = params, .params_late = late};
+
+	observe(x, f, params);
+	v.origin = origin(x, f, params);
+	v.first = x->anomalies == 0;
+	if (f->phase == FINDING_FORWARD) {
+		if (!f->layer)
+			x->unnamed++;
+		x->forward_iter_p1 = f->iteration + 1;
+	}
+	x->anomalies++;
+	x->reported[f->phase]++;
+	return output__anomaly(x->e, f, &v);
+}
+
+int explain__finding(struct explain *x, const struct finding *f)
+{
+	switch (f->kind) {
+	case FINDING_ANOMALY:
+		return anomaly(x, f);
+	case FINDING_LOSS:
+		diagnose__loss(&x->diag, f->step, f->iteration, f->value);
+		return 0;
+	case FINDING_MAGNITUDE:
+		return magnitude(x, f);
+	case FINDING_MODULE:
+		/* named by the decode, while the target surely still exists */
+		x->modules++;
+		note_params(x, f->root, f->module);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+int explain__record(struct explain *x, const void *data, size_t size)
+{
+	struct finding f;
+
+	if (explain__decode(data, size, x->names, x->bwd, &f))
+		return 0;	/* not ours: skip, never stop polling for it */
+	return explain__finding(x, &f);
+}
+
+int explain__grad(struct explain *x, const struct nw_grad *g)
+{
+	backward__grad(x->bwd, g);
+	return 0;
+}
+
+int explain__grad_norms(const struct explain *x, struct grad_norm *out, int max)
+{
+	return backward__norms(x->bwd, out, max);
+}
+
+/* a - b, 0 if the counters were read while a program was between its two increments */
+static uint64_t minus(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+static void tally_lost(const uint64_t c[NW_C_MAX], struct explain_tally *t)
+{
+	t->lost_anomaly = t->all.lost;
+	t->lost_module = c[NW_C_LOST_MODULE];
+	t->lost_mark = c[NW_C_LOST_MARK];
+	t->lost_loss = c[NW_C_LOST_LOSS_VALUE];
+	t->lost_grad = c[NW_C_BWD_GRADS_LOST];
+	t->lost_capture = c[NW_C_LOST_CAPTURE];
+	t->lost_for_good = t->lost_anomaly + t->lost_mark + t->lost_loss;
+}
+
+void explain__tally(const uint64_t c[NW_C_MAX], const uint64_t reported[FINDING_PHASES],
+		    struct explain_tally *t)
+{
+	struct explain_phase *f = &t->phase[FINDING_FORWARD], *l = &t->phase[FINDING_PHASE_LOSS];
+	struct explain_phase *b = &t->phase[FINDING_BACKWARD];
+	int i;
+
+	memset(t, 0, sizeof(*t));
+	l->found = c[NW_C_LOSS_FOUND];
+	l->suppressed = c[NW_C_LOSS_SUPPRESSED];
+	l->lost = c[NW_C_LOST_LOSS];
+	f->found = minus(c[NW_C_ANOMALIES], l->found);
+	f->suppressed = minus(c[NW_C_SUPPRESSED], l->suppressed);
+	f->lost = c[NW_C_LOST_FORWARD];
+	b->found = c[NW_C_BWD_ANOMALIES];
+	b->suppressed = c[NW_C_BWD_SUPPRESSED];
+	b->lost = c[NW_C_LOST_BACKWARD];
+	for (i = 0; i < FINDING_PHASES; i++) {
+		t->phase[i].reported = reported[i];
+		t->all.found += t->phase[i].found;
+		t->all.reported += t->phase[i].reported;
+		t->all.suppressed += t->phase[i].suppressed;
+		t->all.lost += t->phase[i].lost;
+	}
+	tally_lost(c, t);
+}
+
+#define TREND 16	/* backward passes shown in stats.grad_norm.trend */
+
+int explain__stats(struct explain *x, const uint64_t c[NW_C_MAX], uint64_t steps,
+		   uint64_t iterations, uint64_t step, int step_source,
+		   const struct probe_runtime *rt)
+{
+	struct grad_norm n[TREND];
+	struct explain_tally t;
+	struct output_stats s = {
+		.c = c, .steps = steps, .iterations = iterations, .step = step,
+		.step_source = step_source, .modules = x->modules, .warnings = x->warnings,
+		.params_late = x->params_late, .t = &t, .backward = !!x->bwd, .norms = n,
+		.rt = rt,
+	};
+	int i;
+
+	explain__tally(c, x->reported, &t);
+	s.nnorms = x->bwd ? backward__norms(x->bwd, n, TREND) : 0;
+	for (i = 0; s.nnorms && i < n[s.nnorms - 1].ntop; i++)
+		s.top_layer[i] = names__path(x->names, n[s.nnorms - 1].top[i].root,
+					     n[s.nnorms - 1].top[i].module);
+	return output__stats(x->e, &s);
+}
+
+int explain__lost(struct explain *x, const uint64_t c[NW_C_MAX])
+{
+	struct explain_tally t;
+	uint64_t n;
+
+	/* module records are sent again: only what is gone for good is a loss */
+	explain__tally(c, x->reported, &t);
+	if (t.lost_for_good <= x->lost_reported)
+		return 0;
+	n = t.lost_for_good - x->lost_reported;
+	x->lost_reported = t.lost_for_good;
+	return output__lost(x->e, n, "kernel", NULL);
+}

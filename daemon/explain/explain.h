@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The explain stage: findings named, judged (late parameter checks, origin), fed to the
+ * diagnosis and handed to the event writers; the accounting of what was found and lost.
+ */
+#ifndef __EXPLAIN_H
+#define __EXPLAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "explain/diagnose.h"
+#include "explain/finding.h"
+#include "nanwatch.h"
+
+struct emitter;
+struct names;
+struct remote;
+struct probe_runtime;
+struct grad_norm;
+
+/* Hands a module's parameter list to the attach stage (the BPF maps). */
+typedef int (*explain_params_fn)(void *ctx, uint64_t module, const struct nw_params *np);
+
+/* NW_C_STEP_STARTS now, read after the parameters of a late check. */
+typedef uint64_t (*explain_steps_fn)(void *ctx);
+
+/* Anomalies of one phase: found = reported + suppressed + lost once the ring is drained. */
+struct explain_phase {
+	uint64_t found;
+	uint64_t reported;
+	uint64_t suppressed;
+	uint64_t lost;
+};
+
+/* The stats line's accounting, from the BPF counters and the lines written. */
+struct explain_tally {
+	struct explain_phase phase[FINDING_PHASES];
+	struct explain_phase all;	/* the three phases summed */
+	/* records the ring buffers had no room for, per type */
+	uint64_t lost_anomaly, lost_module, lost_mark, lost_loss, lost_grad, lost_capture;
+	uint64_t lost_for_good;	/* on the events ring and not sent again (all but module) */
+};
+
+struct explain {
+	struct emitter *e;
+	struct names *names;
+	const struct remote *remote;
+	explain_params_fn set_params;
+	explain_steps_fn step_starts;	/* NULL: late parameter checks count as after a step */
+	void *params_ctx;
+	const struct nw_layout *layout;	/* for reading parameters late; NULL: not read */
+	uint64_t tensor_type;		/* &THPVariableType in the target */
+	uint64_t reported[FINDING_PHASES]; /* anomaly lines written per phase */
+	uint64_t params_late;		/* anomalies whose parameters the daemon checked */
+	uint64_t anomalies;	/* anomaly lines written */
+	uint64_t warnings;	/* warning lines written */
+	int loss_only;		/* mode loss: module outputs are not checked */
+	uint64_t modules;	/* distinct (root, module) pairs seen */
+	uint64_t lost_reported;
+	uint64_t unnamed;	/* anomalies whose module is not under its root's tree */
+	uint64_t forward_iter_p1; /* iteration + 1 of the last module output reported */
+	struct diag diag;	/* the incident being collected for its diagnosis */
+	const char *capture;	/* the incident's capture directory, or NULL */
+	struct backward *bwd;	/* node names, gradient norms; NULL: backward not watched */
+};
+
+/* Per-phase and per-record-type accounting from the counters and x->reported. */
+void explain__tally(const uint64_t c[NW_C_MAX], const uint64_t reported[FINDING_PHASES],
+		    struct explain_tally *t);
+
+/* One finding, from whichever source: judged, fed to the diagnosis, written. */
+int explain__finding(struct explain *x, const struct finding *f);
+
+/*
+ * One raw record of the events ring buffer (size bytes at data, any alignment), decoded
+ * once (explain__decode) and explained: a record shorter than struct nw_event is not
+ * ours and skipped (0).
+ */
+int explain__record(struct explain *x, const void *data, size_t size);
+
+/*
+ * stats line from the BPF counters; steps/iterations as counted in BPF since the
+ * attach, step the current step and step_source where it comes from; rt may be NULL.
+ */
+int explain__stats(struct explain *x, const uint64_t c[NW_C_MAX], uint64_t steps,
+		   uint64_t iterations, uint64_t step, int step_source,
+		   const struct probe_runtime *rt);
+
+/*
+ * The diagnosis line once the incident's first iteration is over: iteration
+ * is the target's current one (UINT64_MAX: the watch ends, conclude now).
+ */
+int explain__diagnose(struct explain *x, uint64_t iteration);
+
+/* A parameter gradient histogram from the BPF side. */
+int explain__grad(struct explain *x, const struct nw_grad *g);
+
+/*
+ * Gradient norms of the last completed backward passes, oldest first (at most max);
+ * returns how many. For rules that look at the trend (gradient explosion).
+ */
+int explain__grad_norms(const struct explain *x, struct grad_norm *out, int max);
+
+/* A lost line if the kernel dropped events since the last call. */
+int explain__lost(struct explain *x, const uint64_t c[NW_C_MAX]);
+
+#endif /* __EXPLAIN_H */

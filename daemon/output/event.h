@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Event lines of the stream, one writer per event kind, from findings and the explain stage. */
+#ifndef __OUTPUT_EVENT_H
+#define __OUTPUT_EVENT_H
+
+#include <stdint.h>
+#include "explain/backward.h"
+#include "explain/explain.h"
+#include "explain/finding.h"
+
+struct emitter;
+struct diag_warning;
+struct diagnosis;
+struct probe_runtime;
+
+/* "attach" or "optimizer_state": where a step number comes from (enum finding_step_source). */
+const char *output__step_source(int source);
+
+/* What the explain stage concluded about an anomaly; tristates: 1, 0, -1 null. */
+struct output_verdict {
+	int params_finite;
+	int params_late;	/* the daemon checked the parameters (phase forward) */
+	int origin;
+	int first;		/* the first anomaly line of the watch */
+};
+
+int output__anomaly(struct emitter *e, const struct finding *f, const struct output_verdict *v);
+
+/* A run-up towards overflow of f's module (a magnitude finding). */
+int output__warning(struct emitter *e, const struct finding *f, const struct diag_warning *w);
+
+/* has_layer/has_module: the incident's first anomaly named them; capture may be NULL. */
+int output__diagnosis(struct emitter *e, const struct diagnosis *g, int step_source,
+		      int has_layer, int has_module, const char *capture);
+
+/* What a stats line says. */
+struct output_stats {
+	const uint64_t *c;		/* NW_C_MAX counters of the BPF side */
+	uint64_t steps, iterations, step;
+	int step_source;
+	uint64_t modules, warnings, params_late;
+	const struct explain_tally *t;
+	int backward;			/* the backward pass is watched */
+	const struct grad_norm *norms;	/* its last passes, oldest first */
+	int nnorms;
+	const char *top_layer[BWD_MAX_TOP];	/* the last pass's top modules' layers */
+	const struct probe_runtime *rt;	/* NULL: BPF run time not measured */
+};
+
+int output__stats(struct emitter *e, const struct output_stats *s);
+
+/* count lines lost; where "kernel" or "sink" (then sink names it, else NULL). */
+int output__lost(struct emitter *e, uint64_t count, const char *where, const char *sink);
+
+/* The attach line: what was found in the target and how it is watched. */
+struct output_attach {
+	const char *python, *torch;	/* versions */
+	int probes;
+	const char *mode, *backward;
+	const char *interpreter, *torch_library;	/* paths as the target sees them */
+	int published_offsets;
+};
+
+int output__attach(struct emitter *e, const struct output_attach *a);
+
+/* The detach line: why, and the anomalies, steps and iterations of the watch. */
+struct output_detach {
+	const char *reason;
+	uint64_t anomalies, steps, iterations, step;
+	int step_source;
+};
+
+int output__detach(struct emitter *e, const struct output_detach *d);
+
+/* An error line carrying message. */
+int output__error(struct emitter *e, const char *message);
+
+#endif /* __OUTPUT_EVENT_H */

@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Output sinks for the NDJSON stream (see sink.h). Lines are written whole or not at all. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include "output/json.h"
+#include "output/lineq.h"
+#include "output/path.h"
+#include "output/sink.h"
+
+struct sink {
+	char spec[PATH_MAX + 8];
+	const char *name;	/* "stdout", the path, or "unix:PATH" */
+	const char *path;	/* a file sink's path: reopened on SIGHUP; NULL for others */
+	int fd;
+	int owned;
+	int socket;		/* sendmsg with MSG_DONTWAIT: no flag on a shared description */
+	int restore;		/* stdout's file status flags before O_NONBLOCK; -1: untouched */
+	int err;		/* the errno that broke it; 0: working */
+	struct lineq q;
+	uint64_t written, dropped, dropped_taken;
+};
+
+struct sinks {
+	struct sink *s[SINKS_MAX];
+	int n;
+	size_t queue_bytes;
+	int failed;
+};
+
+struct sinks *sinks__new(size_t queue_bytes)
+{
+	struct sinks *ss = calloc(1, sizeof(*ss));
+
+	if (ss)
+		ss->queue_bytes = queue_bytes;
+	return ss;
+}
+
+static void sink_free(struct sink *s)
+{
+	if (s->restore >= 0)
+		fcntl(s->fd, F_SETFL, s->restore);
+	if (s->owned && s->fd >= 0)
+		close(s->fd);
+	lineq__free(&s->q);
+	free(s);
+}
+
+void sinks__free(struct sinks *ss)
+{
+	int i;
+
+	if (!ss)
+		return;
+	for (i = 0; i < ss->n; i++)
+		sink_free(ss->s[i]);
+	free(ss);
+}
+
+/*
+ * stdout as inherited. A pipe or terminal is reopened through /proc so that
+ * O_NONBLOCK is set on a description of our own, not on the one the shell
+ * and stderr share; a socket (systemd's journal) is written with MSG_DONTWAIT.
+ */
+static int open_stdout(struct sink *s, char *err, size_t errlen)
+{
+	struct stat st;
+	int fl;
+
+	s->name = "stdout";
+	if (fstat(STDOUT_FILENO, &st)) {
+		snprintf(err, errlen, "failed to use stdout: %s", strerror(errno));
+		return -errno;
+	}
+	s->fd = STDOUT_FILENO;
+	if (S_ISSOCK(st.st_mode)) {
+		s->socket = 1;
+	} else if (!S_ISREG(st.st_mode)) {
+		s->fd = open("/proc/self/fd/1", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		s->owned = s->fd >= 0;
+		if (s->fd < 0) {
+			s->fd = STDOUT_FILENO;
+			fl = fcntl(s->fd, F_GETFL);
+			if (fl >= 0 && !fcntl(s->fd, F_SETFL, fl | O_NONBLOCK))
+				s->restore = fl;
+		}
+	}
+	return 0;
+}
+
+static int open_sink(struct sink *s, char *err, size_t errlen)
+{
+	if (!strcmp(s->spec, "-"))
+		return open_stdout(s, err, errlen);
+	s->name = s->spec;
+	s->owned = 1;
+	if (!strncmp(s->spec, "unix:", 5)) {
+		s->fd = path__connect_unix(s->spec + 5, err, errlen);
+		s->socket = 1;
+	} else {
+		s->path = s->spec;
+		s->fd = path__open_output(s->spec, err, errlen);
+	}
+	return s->fd < 0 ? s->fd : 0;
+}
+
+int sinks__add(struct sinks *ss, const char *spec, char *err, size_t errlen)
+{
+	struct sink *s;
+	int i, ret;
+
+	if (ss->n == SINKS_MAX || strlen(spec) >= sizeof(s->spec)) {
+		snprintf(err, errlen, "failed to add output %.256s: %s", spec,
+			 ss->n == SINKS_MAX ? "too many outputs" : "name too long");
+		return -E2BIG;
+	}
+	for (i = 0; i < ss->n; i++) {
+		if (!strcmp(ss->s[i]->spec, spec)) {
+			snprintf(err, errlen, "output %.256s given twice", spec);
+			return -EEXIST;
+		}
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	strcpy(s->spec, spec);
+	s->fd = -1;
+	s->restore = -1;
+	lineq__init(&s->q, ss->queue_bytes);
+	ret = open_sink(s, err, errlen);
+	if (ret) {
+		sink_free(s);
+		return ret;
+	}
+	ss->s[ss->n++] = s;
+	return 0;
+}
+
+static ssize_t sink_out(struct sink *s, struct iovec *iov, int n)
+{
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = n};
+	ssize_t r;
+
+	do {
+		r = s->socket ? sendmsg(s->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) :
+				writev(s->fd, iov, n);
+	} while (r < 0 && errno == EINTR);
+	return r;
+}
+
+static void sink_break(struct sinks *ss, struct sink *s, int e)
+{
+	s->err = e;
+	ss->failed = 1;
+	lineq__clear(&s->q);
+	fprintf(stderr, "nanwatchd: failed to write to output %s: %s\n", s->name, strerror(e));
+}
+
+/*
+ * 0, or -EAGAIN while the reader does not take more. One line per write: a
+ * pipe takes a write of up to PIPE_BUF bytes, a unix socket one of up to half
+ * its buffer, whole or not at all, so a reader that stalls for good is left
+ * with whole lines (short of a line longer than that).
+ */
+static int sink_flush(struct sinks *ss, struct sink *s)
+{
+	struct iovec iov;
+	const char *nl;
+	ssize_t n;
+
+	while (!s->err && lineq__len(&s->q)) {
+		iov.iov_base = (void *)lineq__peek(&s->q, &iov.iov_len);
+		nl = memchr(iov.iov_base, '\n', iov.iov_len);
+		if (nl)
+			iov.iov_len = nl + 1 - (const char *)iov.iov_base;
+		n = sink_out(s, &iov, 1);
+		if (!n || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
+			return -EAGAIN;
+		if (n < 0) {
+			sink_break(ss, s, errno);
+			break;
+		}
+		s->written += lineq__consume(&s->q, n);
+	}
+	return 0;
+}
+
+static void sink_line(struct sinks *ss, struct sink *s, const char *line, size_t len)
+{
+	struct iovec iov[2] = {
+		{.iov_base = (void *)line, .iov_len = len},
+		{.iov_base = "\n", .iov_len = 1},
+	};
+	ssize_t n;
+
+	if (s->err)
+		return;
+	/* behind a queue, a line waits its turn */
+	if (lineq__len(&s->q) && (sink_flush(ss, s) || s->err)) {
+		if (!s->err && lineq__push_line(&s->q, line, len))
+			s->dropped++;
+		return;
+	}
+	n = sink_out(s, iov, 2);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+		if (lineq__push_line(&s->q, line, len))
+			s->dropped++;
+	} else if (n < 0) {
+		sink_break(ss, s, errno);
+	} else if ((size_t)n == len + 1) {
+		s->written++;
+	} else if (lineq__push_tail(&s->q, line, len, n)) {
+		sink_break(ss, s, ENOMEM);
+	} else {
+		sink_flush(ss, s);	/* a file's short write: its error comes now */
+	}
+}
+
+int sinks__write(struct sinks *ss, const char *line, size_t len)
+{
+	int i;
+
+	for (i = 0; i < ss->n; i++)
+		sink_line(ss, ss->s[i], line, len);
+	return ss->failed ? -EPIPE : 0;
+}
+
+int sinks__flush(struct sinks *ss)
+{
+	int i;
+
+	for (i = 0; i < ss->n; i++)
+		sink_flush(ss, ss->s[i]);
+	return ss->failed ? -EPIPE : 0;
+}
+
+size_t sinks__pending(const struct sinks *ss)
+{
+	size_t n = 0;
+	int i;
+
+	for (i = 0; i < ss->n; i++)
+		n += ss->s[i]->err ? 0 : lineq__len(&ss->s[i]->q);
+	return n;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sinks__drain(struct sinks *ss, int timeout_ms)
+{
+	int64_t end = now_ms() + timeout_ms, left;
+	struct pollfd pfd[SINKS_MAX];
+	int i, n;
+
+	for (;;) {
+		sinks__flush(ss);
+		for (i = n = 0; i < ss->n; i++) {
+			if (!ss->s[i]->err && lineq__len(&ss->s[i]->q))
+				pfd[n++] = (struct pollfd){.fd = ss->s[i]->fd, .events = POLLOUT};
+		}
+		left = end - now_ms();
+		if (!n || left <= 0)
+			return;
+		if (poll(pfd, n, left) < 0 && errno != EINTR)
+			return;
+	}
+}
+
+static void sink_reopen(struct sinks *ss, struct sink *s)
+{
+	char err[512];
+	int fd;
+
+	sink_flush(ss, s);
+	if (s->err)
+		return;
+	fd = path__open_output(s->path, err, sizeof(err));
+	if (fd < 0) {
+		fprintf(stderr, "nanwatchd: %s; still writing to the file opened before\n", err);
+		return;
+	}
+	close(s->fd);
+	s->fd = fd;
+}
+
+void sinks__reopen(struct sinks *ss)
+{
+	int i;
+
+	for (i = 0; i < ss->n; i++)
+		if (ss->s[i]->path)
+			sink_reopen(ss, ss->s[i]);
+}
+
+int sinks__failed(const struct sinks *ss)
+{
+	return ss->failed;
+}
+
+int sinks__count(const struct sinks *ss)
+{
+	return ss->n;
+}
+
+const char *sinks__name(const struct sinks *ss, int i)
+{
+	return ss->s[i]->name;
+}
+
+uint64_t sinks__take_dropped(struct sinks *ss, int i)
+{
+	struct sink *s = ss->s[i];
+	uint64_t n = s->dropped - s->dropped_taken;
+
+	s->dropped_taken = s->dropped;
+	return n;
+}
+
+void sinks__json(const struct sinks *ss, struct json *j)
+{
+	int i;
+
+	json__array_begin(j, "sinks");
+	for (i = 0; i < ss->n; i++) {
+		json__object_begin(j, NULL);
+		json__string(j, "name", ss->s[i]->name);
+		json__uint(j, "written", ss->s[i]->written);
+		json__uint(j, "dropped", ss->s[i]->dropped);
+		if (ss->s[i]->err)
+			json__string(j, "error", strerror(ss->s[i]->err));
+		else
+			json__null(j, "error");
+		json__object_end(j);
+	}
+	json__array_end(j);
+}

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The torch table's backward keys, read for the BPF side's backward-pass checks. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "explain/backward.h"
+#include "resolve/elfsym.h"
+#include "resolve/layout.h"
+
+int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
+		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err,
+		     size_t errlen)
+{
+	const char *node = layout__str(tl, LK_node_symbol);
+	const char *acc = layout__str(tl, LK_acc_vtable_symbol);
+	struct nw_bwd_layout bl = {};
+	long long voff = 0;
+	uint64_t addr, first;
+	struct elfsym *e;
+	int ret;
+
+	if (!node || !acc)
+		return -ENOENT;
+	ret = layout__fill_bwd(tl, &bl, err, errlen);
+	if (!ret && layout__int(tl, LK_vtable_offset, &voff)) {
+		snprintf(err, errlen, "key vtable_offset: missing");
+		ret = -ENOENT;
+	}
+	if (ret)
+		return ret;
+	if (strlen(node) >= symlen) {
+		snprintf(err, errlen, "node_symbol too long");
+		return -ENAMETOOLONG;
+	}
+	e = torch_cpu_file[0] && base ? elfsym__open(torch_cpu_file) : NULL;
+	if (!e) {
+		snprintf(err, errlen, "failed to open the target's libtorch_cpu");
+		return -ENOENT;
+	}
+	ret = elfsym__find(e, acc, &addr) ?: elfsym__first_load(e, &first);
+	elfsym__close(e);
+	if (ret) {
+		snprintf(err, errlen, "no symbol %.80s in %.200s", acc, torch_cpu_file);
+		return ret;
+	}
+	bl.acc_vptr = base - first + addr + voff;
+	strcpy(sym, node);
+	*out = bl;
+	return 0;
+}

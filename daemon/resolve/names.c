@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Module naming: walk root's _modules dicts in the target's memory in the
+ * order named_modules() does (pre-order, insertion order, each module once at
+ * its first path, None entries skipped) and cache module -> path per root.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "util/htab.h"
+#include "resolve/names.h"
+#include "resolve/remote.h"
+
+struct tree {
+	uint64_t root;
+	struct htab *paths;	/* module -> char *path; NULL before the first walk */
+	int stale;		/* re-read at most once per unknown module */
+};
+
+struct names {
+	const struct remote *r;
+	struct tree *trees;
+	size_t ntrees;
+};
+
+struct names *names__new(const struct remote *r)
+{
+	struct names *n = calloc(1, sizeof(*n));
+
+	if (n)
+		n->r = r;
+	return n;
+}
+
+static int free_path(uint64_t key, void *val, void *ctx)
+{
+	(void)key;
+	(void)ctx;
+	free(*(char **)val);
+	return 0;
+}
+
+static void tree_clear(struct tree *t)
+{
+	htab__each(t->paths, free_path, NULL);
+	htab__free(t->paths);
+	t->paths = NULL;
+}
+
+void names__free(struct names *n)
+{
+	size_t i;
+
+	if (!n)
+		return;
+	for (i = 0; i < n->ntrees; i++)
+		tree_clear(&n->trees[i]);
+	free(n->trees);
+	free(n);
+}
+
+static const char *tree_get(const struct tree *t, uint64_t key)
+{
+	char **p = htab__find(t->paths, key);
+
+	return p ? *p : NULL;
+}
+
+/* Returns 1 if added, 0 if the module was already named (shared module), <0 on error. */
+static int tree_add(struct tree *t, uint64_t key, const char *path)
+{
+	char **p;
+	int added;
+
+	if (htab__count(t->paths) >= NAMES_MAX_MODULES)
+		return -E2BIG;
+	if (!t->paths && !(t->paths = htab__new(sizeof(char *), NAMES_MAX_MODULES)))
+		return -ENOMEM;
+	p = htab__get(t->paths, key, &added);
+	if (!p)
+		return -errno;
+	if (!added)
+		return 0;
+	*p = strdup(path);
+	return *p ? 1 : -ENOMEM;
+}
+
+struct walk {
+	const struct remote *r;
+	struct tree *t;
+	char path[NAMES_MAX_PATH];
+	int depth;
+};
+
+static int visit(struct walk *w, uint64_t module);
+
+static int child_cb(const char *key, uint64_t value, void *ctx)
+{
+	struct walk *w = ctx;
+	size_t len = strlen(w->path), klen = strlen(key);
+	int err;
+
+	if (value == w->r->none)
+		return 0;
+	if (len + klen + 2 > sizeof(w->path))
+		return 0;	/* path too long to name: leave this branch unnamed */
+	if (len)
+		w->path[len] = '.';
+	memcpy(w->path + len + !!len, key, klen + 1);
+	err = visit(w, value);
+	w->path[len] = 0;
+	return err < 0 ? err : 0;
+}
+
+static int visit(struct walk *w, uint64_t module)
+{
+	uint64_t children;
+	int err;
+
+	err = tree_add(w->t, module, w->path);
+	if (err <= 0)
+		return err;
+	if (w->depth >= NAMES_MAX_DEPTH)
+		return 0;
+	if (remote__attr(w->r, module, "_modules", &children))
+		return 0;	/* not a module we can read: named, but no children */
+	w->depth++;
+	err = remote__dict_each(w->r, children, child_cb, w);
+	w->depth--;
+	return err == -EFAULT ? 0 : err;
+}
+
+static struct tree *tree_for(struct names *n, uint64_t root)
+{
+	struct tree *t;
+	size_t i;
+
+	for (i = 0; i < n->ntrees; i++)
+		if (n->trees[i].root == root)
+			return &n->trees[i];
+	t = realloc(n->trees, (n->ntrees + 1) * sizeof(*t));
+	if (!t)
+		return NULL;
+	n->trees = t;
+	t = &n->trees[n->ntrees++];
+	memset(t, 0, sizeof(*t));
+	t->root = root;
+	t->stale = 1;
+	return t;
+}
+
+static int tree_walk(const struct remote *r, struct tree *t)
+{
+	struct walk w = {.r = r, .t = t};
+
+	tree_clear(t);
+	t->stale = 0;
+	return visit(&w, t->root);
+}
+
+const char *names__path(struct names *n, uint64_t root, uint64_t module)
+{
+	struct tree *t = tree_for(n, root);
+	const char *p;
+
+	if (!t)
+		return NULL;
+	if (t->stale)
+		tree_walk(n->r, t);
+	p = tree_get(t, module);
+	if (p)
+		return p;
+	/* a module added since the last walk: read the tree again */
+	tree_walk(n->r, t);
+	return tree_get(t, module);
+}
+
+unsigned long names__count(struct names *n, uint64_t root)
+{
+	size_t i;
+
+	for (i = 0; i < n->ntrees; i++)
+		if (n->trees[i].root == root)
+			return htab__count(n->trees[i].paths);
+	return 0;
+}
