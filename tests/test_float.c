@@ -12,8 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "util/fpconv.h"
 #include "output/json.h"
+#include "util/fpconv.h"
 #include "nwfloat.h"
 
 static const __u32 all_dtypes[] = { NW_DT_F16, NW_DT_BF16, NW_DT_F32, NW_DT_F64 };

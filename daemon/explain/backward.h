@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The backward pass in user space: the torch table's backward keys (backward.c), autograd
- * node class names from their vtables (resolve_vtable.c), and gradient norms per backward
- * pass from the parameter gradient histograms the BPF side sends (explain_backward.c).
+ * The backward pass in user space: autograd node class names from their vtables
+ * (resolve/vtable.c) and gradient norms per backward pass from the parameter gradient
+ * histograms the BPF side sends (explain/backward.c). The torch table's backward keys are
+ * read by resolve/backward_layout.h.
  */
 #ifndef __BACKWARD_H
 #define __BACKWARD_H
@@ -42,15 +43,6 @@ struct grad_norm {
 	int ntop;
 	struct grad_module top[BWD_MAX_TOP];	/* largest per-module norms first */
 };
-
-/*
- * Read the torch table's backward keys into *out (acc_vptr resolved against the target's
- * libtorch_cpu mapped at base) and the probe symbol into sym. -ENOENT when the table has
- * no backward keys (then the backward pass is not checked); other errors as layout__fill.
- */
-int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
-		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err,
-		     size_t errlen);
 
 /* NULL + errno on failure. var_tensor: THPVariable's TensorImpl* offset. */
 struct backward *backward__new(const char *torch_cpu_file, uint64_t base, int64_t vtable_offset,

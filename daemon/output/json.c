@@ -11,6 +11,9 @@
 #include <string.h>
 
 #include "output/json.h"
+#include "util/dtype.h"
+#include "nwfloat.h"
+#include "util/fpconv.h"
 #include "util/utf8.h"
 
 #define JSON_COMMA	0x01	/* a value was written at this depth */
@@ -378,4 +381,20 @@ void json__raw_kn(struct json *j, const char *key, size_t klen, const char *text
 {
 	if (!json__prefixn(j, key, klen))
 		json__puts(j, text);
+}
+
+void json__element(struct json *j, const char *key, __u64 bits, __u32 dtype)
+{
+	if (!dtype__size(dtype) || nw_classify(bits, dtype) != NW_FINITE) {
+		json__null(j, key);
+		return;
+	}
+	/*
+	 * float16 and bfloat16 values are exactly floats: the shortest float text
+	 * ("0.1") reads better than the double's ("0.10000000149011612").
+	 */
+	if (dtype == NW_DT_F64)
+		json__double(j, key, nw_bits_to_double(bits, dtype));
+	else
+		json__float(j, key, (float)nw_bits_to_double(bits, dtype));
 }

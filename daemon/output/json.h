@@ -7,6 +7,7 @@
 #define __JSON_H
 
 #include <stddef.h>
+#include <linux/types.h>
 
 #define JSON_MAX_CAP	(1u << 20)	/* a line never grows past 1 MiB */
 #define JSON_MAX_DEPTH	31		/* open containers; comma[0] is the top level */
@@ -49,5 +50,9 @@ size_t json__len(const struct json *j);
 void json__begin_kn(struct json *j, const char *key, size_t klen, int object);
 void json__string_kn(struct json *j, const char *key, size_t klen, const char *val, size_t n);
 void json__raw_kn(struct json *j, const char *key, size_t klen, const char *text);
+
+/* One element of one of our dtypes, given as its bits: a number at its own precision; null
+ * when not finite. */
+void json__element(struct json *j, const char *key, __u64 bits, __u32 dtype);
 
 #endif /* __JSON_H */

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include "explain/backward.h"
+#include "resolve/backward_layout.h"
 #include "resolve/elfsym.h"
 #include "resolve/layout.h"
 

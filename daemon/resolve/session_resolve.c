@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include "explain/backward.h"
+#include "resolve/backward_layout.h"
 #include "resolve/elfsym.h"
 #include "resolve/layout.h"
 #include "resolve/pyoffsets.h"

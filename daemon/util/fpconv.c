@@ -54,19 +54,3 @@ double nw_bits_to_double(__u64 bits, __u32 dtype)
 	}
 	return NAN;
 }
-
-void json__element(struct json *j, const char *key, __u64 bits, __u32 dtype)
-{
-	if (!dtype__size(dtype) || nw_classify(bits, dtype) != NW_FINITE) {
-		json__null(j, key);
-		return;
-	}
-	/*
-	 * float16 and bfloat16 values are exactly floats: the shortest float text
-	 * ("0.1") reads better than the double's ("0.10000000149011612").
-	 */
-	if (dtype == NW_DT_F64)
-		json__double(j, key, nw_bits_to_double(bits, dtype));
-	else
-		json__float(j, key, (float)nw_bits_to_double(bits, dtype));
-}

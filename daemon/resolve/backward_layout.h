@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* The torch table's backward keys, for the BPF side's backward-pass checks. */
+#ifndef __BACKWARD_LAYOUT_H
+#define __BACKWARD_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+#include "nanwatch.h"
+
+struct layout;
+
+/*
+ * Read the torch table's backward keys into *out (acc_vptr resolved against the target's
+ * libtorch_cpu mapped at base) and the probe symbol into sym. -ENOENT when the table has
+ * no backward keys (then the backward pass is not checked); other errors as layout__fill.
+ */
+int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
+		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err,
+		     size_t errlen);
+
+#endif /* __BACKWARD_LAYOUT_H */
