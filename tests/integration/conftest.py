@@ -127,7 +127,8 @@ def trixie_env(context, request):
     try:
         return make_trixie_env(context, root)
     except Fail as e:
-        pytest.fail("trixie root: %s" % e, pytrace=False)
+        why = str(e)
+    pytest.fail("trixie root: %s" % why, pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -136,7 +137,8 @@ def container_env(context, trixie_env):
     try:
         return make_container_env(context, trixie_env)
     except Fail as e:
-        pytest.fail("container: %s" % e, pytrace=False)
+        why = str(e)
+    pytest.fail("container: %s" % why, pytrace=False)
 
 
 @pytest.fixture

@@ -1,4 +1,20 @@
-"""Captures of the first origin's inputs and parameters, and tools/nanwatch-repro."""
+"""Captures and tools/nanwatch-repro.
+
+The capture cases (capture_*, host and [trixie]) run their trainer as uid 65534 under
+`nanwatchd --capture-dir`, and check the capture against the oracle's first origin (the oracle
+records digests of that call's inputs, parameters, buffers and output while its hooks run): the
+directory name, the diagnosis's capture path, the manifest (layer, class, step, iteration,
+tensor names, dtypes, shapes), modes 0700/0600 and ownership by that user, every .npy's header
+and size (read here) and values (loaded with numpy, hashed, compared to the oracle's); then
+tools/nanwatch-repro, run as that user with the environment's Python, must reproduce the
+non-finite output with the oracle's NaN/+Inf/-Inf counts. capture_standard: a frozen
+BatchNorm1d (torch.nn); capture_custom: div_zero's TempScale, whose zero temperature is a
+buffer (instructions without --class-from, exit 3; reproduced with it); capture_children:
+MultiheadAttention, whose out_proj child the manifest lists and the repro refuses (exit 2);
+capture_none: no capture when the first anomaly is not an origin; capture_budget: a
+200-byte budget leaves tensors out, no file holds more, the manifest says truncated and the
+repro refuses it (exit 2).
+"""
 import json
 import os
 import re

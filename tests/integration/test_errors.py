@@ -1,4 +1,7 @@
-"""Targets the daemon must refuse, in one line, leaving the target alone."""
+"""Targets and settings the daemon must refuse.
+
+The bad-input cases: each must fail with one line on stderr and leave its target alone.
+"""
 import os
 import re
 import shutil

@@ -1,5 +1,13 @@
-"""Forward pass: each faulty trainer against the forward-hook oracle, a non-contiguous first
-output, and a healthy run."""
+"""Forward pass against the forward-hook oracle.
+
+Each faulty trainer (tests/trainers/) runs twice: once with --oracle (forward hooks on every
+module say which output went non-finite first), once with --wait under `nanwatchd --pid`. The
+daemon's stream must name the same first anomaly, the same anomalies in that iteration, and
+detach by itself when the trainer exits, and the trainer's trace (losses, final parameters)
+must be the same in both runs. noncontig is the exception: its first non-finite output is a
+non-contiguous view, which the daemon must skip (and count), reporting the next contiguous one
+first.
+"""
 import json
 import math
 

@@ -1,4 +1,11 @@
-"""The daemon's lighter modes: --mode sample (outermost calls only) and --mode loss."""
+"""The daemon's lighter modes, --mode sample and --mode loss.
+
+nan_input and demo also run under `--mode sample` (test_sample_*): only outermost module calls
+are checked, so the daemon must find the oracle's first bad step and iteration at the root
+model's output, report no inner layer, and scan fewer tensors than in full mode.
+--mode loss (test_lossmode_*): no module probes; the first bad step and iteration from the
+loss alone, one probe hit per backward, and a diagnosis that claims no layer-level cause.
+"""
 import json
 import math
 

@@ -1,4 +1,21 @@
-"""The daemon's outputs attacked and stalled (host only: they test the daemon's side)."""
+"""The daemon's outputs attacked and stalled.
+
+The output cases (output_*, host only: they test the daemon's side) attack and stall the
+daemon's outputs. output_symlinks and output_special_files run each attack as uid 65534, the
+owner of a directory made by root and given to it: a symlinked parent of -o, a symlinked
+--capture-dir with and without a trailing slash, an -o that is a symlink, a FIFO, a socket, a
+hard link (both names) and /dev/null; each must be refused before attaching with one line
+naming it, and nothing created where a link points; a real directory with a trailing slash is
+accepted. output_stalled_collector: a unix socket server that accepts and never reads, next to
+stdout, while nonfinite_params reports an anomaly every iteration: the daemon keeps writing
+stdout, counts the collector's drops (stats.sinks, lost events with where sink), and SIGTERM
+ends it within 5 s, exit 0 with detach. output_closed_pipe: stdout a pipe whose reader takes
+the attach line and closes it; output_full_disk: a file output on a filled 64 KiB tmpfs
+(mounted and unmounted by the case) next to stdout: one stderr line naming the output and the
+reason, exit 1 (with stats and detach, reason error, on stdout), the trainer's trace unchanged.
+output_sighup: the output file renamed and SIGHUP sent: a new file at the path, seq continuous
+over both.
+"""
 import errno
 import json
 import os
