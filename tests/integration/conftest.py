@@ -28,7 +28,8 @@ its .nanwatch-ready stamp fails them (never a silent skip). --env host,trixie,co
 environments; -k NAME picks tests by the case name, as before (-k trainer_nan_input,
 -k "healthy and container").
 
-  /usr/bin/python3 -m pytest tests/integration --daemon build/nanwatchd [--trixie-root DIR] [-k NAME]
+  /usr/bin/python3 -m pytest tests/integration --daemon build/nanwatchd [--trixie-root DIR]
+                            [--env host,trixie,container] [-k NAME]
 
 The process harness is tools/nwharness.py (shared with tools/bench.py); nwchecks.py holds the
 checks of a daemon stream that several areas use. Standard library and pytest only: torch is
