@@ -96,6 +96,13 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+@pytest.hookimpl(trylast=True)  # after the fixtures' teardown, which reports leftovers
+def pytest_sessionfinish(session, exitstatus):
+    """Interrupted (Ctrl-C, SIGTERM) in a test: no child outlives the run."""
+    kill_children()
+    remove_mnt_dirs()
+
+
 @pytest.fixture(scope="session")
 def context(request):
     """The run's shared state (nwharness.Context); at the end every child is killed and every
