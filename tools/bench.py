@@ -65,6 +65,8 @@ STEP_TIMEOUT = 30  # per step, generous: detect_anomaly and a slow daemon includ
 LABELS = {"plain": "uninstrumented", "hooks": "hooks", "anomaly": "detect_anomaly"}
 NOBWD = "-nobwd"  # pseudo daemon mode suffixes: the same mode with --backward off, on
 BWD = "-bwd"
+
+
 class BenchError(Fail):
     pass
 
@@ -170,10 +172,8 @@ class Daemon(Proc):
         os.kill(self.pid, signal.SIGTERM)
         self.reap()
         detach_s = time.monotonic() - t0
-        while True:
-            line = self.line(0) if self.taken < len(self.out) else None
-            if line is None:
-                break
+        while self.taken < len(self.out):  # the lines after the attach not read yet
+            line = self.line(0)
             try:
                 self.events.append(json.loads(line))
             except ValueError:

@@ -31,7 +31,7 @@ cd / && mount -t proc proc /proc && umount -l /.oldroot
 shift 2
 exec "$@"
 """
-CHILDREN = []  # every Proc started, killed in finally
+CHILDREN = []  # every Proc started, killed by kill_children()
 MNT_DIRS = []  # every container mount point made, removed (rmdir) once its process is gone
 
 
