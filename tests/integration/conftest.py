@@ -43,7 +43,7 @@ import sys
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "tools"))
+sys.path.insert(0, os.path.join(REPO, "tools"))  # nwharness, shared with tools/bench.py
 
 from nwharness import (Context, Env, Fail, TRAINERS, kill_children,  # noqa: E402
                        remove_mnt_dirs, tail)
