@@ -128,7 +128,8 @@ test: all $(TEST_BINS) trixie-root
 	$(Q)tests/check-cflags
 	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) $(LAYOUT_PAIRS)
 	$(Q)$(MAKE) --no-print-directory fuzz
-	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd --trixie-root $(TRIXIE_ROOT)
+	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \
+		--trixie-root $(TRIXIE_ROOT)
 
 unit: all $(TEST_BINS)
 	$(Q)tests/run-unit $(TEST_BINS)
@@ -144,8 +145,8 @@ asan: deps
 	$(Q)for f in tests/fuzz/corpus/json/*; do cat "$$f"; echo; done | \
 		$(ASAN_ENV) $(ASAN_OUTPUT)/nanwatch-tail --no-color >/dev/null
 	$(Q)for k in $(ASAN_CASES); do \
-		$(ASAN_ENV) $(PYTHON) tests/integration/run.py --daemon $(ASAN_OUTPUT)/nanwatchd \
-			-k $$k || exit 1; \
+		$(ASAN_ENV) $(PYTHON) -m pytest tests/integration -q -rfEs --env host \
+			--daemon $(ASAN_OUTPUT)/nanwatchd -k $$k || exit 1; \
 	done
 
 fuzz: deps
@@ -177,7 +178,8 @@ verifier-stats: all
 	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) $(LAYOUT_PAIRS)
 
 integration: all trixie-root
-	$(Q)$(PYTHON) tests/integration/run.py --daemon $(OUTPUT)/nanwatchd --trixie-root $(TRIXIE_ROOT)
+	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \
+		--trixie-root $(TRIXIE_ROOT)
 
 # Debian trixie root (Python 3.13, torch 2.6) the integration tests also run trainers in.
 .PHONY: trixie-root

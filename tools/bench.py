@@ -27,8 +27,8 @@ run, and a final `targets:` block. Results go to stdout, --json and --plot (PNG)
 Exit status: 0 when the benchmark ran (whether or not targets hold), 1 when it could not
 (daemon failed to attach, a trainer died), 2 for bad usage. Needs root (the daemon does).
 
-Standard library only; matplotlib is used for the plot when it imports, else a small built-in
-PNG writer draws the same bar chart.
+The process harness (children, their lines, killing them) is tools/nwharness.py, shared with the
+integration tests; the plot is drawn with matplotlib (python3-matplotlib, Agg backend).
 
   /usr/bin/python3 tools/bench.py --daemon build/nanwatchd [--quick] [--rounds N] [--steps N]
 """
@@ -36,15 +36,18 @@ import argparse
 import json
 import os
 import platform
-import queue
 import signal
 import statistics
-import struct
 import subprocess
 import sys
-import threading
 import time
-import zlib
+
+import matplotlib
+
+from nwharness import Fail, Proc, kill_children
+
+matplotlib.use("Agg")  # PNG files, no display
+import matplotlib.pyplot as plt  # noqa: E402 (after the backend is chosen)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL_SCRIPT = os.path.join(REPO, "tools", "bench_model.py")
@@ -62,10 +65,9 @@ STEP_TIMEOUT = 30  # per step, generous: detect_anomaly and a slow daemon includ
 LABELS = {"plain": "uninstrumented", "hooks": "hooks", "anomaly": "detect_anomaly"}
 NOBWD = "-nobwd"  # pseudo daemon mode suffixes: the same mode with --backward off, on
 BWD = "-bwd"
-CHILDREN = []
 
 
-class BenchError(Exception):
+class BenchError(Fail):
     pass
 
 
@@ -77,49 +79,9 @@ def log(msg):
 # --------------------------------------------------------------------------- child processes
 
 
-class Child:
-    """A child process whose stdout and stderr lines are read into queues by threads."""
+class Trainer(Proc):
+    """tools/bench_model.py: one JSON answer line per command line."""
 
-    def __init__(self, argv, stdin=False):
-        self.argv = argv
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, bufsize=1)
-        CHILDREN.append(self)
-        self.pid = self.p.pid
-        self.out = queue.Queue()
-        self.err = []
-        self.threads = [threading.Thread(target=self._read, args=(self.p.stdout, self.out.put),
-                                         daemon=True),
-                        threading.Thread(target=self._read, args=(self.p.stderr, self.err.append),
-                                         daemon=True)]
-        for t in self.threads:
-            t.start()
-
-    @staticmethod
-    def _read(pipe, put):
-        for line in iter(pipe.readline, ""):
-            put(line)
-        put(None)
-
-    def line(self, timeout):
-        """Next stdout line, or None at EOF; BenchError after timeout seconds."""
-        try:
-            return self.out.get(timeout=timeout)
-        except queue.Empty:
-            raise BenchError("%s: no answer in %d s" % (os.path.basename(self.argv[0]),
-                                                        timeout)) from None
-
-    def stderr_tail(self, n=5):
-        return "".join(x for x in self.err[-n:] if x).strip()
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
-
-
-class Trainer(Child):
     def __init__(self, python, model, threads, warmup):
         super().__init__([python, MODEL_SCRIPT, "--model", model, "--threads", str(threads),
                           "--warmup", str(warmup), "--scan-mib", str(SCAN_MIB)], stdin=True)
@@ -138,8 +100,7 @@ class Trainer(Child):
             raise BenchError("trainer %s: bad line %r" % (self.model, line)) from None
 
     def run(self, mode, steps):
-        self.p.stdin.write("run %s %d\n" % (mode, steps))
-        self.p.stdin.flush()
+        self.send(b"run %s %d\n" % (mode.encode(), steps), close=False)
         ans = self._answer(60 + STEP_TIMEOUT * steps)
         if "error" in ans:
             raise BenchError("trainer %s: %s" % (self.model, ans["error"]))
@@ -147,14 +108,13 @@ class Trainer(Child):
 
     def quit(self):
         try:
-            self.p.stdin.write("quit\n")
-            self.p.stdin.flush()
+            self.send(b"quit\n", close=False)
             self.p.wait(timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             self.kill()
 
 
-class Daemon(Child):
+class Daemon(Proc):
     """nanwatchd attached to one trainer, from the `attach` event to its exit."""
 
     def __init__(self, path, pid, mode, bpf_stats=True):
@@ -164,7 +124,7 @@ class Daemon(Child):
             if mode.endswith(suffix):
                 mode, extra = mode[:-len(suffix)], ["--backward", how]
         super().__init__([path, "--pid", str(pid), "--mode", mode] + extra
-                         + (["--bpf-stats"] if bpf_stats else []))
+                         + (["--bpf-stats"] if bpf_stats else []), term_timeout=DETACH_TIMEOUT)
         self.events = []
         self.attach_s = None
         while True:
@@ -198,31 +158,26 @@ class Daemon(Child):
             if time.monotonic() > deadline:
                 os.kill(self.pid, signal.SIGKILL)
                 pid, status, ru = os.wait4(self.pid, 0)
-                self.err.append("bench: killed after %d s without exiting\n" % timeout)
+                self.err.append(b"bench: killed after %d s without exiting\n" % timeout)
                 break
             time.sleep(0.005)
         self.rc = os.waitstatus_to_exitcode(status)
         self.p.returncode = self.rc  # reaped here; Popen must not wait for it again
         self.rusage = {"utime_s": ru.ru_utime, "stime_s": ru.ru_stime,
                        "maxrss_kib": ru.ru_maxrss}
-        for t in self.threads:
-            t.join(timeout=5)
+        self.drain(5)
 
     def detach(self):
         t0 = time.monotonic()
         os.kill(self.pid, signal.SIGTERM)
         self.reap()
         detach_s = time.monotonic() - t0
-        while True:
+        while self.taken < len(self.out):  # the lines after the attach not read yet
+            line = self.line(0)
             try:
-                line = self.out.get_nowait()
-            except queue.Empty:
-                break
-            if line is not None:
-                try:
-                    self.events.append(json.loads(line))
-                except ValueError:
-                    self.events.append({"event": "unparseable", "line": line})
+                self.events.append(json.loads(line))
+            except ValueError:
+                self.events.append({"event": "unparseable", "line": line})
         stats = [e for e in self.events if e.get("event") == "stats"]
         det = [e for e in self.events if e.get("event") == "detach"]
         if self.rc != 0 or not stats or not det:
@@ -233,17 +188,6 @@ class Daemon(Child):
                 "rusage": self.rusage, "stats": stats[-1], "detach": det[-1],
                 "other_events": sorted({e.get("event") for e in self.events}
                                        - {"attach", "stats", "detach"})}
-
-
-def kill_children():
-    for c in CHILDREN:
-        if isinstance(c, Daemon) and c.p.returncode is None:
-            try:
-                os.kill(c.pid, signal.SIGTERM)
-                c.p.wait(timeout=DETACH_TIMEOUT)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        c.kill()
 
 
 def daemon_modes(path):
@@ -619,13 +563,8 @@ def targets(summaries, scan, dmodes):
 
 
 def plot(path, summaries, title):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception:  # not installed, or broken: draw it ourselves
-        png_chart(path, summaries, title)
-        return "built-in PNG writer (matplotlib not available; 3x5 bitmap labels)"
+    """Bar chart, one panel per model: median step time per mode, whiskers min..max of the
+    round medians, each round's median as a dot, the ratio to uninstrumented above."""
     fig, axes = plt.subplots(1, len(summaries), figsize=(6 * len(summaries), 4.8),
                              squeeze=False)
     for ax, (name, summ) in zip(axes[0], summaries.items()):
@@ -649,101 +588,6 @@ def plot(path, summaries, title):
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return "matplotlib"
-
-
-# 3x5 bitmap font: 15 bits per glyph, rows top to bottom
-FONT = {
-    "A": "010101111101101", "B": "110101110101110", "C": "011100100100011",
-    "D": "110101101101110", "E": "111100110100111", "F": "111100110100100",
-    "G": "011100101101011", "H": "101101111101101", "I": "111010010010111",
-    "J": "001001001101010", "K": "101101110101101", "L": "100100100100111",
-    "M": "101111111101101", "N": "110101101101101", "O": "010101101101010",
-    "P": "110101110100100", "Q": "010101101110011", "R": "110101110101101",
-    "S": "011100010001110", "T": "111010010010010", "U": "101101101101111",
-    "V": "101101101101010", "W": "101101111111101", "X": "101101010101101",
-    "Y": "101101010010010", "Z": "111001010100111", "0": "111101101101111",
-    "1": "010110010010111", "2": "110001010100111", "3": "110001010001110",
-    "4": "101101111001001", "5": "111100110001110", "6": "011100111101111",
-    "7": "111001010010010", "8": "111101111101111", "9": "111101111001110",
-    ".": "000000000000010", "-": "000000111000000", ":": "000010000010000",
-    "_": "000000000000111", "/": "001001010100100", "%": "101001010100101",
-    "(": "010100100100010", ")": "010001001001010", "+": "000010111010000",
-    "=": "000111000111000", " ": "000000000000000",
-}
-
-
-class Canvas:
-    def __init__(self, w, h):
-        self.w, self.h = w, h
-        self.px = bytearray(b"\xff" * (w * h * 3))
-
-    def rect(self, x0, y0, x1, y1, rgb):
-        x0, x1 = max(0, min(x0, x1)), min(self.w, max(x0, x1))
-        y0, y1 = max(0, min(y0, y1)), min(self.h, max(y0, y1))
-        row = bytes(rgb) * (x1 - x0)
-        for y in range(y0, y1):
-            i = (y * self.w + x0) * 3
-            self.px[i:i + len(row)] = row
-
-    def text(self, x, y, s, rgb=(0, 0, 0), scale=2):
-        for ch in s.upper():
-            g = FONT.get(ch, FONT[" "])
-            for k, bit in enumerate(g):
-                if bit == "1":
-                    c, r = k % 3, k // 3
-                    self.rect(x + c * scale, y + r * scale, x + (c + 1) * scale,
-                              y + (r + 1) * scale, rgb)
-            x += 4 * scale
-
-    def png(self, path):
-        raw = b"".join(b"\x00" + bytes(self.px[y * self.w * 3:(y + 1) * self.w * 3])
-                       for y in range(self.h))
-
-        def chunk(kind, data):
-            return (struct.pack(">I", len(data)) + kind + data
-                    + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff))
-
-        with open(path, "wb") as f:
-            f.write(b"\x89PNG\r\n\x1a\n")
-            f.write(chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0)))
-            f.write(chunk(b"IDAT", zlib.compress(raw, 9)))
-            f.write(chunk(b"IEND", b""))
-
-
-def png_chart(path, summaries, title):
-    """Bar chart, one panel per model: median step time per mode, min..max whiskers."""
-    pw, ph, top, bottom, left = 460, 320, 50, 44, 60
-    cv = Canvas(pw * len(summaries), ph)
-    cv.text(8, 6, title[:(cv.w - 16) // 8])
-    for p, (name, summ) in enumerate(summaries.items()):
-        x0 = p * pw
-        ymax = max(s["max_ms"] for s in summ.values()) * 1.15
-        scale = (ph - top - bottom) / ymax
-        base = ph - bottom
-        cv.text(x0 + left, 26, name + " - step time ms")
-        cv.rect(x0 + left - 2, top, x0 + left, base, (0, 0, 0))
-        cv.rect(x0 + left - 2, base, x0 + pw - 10, base + 2, (0, 0, 0))
-        for k in range(5):
-            v = ymax * k / 4
-            y = int(base - v * scale)
-            cv.rect(x0 + left - 6, y, x0 + left - 2, y + 1, (0, 0, 0))
-            cv.text(x0 + 4, y - 4, "%.0f" % v)
-        bw = (pw - left - 20) // max(1, len(summ))
-        for i, (label, s) in enumerate(summ.items()):
-            bx = x0 + left + 6 + i * bw
-            color = (221, 132, 82) if label.startswith("nanwatch") else (76, 114, 176)
-            cv.rect(bx, int(base - s["median_ms"] * scale), bx + bw - 12, base, color)
-            cx = bx + (bw - 12) // 2
-            ylo, yhi = int(base - s["min_ms"] * scale), int(base - s["max_ms"] * scale)
-            cv.rect(cx, yhi, cx + 2, ylo + 1, (0, 0, 0))
-            cv.rect(cx - 5, yhi, cx + 7, yhi + 2, (0, 0, 0))
-            cv.rect(cx - 5, ylo, cx + 7, ylo + 2, (0, 0, 0))
-            cv.text(bx, yhi - 14, "%.2fx" % s["ratio"])
-            short = label.replace("uninstrumented", "plain").replace("detect_anomaly", "anomaly")
-            short = short.replace("nanwatch-", "nw-")
-            cv.text(bx, base + 8 + (i % 2) * 14, short[:10])
-    cv.png(path)
 
 
 # --------------------------------------------------------------------------- main
@@ -843,7 +687,7 @@ def main():
         os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
     try:
         run_all(a, out)
-    except (BenchError, OSError, ValueError, KeyError) as e:
+    except (Fail, OSError, ValueError, KeyError) as e:
         err = str(e)
     except KeyboardInterrupt:
         err = "interrupted"
@@ -888,8 +732,8 @@ def main():
     if summaries:
         title = "nanwatch bench %s %s" % (out["time"], out["machine"]["host"])
         try:
-            how = plot(a.plot, summaries, title)
-            lines.append("plot: %s (%s)" % (a.plot, how))
+            plot(a.plot, summaries, title)
+            lines.append("plot: %s" % a.plot)
             out["plot"] = a.plot
         except Exception as e:  # the numbers matter more than the picture
             lines.append("plot: failed: %s" % e)

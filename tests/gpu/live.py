@@ -6,7 +6,7 @@ usage: live.py --python PY --daemon NANWATCHD --layouts DIR --events FILE TRAINE
 
 The trainer runs with --live --progress-every 10 (tests/trainers/inflight.py: trains flat out,
 prints LIVE <pid> and STEP n). Once it passed step 20 the daemon attaches; 30 more steps
-later it gets SIGTERM. As tests/integration/run.py's in-flight case checks: stats.steps
+later it gets SIGTERM. As test_live_attach.py's in-flight cases check: stats.steps
 must be 5 or more and stats.iterations within 1 of it (one forward pass per step), with no
 anomaly on this healthy stretch. The trainer is killed at the end.
 """

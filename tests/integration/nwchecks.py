@@ -1,0 +1,367 @@
+"""What the integration tests check in a daemon's stream, used by more than one area: the
+envelope (schema, seq, time, attach ... stats ... detach), anomaly fields against the oracle's,
+the diagnosis, the stats tally, refusals; watch() runs a trainer under the daemon and checks
+its stream. Also how a test names the environments it runs in (conftest.py has the fixtures).
+"""
+import json
+import os
+import re
+
+import pytest
+
+from nwharness import (ERROR_TIMEOUT, Fail, finish_trainer, is_event, read_comm, start_daemon,
+                       start_waiting_trainer, wait_attach, wait_daemon_exit)
+
+ENVIRONMENTS = ("host", "trixie", "container")
+EVERYWHERE = ENVIRONMENTS
+HOST_AND_TRIXIE = ("host", "trixie")
+HOST_ONLY = ("host",)  # the output tests: they test the daemon's side, any trainer will do
+
+
+def environments(*names):
+    """Run the test once in each named environment (the env fixture's parameter, conftest.py);
+    the environment ends the test's id: test_healthy[trixie]."""
+    return pytest.mark.parametrize("env", names, indirect=True)
+
+
+def case_test(case, *args, envs):
+    """A test of case(ctx, *args) in each of envs, for cases that several tests share (one
+    per trainer); the module names it after the case: test_trainer_nan_input = ..."""
+    @environments(*envs)
+    def test(ctx):
+        case(ctx, *args)
+    test.__doc__ = case.__doc__
+    return test
+
+
+SCHEMA = "nanwatch/1"
+NOBODY = 65534
+CONTAINER_INTERPRETER = "/usr/bin/python3.13"  # what the container's maps show
+COMMON_FIELDS = ("schema", "event", "time", "seq", "host", "pid", "comm")
+ANOMALY_FIELDS = ("tid", "step", "step_source", "iteration", "iteration_source", "phase", "layer",
+                  "module", "tensor", "dtype", "shape", "numel", "nan", "posinf", "neginf",
+                  "finite_min", "finite_max", "inputs_finite", "params_finite", "params_late",
+                  "origin", "first")
+EXACT_FIELDS = ("step", "iteration", "layer", "module", "tensor", "dtype", "shape", "numel",
+                "nan", "posinf", "neginf", "inputs_finite", "params_finite", "origin")
+TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$")
+CAPTURE_DIRS = []  # capture directories made inside an environment's root, removed at the end
+
+
+def parse_stream(daemon, pid, comm):
+    """Every stdout line: UTF-8 JSON object, schema, consecutive seq, common fields."""
+    events = []
+    for n, raw in enumerate(daemon.out, 1):
+        try:
+            ev = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise Fail("stdout line %d is not JSON (%s): %r" % (n, e, raw[:200]))
+        if not isinstance(ev, dict):
+            raise Fail("stdout line %d is not a JSON object" % n)
+        missing = [f for f in COMMON_FIELDS if f not in ev]
+        if missing:
+            raise Fail("line %d (%s) lacks %s" % (n, ev.get("event"), ", ".join(missing)))
+        if ev["schema"] != SCHEMA:
+            raise Fail("line %d: schema %r, want %r" % (n, ev["schema"], SCHEMA))
+        prev = events[-1]["seq"] if events else None
+        if type(ev["seq"]) is not int or (events and ev["seq"] != prev + 1):
+            raise Fail("line %d: seq %r after %r" % (n, ev["seq"], prev))
+        if not isinstance(ev["time"], str) or not TIME_RE.match(ev["time"]):
+            raise Fail("line %d: time %r is not RFC 3339" % (n, ev["time"]))
+        if ev["pid"] != pid or ev["comm"] != comm:
+            raise Fail("line %d: pid/comm %r/%r, want %d/%r" % (n, ev["pid"], ev["comm"],
+                                                               pid, comm))
+        if not isinstance(ev["host"], str) or not ev["host"]:
+            raise Fail("line %d: host %r" % (n, ev["host"]))
+        events.append(ev)
+    if not events:
+        raise Fail("daemon printed nothing")
+    return events
+
+
+def check_interpreter(ctx, events):
+    """In the container: the attach event names the container's interpreter path."""
+    if not ctx.env.container:
+        return
+    got = events[0].get("interpreter")
+    if got != CONTAINER_INTERPRETER:
+        raise Fail("attach event's interpreter %r, want %r" % (got, CONTAINER_INTERPRETER))
+    if ctx.env.host_lacks_interpreter:
+        if os.path.lexists(CONTAINER_INTERPRETER):
+            raise Fail("the host has %s now (it did not at the start)" % CONTAINER_INTERPRETER)
+        ctx.log("interpreter %s, a path the host does not have" % got)
+    else:
+        ctx.log("interpreter %s (the host has that path too: not checked that it lacks it)"
+                % got)
+
+
+def check_envelope(events, reason):
+    """attach first, a stats event, detach last with the given reason."""
+    names = [ev["event"] for ev in events]
+    if names[0] != "attach":
+        raise Fail("first event is %r, not attach" % names[0])
+    if names.count("attach") != 1:
+        raise Fail("%d attach events" % names.count("attach"))
+    if names[-1] != "detach":
+        raise Fail("last event is %r, not detach" % names[-1])
+    if names.count("detach") != 1:
+        raise Fail("%d detach events" % names.count("detach"))
+    if events[-1].get("reason") != reason:
+        raise Fail("detach reason %r, want %r" % (events[-1].get("reason"), reason))
+    if "stats" not in names:
+        raise Fail("no stats event before detach")
+    for ev in events:
+        if ev["event"] in ("error", "lost"):
+            raise Fail("unexpected %s event: %s" % (ev["event"], json.dumps(ev)))
+        if ev["event"] in ("anomaly", "warning", "diagnosis", "stats", "detach"):
+            check_sources(ev)
+
+
+def same(a, b):
+    """Equal in value and JSON type (true is not 1, 4 is not 4.0)."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def close(a, b):
+    if a is None or b is None:
+        return a is None and b is None
+    if not isinstance(a, (int, float)) or isinstance(a, bool):
+        return False
+    return abs(a - b) <= 1e-5 * max(abs(a), abs(b)) + 1e-30
+
+
+STEP_SOURCES = ("attach", "optimizer_state")
+
+
+def check_sources(ev):
+    """step_source says where step comes from; iteration always counts from the attach."""
+    if ev.get("step_source") not in STEP_SOURCES or ev.get("iteration_source") != "attach":
+        raise Fail("%s: step_source %r, iteration_source %r; want one of %s and \"attach\"" %
+                   (ev["event"], ev.get("step_source"), ev.get("iteration_source"),
+                    STEP_SOURCES))
+
+
+def check_anomaly_fields(ev, pid):
+    missing = [f for f in ANOMALY_FIELDS if f not in ev]
+    if missing:
+        raise Fail("anomaly lacks %s: %s" % (", ".join(missing), json.dumps(ev)))
+    check_sources(ev)
+    if ev["tid"] != pid:
+        raise Fail("anomaly tid %r, want the trainer's main thread %d" % (ev["tid"], pid))
+    shape, numel = ev["shape"], 1
+    for dim in shape:
+        numel *= dim
+    if ev["numel"] != numel:
+        raise Fail("anomaly numel %r does not match shape %r" % (ev["numel"], shape))
+    bad = ev["nan"] + ev["posinf"] + ev["neginf"]
+    if not 0 < bad <= numel:
+        raise Fail("anomaly counts nan/posinf/neginf %r/%r/%r for %d values" %
+                   (ev["nan"], ev["posinf"], ev["neginf"], numel))
+    if ev["phase"] == "loss":
+        if ev["layer"] is not None or ev["module"] is not None or \
+                not ev["tensor"].startswith("loss"):
+            raise Fail("loss anomaly names a layer or tensor: %s" % json.dumps(ev))
+    elif ev["origin"] is not (ev["inputs_finite"] is True and ev["params_finite"] is not False):
+        raise Fail("origin %r with inputs_finite %r, params_finite %r" %
+                   (ev["origin"], ev["inputs_finite"], ev["params_finite"]))
+    if (ev["phase"] == "forward") != (type(ev["params_late"]) is bool):
+        raise Fail("phase %s with params_late %r" % (ev["phase"], ev["params_late"]))
+
+
+def check_first(anomalies, oracle):
+    """Exactly one event has first: true, it is the first one, in the oracle's phase."""
+    firsts = [ev for ev in anomalies if ev["first"] is True]
+    if len(firsts) != 1 or anomalies[0] is not firsts[0]:
+        raise Fail("%d events with first: true; the first anomaly event must be the one" %
+                   len(firsts))
+    first = firsts[0]
+    if first["phase"] != oracle.get("phase", "forward"):
+        raise Fail("first anomaly phase %r, oracle %r" % (first["phase"],
+                                                           oracle.get("phase", "forward")))
+    return first
+
+
+def check_anomalies(events, oracle, pid):
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    if not anomalies:
+        raise Fail("no anomaly event; oracle: %s at step %d" % (describe(oracle), oracle["step"]))
+    for ev in anomalies:
+        check_anomaly_fields(ev, pid)
+    first = check_first(anomalies, oracle)
+    diffs = ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in EXACT_FIELDS
+             if not same(first[f], oracle[f])]
+    diffs += ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in ("finite_min", "finite_max")
+              if not close(first[f], oracle[f])]
+    if diffs:
+        raise Fail("first anomaly differs: " + "; ".join(diffs))
+
+    forward = [ev for ev in anomalies if ev["phase"] == "forward"]
+    got = [(ev["layer"], ev["module"], ev["tensor"]) for ev in forward
+           if ev["iteration"] == first["iteration"]]
+    want = [(a["layer"], a["module"], a["tensor"]) for a in oracle["first_iteration"]]
+    if got != want:
+        raise Fail("anomalies of iteration %d differ:\n    daemon: %s\n    oracle: %s" %
+                   (first["iteration"], listing(got), listing(want)))
+    later = {}
+    last = first["iteration"]
+    for ev in forward:
+        if ev["iteration"] < last:
+            raise Fail("anomaly iterations go backwards: %d after %d" % (ev["iteration"], last))
+        last = ev["iteration"]
+        if ev["iteration"] != first["iteration"]:
+            later[ev["iteration"]] = later.get(ev["iteration"], 0) + 1
+    over = sorted(it for it, n in later.items() if n > 1)
+    if over:
+        raise Fail("more than one anomaly event in iterations %s" % over)
+    check_later(forward, first, oracle)
+    check_diagnosis(events, first, oracle)
+
+
+def check_diagnosis(events, first, oracle):
+    """One diagnosis for the incident, on the first anomaly, with the cause the trainer's
+    fault was built to produce."""
+    diags = [ev for ev in events if ev["event"] == "diagnosis"]
+    if len(diags) != 1:
+        raise Fail("%d diagnosis events, want 1" % len(diags))
+    d = diags[0]
+    diffs = ["%s %r, first anomaly %r" % (f, d[f], first[f])
+             for f in ("step", "iteration", "layer", "module") if not same(d[f], first[f])]
+    if d["cause"] != oracle["expected_cause"]:
+        diffs.append("cause %r, the fault is %r" % (d["cause"], oracle["expected_cause"]))
+    if not d["evidence"] or not (0 < d["confidence"] <= 1) or \
+            (d["cause"] != "unknown" and not d["fixes"]):
+        diffs.append("evidence/fixes/confidence missing: %s" % json.dumps(d))
+    if diffs:
+        raise Fail("diagnosis differs: " + "; ".join(diffs))
+    if events.index(d) < events.index(first):
+        raise Fail("diagnosis before the first anomaly")
+
+
+LATER_FIELDS = ("layer", "module", "tensor", "nan", "posinf", "neginf", "inputs_finite",
+                "params_finite", "origin")
+
+
+def check_later(forward, first, oracle):
+    """After the first anomalous iteration, each iteration's one event is its first non-finite
+    output: the same as the oracle's, parameters included (after a NaN step the weights are
+    NaN, so the layer did not create the value: params_finite false, not an origin)."""
+    want = {a["iteration"]: a for a in oracle.get("later", [])}
+    got = {ev["iteration"]: ev for ev in forward if ev["iteration"] != first["iteration"]}
+    for it in sorted(set(want) | set(got)):
+        w, g = want.get(it), got.get(it)
+        if w is not None and not w["contiguous"]:
+            continue  # the daemon skips that tensor: a custom case checks those
+        if w is None or g is None:
+            raise Fail("iteration %d: daemon %s, oracle %s" % (
+                it, g and describe(g), w and describe(w)))
+        diffs = ["%s %r, oracle %r" % (f, g[f], w[f]) for f in LATER_FIELDS
+                 if not same(g[f], w[f])]
+        if diffs:
+            raise Fail("iteration %d anomaly differs: %s" % (it, "; ".join(diffs)))
+
+
+def describe(o):
+    return "%s (%s) %s" % (o["layer"] or '""', o["module"], o["tensor"])
+
+
+def listing(items):
+    return ", ".join("%s/%s/%s" % (layer or '""', mod, tensor) for layer, mod, tensor in items)
+
+
+def last_stats(events):
+    stats = [ev for ev in events if ev["event"] == "stats"]
+    skipped = stats[-1].get("skipped") if stats else None
+    if not isinstance(skipped, dict) or type(skipped.get("noncontiguous")) is not int:
+        raise Fail("stats event lacks skipped.noncontiguous: %s" %
+                   json.dumps(stats[-1] if stats else None))
+    return stats[-1]
+
+
+def watch(ctx, name, trace, mode=None, trainer_args=(), daemon_args=(), user=None, caps=None):
+    """Trainer under the daemon from step 0 to exit, flat out; the parsed stream, whose last
+    stats line must add up."""
+    trainer = start_waiting_trainer(ctx, name, *trainer_args)
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid, mode=mode, extra=daemon_args, user=user, caps=caps)
+    wait_attach(daemon)
+    trainer.send(b"go\n")
+    finish_trainer(ctx, trainer, name, trace)
+    wait_daemon_exit(daemon)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "target_exit")
+    check_interpreter(ctx, events)
+    check_tally(ctx, events)
+    ctx.log("%d events: %s" % (len(events), ", ".join(sorted({e["event"] for e in events}))))
+    ctx.streams[(ctx.env.name, name, mode or "full")] = events
+    return events
+
+
+PHASES = ("forward", "loss", "backward")
+LOST_RECORDS = ("anomaly", "module", "mark", "loss", "grad", "capture")
+
+
+def check_tally(ctx, events):
+    """The last stats line reconciles: per phase found = reported + suppressed + lost, reported
+    is the anomaly lines of that phase, the top-level numbers are the phases' sums, and the
+    anomaly records lost are the phases' lost."""
+    stats = [ev for ev in events if ev["event"] == "stats"][-1]
+    phases, lost = stats.get("phases"), stats.get("lost_records")
+    if not isinstance(phases, dict) or sorted(phases) != sorted(PHASES) or \
+            not isinstance(lost, dict) or sorted(lost) != sorted(LOST_RECORDS):
+        raise Fail("stats lacks phases {%s} or lost_records {%s}: %s" % (
+            ", ".join(PHASES), ", ".join(LOST_RECORDS), json.dumps(stats)))
+    lines = {p: sum(1 for ev in events if ev["event"] == "anomaly" and ev["phase"] == p)
+             for p in PHASES}
+    bad = []
+    for p in PHASES:
+        n = phases[p]
+        if any(type(n.get(k)) is not int for k in ("found", "reported", "suppressed", "lost")):
+            raise Fail("stats.phases.%s is %s" % (p, json.dumps(n)))
+        if n["found"] != n["reported"] + n["suppressed"] + n["lost"]:
+            bad.append("%s: found %d != reported %d + suppressed %d + lost %d" % (
+                p, n["found"], n["reported"], n["suppressed"], n["lost"]))
+        if n["reported"] != lines[p]:
+            bad.append("%s: reported %d, %d anomaly lines" % (p, n["reported"], lines[p]))
+    for top, key in (("anomalies", "found"), ("reported", "reported"),
+                     ("suppressed", "suppressed"), ("lost", "lost")):
+        if stats[top] != sum(phases[p][key] for p in PHASES):
+            bad.append("%s %d is not the phases' %s summed" % (top, stats[top], key))
+    if lost["anomaly"] != stats["lost"]:
+        bad.append("lost_records.anomaly %d, lost %d" % (lost["anomaly"], stats["lost"]))
+    if bad:
+        raise Fail("stats do not add up: %s; %s" % ("; ".join(bad), json.dumps(stats)))
+    ctx.log("stats add up: %s; lost records %s" % (
+        ", ".join("%s %d = %d + %d + %d" % (p, phases[p]["found"], phases[p]["reported"],
+                                            phases[p]["suppressed"], phases[p]["lost"])
+                  for p in PHASES), json.dumps(lost)))
+    return stats
+
+
+def expect_refusal(ctx, daemon, words):
+    """Non-zero exit, one non-empty stderr line naming one of words, no attach."""
+    rc = daemon.wait(ERROR_TIMEOUT)
+    if rc is None:
+        daemon.kill()
+        raise Fail("daemon still running after %ds (killed)" % ERROR_TIMEOUT)
+    if rc == 0:
+        raise Fail("daemon exited 0")
+    if daemon.wait_out(is_event("attach"), 0) is not None:
+        raise Fail("daemon printed an attach event")
+    err = daemon.stderr_lines()
+    if len(err) != 1 or not err[0].strip():
+        raise Fail("stderr has %d lines, want one message" % len(err))
+    if not any(w.lower() in err[0].lower() for w in words):
+        raise Fail("message %r names none of %s" % (err[0], "/".join(words)))
+    ctx.log("exit %d: %s" % (rc, err[0]))
+
+
+def target_untouched(proc):
+    if not proc.running():
+        raise Fail("target died (status %s)" % proc.p.returncode)
+    with open("/proc/%d/status" % proc.pid) as f:
+        status = dict(line.split(":", 1) for line in f if ":" in line)
+    state, tracer = status["State"].strip(), status["TracerPid"].strip()
+    if state[0] in "tTZX" or tracer != "0":
+        raise Fail("target left in state %r, tracer %s" % (state, tracer))

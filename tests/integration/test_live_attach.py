@@ -1,0 +1,342 @@
+"""Attaching to a run in flight, detaching: SIGTERM, mid-run steps, live attaches, deep
+nesting, a replaced root module, an exec of the target."""
+import json
+import signal
+import time
+
+from nwharness import (Fail, TRAINER_TIMEOUT, announced_trainer, finish_trainer, is_event,
+                       last_json, oracle_of, read_comm, run_trainer, start_daemon,
+                       start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
+from nwchecks import (EVERYWHERE, EXACT_FIELDS, HOST_AND_TRIXIE, case_test, check_anomalies,
+                      check_anomaly_fields, check_envelope, check_first, check_interpreter, close,
+                      describe, environments, last_stats, parse_stream, same, target_untouched,
+                      watch)
+
+
+@environments(*EVERYWHERE)
+def test_sigterm_while_attached(ctx):
+    """SIGTERM mid-training: clean detach, and the trainer finishes exactly as it would alone."""
+    steps = ("--steps", "100")
+    trace = run_trainer(ctx, "healthy", *steps)["trace"]
+    trainer = start_waiting_trainer(ctx, "healthy", *steps, "--progress", "--pace", "0.1")
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid)
+    wait_attach(daemon)
+    trainer.send(b"go\n")
+    if trainer.wait_out(lambda l: l == b"STEP 5\n", 60) is None:
+        raise Fail("trainer did not reach step 5 under the daemon")
+    daemon.p.send_signal(signal.SIGTERM)
+    wait_daemon_exit(daemon)
+    if not trainer.running():
+        raise Fail("trainer finished before the daemon detached (test too short)")
+    finish_trainer(ctx, trainer, "healthy", trace)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "signal")
+    check_interpreter(ctx, events)
+    if any(ev["event"] == "anomaly" for ev in events):
+        raise Fail("anomaly events on a healthy run")
+
+
+def start_paced_live_trainer(ctx, name, *extra):
+    """A trainer that never waits (--live): nanwatchd is attached to it in flight, after its
+    fifth step."""
+    trainer = start_live_trainer(ctx, name, "--pace", "0.01", *extra)
+    if trainer.wait_out(lambda l: l == b"STEP 5\n", 60) is None:
+        raise Fail("%s --live did not reach step 5:\n%s" % (name, tail(trainer.stderr_lines())))
+    return trainer
+
+
+def stats_line(pred):
+    def match(line):
+        if not is_event("stats")(line):
+            return False
+        return pred(json.loads(line.decode("utf-8")))
+    return match
+
+
+def watch_live(ctx, name, source, *extra, before_fault=None):
+    """Attach to the trainer in flight; once a stats line shows steps counted with the given
+    step_source (and before_fault(trainer, daemon) returned), ask for the fault. Returns
+    (events, the first anomaly, the fault's step, the trace)."""
+    trainer = start_paced_live_trainer(ctx, name, *extra)
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid, extra=("--stats-interval", "1"))
+    wait_attach(daemon)
+    counted = stats_line(lambda ev: ev.get("steps", 0) > 0 and ev.get("step_source") == source)
+    if daemon.wait_out(counted, 60) is None:
+        raise Fail("no stats line with steps counted and step_source %r in 60 s" % source)
+    if before_fault is not None:
+        before_fault(trainer, daemon)
+    trainer.send(b"fault\n")
+    line = trainer.wait_out(lambda l: l.startswith(b"FAULT AT "), 60)
+    if line is None:
+        raise Fail("%s printed no FAULT AT line" % name)
+    fault = int(line.split()[2])
+    rc = trainer.wait(TRAINER_TIMEOUT)
+    if rc != 0:
+        raise Fail("%s exited %r under the daemon:\n%s" % (name, rc, tail(trainer.stderr_lines())))
+    trace = last_json(trainer.stdout_text(), "trace")
+    if trace is None:
+        raise Fail("%s printed no trace" % name)
+    wait_daemon_exit(daemon)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "target_exit")
+    check_interpreter(ctx, events)
+    first = [ev for ev in events if ev["event"] == "anomaly"][:1]
+    if not first:
+        raise Fail("no anomaly event; the trainer's fault was at step %d" % fault)
+    check_anomaly_fields(first[0], trainer.pid)
+    ctx.log("fault at step %d; first anomaly: step %d (%s), iteration %d, layer %r; detach: "
+            "step %d (%s), steps %d" % (fault, first[0]["step"], first[0]["step_source"],
+                            first[0]["iteration"], first[0]["layer"], events[-1]["step"],
+                            events[-1]["step_source"], events[-1]["steps"]))
+    return events, first[0], fault, trace["trace"]
+
+
+@environments(*EVERYWHERE)
+def test_midrun_adam(ctx):
+    """Attached to an Adam run in flight: the step is the trainer's own (the optimizer's state),
+    at the first anomaly and at the detach."""
+    events, first, fault, trace = watch_live(ctx, "midrun", "optimizer_state")
+    if (first["step"], first["step_source"]) != (fault, "optimizer_state"):
+        raise Fail("first anomaly at step %r (%s); the trainer's fault: step %d, from the "
+                   "optimizer_state" % (first["step"], first["step_source"], fault))
+    if first["iteration"] > fault - 5:
+        raise Fail("iteration %d counts more than the watch saw (attached after step 5 of %d)"
+                   % (first["iteration"], fault))
+    last = events[-1]
+    if (last["step"], last["step_source"]) != (trace["steps"], "optimizer_state") or \
+            last["steps"] >= trace["steps"] - 5:
+        raise Fail("detach: step %r (%s), steps %r; the trainer took %d steps, the watch "
+                   "fewer than %d" % (last["step"], last["step_source"], last["steps"],
+                                      trace["steps"], trace["steps"] - 5))
+
+
+@environments(*HOST_AND_TRIXIE)
+def test_midrun_refold(ctx):
+    """A new optimizer replaces the one the step came from (a new fold): the step follows the
+    new optimizer's own count, neither frozen at the old one's nor counted on from it."""
+    refold = []
+
+    def new_optimizer(trainer, daemon):
+        trainer.send(b"refold\n", close=False)
+        line = trainer.wait_out(lambda l: l.startswith(b"REFOLD AT "), 60)
+        if line is None:
+            raise Fail("midrun printed no REFOLD AT line")
+        refold.append(int(line.split()[2]))
+        # the new optimizer's count: below the steps seen since the attach (after step 5),
+        # which the old one's count never is
+        if daemon.wait_out(stats_line(lambda ev: ev["step_source"] == "optimizer_state" and
+                                      ev["step"] < ev["steps"]), 60) is None:
+            raise Fail("no stats line with the new optimizer's count in 60 s")
+
+    events, first, fault, trace = watch_live(ctx, "midrun", "optimizer_state",
+                                             before_fault=new_optimizer)
+    want = fault - refold[0]
+    if (first["step"], first["step_source"]) != (want, "optimizer_state"):
+        raise Fail("first anomaly at step %r (%s); the new optimizer (from step %d) had taken "
+                   "%d steps at the fault, step %d" % (first["step"], first["step_source"],
+                                                       refold[0], want, fault))
+
+
+@environments(*EVERYWHERE)
+def test_midrun_sgd(ctx):
+    """Attached to a plain-SGD run in flight: nothing holds the step, so the events say their
+    count runs from the attach (and it is smaller than the trainer's)."""
+    events, first, fault, trace = watch_live(ctx, "midrun", "attach", "--sgd")
+    if first["step_source"] != "attach" or not 0 < first["step"] <= fault - 5:
+        raise Fail("first anomaly at step %r (%s); want a step since the attach (after step 5 "
+                   "of %d), step_source attach" % (first["step"], first["step_source"], fault))
+    for ev in events:
+        if ev.get("step_source") not in (None, "attach"):
+            raise Fail("%s with step_source %r on a plain-SGD run" % (ev["event"],
+                                                                     ev["step_source"]))
+
+
+def start_live_trainer(ctx, name, *extra):
+    """A trainer that trains at once (--live): the daemon attaches to a run in flight."""
+    return announced_trainer(ctx, name, "--live", b"LIVE", *extra)
+
+
+def step_now(trainer):
+    """The last STEP n the trainer printed (0 before any)."""
+    steps = [l for l in trainer.out if l.startswith(b"STEP ")]
+    return int(steps[-1].split()[1]) if steps else 0
+
+
+def wait_steps(trainer, n, what):
+    """Wait until the trainer printed STEP m for some m >= n."""
+    if trainer.wait_out(lambda l: l.startswith(b"STEP ") and int(l.split()[1]) >= n, 60) is None:
+        raise Fail("trainer did not reach step %d %s" % (n, what))
+
+
+def check_counts_in_flight(events, what):
+    """A watch of a run in flight: steps and iterations counted together, no anomaly."""
+    stats = last_stats(events)
+    steps, iterations = stats["steps"], stats["iterations"]
+    if steps < 5:
+        raise Fail("%s: stats.steps %d after the trainer ran 20+ steps under the daemon" %
+                   (what, steps))
+    # one forward pass per step: they differ by the step or pass running at either end
+    if abs(iterations - steps) > 1:
+        raise Fail("%s: stats.iterations %d against steps %d: the per-thread module stack "
+                   "or the root model went wrong at attach (stack_healed %s, unanchored %s)" %
+                   (what, iterations, steps, stats.get("stack_healed"), stats.get("unanchored")))
+    bad = [ev for ev in events if ev["event"] == "anomaly"]
+    if bad:
+        raise Fail("%s: anomaly on a healthy stretch: %s" % (what, json.dumps(bad[0])))
+
+
+def check_first_in_flight(events, oracle, pid):
+    """The first anomaly against the oracle of the same fault: every exact field but the
+    step and iteration, which count from the attach unless the event says otherwise."""
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    if not anomalies:
+        raise Fail("no anomaly; oracle: %s at step %d" % (describe(oracle), oracle["step"]))
+    for ev in anomalies:
+        check_anomaly_fields(ev, pid)
+    first = check_first(anomalies, oracle)
+    fields = [f for f in EXACT_FIELDS if f not in ("step", "iteration")]
+    diffs = ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in fields
+             if not same(first[f], oracle[f])]
+    diffs += ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in ("finite_min", "finite_max")
+              if not close(first[f], oracle[f])]
+    source = first.get("step_source")
+    if source not in (None, "attach") and first["step"] != oracle["step"]:
+        diffs.append("step %r (from %s), oracle %r" % (first["step"], source, oracle["step"]))
+    if source in (None, "attach") and not 0 <= first["step"] - first["iteration"] <= 1:
+        diffs.append("step %r and iteration %r, one forward pass a step" %
+                     (first["step"], first["iteration"]))
+    if diffs:
+        raise Fail("first anomaly differs: " + "; ".join(diffs))
+    return first
+
+
+def case_in_flight(ctx, name, variant, attaches, pace):
+    """Attach to a trainer that never waits, several times (SIGTERM between), at moments
+    the test does not choose (pace 0: flat out; else a random delay), then inject the fault
+    with the daemon attached and compare with the hook oracle."""
+    import random
+    extra = ["--progress-every", "10", "--variant", variant]
+    if pace:
+        extra += ["--pace", str(pace)]
+    trainer = start_live_trainer(ctx, name, *extra)
+    comm = read_comm(trainer.pid)
+    wait_steps(trainer, 20, "before the first attach")
+    for n in range(attaches):
+        if pace:
+            time.sleep(random.uniform(0, 0.5))
+        daemon = start_daemon(ctx, trainer.pid)
+        wait_attach(daemon)
+        last = n == attaches - 1
+        wait_steps(trainer, step_now(trainer) + 30, "under attach %d" % (n + 1))
+        if last:
+            fault = step_now(trainer) + 60
+            trainer.p.stdin.write(b"FAULT %d\n" % fault)
+            trainer.p.stdin.flush()
+            line = trainer.wait_out(lambda l: l.startswith(b"FAULT AT "), 60)
+            if line is None or int(line.split()[-1].rstrip(b")")) >= fault:
+                raise Fail("trainer took the fault step too late: %r" % line)
+            rc = trainer.wait(TRAINER_TIMEOUT)
+            if rc != 0:
+                raise Fail("trainer exited %r:\n%s" % (rc, tail(trainer.stderr_lines())))
+            wait_daemon_exit(daemon)
+            events = parse_stream(daemon, trainer.pid, comm)
+            check_envelope(events, "target_exit")
+            break
+        daemon.p.send_signal(signal.SIGTERM)
+        wait_daemon_exit(daemon)
+        events = parse_stream(daemon, trainer.pid, comm)
+        check_envelope(events, "signal")
+        check_counts_in_flight(events, "attach %d" % (n + 1))
+        if not trainer.running():
+            raise Fail("trainer ended under attach %d" % (n + 1))
+    oracle, _ = oracle_of(ctx, name, "--fault-step", str(fault), "--variant", variant)
+    if oracle is None or oracle["step"] != fault:
+        raise Fail("oracle of the fault at step %d found %r" % (fault, oracle))
+    first = check_first_in_flight(events, oracle, trainer.pid)
+    ctx.log("attached %d times; first anomaly %s at step %d (%s), oracle step %d" %
+            (attaches, describe(oracle), first["step"], first.get("step_source"),
+             oracle["step"]))
+
+
+def case_deep_nest(ctx, depth):
+    """Nesting deeper than 16 (the old limit) is followed exactly; deeper than the stack
+    holds, the deepest checked call is not blamed: origin null, nested_unchecked true."""
+    oracle, trace = oracle_of(ctx, "deep_nest", "--variant", str(depth))
+    events = watch(ctx, "deep_nest", trace, trainer_args=("--variant", str(depth)))
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    if not anomalies:
+        raise Fail("no anomaly; oracle: %s" % describe(oracle))
+    first = anomalies[0]
+    stats = last_stats(events)
+    if depth <= 30:
+        check_anomalies(events, oracle, events[0]["pid"])
+        if first.get("nested_unchecked") is not False:
+            raise Fail("nested_unchecked %r at depth %d" % (first.get("nested_unchecked"), depth))
+        return
+    layer = first["layer"] or ""
+    if first["origin"] is not None or first.get("nested_unchecked") is not True:
+        raise Fail("deepest checked call %r: origin %r, nested_unchecked %r; want null, true" %
+                   (layer, first["origin"], first.get("nested_unchecked")))
+    if not oracle["layer"].startswith(layer + ".") or first["step"] != oracle["step"]:
+        raise Fail("first anomaly %r step %r is not an ancestor of the oracle's %r step %r" %
+                   (layer, first["step"], oracle["layer"], oracle["step"]))
+    if stats["stack_overflow"] + stats["stack_healed"] < 1:
+        raise Fail("stats count no call beyond the stack: %s" % json.dumps(stats))
+    diag = [ev for ev in events if ev["event"] == "diagnosis"]
+    if diag and diag[0]["cause"] != "unknown":
+        raise Fail("diagnosis names %r for a layer that did not make the value" %
+                   diag[0]["cause"])
+
+
+@environments(*HOST_AND_TRIXIE)
+def test_root_replaced(ctx):
+    """A new model each fold: iterations keep counting, and the bad batch's iteration is
+    the run's, not the first model's."""
+    trace = run_trainer(ctx, "kfold")["trace"]
+    trainer = start_waiting_trainer(ctx, "kfold")
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid)
+    wait_attach(daemon)
+    trainer.send(b"go\n")
+    rc = trainer.wait(TRAINER_TIMEOUT)
+    if rc != 0:
+        raise Fail("kfold exited %r" % rc)
+    wait_daemon_exit(daemon)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "target_exit")
+    if events[-1]["iterations"] != trace["forwards"]:
+        raise Fail("detach iterations %r, the run made %d forward passes" %
+                   (events[-1]["iterations"], trace["forwards"]))
+    first = [ev for ev in events if ev["event"] == "anomaly"][0]
+    if (first["iteration"], first["step"]) != (trace["bad"]["iteration"], trace["bad"]["step"]):
+        raise Fail("first anomaly at iteration %r step %r, the bad batch was %r" %
+                   (first["iteration"], first["step"], trace["bad"]))
+
+
+@environments(*HOST_AND_TRIXIE)
+def test_target_exec(ctx):
+    """The target execs another program: detach with reason target_exec, exit 0, the new
+    program left running and untouched."""
+    trainer = start_live_trainer(ctx, "exec_after", "--progress-every", "10")
+    comm = read_comm(trainer.pid)
+    wait_steps(trainer, 10, "before the attach")
+    daemon = start_daemon(ctx, trainer.pid)
+    wait_attach(daemon)
+    trainer.p.stdin.write(b"FAULT %d\n" % (step_now(trainer) + 20))
+    trainer.p.stdin.flush()
+    wait_daemon_exit(daemon, 20)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "target_exec")
+    target_untouched(trainer)
+    with open("/proc/%d/comm" % trainer.pid) as f:
+        if f.read().strip() != "sleep":
+            raise Fail("the target did not exec sleep")
+
+
+test_live_attach_tight = case_test(case_in_flight, "inflight", "adam", 3, 0, envs=EVERYWHERE)
+test_live_attach_sgd = case_test(case_in_flight, "inflight", "sgd", 3, 0, envs=HOST_AND_TRIXIE)
+test_live_attach_paced = case_test(case_in_flight, "inflight", "adam", 3, 0.005, envs=EVERYWHERE)
+test_deep_nest_20 = case_test(case_deep_nest, 20, envs=HOST_AND_TRIXIE)
+test_deep_nest_40 = case_test(case_deep_nest, 40, envs=HOST_AND_TRIXIE)

@@ -1,0 +1,362 @@
+"""The daemon's outputs attacked and stalled.
+
+The output cases (output_*, host only: they test the daemon's side) attack and stall the
+daemon's outputs. output_symlinks and output_special_files run each attack as uid 65534, the
+owner of a directory made by root and given to it: a symlinked parent of -o, a symlinked
+--capture-dir with and without a trailing slash, an -o that is a symlink, a FIFO, a socket, a
+hard link (both names) and /dev/null; each must be refused before attaching with one line
+naming it, and nothing created where a link points; a real directory with a trailing slash is
+accepted. output_stalled_collector: a unix socket server that accepts and never reads, next to
+stdout, while nonfinite_params reports an anomaly every iteration: the daemon keeps writing
+stdout, counts the collector's drops (stats.sinks, lost events with where sink), and SIGTERM
+ends it within 5 s, exit 0 with detach. output_closed_pipe: stdout a pipe whose reader takes
+the attach line and closes it; output_full_disk: a file output on a filled 64 KiB tmpfs
+(mounted and unmounted by the case) next to stdout: one stderr line naming the output and the
+reason, exit 1 (with stats and detach, reason error, on stdout), the trainer's trace unchanged.
+output_sighup: the output file renamed and SIGHUP sent: a new file at the path, seq continuous
+over both.
+"""
+import errno
+import json
+import os
+import select
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+
+from nwharness import (ATTACH_TIMEOUT, Fail, finish_trainer, is_event, oracle_of, read_comm,
+                       run_trainer, start_daemon, start_waiting_trainer, wait_attach,
+                       wait_daemon_exit)
+from nwchecks import (HOST_ONLY, NOBODY, check_envelope, environments, expect_refusal, last_stats,
+                      parse_stream, target_untouched)
+
+
+STOP_TIMEOUT = 5  # SIGTERM with a stalled collector: the daemon needs well under a second
+LOST_TIMEOUT = 120  # for a stalled collector's first dropped line
+
+
+def as_nobody(*argv):
+    """Run argv as uid NOBODY: the unprivileged owner of the directory under attack."""
+    r = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                        "--clear-groups"] + list(argv), capture_output=True, timeout=30)
+    if r.returncode != 0:
+        raise Fail("as uid %d, %s exited %d: %s" % (NOBODY, " ".join(argv), r.returncode,
+                                                    r.stderr.decode("utf-8", "replace")[-300:]))
+
+
+def user_dir(ctx):
+    """A directory made by root and given to NOBODY, and beside it a directory only root
+    may write: where an attack would have the daemon create its files."""
+    os.chmod(ctx.tmp, 0o711)
+    home = tempfile.mkdtemp(prefix="userdir-", dir=ctx.tmp)
+    os.chown(home, NOBODY, NOBODY)
+    os.chmod(home, 0o755)
+    secret = tempfile.mkdtemp(prefix="rootonly-", dir=ctx.tmp)
+    return home, secret
+
+
+def read_lines(path):
+    with open(path, "rb") as f:
+        return f.read().splitlines()
+
+
+def check_created(path, owner=0):
+    """A file the daemon created: a regular file of owner, no mode bits beyond 0640."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != owner or st.st_mode & 0o7137:
+        raise Fail("%s: mode %o uid %d, want a regular file, uid %d, at most 0640" %
+                   (path, st.st_mode, st.st_uid, owner))
+
+
+@environments(*HOST_ONLY)
+def test_output_symlinks(ctx):
+    """Symlinks planted by the unprivileged owner of a directory on the path: a symlinked
+    parent of -o, a symlinked --capture-dir named with a trailing slash (and without), an -o
+    file that is a symlink. Each is refused before attaching (one line, no attach), the target
+    is untouched, and nothing is created where a link points. A real directory named with a
+    trailing slash is accepted, and the output file is created 0640."""
+    home, secret = user_dir(ctx)
+    as_nobody("ln", "-s", secret, os.path.join(home, "sub"))
+    as_nobody("ln", "-s", secret, os.path.join(home, "lnk"))
+    as_nobody("ln", "-s", os.path.join(secret, "planted"), os.path.join(home, "events"))
+    as_nobody("mkdir", os.path.join(home, "real"))
+    trainer = start_waiting_trainer(ctx, "healthy")
+    attacks = (["-o", os.path.join(home, "sub", "x")],
+               ["--capture-dir", os.path.join(home, "lnk") + "/"],
+               ["--capture-dir", os.path.join(home, "lnk")],
+               ["-o", os.path.join(home, "events")])
+    for args in attacks:
+        ctx.log("attack: %s" % " ".join(args))
+        expect_refusal(ctx, start_daemon(ctx, trainer.pid, extra=args), ["symlink"])
+        target_untouched(trainer)
+        if os.listdir(secret):
+            raise Fail("%s: the daemon created %s where a symlink points" %
+                       (" ".join(args), ", ".join(os.listdir(secret))))
+    out = os.path.join(home, "real", "events.ndjson")
+    daemon = start_daemon(ctx, trainer.pid, extra=["--capture-dir", os.path.join(home, "real/"),
+                                                   "-o", "-", "-o", out])
+    wait_attach(daemon)
+    daemon.p.send_signal(signal.SIGTERM)
+    wait_daemon_exit(daemon)
+    check_created(out)
+    lines = read_lines(out)
+    if not lines or json.loads(lines[-1]).get("event") != "detach":
+        raise Fail("%s does not end with detach" % out)
+    target_untouched(trainer)
+
+
+@environments(*HOST_ONLY)
+def test_output_special_files(ctx):
+    """An output path where the unprivileged owner of its directory put a FIFO (opening it
+    would wait for a reader), a socket, a hard link to a file of theirs (either name), or a
+    device: each refused at once with one line naming what it is, nothing written."""
+    home, _ = user_dir(ctx)
+    fifo, sock = os.path.join(home, "fifo"), os.path.join(home, "sock")
+    own, alias = os.path.join(home, "own"), os.path.join(home, "alias")
+    as_nobody("mkfifo", fifo)
+    as_nobody(ctx.python, "-c", "import socket, sys; "
+              "socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).bind(sys.argv[1])", sock)
+    as_nobody("sh", "-c", 'echo mine > "$1" && ln "$1" "$2"', "sh", own, alias)
+    trainer = start_waiting_trainer(ctx, "healthy")
+    for path, words in ((fifo, ["FIFO"]), (sock, ["socket"]), (alias, ["hard link"]),
+                        (own, ["hard link"]), ("/dev/null", ["device"])):
+        ctx.log("output: %s" % path)
+        expect_refusal(ctx, start_daemon(ctx, trainer.pid, extra=["-o", path]), words)
+        target_untouched(trainer)
+    with open(own, "rb") as f:
+        if f.read() != b"mine\n":
+            raise Fail("the hard-linked file was written to")
+
+
+def collector(path):
+    """A unix socket server that accepts one collector connection and never reads it."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    conns = []
+
+    def accept():
+        conns.append(srv.accept()[0])
+    threading.Thread(target=accept, daemon=True).start()
+    return srv, conns
+
+
+def read_all(conn):
+    conn.settimeout(10)
+    data = b""
+    while True:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def check_stalled_stream(events, sock_name, got):
+    """stdout complete; the stalled collector's drops counted and said, its lines whole."""
+    names = [ev["event"] for ev in events]
+    if names[0] != "attach" or names[-1] != "detach" or events[-1]["reason"] != "signal":
+        raise Fail("stdout runs %s ... %s (reason %r)" % (names[0], names[-1],
+                                                            events[-1].get("reason")))
+    sinks = {s["name"]: s for s in last_stats(events)["sinks"]}
+    if set(sinks) != {"stdout", sock_name}:
+        raise Fail("stats.sinks names %s" % ", ".join(sorted(sinks)))
+    if sinks["stdout"]["dropped"] or sinks["stdout"]["error"] is not None:
+        raise Fail("stdout: %r" % sinks["stdout"])
+    stalled = sinks[sock_name]
+    if not stalled["dropped"] or stalled["error"] is not None:
+        raise Fail("the stalled collector: %r, want drops and no error" % stalled)
+    lost = [ev for ev in events if ev["event"] == "lost"]
+    if any(ev["where"] != "sink" or ev["sink"] != sock_name for ev in lost):
+        raise Fail("lost events %s" % json.dumps(lost)[:300])
+    if sum(ev["count"] for ev in lost) > stalled["dropped"]:
+        raise Fail("lost events count more than stats.sinks dropped (%d)" % stalled["dropped"])
+    if got and not got.endswith(b"\n"):  # each line is one send the socket takes whole or not
+        raise Fail("the collector's stream ends in a cut line: %r" % got[-100:])
+    lines = got.split(b"\n")[:-1]
+    seqs = [json.loads(line)["seq"] for line in lines]
+    if seqs != sorted(set(seqs)) or len(seqs) < stalled["written"]:
+        raise Fail("the collector got %d lines (seq %s...), stats says %d written" %
+                   (len(seqs), seqs[:5], stalled["written"]))
+    if len(seqs) >= len(events):
+        raise Fail("the collector got %d lines, stdout %d: nothing was dropped" %
+                   (len(seqs), len(events)))
+
+
+@environments(*HOST_ONLY)
+def test_output_stalled_collector(ctx):
+    """A collector that accepts and never reads, next to stdout: the daemon keeps reading the
+    ring (anomalies keep reaching stdout), drops and counts the collector's lines (a lost
+    event, stats.sinks), and a SIGTERM ends it in a few seconds with a detach, exit 0."""
+    path = os.path.join(ctx.tmp, "collector.sock")
+    srv, conns = collector(path)
+    trainer = start_waiting_trainer(ctx, "nonfinite_params", "--steps", "1000000")
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid, extra=["-o", "-", "-o", "unix:" + path,
+                                                   "--output-queue-kb", "256"])
+    wait_attach(daemon)
+    trainer.send(b"go\n")
+    if daemon.wait_out(lambda l: is_event("lost")(l) and b'"sink"' in l, LOST_TIMEOUT) is None:
+        raise Fail("no lost event for the stalled collector in %ds" % LOST_TIMEOUT)
+    seen = len(daemon.out)
+    if daemon.wait_out(lambda l: is_event("anomaly")(l) and daemon.out.index(l) >= seen,
+                       60) is None:
+        raise Fail("no anomaly on stdout after the collector stalled")
+    start = time.monotonic()
+    daemon.p.send_signal(signal.SIGTERM)
+    rc = daemon.wait(STOP_TIMEOUT)
+    if rc is None:
+        raise Fail("daemon still running %ds after SIGTERM with a stalled collector" %
+                   STOP_TIMEOUT)
+    ctx.log("exit %d %.2fs after SIGTERM" % (rc, time.monotonic() - start))
+    if rc != 0:
+        raise Fail("daemon exited %d" % rc)
+    target_untouched(trainer)
+    if not conns:
+        raise Fail("the daemon never connected to the collector")
+    got = read_all(conns[0])
+    srv.close()
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_stalled_stream(events, "unix:" + path, got)
+    ctx.log("stdout %d lines, collector %d, stats.sinks %s" % (
+        len(events), got.count(b"\n"), json.dumps(last_stats(events)["sinks"])))
+
+
+def expect_broken(ctx, daemon, words):
+    """Exit 1, and one stderr line naming the output and the reason."""
+    rc = daemon.wait(ATTACH_TIMEOUT)
+    if rc is None:
+        raise Fail("daemon still running after %ds with a broken output" % ATTACH_TIMEOUT)
+    if rc != 1:
+        raise Fail("daemon exited %d, want 1" % rc)
+    err = daemon.stderr_lines()
+    if len(err) != 1 or not all(w in err[0] for w in words):
+        raise Fail("stderr %r: want one line naming %s" % (err, " and ".join(words)))
+    ctx.log("exit 1: %s" % err[0])
+
+
+@environments(*HOST_ONLY)
+def test_output_closed_pipe(ctx):
+    """stdout a pipe whose reader takes one line and goes (`nanwatchd | head -1`): one stderr
+    line naming stdout and the broken pipe, exit 1; the trainer runs on as it would alone."""
+    steps = ("--steps", "60")
+    trace = run_trainer(ctx, "healthy", *steps)["trace"]
+    trainer = start_waiting_trainer(ctx, "healthy", *steps, "--pace", "0.05")
+    r, w = os.pipe()
+    try:
+        daemon = start_daemon(ctx, trainer.pid, extra=["--stats-interval", "1"], stdout=w)
+    finally:
+        os.close(w)
+    with os.fdopen(r, "rb") as reader:  # head -1
+        if not select.select([reader], [], [], ATTACH_TIMEOUT)[0]:
+            raise Fail("nothing on stdout in %ds" % ATTACH_TIMEOUT)
+        first = reader.readline()
+    if not is_event("attach")(first):
+        raise Fail("first line is not attach: %r" % first[:200])
+    trainer.send(b"go\n")
+    expect_broken(ctx, daemon, ["stdout", "Broken pipe"])
+    finish_trainer(ctx, trainer, "healthy", trace)
+
+
+@environments(*HOST_ONLY)
+def test_output_full_disk(ctx):
+    """A file output on a full file system (a 64 KiB tmpfs, filled) next to stdout: one stderr
+    line naming the file and the reason, stats and detach (reason error) on stdout, exit 1;
+    the trainer runs on as it would alone."""
+    mnt = tempfile.mkdtemp(prefix="fulldisk-", dir=ctx.tmp)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", mnt],
+                       capture_output=True, timeout=30)
+    if r.returncode != 0:
+        raise Fail("cannot mount a tmpfs on %s: %s" % (mnt, r.stderr.decode()[-200:]))
+    try:
+        fill(os.path.join(mnt, "filler"))
+        trace = oracle_of(ctx, "healthy")[1]
+        trainer = start_waiting_trainer(ctx, "healthy")
+        comm = read_comm(trainer.pid)
+        out = os.path.join(mnt, "events.ndjson")
+        daemon = start_daemon(ctx, trainer.pid, extra=["-o", "-", "-o", out])
+        expect_broken(ctx, daemon, [out, "No space left"])
+        events = parse_stream(daemon, trainer.pid, comm)
+        names = [ev["event"] for ev in events]
+        if names[0] != "attach" or names[-1] != "detach" or events[-1]["reason"] != "error":
+            raise Fail("stdout: %s, want attach ... detach (reason error)" % ", ".join(names))
+        sinks = {s["name"]: s for s in last_stats(events)["sinks"]}
+        if sinks.get(out, {}).get("error") != "No space left on device":
+            raise Fail("stats.sinks: %s" % json.dumps(list(sinks.values())))
+        target_untouched(trainer)
+        trainer.send(b"go\n")
+        finish_trainer(ctx, trainer, "healthy", trace)
+    finally:
+        if ctx.current_daemon is not None:
+            ctx.current_daemon.kill()
+        if subprocess.run(["umount", mnt], capture_output=True, timeout=30).returncode:
+            subprocess.run(["umount", "-l", mnt], capture_output=True, timeout=30)
+        os.rmdir(mnt)
+
+
+def fill(path):
+    """Write path until the file system is full."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        while True:
+            os.write(fd, b"x" * 4096)
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+    finally:
+        os.close(fd)
+
+
+def wait_file_event(path, name, timeout):
+    """The first line of event name in the file at path (reread until it shows), or None."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            for line in read_lines(path):
+                if is_event(name)(line):
+                    return line
+        except FileNotFoundError:
+            pass
+        time.sleep(0.2)
+    return None
+
+
+@environments(*HOST_ONLY)
+def test_output_sighup(ctx):
+    """logrotate: the output file is renamed and the daemon sent SIGHUP; it keeps running and
+    new lines go to a new file at the path (0640). The two files hold the whole stream: seq
+    continues from one to the other, attach in the first, detach (signal) at the end of the
+    second, nothing on stderr."""
+    steps = ("--steps", "100")
+    trace = run_trainer(ctx, "healthy", *steps)["trace"]
+    trainer = start_waiting_trainer(ctx, "healthy", *steps, "--pace", "0.1")
+    comm = read_comm(trainer.pid)
+    out = os.path.join(tempfile.mkdtemp(prefix="rotate-", dir=ctx.tmp), "events.ndjson")
+    daemon = start_daemon(ctx, trainer.pid, extra=["-o", out, "--stats-interval", "1"])
+    if wait_file_event(out, "attach", ATTACH_TIMEOUT) is None:
+        raise Fail("no attach in %s" % out)
+    trainer.send(b"go\n")
+    if wait_file_event(out, "stats", 30) is None:
+        raise Fail("no stats line in %s" % out)
+    os.rename(out, out + ".1")
+    daemon.p.send_signal(signal.SIGHUP)
+    if wait_file_event(out, "stats", 30) is None:
+        raise Fail("no new file at %s after SIGHUP (daemon %s)" %
+                   (out, "running" if daemon.running() else
+                    "exited %s" % daemon.p.returncode))
+    daemon.p.send_signal(signal.SIGTERM)
+    wait_daemon_exit(daemon)
+    check_created(out)
+    old, new = read_lines(out + ".1"), read_lines(out)
+    daemon.out[:] = old + new
+    events = parse_stream(daemon, trainer.pid, comm)  # seq consecutive across the two files
+    check_envelope(events, "signal")
+    if not new or events[len(old)]["event"] != "stats":
+        raise Fail("the new file starts with %r" % (new[:1],))
+    if daemon.stderr_lines():
+        raise Fail("stderr: %r" % daemon.stderr_lines())
+    ctx.log("%d lines before the rotation, %d after" % (len(old), len(new)))
+    finish_trainer(ctx, trainer, "healthy", trace)
