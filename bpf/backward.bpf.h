@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The backward pass: a uprobe on the autograd engine's evaluate_function(graph_task, Node*
- * func, InputBuffer& inputs, queue), which runs every node once per backward pass, in an
- * order where each node comes after every node that feeds it. The gradients in its input
- * buffer are what the nodes before it produced (summed when several feed one input), so
- * the first non-finite one found names its producer: a node run before, in this thread,
- * with an edge to (func, input). A parameter's gradient is the input of its
- * AccumulateGrad node: its magnitudes are counted into a histogram for gradient norms.
+ * The backward pass (its program: bpf/backward.bpf.c): a uprobe on the autograd engine's
+ * evaluate_function(graph_task, Node* func, InputBuffer& inputs, queue), which runs every
+ * node once per backward pass, in an order where each node comes after every node that
+ * feeds it. The gradients in its input buffer are what the nodes before it produced (summed
+ * when several feed one input), so the first non-finite one found names its producer: a
+ * node run before, in this thread, with an edge to (func, input). A parameter's gradient
+ * is the input of its AccumulateGrad node: its magnitudes are counted into a histogram for
+ * gradient norms.
  */
 #ifndef __BACKWARD_BPF_H
 #define __BACKWARD_BPF_H
