@@ -14,6 +14,7 @@
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "nwfloat.h"
 #include "state.bpf.h"
 #include "tensor.bpf.h"
 #include "scan.bpf.h"

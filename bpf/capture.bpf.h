@@ -21,6 +21,7 @@
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "nwfloat.h"
 #include "state.bpf.h"
 #include "pyobj.bpf.h"
 #include "tensor.bpf.h"

@@ -269,42 +269,70 @@ __noinline int is_list_name(__u64 str, int buffers)
 	return buffers ? same_chars(s->str, "_buffers", 8) : same_chars(s->str, "_parameters", 11);
 }
 
+struct attr_find {
+	struct dict_walk w;
+	__u64 found;	/* the _parameters (_buffers) dict */
+	int buffers;
+};
+
+/* Instance attribute i: is it the _parameters (_buffers) dict? (a bpf_loop callback) */
+static long find_list(__u32 i, void *ctx)
+{
+	struct attr_find *f = ctx;
+	__u64 k, v;
+
+	if (i >= f->w.n)
+		return 1;
+	dict_entry(&f->w, i, &k, &v);
+	if (k && v && is_list_name(k, f->buffers)) {
+		f->found = v;
+		return 1;
+	}
+	return 0;
+}
+
+/* Entry i of a _parameters (_buffers) dict into s->np (a bpf_loop callback). */
+static long keep_param(__u32 i, void *ctx)
+{
+	struct dict_walk *w = ctx;
+	struct scratch *s = get_scratch();
+	__u64 k, v;
+
+	if (!s || i >= w->n)
+		return 1;
+	dict_entry(w, i, &k, &v);
+	if (!k || !v || v == D.none)
+		return 0;	/* deleted, or a parameter registered as None */
+	if (s->np.n < NW_MAX_PARAMS)
+		s->np.tensors[s->np.n++ & (NW_MAX_PARAMS - 1)] = v;
+	else
+		s->np.more++;
+	return 0;
+}
+
 /*
  * The module's own parameters (buffers: its buffers) read here, from its
  * _parameters (_buffers) dict, into s->np: for a module the daemon has not
  * listed yet (its first call, or its record still queued), so they are scanned
- * (and captured) at the anomaly all the same. Returns 1 if listed.
+ * (and captured) at the anomaly all the same. Returns 1 if listed. The entries
+ * are looked at in bpf_loop callbacks: each verified once, not once an entry.
  */
 __noinline int list_params(__u64 module, int buffers)
 {
 	struct scratch *s = get_scratch();
-	struct dict_walk w = {};
-	__u64 keys, values, k, v, dict = 0;
-	__u32 i;
+	struct attr_find f = {.buffers = buffers};
+	__u64 keys, values;
 
-	if (!s || !D.on || !attr_table(module, &keys, &values) || !dict_walk(keys, values, &w))
+	if (!s || !D.on || !attr_table(module, &keys, &values) || !dict_walk(keys, values, &f.w))
 		return 0;
-	for (i = 0; i < ATTRS_LOOKED && i < w.n; i++) {
-		dict_entry(&w, i, &k, &v);
-		if (k && v && is_list_name(k, buffers)) {
-			dict = v;
-			break;
-		}
-	}
-	if (!dict || !dict_walk(read_u64(dict + D.dict_keys), read_u64(dict + D.dict_values), &w))
+	bpf_loop(ATTRS_LOOKED, find_list, &f, 0);
+	if (!f.found ||
+	    !dict_walk(read_u64(f.found + D.dict_keys), read_u64(f.found + D.dict_values), &f.w))
 		return 0;
 	__builtin_memset(&s->np, 0, sizeof(s->np));
-	for (i = 0; i < ATTRS_LOOKED && i < w.n; i++) {
-		dict_entry(&w, i, &k, &v);
-		if (!k || !v || v == D.none)
-			continue;	/* deleted, or a parameter registered as None */
-		if (s->np.n < NW_MAX_PARAMS)
-			s->np.tensors[s->np.n++ & (NW_MAX_PARAMS - 1)] = v;
-		else
-			s->np.more++;
-	}
-	if (w.n > ATTRS_LOOKED)
-		s->np.more += w.n - ATTRS_LOOKED;
+	bpf_loop(ATTRS_LOOKED, keep_param, &f.w, 0);
+	if (f.w.n > ATTRS_LOOKED)
+		s->np.more += f.w.n - ATTRS_LOOKED;
 	return 1;
 }
 

@@ -11,6 +11,7 @@
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "nwfloat.h"
 #include "state.bpf.h"
 
 #define SCAN_GRAD 2	/* scan_tensor(SCAN_GRAD): the fast pass, counted as a backward gradient */

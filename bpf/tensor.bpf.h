@@ -11,6 +11,7 @@
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "nwfloat.h"
 #include "state.bpf.h"
 
 static __always_inline __u32 map_dtype(__u16 st)
