@@ -63,7 +63,7 @@ endif
 .DELETE_ON_ERROR:
 .SECONDARY:
 .PHONY: all deps test unit integration demo bench install clean check-cflags asan fuzz verifier-stats \
-	sanitized-build fuzz-build
+	sanitized-build fuzz-build bpf-headers-check
 
 all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS)
 
@@ -80,6 +80,18 @@ $(OUTPUT)/vmlinux.h: | $(OUTPUT)
 $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(OUTPUT)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
+
+# Every BPF header and program file compiles on its own, from a file that includes only it
+# (a static helper its includer does not use is no error there: -Wno-unused-function).
+BPF_ALONE := $(wildcard bpf/*.bpf.h) $(filter-out bpf/nanwatch.bpf.c,$(wildcard bpf/*.bpf.c))
+
+bpf-headers-check: $(OUTPUT)/vmlinux.h
+	$(call msg,CHECK,bpf/*.bpf.h and program files alone)
+	$(Q)for f in $(BPF_ALONE); do \
+		printf '#include "%s"\n' "$${f#bpf/}" | $(CLANG) $(BPF_CFLAGS) $(INCLUDES) \
+			-Wno-unused-function -fsyntax-only -x c - || \
+		{ echo "$$f does not compile on its own"; exit 1; }; \
+	done
 
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
@@ -126,6 +138,7 @@ $(OUTPUT)/tests/%: tests/%.c $(LINK_LIBS) | $(OUTPUT)/tests
 test: all $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
 	$(Q)tests/check-cflags
+	$(Q)$(MAKE) --no-print-directory bpf-headers-check
 	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) $(LAYOUT_PAIRS)
 	$(Q)$(MAKE) --no-print-directory fuzz
 	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \

@@ -1,126 +1,56 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The backward pass: a uprobe on the autograd engine's evaluate_function(graph_task, Node*
- * func, InputBuffer& inputs, queue), which runs every node once per backward pass, in an
- * order where each node comes after every node that feeds it. The gradients in its input
- * buffer are what the nodes before it produced (summed when several feed one input), so
- * the first non-finite one found names its producer: a node run before, in this thread,
- * with an edge to (func, input). A parameter's gradient is the input of its
- * AccumulateGrad node: its magnitudes are counted into a histogram for gradient norms.
- *
- * Included by nanwatch.bpf.c (it uses its scratch, tensor reader and scanner).
+ * The backward pass (its program: bpf/backward.bpf.c): a uprobe on the autograd engine's
+ * evaluate_function(graph_task, Node* func, InputBuffer& inputs, queue), which runs every
+ * node once per backward pass, in an order where each node comes after every node that
+ * feeds it. The gradients in its input buffer are what the nodes before it produced (summed
+ * when several feed one input), so the first non-finite one found names its producer: a
+ * node run before, in this thread, with an edge to (func, input). A parameter's gradient
+ * is the input of its AccumulateGrad node: its magnitudes are counted into a histogram for
+ * gradient norms.
  */
 #ifndef __BACKWARD_BPF_H
 #define __BACKWARD_BPF_H
 
-#define BWD_RING	64	/* nodes remembered per thread to find a producer */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "nwfloat.h"
+#include "state.bpf.h"
+#include "tensor.bpf.h"
+#include "scan.bpf.h"
+
 #define BWD_INPUTS	8	/* inputs of one node checked */
-#define BWD_EDGES	16	/* edges of one candidate producer looked at */
-
-const volatile __u32 backward_on = 0;
-const volatile __u32 backward_all = 0;	/* every gradient; else parameter gradients only */
-const volatile struct nw_bwd_layout BL = {};
-
-__u64 bwd_iter_p1 = 0;		/* last iteration whose backward pass reported + 1 */
-
-struct bwd_thread {
-	__u64 ring[BWD_RING];	/* nodes evaluated, most recent at pos - 1 */
-	__u64 iter_p1;		/* the iteration (+ 1) whose backward pass the ring holds */
-	__u32 pos;
-	__u32 valid;		/* entries of this pass (older ones may be freed nodes) */
-};
-
-/* forward module whose output carried a grad_fn */
-struct gradfn_rec {
-	__u64 root;
-	__u64 module;
-	__u64 iteration;
-	__u32 depth;
-	__u32 pad;
-};
-
-__u64 bwd_zero[BWD_RING + 2] = {};	/* a new thread's state (never written) */
-
-struct bwd_scratch {
-	struct nw_grad g;
-	__u64 edges[BWD_EDGES * 4];	/* a candidate's next_edges_, edge_size <= 32 */
-	__u64 target;			/* the node (consumer) and input being looked for */
-	__u64 found;			/* most recent producer found, its output index */
-	__u32 target_nr;
-	__u32 found_idx;
-	__u32 nfound;
-	__u32 pad;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, struct bwd_thread);
-} bwd_threads SEC(".maps");
-
-/* parameter gradient histograms: a ring of their own, so they never crowd out anomalies */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
-} grad_events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, struct gradfn_rec);
-} gradfns SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct bwd_scratch);
-} bwd_scratch_map SEC(".maps");
-
-static __always_inline struct bwd_scratch *get_bwd_scratch(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&bwd_scratch_map, &zero);
-}
+#define HIST_BLOCK	32	/* words of s->buf per hist_block() call */
 
 /*
  * A module returned this tensor: remember which module made its grad_fn. The
  * innermost module returns first; its enclosing modules return the same tensor
  * later in the same iteration and do not replace it.
  */
-static __always_inline void note_grad_fn(__u64 obj)
+__noinline int note_grad_fn(__u64 obj)
 {
 	struct scratch *s;
 	struct gradfn_rec rec = {}, *old;
-	__u64 impl, meta, node, iter;
-	__u8 borrowed = 0;
+	__u64 node, iter;
 
 	if (!backward_on)
-		return;
+		return 0;
 	s = get_scratch();
 	if (!s)
-		return;
-	if (L.var_borrowed >= 0)	/* -1: a plain at::Tensor, never borrowed */
-		bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
-	impl = read_u64(obj + L.var_tensor);
-	if (borrowed)
-		impl = read_u64(impl);
-	meta = impl ? read_u64(impl + BL.impl_autograd_meta) : 0;
-	node = meta ? read_u64(meta + BL.meta_grad_fn) : 0;
+		return 0;
+	node = tensor_grad_fn(tensor_impl(obj), BL.impl_autograd_meta, BL.meta_grad_fn);
 	if (!node)
-		return;
+		return 0;
 	iter = s->ev.iteration;
 	old = bpf_map_lookup_elem(&gradfns, &node);
 	if (old && old->iteration == iter && old->depth > s->ev.depth)
-		return;
+		return 0;
 	rec.root = s->ev.modules[0];
 	rec.module = s->ev.module;
 	rec.iteration = iter;
 	rec.depth = s->ev.depth;
 	bpf_map_update_elem(&gradfns, &node, &rec, BPF_ANY);
+	return 0;
 }
 
 /* One candidate producer (ring entry idx back from the newest): does it feed the target? */
@@ -221,29 +151,54 @@ static __noinline int report_bwd(__u64 node, __u32 nr)
 	return 1;
 }
 
+struct hist_ctx {
+	__u32 words;	/* words of s->buf that hold data */
+	__u32 bf16;	/* bfloat16 elements, else float32 */
+};
+
+/*
+ * HIST_BLOCK words of s->buf, block k, into the histogram (a bpf_loop callback:
+ * verified once, not once per word of a chunk).
+ */
+static long hist_block(__u32 k, void *ctx)
+{
+	struct hist_ctx *h = ctx;
+	struct scratch *s = get_scratch();
+	struct bwd_scratch *b = get_bwd_scratch();
+	__u32 base = k * HIST_BLOCK, j, i;
+	__u64 w;
+
+	if (!s || !b || base >= h->words || base >= CHUNK_WORDS)
+		return 1;
+	if (!h->bf16) {
+		for (j = 0; j < HIST_BLOCK; j++) {
+			if (base + j >= h->words)
+				break;
+			w = s->buf[(base + j) & (CHUNK_WORDS - 1)];
+			b->g.hist[(w >> 21) & (NW_HIST_BUCKETS - 1)]++;
+			b->g.hist[(w >> 53) & (NW_HIST_BUCKETS - 1)]++;
+		}
+		return 0;
+	}
+	for (j = 0; j < HIST_BLOCK; j++) {
+		if (base + j >= h->words)
+			break;
+		w = s->buf[(base + j) & (CHUNK_WORDS - 1)];
+		for (i = 0; i < 4; i++)	/* bfloat16 is a float32's upper half */
+			b->g.hist[(w >> (16 * i + 5)) & (NW_HIST_BUCKETS - 1)]++;
+	}
+	return 0;
+}
+
 /* Histogram of float32 magnitudes over the first `words` words of s->buf. */
 __noinline int hist_words(int words, int bf16)
 {
-	struct scratch *s = get_scratch();
-	struct bwd_scratch *b = get_bwd_scratch();
-	int j, k;
+	struct hist_ctx h = {.bf16 = bf16};
 
-	if (!s || !b)
+	if (words <= 0)
 		return 0;
-	for (j = 0; j < CHUNK_WORDS; j++) {
-		__u64 w;
-
-		if (j >= words)
-			break;
-		w = s->buf[j];
-		if (!bf16) {
-			b->g.hist[(w >> 21) & (NW_HIST_BUCKETS - 1)]++;
-			b->g.hist[(w >> 53) & (NW_HIST_BUCKETS - 1)]++;
-			continue;
-		}
-		for (k = 0; k < 4; k++)	/* bfloat16 is a float32's upper half */
-			b->g.hist[(w >> (16 * k + 5)) & (NW_HIST_BUCKETS - 1)]++;
-	}
+	h.words = words > CHUNK_WORDS ? CHUNK_WORDS : words;
+	bpf_loop((h.words + HIST_BLOCK - 1) / HIST_BLOCK, hist_block, &h, 0);
 	return 0;
 }
 
@@ -341,49 +296,6 @@ static __noinline int check_grad(__u64 node, __u64 items, __u32 i, int accumulat
 	if (r <= 0)
 		return 0;
 	return report_bwd(node, i);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(uprobe_bwd_node, void *engine, void *graph_task, void *func, void *inputs)
-{
-	__u64 id = bpf_get_current_pid_tgid(), node = (__u64)func, v[2] = {}, n;
-	struct bwd_thread *bt;
-	__u32 tid = (__u32)id;
-	int i, acc;
-
-	if ((id >> 32) != targ_tgid || stopped || !node || !inputs)
-		return 0;
-	count(NW_C_BWD_NODES, 1);
-	bt = bpf_map_lookup_elem(&bwd_threads, &tid);
-	if (!bt) {
-		bpf_map_update_elem(&bwd_threads, &tid, &bwd_zero, BPF_NOEXIST);
-		bt = bpf_map_lookup_elem(&bwd_threads, &tid);
-		if (!bt)
-			return 0;
-	}
-	if (bt->iter_p1 != cur_iteration() + 1) {
-		bt->iter_p1 = cur_iteration() + 1;	/* a new pass: forget the old nodes */
-		bt->valid = 0;
-	}
-	acc = BL.acc_vptr && read_u64(node) == BL.acc_vptr;
-	if ((acc || backward_all) &&
-	    !bpf_probe_read_user(v, sizeof(v), (void *)((__u64)inputs + BL.inputbuf_items)) &&
-	    v[1] > v[0]) {
-		n = (v[1] - v[0]) / 8;
-		if (n > BWD_INPUTS)
-			count(NW_C_SKIP_ITEMS, n - BWD_INPUTS);
-		for (i = 0; i < BWD_INPUTS; i++) {
-			if (i >= n)
-				break;
-			if (check_grad(node, v[0], i, acc))
-				break;
-		}
-	}
-	bt->ring[bt->pos & (BWD_RING - 1)] = node;
-	bt->pos++;
-	if (bt->valid < BWD_RING)
-		bt->valid++;
-	return 0;
 }
 
 #endif /* __BACKWARD_BPF_H */

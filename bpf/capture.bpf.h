@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Capture for offline reproduction, included by nanwatch.bpf.c.
+ * Capture for offline reproduction.
  *
  * When the first anomaly reported is an origin (finite inputs, parameters not
  * known bad, output not finite: the layer the diagnosis names), the layer's positional
@@ -19,41 +19,12 @@
 #ifndef __CAPTURE_BPF_H
 #define __CAPTURE_BPF_H
 
-const volatile __u64 capture_max_bytes = 0;	/* 0: captures off */
-const volatile __u32 capture_int_codes = 0;	/* the target numbers ScalarType as c10 does */
-__u32 capture_taken = 0;			/* one capture per watch */
-__u32 capture_first_seen = 0;			/* the first anomaly was reported */
-
-struct cap_state {
-	struct nw_cap_tensor d;	/* the tensor being described */
-	__u64 addr;		/* its dense block in the target */
-	__u64 bytes;
-	__u64 used;		/* data bytes copied in this capture */
-	__u32 ntensors;
-	__u32 lost;
-	__u32 truncated;
-	__u32 pad;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 12);	/* resized by the daemon when captures are on */
-} captures SEC(".maps");
-
-/* module -> its buffers (_buffers), filled by the daemon when captures are on */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, struct nw_params);
-} cap_buffers SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct cap_state);
-} cap_state_map SEC(".maps");
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "nwfloat.h"
+#include "state.bpf.h"
+#include "pyobj.bpf.h"
+#include "tensor.bpf.h"
 
 /*
  * Called for every anomaly reported: only the first one may be captured, and
@@ -67,13 +38,6 @@ static __always_inline int capture_wanted(struct scratch *s)
 		return 0;
 	return s->ev.phase == NW_PHASE_FORWARD && !s->ev.inputs_nonfinite &&
 	       !s->ev.inputs_skipped && !s->ev.params_nonfinite;
-}
-
-static __always_inline struct cap_state *get_cap(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&cap_state_map, &zero);
 }
 
 /* Element size of a ScalarType code; 0 for those we do not copy. */
@@ -101,76 +65,50 @@ static __always_inline __u32 cap_elem_size(__u32 st)
 	return 0;
 }
 
-/* Metadata of a tensor object into c->d, and where its dense block is. */
-__noinline int cap_meta(__u64 obj)
+/* Metadata of a tensor object into c->d (from s->ti), and where its dense block is. */
+static __always_inline int cap_meta(__u64 obj)
 {
 	struct scratch *s = get_scratch();
 	struct cap_state *c = get_cap();
-	__u64 impl, storage, data, ndim, p;
-	__u8 borrowed = 0, device = 0;
-	__u16 st = 0;
+	__u32 flags;
 	int i;
 
 	if (!s || !c)
 		return -1;
-	if (L.var_borrowed >= 0)	/* -1: a plain at::Tensor, never borrowed */
-		bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
-	impl = read_u64(obj + L.var_tensor);
-	if (borrowed)
-		impl = read_u64(impl);
-	if (!impl || bpf_probe_read_user(&st, sizeof(st), (void *)(impl + L.impl_dtype))) {
+	tensor_decode(tensor_impl(obj));
+	flags = s->ti.flags;
+	if (flags & NW_SKIP_UNREADABLE) {
 		c->d.flags = NW_SKIP_UNREADABLE;
 		return -1;
 	}
-	c->d.scalar_type = st;
-	c->d.elem_size = cap_elem_size(st);
-	c->d.numel = read_u64(impl + L.impl_numel);
-	ndim = read_u64(impl + L.impl_ndim);
-	if (ndim > NW_MAX_DIMS) {
+	c->d.scalar_type = s->ti.scalar_type;
+	c->d.elem_size = cap_elem_size(s->ti.scalar_type);
+	c->d.numel = s->ti.numel;
+	if (flags & NW_SKIP_DIMS) {
 		c->d.flags = NW_SKIP_DIMS;
 		return -1;
 	}
-	c->d.ndim = ndim;
-	p = impl + L.impl_sizes;
-	if (ndim > L.sizes_inline)
-		p = read_u64(p);
-	bpf_probe_read_user(c->d.shape, sizeof(c->d.shape), (void *)p);
-	bpf_probe_read_user(c->d.strides, sizeof(c->d.strides),
-			    (void *)(p + 8 * (ndim > L.sizes_inline ? ndim : L.sizes_inline)));
-	s->ti.ndim = ndim;
+	c->d.ndim = s->ti.ndim;
 	for (i = 0; i < NW_MAX_DIMS; i++) {
-		if (i >= ndim) {
-			c->d.shape[i] = 0;
-			c->d.strides[i] = 0;
-		}
-		s->ti.shape[i] = c->d.shape[i];
-		s->ti.strides[i] = c->d.strides[i];
+		c->d.shape[i] = s->ti.shape[i];
+		c->d.strides[i] = s->ti.strides[i];
 	}
-	if (!tensor_dense()) {
-		c->d.flags = NW_SKIP_NONCONTIG;
+	if (flags) {	/* not dense, or not on the CPU */
+		c->d.flags = flags;
 		return -1;
-	}
-	if (L.impl_device >= 0) {
-		bpf_probe_read_user(&device, 1, (void *)(impl + L.impl_device));
-		if (device != L.device_cpu) {
-			c->d.flags = NW_SKIP_DEVICE;
-			return -1;
-		}
 	}
 	if (!c->d.elem_size) {
 		c->d.flags = NW_CAP_UNSUPPORTED;
 		return -1;
 	}
-	storage = read_u64(impl + L.impl_storage);
-	data = storage ? read_u64(storage + L.storage_data) : 0;
-	c->d.storage_offset = read_u64(impl + L.impl_storage_offset);
+	c->d.storage_offset = s->ti.storage_offset;
 	c->d.bytes = c->d.numel * c->d.elem_size;
-	if (!data && c->d.numel) {
+	if (!s->ti.storage && c->d.numel) {
 		c->d.flags = NW_SKIP_NOSTORAGE;
 		return -1;
 	}
 	/* dense with non-negative strides: the element at index 0 starts the block */
-	c->addr = data + c->d.storage_offset * c->d.elem_size;
+	c->addr = s->ti.storage + c->d.storage_offset * c->d.elem_size;
 	if (c->d.bytes > capture_max_bytes || c->used + c->d.bytes > capture_max_bytes) {
 		c->d.flags = NW_CAP_OVER_BUDGET;
 		c->truncated = 1;
@@ -232,7 +170,7 @@ __noinline int cap_tensor(__u64 obj, __u32 role, __u32 pos0, __u32 pos1)
 	c->d.obj = obj;
 	c->d.scalar_type = NW_NO_SCALAR;
 	c->bytes = 0;
-	if (!obj || !is_tensor(read_u64(obj + L.obj_type)))
+	if (!obj || !is_tensor_obj(obj))
 		c->d.flags = NW_CAP_NOT_TENSOR;
 	else if (!cap_meta(obj))
 		c->bytes = c->d.bytes;

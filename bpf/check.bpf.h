@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Output checks: a returning module call's output (or the loss) scanned for
+ * NaN/±Inf; at an anomaly the event is filled with the call's inputs and
+ * parameters, scanned too, and sent (and the first origin captured). Finite
+ * outputs and parameters are sampled for their magnitude.
+ */
+#ifndef __CHECK_BPF_H
+#define __CHECK_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "nwfloat.h"
+#include "state.bpf.h"
+#include "pyobj.bpf.h"
+#include "tensor.bpf.h"
+#include "scan.bpf.h"
+#include "capture.bpf.h"
+#include "backward.bpf.h"
+
+/* Check one input object (a tensor, or a tuple/list of tensors) into the event's input counts. */
+__noinline int check_input(__u64 obj)
+{
+	struct scratch *s = get_scratch();
+	int r;
+
+	if (!s || !is_tensor_obj(obj))
+		return 0;
+	r = read_tensor(obj);
+	if (r == 1)
+		return 0;
+	if (r == 0)
+		r = scan_tensor(0);
+	if (r < 0) {
+		s->ev.inputs_skipped++;
+		return 0;
+	}
+	s->ev.inputs_checked++;
+	if (r > 0)
+		s->ev.inputs_nonfinite++;
+	return 0;
+}
+
+/* The module's positional arguments, as taken when the call was entered. */
+static __always_inline int check_inputs(struct scratch *s)
+{
+	int i, j;
+
+	for (i = 0; i < MAX_ITEMS; i++) {
+		__u64 obj, sub = 0, m = 0;
+
+		if (i >= s->nargs)
+			break;
+		obj = s->args[i];
+		if (seq_items(obj, &sub, &m)) {
+			for (j = 0; j < MAX_ITEMS; j++) {
+				if (j >= m)
+					break;
+				check_input(read_u64(sub + 8 * j));
+			}
+		} else {
+			check_input(obj);
+		}
+	}
+	return 0;
+}
+
+/*
+ * The module's own parameters, scanned now: a moment later the optimizer may
+ * have written NaN into them, or overwritten NaN with something else. Not
+ * listed by the daemon yet: read from the module here (list_params); failing
+ * that the daemon checks them when it gets the event, and the steps begun by
+ * now (step_starts) tell it whether an update may have come in between.
+ */
+__noinline int check_params(__u64 module)
+{
+	struct scratch *s = get_scratch();
+	struct nw_params *p = bpf_map_lookup_elem(&params, &module);
+	int i, r;
+
+	if (!s)
+		return 0;
+	s->ev.step_starts = (__u32)counters[NW_C_STEP_STARTS];
+	if (!p && list_params(module, 0)) {
+		/* kept for the next calls, and the capture of this one */
+		bpf_map_update_elem(&params, &module, &s->np, BPF_NOEXIST);
+		p = &s->np;
+	}
+	if (!p)
+		return 0;
+	s->ev.params_known = 1;
+	s->ev.params_skipped = p->more;
+	for (i = 0; i < NW_MAX_PARAMS; i++) {
+		if (i >= p->n)
+			break;
+		if (!is_tensor_obj(p->tensors[i])) {
+			s->ev.params_skipped++;
+			continue;
+		}
+		r = read_tensor(p->tensors[i]);
+		if (r == 1)
+			continue;
+		if (r == 0)
+			r = scan_tensor(0);
+		if (r < 0) {
+			s->ev.params_skipped++;
+			continue;
+		}
+		s->ev.params_checked++;
+		if (r > 0)
+			s->ev.params_nonfinite++;
+	}
+	return 0;
+}
+
+/*
+ * Send a magnitude event for key (a module, or module | NW_PARAMS_KEY) if mark
+ * is one it never reached. s->ev holds the call's stack; the caller set the
+ * tensor fields. Returns 1 if sent.
+ */
+static __always_inline int send_mark(struct scratch *s, __u64 key, __u32 mark, __u64 bits)
+{
+	__u32 *old = bpf_map_lookup_elem(&marks, &key);
+	__u64 type;
+
+	if (old && *old >= mark)
+		return 0;
+	bpf_map_update_elem(&marks, &key, &mark, BPF_ANY);
+	s->ev.type = NW_EV_MAGNITUDE;
+	s->ev.max_key = bits;
+	type = read_u64(s->ev.module + L.obj_type);
+	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
+	s->ev.time_ns = bpf_ktime_get_ns();
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+		count_lost(NW_C_LOST_MARK);
+	s->ev.type = NW_EV_ANOMALY;
+	s->ev.max_key = 0;
+	return 1;
+}
+
+/*
+ * A finite output just scanned: sample its magnitude from the chunk still in
+ * s->buf and report the module when it reaches a mark it never reached: the
+ * run-up "large, huge, Inf" shows before the overflow, a healthy run is quiet.
+ */
+__noinline int note_magnitude(__u32 idx0, __u32 idx1)
+{
+	struct scratch *s = get_scratch();
+	__u32 mark, words;
+	__u64 mx;
+
+	if (!s || s->ev.phase != NW_PHASE_FORWARD || !s->c.size)
+		return 0;
+	mx = sample_max();
+	mark = nw_mag_mark(mx, s->ti.dtype);
+	if (!mark)
+		return 0;
+	words = s->c.words < NW_MAG_WORDS ? s->c.words : NW_MAG_WORDS;
+	s->ev.index0 = idx0;
+	s->ev.index1 = idx1;
+	ev_tensor(s);
+	s->ev.scanned = (__u64)words * 8 / s->c.size;
+	send_mark(s, s->ev.module, mark, mx);
+	return 0;
+}
+
+/*
+ * Sample one parameter's first NW_MAG_WORDS words: its magnitude mark (0: none,
+ * or not a float tensor we can read), the bits of its largest |value| in s->c.mag
+ * and the elements sampled in s->c.elem. Global: verified once, not once per
+ * parameter of note_param_magnitude's loop with every mark it may have seen.
+ */
+__noinline __u32 param_mark(__u64 tensor)
+{
+	struct scratch *s = get_scratch();
+	__u64 n;
+
+	if (!s)
+		return 0;
+	s->c.elem = 0;
+	if (!is_tensor_obj(tensor) || read_tensor(tensor))
+		return 0;
+	n = s->ti.bytes;
+	if (n > NW_MAG_WORDS * 8)
+		n = NW_MAG_WORDS * 8;
+	n &= ~7ULL;
+	if (n == 0 || n > NW_MAG_WORDS * 8 || bpf_probe_read_user(s->buf, n, (void *)s->ti.data))
+		return 0;
+	s->c.words = n / 8;
+	s->c.size = nw_dtype_size(s->ti.dtype);
+	if (s->c.size)
+		s->c.elem = n / s->c.size;
+	return nw_mag_mark(sample_max(), s->ti.dtype);
+}
+
+/*
+ * The same for the module's parameters, listed by the daemon: the first 2 KiB
+ * of each is sampled at every call, so a run of updates that blows the
+ * weights up shows before they overflow. Marks keyed by module | NW_PARAMS_KEY.
+ */
+__noinline int note_param_magnitude(__u64 module)
+{
+	struct scratch *s = get_scratch();
+	struct nw_params *p = bpf_map_lookup_elem(&params, &module);
+	__u32 best = 0, dtype = 0, mark;
+	__u64 best_bits = 0, sampled = 0;
+	int i;
+
+	if (!s || !p)
+		return 0;
+	for (i = 0; i < NW_MAX_PARAMS; i++) {
+		if (i >= p->n)
+			break;
+		mark = param_mark(p->tensors[i]);
+		sampled += s->c.elem;
+		if (mark > best) {
+			best = mark;
+			best_bits = s->c.mag;
+			dtype = s->ti.dtype;
+		}
+	}
+	if (!best)
+		return 0;
+	s->ev.index0 = NW_PARAMS_INDEX;
+	s->ev.index1 = NW_NO_INDEX;
+	s->ev.dtype = dtype;
+	s->ev.ndim = 0;
+	s->ev.numel = 0;
+	s->ev.scanned = sampled;
+	send_mark(s, module | NW_PARAMS_KEY, best, best_bits);
+	return 0;
+}
+
+static __always_inline int should_report(__u64 iter, __u32 phase)
+{
+	__u64 first = first_iter_p1, last;
+
+	if (!first) {
+		__sync_val_compare_and_swap(&first_iter_p1, 0, iter + 1);
+		first = first_iter_p1;
+		last_iter_p1 = first;
+	}
+	if (first == iter + 1)
+		return 1;
+	last = last_iter_p1;
+	if (last != iter + 1 && __sync_val_compare_and_swap(&last_iter_p1, last, iter + 1) == last)
+		return 1;
+	count(NW_C_SUPPRESSED, 1);
+	if (phase == NW_PHASE_LOSS)
+		count(NW_C_LOSS_SUPPRESSED, 1);
+	return 0;
+}
+
+/*
+ * Fingerprint s->ti into s->fp. Returns 1 when it can identify the tensor: it
+ * has a grad_fn (in a forward with autograd each op's output has its own node,
+ * alive as long as the graph), so another tensor cannot take its place at the
+ * same addresses; an in-place change moves the version (and the grad_fn).
+ */
+static __always_inline int fingerprint(struct scratch *s)
+{
+	__u64 vc;
+	__u32 version = 0;
+
+	s->fp.impl = s->ti.impl;
+	s->fp.data = s->ti.data;
+	s->fp.bytes = s->ti.bytes;
+	s->fp.grad_fn = tensor_grad_fn(s->ti.impl, RS.impl_autograd_meta, RS.meta_grad_fn);
+	vc = read_u64(s->ti.impl + RS.impl_version);
+	if (!s->fp.grad_fn || !vc ||
+	    bpf_probe_read_user(&version, sizeof(version), (void *)(vc + RS.version_value)))
+		return 0;
+	s->fp.version = version;
+	return 1;
+}
+
+static __always_inline int same_fp(const struct fingerprint *a, const struct fingerprint *b)
+{
+	return a->impl == b->impl && a->data == b->data && a->bytes == b->bytes &&
+	       a->grad_fn == b->grad_fn && a->version == b->version;
+}
+
+/*
+ * Check one output tensor; on NaN/±Inf fill s->ev (the caller set the module
+ * stack, and the call's arguments in s->args) and send it.
+ */
+__noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
+{
+	struct scratch *s = get_scratch();
+	__u64 iter, type;
+	int r, known;
+
+	if (!s)
+		return 0;
+	r = read_tensor(obj);
+	if (r < 0)
+		count_skip(s->ti.flags);
+	if (r != 0)
+		return 0;
+	known = RS.on && s->ev.phase == NW_PHASE_FORWARD && fingerprint(s);
+	if (known && s->kid.impl && same_fp(&s->kid, &s->fp)) {
+		/* the last child returned this very tensor, finite, and nothing changed it */
+		count(NW_C_RESCAN_SKIPPED, 1);
+		count(NW_C_RESCAN_BYTES, s->ti.bytes);
+		s->out_ok = 1;
+		return 0;
+	}
+	r = scan_tensor(0);
+	if (r == 0) {
+		note_magnitude(idx0, idx1);
+		s->out_ok = known;
+	}
+	if (r <= 0)
+		return 0;
+	count(NW_C_ANOMALIES, 1);
+	if (s->ev.phase == NW_PHASE_LOSS)
+		count(NW_C_LOSS_FOUND, 1);
+	iter = s->ev.iteration;
+	fwd_bad_iter_p1 = iter + 1;	/* its backward pass only propagates this */
+	if (!should_report(iter, s->ev.phase))
+		return 0;
+	s->ev.first_iteration = first_iter_p1 == iter + 1;
+	s->ev.index0 = idx0;
+	s->ev.index1 = idx1;
+	ev_tensor(s);
+	scan_tensor(1);
+	s->ev.inputs_checked = 0;
+	s->ev.inputs_nonfinite = 0;
+	s->ev.inputs_skipped = 0;
+	check_inputs(s);
+	check_params(s->ev.module);
+	/* the first anomaly, when it is an origin: copy the call while it is on the stack */
+	if (capture_wanted(s))
+		capture_layer(obj, idx0, idx1);
+	type = read_u64(s->ev.module + L.obj_type);
+	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
+	s->ev.time_ns = bpf_ktime_get_ns();
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+		count_lost(s->ev.phase == NW_PHASE_LOSS ? NW_C_LOST_LOSS : NW_C_LOST_FORWARD);
+	return 1;
+}
+
+/* Walk a module's return value: a tensor, or a tuple/list of them nested one level. */
+__noinline int check_result(__u64 ret)
+{
+	__u64 items = 0, n = 0;
+	int i, j;
+
+	if (is_tensor_obj(ret)) {
+		note_grad_fn(ret);
+		check_output(ret, NW_NO_INDEX, NW_NO_INDEX);
+		return 0;
+	}
+	if (!seq_items(ret, &items, &n))
+		return 0;
+	if (n > MAX_ITEMS)
+		count(NW_C_SKIP_ITEMS, n - MAX_ITEMS);
+	for (i = 0; i < MAX_ITEMS; i++) {
+		__u64 obj, sub = 0, m = 0;
+
+		if (i >= n)
+			break;
+		obj = read_u64(items + 8 * i);
+		if (is_tensor_obj(obj)) {
+			note_grad_fn(obj);
+			check_output(obj, i, NW_NO_INDEX);
+		} else if (seq_items(obj, &sub, &m)) {
+			if (m > MAX_ITEMS)
+				count(NW_C_SKIP_ITEMS, m - MAX_ITEMS);
+			for (j = 0; j < MAX_ITEMS; j++) {
+				__u64 o;
+
+				if (j >= m)
+					break;
+				o = read_u64(sub + 8 * j);
+				if (is_tensor_obj(o))
+					check_output(o, i, j);
+			}
+		}
+	}
+	return 0;
+}
+
+static __always_inline void fill_stack(struct scratch *s, struct thread_state *ts, __u32 depth)
+{
+	int i;
+
+	__builtin_memset(&s->ev, 0, sizeof(s->ev));
+	s->ev.type = NW_EV_ANOMALY;
+	s->ev.tid = (__u32)bpf_get_current_pid_tgid();
+	s->ev.step = step_count;
+	s->ev.iteration = cur_iteration();
+	s->ev.depth = depth + 1 > NW_MAX_DEPTH ? NW_MAX_DEPTH : depth + 1;
+	for (i = 0; i < NW_MAX_DEPTH; i++)
+		s->ev.modules[i] = i <= depth ? ts->stack[i] : 0;
+	s->ev.module = ts->stack[depth < NW_MAX_DEPTH ? depth : NW_MAX_DEPTH - 1];
+}
+
+/* The value of a scalar loss (s->ti, as check_output read it), for the loss trend. */
+static __always_inline void send_loss(struct scratch *s)
+{
+	__u64 bits = 0;
+	__u32 size = nw_dtype_size(s->ti.dtype);
+	void *p = (void *)s->ti.data;
+
+	if (s->ti.numel != 1 || s->ti.flags || !size || size > sizeof(bits) ||
+	    bpf_probe_read_user(&bits, size, p))
+		return;
+	s->ev.type = NW_EV_LOSS;
+	s->ev.dtype = s->ti.dtype;
+	s->ev.min_key = bits;
+	s->ev.time_ns = bpf_ktime_get_ns();
+	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+		count_lost(NW_C_LOST_LOSS_VALUE);
+}
+
+#endif /* __CHECK_BPF_H */

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The forward pass: learn nn.Module call boundaries from the CPython frame evaluator
+ * and scan every module output for NaN/±Inf, with integer work only.
+ *
+ * A module call is a frame of the layout's call function (Module._call_impl)
+ * entered from C: the call goes through the type's tp_call slot, so CPython
+ * 3.11+ cannot inline it. Its return value is the module's output, and the
+ * frame's locals (self, *args) are still alive when the evaluator returns:
+ * the caller clears the frame only afterwards.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "state.bpf.h"
+#include "pyobj.bpf.h"
+#include "calls.bpf.h"
+#include "check.bpf.h"
+#include "step.bpf.h"
+
+SEC("uprobe")
+int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct frame_rec rec = {};
+	struct frame_key key = {};
+	struct thread_state *ts;
+	__u64 code, self;
+	__u32 depth;
+	int kind;
+
+	if ((id >> 32) != targ_tgid || throwflag || stopped)
+		return 0;
+	count(NW_C_PROBE_HITS, 1);
+	code = read_u64((__u64)frame + L.frame_code);
+	if (!code)
+		return 0;
+	kind = classify(code, (__u64)frame);
+	if (kind == CODE_OTHER)
+		return 0;
+	ts = get_thread((__u32)id);
+	if (!ts)
+		return 0;
+	rec.kind = kind;
+	key.sp = PT_REGS_SP(ctx) + 8;	/* the stack pointer once the return address is popped */
+	key.tid = (__u32)id;
+	if (kind == CODE_STEP) {
+		rec.depth = ts->step_depth++;
+		/* the optimizer, for the return: its state has the step then */
+		rec.args[0] = read_u64((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
+		if (!rec.depth)
+			note_optimizer(rec.args[0]);
+		if (rec.depth == 0)
+			count(NW_C_STEP_STARTS, 1);
+		bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
+		return 0;
+	}
+	self = read_u64((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
+	if (!push_call(ts, &rec, (__u64)tstate, key.sp, key.tid, self))
+		return 0;
+	depth = rec.depth;
+	capture_args(&rec, (__u64)frame);
+	count(NW_C_MODULE_CALLS, 1);
+	bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
+	note_module(ts->stack[0], self, depth > 0 && depth <= NW_MAX_DEPTH ? ts->stack[(depth - 1) & (NW_MAX_DEPTH - 1)] : 0, depth);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct frame_key key = {};
+	struct thread_state *ts;
+	struct frame_rec *r, rec;
+	struct scratch *s;
+
+	if ((id >> 32) != targ_tgid || stopped)
+		return 0;
+	key.sp = PT_REGS_SP(ctx);
+	key.tid = (__u32)id;
+	r = bpf_map_lookup_elem(&frames, &key);
+	if (!r)
+		return 0;
+	rec = *r;
+	bpf_map_delete_elem(&frames, &key);
+	ts = bpf_map_lookup_elem(&threads, &key.tid);
+	if (!ts)
+		return 0;
+	if (rec.kind == CODE_STEP) {
+		ts->step_depth = rec.depth;
+		if (rec.depth == 0 && ret)
+			step_taken(rec.args[0], 0);
+		return 0;
+	}
+	/* a call the stack no longer holds (healed away, see heal()) is not ours to pop */
+	if (rec.depth < NW_MAX_DEPTH && (rec.depth >= ts->depth || ts->sp[rec.depth] != key.sp))
+		return 0;
+	/* a child still on the stack never returned as far as we saw: it went unchecked */
+	if (rec.depth < NW_MAX_DEPTH && ts->depth > rec.depth + 1)
+		ts->unchecked[rec.depth] = 1;
+	ts->depth = rec.depth;	/* pop, exactly to where this call was pushed */
+	if (!ret || rec.depth >= NW_MAX_DEPTH || (top_only && rec.depth > 0))
+		return 0;
+	s = get_scratch();
+	if (!s)
+		return 0;
+	fill_stack(s, ts, rec.depth);
+	s->deeper = ts->unchecked[rec.depth] ? NW_FLAG_DEEPER : 0;
+	__builtin_memcpy(s->args, rec.args, sizeof(s->args));
+	s->nargs = rec.nargs;
+	s->kid = ts->kid[rec.depth];
+	s->fp.impl = 0;
+	s->single = is_tensor(read_u64((__u64)ret + L.obj_type));
+	s->out_ok = 0;
+	check_result((__u64)ret);
+	s->deeper = 0;		/* ev_tensor() of other programs must not see it */
+	if (rec.depth > 0) {
+		/* what this call hands its parent: remembered only while the parent runs */
+		if (s->single && s->out_ok)
+			ts->kid[(rec.depth - 1) & (NW_MAX_DEPTH - 1)] = s->fp;
+		else
+			ts->kid[(rec.depth - 1) & (NW_MAX_DEPTH - 1)].impl = 0;
+	}
+	note_param_magnitude(s->ev.module);
+	return 0;
+}

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* The loss: the tensors backward() starts from, checked as a module output is. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "state.bpf.h"
+#include "pyobj.bpf.h"
+#include "check.bpf.h"
+
+/*
+ * The loss, however it was computed: backward() hands the engine's
+ * run_backward(self, args, kwargs) a tuple whose first item is the tuple of
+ * tensors to differentiate. A log(0) in a hand-written loss shows here, at
+ * the step it happens, before the optimizer spreads it into the weights.
+ */
+SEC("uprobe")
+int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 tensors, items = 0, n = 0, type, iteration = 0;
+	struct scratch *s;
+	int i;
+
+	if ((id >> 32) != targ_tgid || stopped || !args)
+		return 0;
+	type = read_u64((__u64)args + L.obj_type);
+	if (type != A.tuple_type)
+		return 0;
+	tensors = read_u64((__u64)args + L.tuple_items);
+	if (!seq_items(tensors, &items, &n))
+		return 0;
+	s = get_scratch();
+	if (!s)
+		return 0;
+	count(NW_C_PROBE_HITS, 1);
+	if (loss_only) {
+		iteration = __sync_fetch_and_add(&iter_started, 1);
+		if (!step_by_marker) {
+			step_count = iteration + 1;	/* what the stats call steps */
+			count(NW_C_STEPS, 1);
+		}
+	}
+	for (i = 0; i < 4; i++) {
+		__u64 obj;
+
+		if (i >= n)
+			break;
+		obj = read_u64(items + 8 * i);
+		if (!is_tensor(read_u64(obj + L.obj_type)))
+			continue;
+		__builtin_memset(&s->ev, 0, sizeof(s->ev));
+		s->ev.type = NW_EV_ANOMALY;
+		s->ev.phase = NW_PHASE_LOSS;
+		s->ev.tid = (__u32)id;
+		s->ev.step = step_count;
+		s->ev.iteration = cur_iteration();
+		if (loss_only) {
+			/* no module probes: each backward is an iteration, and without a step marker
+			 * (torch 1.x) a step too */
+			s->ev.iteration = iteration;
+			if (!step_by_marker)
+				s->ev.step = iteration;
+		}
+		s->nargs = 0;
+		check_output(obj, n > 1 ? i : NW_NO_INDEX, NW_NO_INDEX);
+		if (i == 0)
+			send_loss(s);
+	}
+	return 0;
+}

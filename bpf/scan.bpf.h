@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The scanner: a decoded tensor's bytes (s->ti.data, s->ti.bytes) read in
+ * CHUNK_BYTES chunks into s->buf and tested for NaN/±Inf with integer work
+ * only (bpf/nwfloat.h): a fast pass that only says whether there is one, a full
+ * pass that counts them and finds the finite min/max, and the magnitude sample
+ * of a chunk still in s->buf.
+ */
+#ifndef __SCAN_BPF_H
+#define __SCAN_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "nwfloat.h"
+#include "state.bpf.h"
+
+#define SCAN_GRAD 2	/* scan_tensor(SCAN_GRAD): the fast pass, counted as a backward gradient */
+
+/* Read chunk idx into s->buf; returns the number of 64-bit words (the last one zero-padded). */
+static __always_inline int read_chunk(struct scratch *s, __u32 idx)
+{
+	struct scan_ctx *c = &s->c;
+	__u64 off = (__u64)idx * CHUNK_BYTES, n;
+	__u32 words, tail, i;
+
+	if (off >= c->bytes)
+		return 0;
+	n = c->bytes - off;
+	if (n > CHUNK_BYTES)
+		n = CHUNK_BYTES;
+	if (n == 0 || bpf_probe_read_user(s->buf, n, (void *)(c->addr + off))) {
+		c->err = 1;
+		return 0;
+	}
+	words = (n + 7) / 8;
+	c->words = words;
+	tail = n % 8;
+	if (tail && words > 0 && words <= CHUNK_WORDS)
+		s->buf[(words - 1) & (CHUNK_WORDS - 1)] &= (1ULL << (tail * 8)) - 1;
+	/* the word scan goes 8 at a time: zeros (finite) after the data, not the last chunk's */
+	for (i = 0; i < 7; i++)
+		if (words + i < CHUNK_WORDS && (words + i) % 8)
+			s->buf[(words + i) & (CHUNK_WORDS - 1)] = 0;
+	return words;
+}
+
+/* OR the detector over the first `words` words of s->buf. */
+static __always_inline int fast_words(int words)
+{
+	struct scratch *s = get_scratch();
+	__u64 acc = 0, m, a;
+	int j;
+
+	if (!s)
+		return 0;
+	m = s->c.lanes.mask;
+	a = s->c.lanes.add;
+	/*
+	 * (w & mask) + add never carries out of a lane, so OR-ing the sums and
+	 * testing the lanes' top bits once at the end is the same as testing
+	 * every word: three instructions a word. read_chunk zero-pads to 8 words.
+	 */
+	for (j = 0; j < CHUNK_WORDS; j += 8) {
+		if (j >= words)
+			break;
+		acc |= (s->buf[j] & m) + a;
+		acc |= (s->buf[j + 1] & m) + a;
+		acc |= (s->buf[j + 2] & m) + a;
+		acc |= (s->buf[j + 3] & m) + a;
+		acc |= (s->buf[j + 4] & m) + a;
+		acc |= (s->buf[j + 5] & m) + a;
+		acc |= (s->buf[j + 6] & m) + a;
+		acc |= (s->buf[j + 7] & m) + a;
+	}
+	s->c.acc |= acc & s->c.lanes.high;
+	return 0;
+}
+
+/*
+ * Classify one word of s->buf: counts and finite min/max. One word per
+ * callback keeps the verifier's paths few; this pass only runs on a tensor
+ * already known to hold NaN/±Inf.
+ */
+static long full_word(__u32 wi, void *unused)
+{
+	struct scratch *s = get_scratch();
+	struct scan_ctx *c;
+	__u32 lanes, width;
+	__u64 w;
+	int k;
+
+	if (!s)
+		return 1;
+	c = &s->c;
+	lanes = 8 / c->size;
+	width = c->size * 8;
+	w = s->buf[wi & (CHUNK_WORDS - 1)];
+	for (k = 0; k < 4; k++) {
+		__u64 bits, key;
+
+		if (k >= lanes || c->elem >= c->elems)
+			break;
+		bits = width == 64 ? w : (w >> (k * width)) & c->fmt.all;
+		c->elem++;
+		switch (nw_classify_f(bits, &c->fmt)) {
+		case NW_NAN:
+			c->nan++;
+			break;
+		case NW_POSINF:
+			c->posinf++;
+			break;
+		case NW_NEGINF:
+			c->neginf++;
+			break;
+		default:
+			key = nw_order_key_f(bits, &c->fmt);
+			if (key < c->min_key)
+				c->min_key = key;
+			if (key > c->max_key)
+				c->max_key = key;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Read and scan chunk idx; stops the loop (returns 1) at the end or on a read error.
+ * Inlined in each bpf_loop callback below, each verified once: a call less deep.
+ */
+static __always_inline int scan_chunk(__u32 idx, int full)
+{
+	struct scratch *s = get_scratch();
+	int words;
+
+	if (!s)
+		return 1;
+	words = read_chunk(s, idx);
+	if (words <= 0)
+		return 1;
+	if (full)
+		bpf_loop(words, full_word, NULL, 0);
+	else
+		fast_words(words);
+	return 0;
+}
+
+static long fast_chunk(__u32 idx, void *unused)
+{
+	return scan_chunk(idx, 0) ? 1 : 0;
+}
+
+static long full_chunk(__u32 idx, void *unused)
+{
+	return scan_chunk(idx, 1) ? 1 : 0;
+}
+
+/* Scan s->ti's data. Returns 1 if some element is NaN/±Inf, 0 if all finite, -1 if unreadable. */
+__noinline int scan_tensor(int full)
+{
+	struct scratch *s = get_scratch();
+	struct scan_ctx *c;
+	__u32 chunks;
+
+	if (!s || s->ti.dtype == NW_DT_NONE)
+		return -1;
+	c = &s->c;
+	__builtin_memset(c, 0, sizeof(*c));
+	c->addr = s->ti.data;
+	c->bytes = s->ti.bytes;
+	c->size = nw_dtype_size(s->ti.dtype);
+	if (!c->size)
+		return -1;
+	c->elems = c->bytes / c->size;
+	c->min_key = ~0ULL;
+	nw_lanes_for(s->ti.dtype, &c->lanes);
+	nw_fmt_for(s->ti.dtype, &c->fmt);
+	chunks = (c->bytes + CHUNK_BYTES - 1) / CHUNK_BYTES;
+	if (full == 1) {
+		bpf_loop(chunks, full_chunk, NULL, 0);
+		s->ev.nan = c->nan;
+		s->ev.posinf = c->posinf;
+		s->ev.neginf = c->neginf;
+		s->ev.min_key = c->min_key;
+		s->ev.max_key = c->max_key;
+		s->ev.scanned = c->elems;
+		c->acc = c->nan | c->posinf | c->neginf;
+	} else {
+		__u64 t0 = bpf_ktime_get_ns();
+
+		bpf_loop(chunks, fast_chunk, NULL, 0);
+		if (!full)	/* the time of the bytes in NW_C_BYTES_SCANNED */
+			count(NW_C_SCAN_NS, bpf_ktime_get_ns() - t0);
+	}
+	if (c->err) {
+		count(NW_C_SKIP_UNREADABLE, 1);
+		return -1;
+	}
+	if (!full) {
+		count(NW_C_TENSORS_SCANNED, 1);
+		count(NW_C_BYTES_SCANNED, c->bytes);
+	} else if (full == SCAN_GRAD) {
+		count(NW_C_BWD_GRADS, 1);
+		count(NW_C_BWD_BYTES, c->bytes);
+	}
+	return c->acc ? 1 : 0;
+}
+
+static __always_inline void count_skip(__u32 flags)
+{
+	if (flags & NW_SKIP_NONCONTIG)
+		count(NW_C_SKIP_NONCONTIG, 1);
+	if (flags & NW_SKIP_DEVICE)
+		count(NW_C_SKIP_DEVICE, 1);
+	if (flags & NW_SKIP_UNREADABLE)
+		count(NW_C_SKIP_UNREADABLE, 1);
+	if (flags & NW_SKIP_DIMS)
+		count(NW_C_SKIP_DIMS, 1);
+	if (flags & NW_SKIP_TRUNCATED)
+		count(NW_C_TRUNCATED, 1);
+}
+
+/*
+ * max(a, b) without a branch, for values below 2^63: a branch per element
+ * would give the verifier a state per path and the loop would never verify.
+ */
+static __always_inline __u64 umax63(__u64 a, __u64 b)
+{
+	__u64 mask = -((a - b) >> 63);	/* all ones when a < b */
+
+	return a ^ ((a ^ b) & mask);
+}
+
+/* Eight words of s->buf into the running magnitude s->c.mag (a bpf_loop callback). */
+static long mag_block(__u32 k, void *unused)
+{
+	struct scratch *s = get_scratch();
+	__u32 size, j, base = k * 8;
+	__u64 mx, w;
+
+	if (!s || base >= s->c.words || base >= NW_MAG_WORDS)
+		return 1;
+	size = s->c.size;
+	mx = s->c.mag;
+	for (j = 0; j < 8; j++) {
+		if (base + j >= s->c.words)
+			break;
+		w = s->buf[(base + j) & (CHUNK_WORDS - 1)];
+		if (size == 8) {
+			mx = umax63(mx, w & 0x7fffffffffffffffULL);
+		} else if (size == 4) {
+			mx = umax63(mx, w & 0x7fffffffULL);
+			mx = umax63(mx, (w >> 32) & 0x7fffffffULL);
+		} else {
+			mx = umax63(mx, w & 0x7fff);
+			mx = umax63(mx, (w >> 16) & 0x7fff);
+			mx = umax63(mx, (w >> 32) & 0x7fff);
+			mx = umax63(mx, (w >> 48) & 0x7fff);
+		}
+	}
+	s->c.mag = mx;
+	return 0;
+}
+
+/*
+ * Largest |element| bits in the first NW_MAG_WORDS words of s->buf (s->c.words
+ * of them hold data, of s->c.size bytes an element).
+ */
+__noinline __u64 sample_max(void)
+{
+	struct scratch *s = get_scratch();
+
+	if (!s)
+		return 0;
+	s->c.mag = 0;
+	bpf_loop(NW_MAG_WORDS / 8, mag_block, NULL, 0);
+	return s->c.mag;
+}
+
+#endif /* __SCAN_BPF_H */
