@@ -35,6 +35,10 @@ TOOL_BINS := $(patsubst tools/%.c,$(OUTPUT)/%,$(TOOL_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/%,$(FUZZ_SRCS))
 
+# C sources make format-check holds to .clang-format
+FORMAT_SRCS := $(wildcard bpf/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.c tools/tail/*.[ch] \
+	       tests/*.c tests/fuzz/*.c tests/gpu/*.[ch])
+
 # make asan: daemon, tools and unit tests with ASan+UBSan in their own output directory, then
 # the unit tests and a few fast integration cases (real BPF) under them.
 ASAN_OUTPUT := build-asan
@@ -63,6 +67,7 @@ endif
 .DELETE_ON_ERROR:
 .SECONDARY:
 .PHONY: all deps test unit integration demo bench install clean check-cflags asan fuzz verifier-stats \
+	format-check format \
 	sanitized-build fuzz-build bpf-headers-check
 
 all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS)
@@ -138,6 +143,7 @@ $(OUTPUT)/tests/%: tests/%.c $(LINK_LIBS) | $(OUTPUT)/tests
 test: all $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
 	$(Q)tests/check-cflags
+	$(Q)$(MAKE) --no-print-directory format-check
 	$(Q)$(MAKE) --no-print-directory bpf-headers-check
 	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) $(LAYOUT_PAIRS)
 	$(Q)$(MAKE) --no-print-directory fuzz
@@ -175,6 +181,14 @@ fuzz: deps
 		{ tail -n 40 $(FUZZ_OUTPUT)/fuzz_$$f.log; echo "fuzz_$$f failed"; exit 1; }; \
 		grep -E '^stat::number_of_executed_units|^Done' $(FUZZ_OUTPUT)/fuzz_$$f.log; \
 	done
+
+# Every C source as clang-format writes it (.clang-format); make format rewrites them so.
+format-check: deps
+	$(call msg,FORMAT,$(words $(FORMAT_SRCS)) C sources against .clang-format)
+	$(Q)clang-format --dry-run -Werror $(FORMAT_SRCS)
+
+format: deps
+	$(Q)clang-format -i $(FORMAT_SRCS)
 
 # make CFLAGS=... keeps the required flags, and the tools it builds work
 check-cflags:

@@ -28,7 +28,7 @@ int BPF_KPROBE(uprobe_bwd_node, void *engine, void *graph_task, void *func, void
 			return 0;
 	}
 	if (bt->iter_p1 != cur_iteration() + 1) {
-		bt->iter_p1 = cur_iteration() + 1;	/* a new pass: forget the old nodes */
+		bt->iter_p1 = cur_iteration() + 1; /* a new pass: forget the old nodes */
 		bt->valid = 0;
 	}
 	acc = BL.acc_vptr && read_u64(node) == BL.acc_vptr;

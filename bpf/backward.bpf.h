@@ -19,8 +19,8 @@
 #include "tensor.bpf.h"
 #include "scan.bpf.h"
 
-#define BWD_INPUTS	8	/* inputs of one node checked */
-#define HIST_BLOCK	32	/* words of s->buf per hist_block() call */
+#define BWD_INPUTS 8  /* inputs of one node checked */
+#define HIST_BLOCK 32 /* words of s->buf per hist_block() call */
 
 /*
  * A module returned this tensor: remember which module made its grad_fn. The
@@ -152,8 +152,8 @@ static __noinline int report_bwd(__u64 node, __u32 nr)
 }
 
 struct hist_ctx {
-	__u32 words;	/* words of s->buf that hold data */
-	__u32 bf16;	/* bfloat16 elements, else float32 */
+	__u32 words; /* words of s->buf that hold data */
+	__u32 bf16;  /* bfloat16 elements, else float32 */
 };
 
 /*
@@ -184,7 +184,7 @@ static long hist_block(__u32 k, void *ctx)
 		if (base + j >= h->words)
 			break;
 		w = s->buf[(base + j) & (CHUNK_WORDS - 1)];
-		for (i = 0; i < 4; i++)	/* bfloat16 is a float32's upper half */
+		for (i = 0; i < 4; i++) /* bfloat16 is a float32's upper half */
 			b->g.hist[(w >> (16 * i + 5)) & (NW_HIST_BUCKETS - 1)]++;
 	}
 	return 0;
@@ -269,8 +269,8 @@ static __noinline int measure_grad(__u64 node)
 	b->g.lost = counters[NW_C_BWD_GRADS_LOST];
 	count(NW_C_BWD_PARAM_GRADS, 1);
 	/* no wake-up per parameter (the daemon polls every 100 ms) unless the ring fills up */
-	wake = bpf_ringbuf_query(&grad_events, BPF_RB_AVAIL_DATA) > (1 << 20) ?
-		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	wake = bpf_ringbuf_query(&grad_events, BPF_RB_AVAIL_DATA) > (1 << 20) ? BPF_RB_FORCE_WAKEUP
+									      : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&grad_events, &b->g, sizeof(b->g), wake))
 		count(NW_C_BWD_GRADS_LOST, 1);
 	return 0;

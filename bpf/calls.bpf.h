@@ -12,7 +12,7 @@
 #include "state.bpf.h"
 #include "pyobj.bpf.h"
 
-#define NW_ANCHOR_FRAMES 64			/* caller frames looked at for an older module call */
+#define NW_ANCHOR_FRAMES 64 /* caller frames looked at for an older module call */
 
 static int classify(__u64 code, __u64 frame)
 {
@@ -92,7 +92,8 @@ static __noinline int note_module(__u64 root, __u64 module, __u64 parent, __u32 
 	s->ev.depth = depth;
 	s->ev.tid = (__u32)bpf_get_current_pid_tgid();
 	type = read_u64(module + L.obj_type);
-	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
+	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN,
+				(void *)read_u64(type + L.type_name));
 	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0)) {
 		count_lost(NW_C_LOST_MODULE);
 		return 0;
@@ -180,8 +181,8 @@ static __always_inline void note_root(__u64 top)
 }
 
 /* Push a module call on the thread's stack; 0 when it is not to be tracked. */
-static __always_inline int push_call(struct thread_state *ts, struct frame_rec *rec,
-				     __u64 tstate, __u64 sp, __u32 tid, __u64 self)
+static __always_inline int push_call(struct thread_state *ts, struct frame_rec *rec, __u64 tstate,
+				     __u64 sp, __u32 tid, __u64 self)
 {
 	__u32 depth = heal(ts, sp);
 
@@ -194,7 +195,7 @@ static __always_inline int push_call(struct thread_state *ts, struct frame_rec *
 	if (depth < NW_MAX_DEPTH) {
 		ts->stack[depth] = self;
 		ts->sp[depth] = sp;
-		ts->kid[depth].impl = 0;	/* no child of this call has returned yet */
+		ts->kid[depth].impl = 0; /* no child of this call has returned yet */
 		ts->unchecked[depth] = 0;
 	} else {
 		/* kept nowhere, so never checked: say so at the deepest kept call */

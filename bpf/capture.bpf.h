@@ -93,7 +93,7 @@ static __always_inline int cap_meta(__u64 obj)
 		c->d.shape[i] = s->ti.shape[i];
 		c->d.strides[i] = s->ti.strides[i];
 	}
-	if (flags) {	/* not dense, or not on the CPU */
+	if (flags) { /* not dense, or not on the CPU */
 		c->d.flags = flags;
 		return -1;
 	}
@@ -244,7 +244,7 @@ __noinline int capture_layer(__u64 obj, __u32 idx0, __u32 idx1)
 	cap_tensor(obj, NW_CAP_OUTPUT, idx0, idx1);
 	e = bpf_ringbuf_reserve(&captures, sizeof(*e), 0);
 	if (!e)
-		return 0;	/* cannot happen: the ring is sized for the budget and every record */
+		return 0; /* cannot happen: the ring is sized for the budget and every record */
 	__builtin_memset(e, 0, sizeof(*e));
 	e->type = NW_EV_CAP_END;
 	e->capture = 1;

@@ -129,7 +129,8 @@ static __always_inline int send_mark(struct scratch *s, __u64 key, __u32 mark, _
 	s->ev.type = NW_EV_MAGNITUDE;
 	s->ev.max_key = bits;
 	type = read_u64(s->ev.module + L.obj_type);
-	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
+	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN,
+				(void *)read_u64(type + L.type_name));
 	s->ev.time_ns = bpf_ktime_get_ns();
 	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
 		count_lost(NW_C_LOST_MARK);
@@ -316,7 +317,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	if (s->ev.phase == NW_PHASE_LOSS)
 		count(NW_C_LOSS_FOUND, 1);
 	iter = s->ev.iteration;
-	fwd_bad_iter_p1 = iter + 1;	/* its backward pass only propagates this */
+	fwd_bad_iter_p1 = iter + 1; /* its backward pass only propagates this */
 	if (!should_report(iter, s->ev.phase))
 		return 0;
 	s->ev.first_iteration = first_iter_p1 == iter + 1;
@@ -333,7 +334,8 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	if (capture_wanted(s))
 		capture_layer(obj, idx0, idx1);
 	type = read_u64(s->ev.module + L.obj_type);
-	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
+	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN,
+				(void *)read_u64(type + L.type_name));
 	s->ev.time_ns = bpf_ktime_get_ns();
 	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
 		count_lost(s->ev.phase == NW_PHASE_LOSS ? NW_C_LOST_LOSS : NW_C_LOST_FORWARD);

@@ -42,7 +42,7 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	if (!ts)
 		return 0;
 	rec.kind = kind;
-	key.sp = PT_REGS_SP(ctx) + 8;	/* the stack pointer once the return address is popped */
+	key.sp = PT_REGS_SP(ctx) + 8; /* the stack pointer once the return address is popped */
 	key.tid = (__u32)id;
 	if (kind == CODE_STEP) {
 		rec.depth = ts->step_depth++;
@@ -62,7 +62,10 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	capture_args(&rec, (__u64)frame);
 	count(NW_C_MODULE_CALLS, 1);
 	bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
-	note_module(ts->stack[0], self, depth > 0 && depth <= NW_MAX_DEPTH ? ts->stack[(depth - 1) & (NW_MAX_DEPTH - 1)] : 0, depth);
+	note_module(ts->stack[0], self,
+		    depth > 0 && depth <= NW_MAX_DEPTH ? ts->stack[(depth - 1) & (NW_MAX_DEPTH - 1)]
+						       : 0,
+		    depth);
 	return 0;
 }
 
@@ -99,7 +102,7 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	/* a child still on the stack never returned as far as we saw: it went unchecked */
 	if (rec.depth < NW_MAX_DEPTH && ts->depth > rec.depth + 1)
 		ts->unchecked[rec.depth] = 1;
-	ts->depth = rec.depth;	/* pop, exactly to where this call was pushed */
+	ts->depth = rec.depth; /* pop, exactly to where this call was pushed */
 	if (!ret || rec.depth >= NW_MAX_DEPTH || (top_only && rec.depth > 0))
 		return 0;
 	s = get_scratch();
@@ -114,7 +117,7 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	s->single = is_tensor(read_u64((__u64)ret + L.obj_type));
 	s->out_ok = 0;
 	check_result((__u64)ret);
-	s->deeper = 0;		/* ev_tensor() of other programs must not see it */
+	s->deeper = 0; /* ev_tensor() of other programs must not see it */
 	if (rec.depth > 0) {
 		/* what this call hands its parent: remembered only while the parent runs */
 		if (s->single && s->out_ok)

@@ -36,7 +36,7 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 	if (loss_only) {
 		iteration = __sync_fetch_and_add(&iter_started, 1);
 		if (!step_by_marker) {
-			step_count = iteration + 1;	/* what the stats call steps */
+			step_count = iteration + 1; /* what the stats call steps */
 			count(NW_C_STEPS, 1);
 		}
 	}

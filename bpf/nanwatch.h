@@ -3,20 +3,20 @@
 #ifndef __NANWATCH_H
 #define __NANWATCH_H
 
-#define NW_MAX_DEPTH	 32	/* module nesting kept per thread; deeper calls are counted */
-#define NW_MAX_DIMS	 8	/* shape entries reported */
-#define NW_NAME_LEN	 64	/* class name bytes read in BPF */
-#define NW_MATCH_LEN	 32	/* function / path match strings */
-#define NW_NO_INDEX	 0xff	/* tensor path component unused */
+#define NW_MAX_DEPTH 32	 /* module nesting kept per thread; deeper calls are counted */
+#define NW_MAX_DIMS 8	 /* shape entries reported */
+#define NW_NAME_LEN 64	 /* class name bytes read in BPF */
+#define NW_MATCH_LEN 32	 /* function / path match strings */
+#define NW_NO_INDEX 0xff /* tensor path component unused */
 
 /* Event types on the ring buffer. */
 enum nw_event_type {
-	NW_EV_ANOMALY = 1,	/* a checked tensor holds NaN/±Inf */
-	NW_EV_MODULE = 2,	/* first call of a (root, module) pair (sent again until queued) */
+	NW_EV_ANOMALY = 1, /* a checked tensor holds NaN/±Inf */
+	NW_EV_MODULE = 2,  /* first call of a (root, module) pair (sent again until queued) */
 	/* on the capture ring buffer (bpf/capture.bpf.h) */
-	NW_EV_CAP_TENSOR = 20,	/* struct nw_cap_tensor: one tensor of the captured call */
-	NW_EV_CAP_DATA = 21,	/* struct nw_cap_data: a chunk of its bytes */
-	NW_EV_CAP_END = 22,	/* struct nw_cap_end: the capture is complete */
+	NW_EV_CAP_TENSOR = 20, /* struct nw_cap_tensor: one tensor of the captured call */
+	NW_EV_CAP_DATA = 21,   /* struct nw_cap_data: a chunk of its bytes */
+	NW_EV_CAP_END = 22,    /* struct nw_cap_end: the capture is complete */
 	/* the scalar backward() starts from: min_key holds its element bits, dtype its type */
 	NW_EV_LOSS = 30,
 	/*
@@ -25,7 +25,7 @@ enum nw_event_type {
 	 * the tensor index and the class as in an anomaly
 	 */
 	NW_EV_MAGNITUDE = 31,
-	NW_EV_GRAD = 10,	/* struct nw_grad: a parameter gradient's magnitude histogram */
+	NW_EV_GRAD = 10, /* struct nw_grad: a parameter gradient's magnitude histogram */
 };
 
 /*
@@ -33,23 +33,23 @@ enum nw_event_type {
  * low NW_STEP_SHIFT bits, where it comes from (enum nw_step_source) above them,
  * so that whoever reads it gets both from the same moment.
  */
-#define NW_STEP_SHIFT	56
-#define NW_STEP_MASK	((1ULL << NW_STEP_SHIFT) - 1)
+#define NW_STEP_SHIFT 56
+#define NW_STEP_MASK ((1ULL << NW_STEP_SHIFT) - 1)
 
 enum nw_step_source {
-	NW_STEP_ATTACH = 0,	/* optimizer steps counted since the attach */
-	NW_STEP_OPTIMIZER = 1,	/* the optimizer's own count: its first parameter's state['step'] */
+	NW_STEP_ATTACH = 0,    /* optimizer steps counted since the attach */
+	NW_STEP_OPTIMIZER = 1, /* the optimizer's own count: its first parameter's state['step'] */
 };
 
-#define NW_MAG_WORDS	256	/* 64-bit words of an output sampled for its magnitude */
-#define NW_MAG_BINADES	4	/* a new magnitude mark every 2^4 = 16x */
-#define NW_PARAMS_INDEX	0xfe	/* index0 of a magnitude event about the module's parameters */
-#define NW_PARAMS_KEY	1ULL	/* or-ed into a module's address: its parameters' mark */
+#define NW_MAG_WORDS 256     /* 64-bit words of an output sampled for its magnitude */
+#define NW_MAG_BINADES 4     /* a new magnitude mark every 2^4 = 16x */
+#define NW_PARAMS_INDEX 0xfe /* index0 of a magnitude event about the module's parameters */
+#define NW_PARAMS_KEY 1ULL   /* or-ed into a module's address: its parameters' mark */
 
 enum nw_phase {
-	NW_PHASE_FORWARD = 0,	/* a module's output */
-	NW_PHASE_LOSS = 1,	/* a tensor backward() starts from */
-	NW_PHASE_BACKWARD = 2,	/* a gradient an autograd node produced */
+	NW_PHASE_FORWARD = 0,  /* a module's output */
+	NW_PHASE_LOSS = 1,     /* a tensor backward() starts from */
+	NW_PHASE_BACKWARD = 2, /* a gradient an autograd node produced */
 };
 
 /* Our dtype ids (the target's scalar type codes map onto these via the layout). */
@@ -65,7 +65,7 @@ enum nw_dtype {
 enum nw_skip {
 	NW_SKIP_NONCONTIG = 1,	/* not dense: holes or overlaps (expanded, strided views) */
 	NW_SKIP_DEVICE = 2,	/* not a CPU tensor */
-	NW_SKIP_UNREADABLE = 4,	/* target memory could not be read */
+	NW_SKIP_UNREADABLE = 4, /* target memory could not be read */
 	NW_SKIP_DIMS = 8,	/* more dimensions than we read */
 	NW_SKIP_TRUNCATED = 16, /* larger than max_scan_bytes: only a prefix scanned */
 	NW_SKIP_NOSTORAGE = 32, /* no storage (sparse, meta, ...) */
@@ -76,7 +76,7 @@ enum nw_skip {
  * checked (nested deeper than NW_MAX_DEPTH, or its return was never reported: the
  * kernel stops reporting returns past its nesting limit), so it may have made the value.
  */
-#define NW_FLAG_DEEPER	0x100
+#define NW_FLAG_DEEPER 0x100
 
 /* Counters in BPF .bss, read by the daemon for stats. */
 enum nw_counter {
@@ -94,19 +94,19 @@ enum nw_counter {
 	NW_C_TRUNCATED,
 	NW_C_PROBE_HITS,
 	NW_C_STACK_OVERFLOW,
-	NW_C_SKIP_ITEMS,	/* tuple/list items past the ones we walk */
-	NW_C_SCAN_NS,		/* time in the scan of the bytes in NW_C_BYTES_SCANNED */
-	NW_C_BWD_NODES,		/* autograd nodes evaluated */
-	NW_C_BWD_GRADS,		/* gradients entering them scanned */
-	NW_C_BWD_BYTES,		/* bytes of those */
-	NW_C_BWD_ANOMALIES,	/* non-finite gradients found */
-	NW_C_BWD_PARAM_GRADS,	/* parameter gradients measured for norms */
-	NW_C_BWD_NORM_SKIPPED,	/* parameter gradients not measured (dtype, unreadable, size) */
-	NW_C_BWD_GRADS_LOST,	/* parameter gradient histograms dropped: their ring was full */
-	NW_C_RESCAN_SKIPPED,	/* module outputs not scanned again: a parent returned them as is */
-	NW_C_RESCAN_BYTES,	/* their bytes */
-	NW_C_UNANCHORED,	/* module calls inside a call entered before the attach: not checked */
-	NW_C_STACK_HEALED,	/* stack entries dropped because their return was never seen */
+	NW_C_SKIP_ITEMS,       /* tuple/list items past the ones we walk */
+	NW_C_SCAN_NS,	       /* time in the scan of the bytes in NW_C_BYTES_SCANNED */
+	NW_C_BWD_NODES,	       /* autograd nodes evaluated */
+	NW_C_BWD_GRADS,	       /* gradients entering them scanned */
+	NW_C_BWD_BYTES,	       /* bytes of those */
+	NW_C_BWD_ANOMALIES,    /* non-finite gradients found */
+	NW_C_BWD_PARAM_GRADS,  /* parameter gradients measured for norms */
+	NW_C_BWD_NORM_SKIPPED, /* parameter gradients not measured (dtype, unreadable, size) */
+	NW_C_BWD_GRADS_LOST,   /* parameter gradient histograms dropped: their ring was full */
+	NW_C_RESCAN_SKIPPED,   /* module outputs not scanned again: a parent returned them as is */
+	NW_C_RESCAN_BYTES,     /* their bytes */
+	NW_C_UNANCHORED,   /* module calls inside a call entered before the attach: not checked */
+	NW_C_STACK_HEALED, /* stack entries dropped because their return was never seen */
 	/*
 	 * Anomalies per phase: found = sent + suppressed + lost. NW_C_ANOMALIES and
 	 * NW_C_SUPPRESSED hold the forward and loss phases, these the loss phase's
@@ -116,15 +116,15 @@ enum nw_counter {
 	NW_C_LOSS_SUPPRESSED,
 	NW_C_BWD_SUPPRESSED,
 	/* records the ring buffers had no room for, per type (NW_C_LOST: all on `events`) */
-	NW_C_LOST_FORWARD,	/* NW_EV_ANOMALY, phase forward */
-	NW_C_LOST_LOSS,		/* NW_EV_ANOMALY, phase loss */
-	NW_C_LOST_BACKWARD,	/* NW_EV_ANOMALY, phase backward */
-	NW_C_LOST_MODULE,	/* NW_EV_MODULE not queued (ring full, or half full: room kept
+	NW_C_LOST_FORWARD,    /* NW_EV_ANOMALY, phase forward */
+	NW_C_LOST_LOSS,	      /* NW_EV_ANOMALY, phase loss */
+	NW_C_LOST_BACKWARD,   /* NW_EV_ANOMALY, phase backward */
+	NW_C_LOST_MODULE,     /* NW_EV_MODULE not queued (ring full, or half full: room kept
 				 * for the other records); sent again at the module's next call */
-	NW_C_LOST_MARK,		/* NW_EV_MAGNITUDE */
-	NW_C_LOST_LOSS_VALUE,	/* NW_EV_LOSS */
-	NW_C_LOST_CAPTURE,	/* NW_EV_CAP_* on the capture ring */
-	NW_C_STEP_STARTS,	/* outermost optimizer steps begun (counted at their start) */
+	NW_C_LOST_MARK,	      /* NW_EV_MAGNITUDE */
+	NW_C_LOST_LOSS_VALUE, /* NW_EV_LOSS */
+	NW_C_LOST_CAPTURE,    /* NW_EV_CAP_* on the capture ring */
+	NW_C_STEP_STARTS,     /* outermost optimizer steps begun (counted at their start) */
 	NW_C_MAX,
 };
 
@@ -134,51 +134,52 @@ enum nw_counter {
  */
 struct nw_layout {
 	/* CPython */
-	__s64 frame_code;		/* _PyInterpreterFrame.f_code (f_executable in 3.13) */
-	__s64 frame_localsplus;		/* _PyInterpreterFrame.localsplus */
-	__s64 frame_previous;		/* _PyInterpreterFrame.previous (the caller's frame) */
-	__s64 tstate_frame;		/* PyThreadState.current_frame (3.13) or .cframe (3.11, 3.12) */
-	__s64 cframe_frame;		/* _PyCFrame.current_frame; -1: tstate_frame is the frame */
-	__s64 code_name;		/* PyCodeObject.co_name */
-	__s64 code_filename;		/* PyCodeObject.co_filename */
-	__s64 obj_type;			/* PyObject.ob_type */
-	__s64 var_size;			/* PyVarObject.ob_size */
-	__s64 tuple_items;		/* PyTupleObject.ob_item */
-	__s64 list_items;		/* PyListObject.ob_item (pointer) */
-	__s64 type_name;		/* PyTypeObject.tp_name */
-	__s64 type_base;		/* PyTypeObject.tp_base */
-	__s64 unicode_length;		/* PyASCIIObject.length */
-	__s64 unicode_state;		/* PyASCIIObject.state */
-	__s64 unicode_ascii_data;	/* data of a compact ASCII string */
+	__s64 frame_code;	  /* _PyInterpreterFrame.f_code (f_executable in 3.13) */
+	__s64 frame_localsplus;	  /* _PyInterpreterFrame.localsplus */
+	__s64 frame_previous;	  /* _PyInterpreterFrame.previous (the caller's frame) */
+	__s64 tstate_frame;	  /* PyThreadState.current_frame (3.13) or .cframe (3.11, 3.12) */
+	__s64 cframe_frame;	  /* _PyCFrame.current_frame; -1: tstate_frame is the frame */
+	__s64 code_name;	  /* PyCodeObject.co_name */
+	__s64 code_filename;	  /* PyCodeObject.co_filename */
+	__s64 obj_type;		  /* PyObject.ob_type */
+	__s64 var_size;		  /* PyVarObject.ob_size */
+	__s64 tuple_items;	  /* PyTupleObject.ob_item */
+	__s64 list_items;	  /* PyListObject.ob_item (pointer) */
+	__s64 type_name;	  /* PyTypeObject.tp_name */
+	__s64 type_base;	  /* PyTypeObject.tp_base */
+	__s64 unicode_length;	  /* PyASCIIObject.length */
+	__s64 unicode_state;	  /* PyASCIIObject.state */
+	__s64 unicode_ascii_data; /* data of a compact ASCII string */
 	/* torch */
-	__s64 var_borrowed;		/* THPVariable: MaybeOwned.isBorrowed_ (byte); -1: none */
-	__s64 var_tensor;		/* THPVariable: TensorImpl* (or at::Tensor* if borrowed) */
-	__s64 impl_storage;		/* TensorImpl.storage_ (StorageImpl*) */
-	__s64 impl_storage_offset;	/* TensorImpl.storage_offset_ */
-	__s64 impl_numel;		/* TensorImpl.numel_ */
-	__s64 impl_dtype;		/* TensorImpl.data_type_ (u16 scalar type) */
-	__s64 impl_device;		/* TensorImpl.device_opt_ (type byte); -1: unknown */
-	__s64 impl_ndim;		/* SizesAndStrides.size_ */
-	__s64 impl_sizes;		/* SizesAndStrides inline sizes / out-of-line pointer */
-	__s64 storage_data;		/* StorageImpl data pointer */
-	__u32 sizes_inline;		/* dims stored inline (strides follow sizes) */
-	__u32 ascii_bit;		/* bit in unicode state: ascii */
-	__u32 compact_bit;		/* bit in unicode state: compact */
-	__u32 self_slot;		/* localsplus index of self in the module call */
-	__u32 args_slot;		/* localsplus index of the *args tuple */
-	__u32 dtype_f16;		/* the target's scalar type codes */
+	__s64 var_borrowed;	   /* THPVariable: MaybeOwned.isBorrowed_ (byte); -1: none */
+	__s64 var_tensor;	   /* THPVariable: TensorImpl* (or at::Tensor* if borrowed) */
+	__s64 impl_storage;	   /* TensorImpl.storage_ (StorageImpl*) */
+	__s64 impl_storage_offset; /* TensorImpl.storage_offset_ */
+	__s64 impl_numel;	   /* TensorImpl.numel_ */
+	__s64 impl_dtype;	   /* TensorImpl.data_type_ (u16 scalar type) */
+	__s64 impl_device;	   /* TensorImpl.device_opt_ (type byte); -1: unknown */
+	__s64 impl_ndim;	   /* SizesAndStrides.size_ */
+	__s64 impl_sizes;	   /* SizesAndStrides inline sizes / out-of-line pointer */
+	__s64 storage_data;	   /* StorageImpl data pointer */
+	__u32 sizes_inline;	   /* dims stored inline (strides follow sizes) */
+	__u32 ascii_bit;	   /* bit in unicode state: ascii */
+	__u32 compact_bit;	   /* bit in unicode state: compact */
+	__u32 self_slot;	   /* localsplus index of self in the module call */
+	__u32 args_slot;	   /* localsplus index of the *args tuple */
+	__u32 dtype_f16;	   /* the target's scalar type codes */
 	__u32 dtype_f32;
 	__u32 dtype_f64;
 	__u32 dtype_bf16;
-	__u32 device_cpu;		/* device type code of CPU */
-	char call_func[NW_MATCH_LEN];	/* module call function: "_call_impl" */
-	char call_file[NW_MATCH_LEN];	/* its file ends with this */
-	char step_func[NW_MATCH_LEN];	/* optimizer step function: "step" */
-	char step_class[NW_MATCH_LEN];	/* class name an optimizer derives from: "Optimizer" */
-	char step_marker[NW_MATCH_LEN];	/* profiler name prefix of a step: "Optimizer.step#"; "" off */
+	__u32 device_cpu;	       /* device type code of CPU */
+	char call_func[NW_MATCH_LEN];  /* module call function: "_call_impl" */
+	char call_file[NW_MATCH_LEN];  /* its file ends with this */
+	char step_func[NW_MATCH_LEN];  /* optimizer step function: "step" */
+	char step_class[NW_MATCH_LEN]; /* class name an optimizer derives from: "Optimizer" */
+	/* profiler name prefix of a step: "Optimizer.step#"; "" off */
+	char step_marker[NW_MATCH_LEN];
 };
 
-#define NW_MAX_PARAMS 8	/* parameters of one module checked at an anomaly */
+#define NW_MAX_PARAMS 8 /* parameters of one module checked at an anomaly */
 
 /*
  * A module's own parameters (torch.nn.Parameter objects), listed by the daemon,
@@ -187,7 +188,7 @@ struct nw_layout {
 struct nw_params {
 	__u64 tensors[NW_MAX_PARAMS];
 	__u32 n;
-	__u32 more;		/* parameters past the listed ones */
+	__u32 more; /* parameters past the listed ones */
 };
 
 /*
@@ -196,36 +197,36 @@ struct nw_params {
  * listed them yet. on: 0 when not set (BPF then leaves that to the daemon).
  */
 struct nw_dict_layout {
-	__s64 type_flags;		/* PyTypeObject.tp_flags */
-	__s64 type_dictoffset;		/* PyTypeObject.tp_dictoffset */
-	__s64 type_cached_keys;		/* PyHeapTypeObject.ht_cached_keys */
-	__s64 managed_dict_flag;	/* Py_TPFLAGS_MANAGED_DICT */
-	__s64 managed_dict;		/* from the object: its dict (3.12: dict or values - 1) */
-	__s64 managed_values;		/* from the object: its values (3.11) */
-	__s64 managed_dict_tagged;	/* 3.12: the managed_dict word is tagged */
-	__s64 inline_values_flag;	/* 3.13: Py_TPFLAGS_INLINE_VALUES */
-	__s64 inline_values_offset;	/* 3.13: PyDictValues in the object */
-	__s64 values_valid;		/* 3.13: PyDictValues.valid */
-	__s64 dict_keys;		/* PyDictObject.ma_keys */
-	__s64 dict_values;		/* PyDictObject.ma_values */
-	__s64 keys_log2_index_bytes;	/* PyDictKeysObject.dk_log2_index_bytes (byte) */
-	__s64 keys_kind;		/* PyDictKeysObject.dk_kind (byte) */
-	__s64 keys_nentries;		/* PyDictKeysObject.dk_nentries */
-	__s64 keys_indices;		/* PyDictKeysObject.dk_indices */
-	__s64 values_items;		/* PyDictValues.values */
-	__s64 keys_kind_general;	/* dk_kind of (hash, key, value) entries */
-	__s64 entry_general;		/* entry sizes */
+	__s64 type_flags;	     /* PyTypeObject.tp_flags */
+	__s64 type_dictoffset;	     /* PyTypeObject.tp_dictoffset */
+	__s64 type_cached_keys;	     /* PyHeapTypeObject.ht_cached_keys */
+	__s64 managed_dict_flag;     /* Py_TPFLAGS_MANAGED_DICT */
+	__s64 managed_dict;	     /* from the object: its dict (3.12: dict or values - 1) */
+	__s64 managed_values;	     /* from the object: its values (3.11) */
+	__s64 managed_dict_tagged;   /* 3.12: the managed_dict word is tagged */
+	__s64 inline_values_flag;    /* 3.13: Py_TPFLAGS_INLINE_VALUES */
+	__s64 inline_values_offset;  /* 3.13: PyDictValues in the object */
+	__s64 values_valid;	     /* 3.13: PyDictValues.valid */
+	__s64 dict_keys;	     /* PyDictObject.ma_keys */
+	__s64 dict_values;	     /* PyDictObject.ma_values */
+	__s64 keys_log2_index_bytes; /* PyDictKeysObject.dk_log2_index_bytes (byte) */
+	__s64 keys_kind;	     /* PyDictKeysObject.dk_kind (byte) */
+	__s64 keys_nentries;	     /* PyDictKeysObject.dk_nentries */
+	__s64 keys_indices;	     /* PyDictKeysObject.dk_indices */
+	__s64 values_items;	     /* PyDictValues.values */
+	__s64 keys_kind_general;     /* dk_kind of (hash, key, value) entries */
+	__s64 entry_general;	     /* entry sizes */
 	__s64 entry_unicode;
-	__u64 none;			/* &_Py_NoneStruct */
+	__u64 none; /* &_Py_NoneStruct */
 	__u32 on;
 	__u32 pad;
 };
 
 /* Addresses in the target, resolved from symbols by the daemon. */
 struct nw_addrs {
-	__u64 tuple_type;	/* &PyTuple_Type */
-	__u64 list_type;	/* &PyList_Type */
-	__u64 tensor_type;	/* &THPVariableType (torch._C._TensorBase) */
+	__u64 tuple_type;  /* &PyTuple_Type */
+	__u64 list_type;   /* &PyList_Type */
+	__u64 tensor_type; /* &THPVariableType (torch._C._TensorBase) */
 };
 
 /*
@@ -233,23 +234,23 @@ struct nw_addrs {
  * called from modules[0] (the outermost). Largest fields first.
  */
 struct nw_event {
-	__u64 time_ns;		/* bpf_ktime_get_ns */
-	__u64 step;		/* optimizer steps completed */
-	__u64 iteration;	/* outermost-module forward passes (0-based) */
+	__u64 time_ns;	 /* bpf_ktime_get_ns */
+	__u64 step;	 /* optimizer steps completed */
+	__u64 iteration; /* outermost-module forward passes (0-based) */
 	__u64 modules[NW_MAX_DEPTH];
 	__u64 shape[NW_MAX_DIMS];
 	__u64 numel;
-	__u64 scanned;		/* elements scanned */
+	__u64 scanned; /* elements scanned */
 	__u64 nan;
 	__u64 posinf;
 	__u64 neginf;
-	__u64 min_key;		/* nw_order_key of the finite min; ~0 if none */
-	__u64 max_key;		/* nw_order_key of the finite max; 0 if none */
-	__u64 module;		/* the module whose call returned (NW_EV_MODULE: the module) */
-	__u64 parent;		/* NW_EV_MODULE: its caller module (0 at depth 0) */
-	__u32 type;		/* enum nw_event_type */
+	__u64 min_key; /* nw_order_key of the finite min; ~0 if none */
+	__u64 max_key; /* nw_order_key of the finite max; 0 if none */
+	__u64 module;  /* the module whose call returned (NW_EV_MODULE: the module) */
+	__u64 parent;  /* NW_EV_MODULE: its caller module (0 at depth 0) */
+	__u32 type;    /* enum nw_event_type */
 	__u32 tid;
-	__u32 depth;		/* entries used in modules[] */
+	__u32 depth; /* entries used in modules[] */
 	__u32 ndim;
 	__u32 dtype;		/* enum nw_dtype */
 	__u32 flags;		/* enum nw_skip */
@@ -269,11 +270,11 @@ struct nw_event {
 	char class_name[NW_NAME_LEN]; /* tp_name of the module's type */
 	/* phase backward: modules[]/module/depth/class_name are the forward module that made
 	 * the node (module 0: not known); these name the node */
-	__u64 node;		/* the torch::autograd::Node whose output grad[index0] is bad */
-	__u64 node_vptr;	/* its vtable pointer (the daemon names the class from it) */
-	__u64 consumer_vptr;	/* vtable pointer of the node that received the gradient */
-	__u32 producers;	/* nodes found feeding that input (1: exact) */
-	__u32 input_nr;		/* the consumer's input the gradient arrived at */
+	__u64 node;	     /* the torch::autograd::Node whose output grad[index0] is bad */
+	__u64 node_vptr;     /* its vtable pointer (the daemon names the class from it) */
+	__u64 consumer_vptr; /* vtable pointer of the node that received the gradient */
+	__u32 producers;     /* nodes found feeding that input (1: exact) */
+	__u32 input_nr;	     /* the consumer's input the gradient arrived at */
 };
 
 /*
@@ -286,26 +287,26 @@ struct nw_event {
  * the torch table; on 0 when it lacks them (every output is scanned).
  */
 struct nw_rescan {
-	__s64 impl_autograd_meta;	/* TensorImpl.autograd_meta_ (unique_ptr) */
-	__s64 meta_grad_fn;		/* AutogradMeta.grad_fn_ (shared_ptr<Node>: Node* first) */
-	__s64 impl_version;		/* TensorImpl.version_counter_ (intrusive_ptr<VersionCounter>) */
-	__s64 version_value;		/* VersionCounter.version_ (u32) */
+	__s64 impl_autograd_meta; /* TensorImpl.autograd_meta_ (unique_ptr) */
+	__s64 meta_grad_fn;	  /* AutogradMeta.grad_fn_ (shared_ptr<Node>: Node* first) */
+	__s64 impl_version;	  /* TensorImpl.version_counter_ (intrusive_ptr<VersionCounter>) */
+	__s64 version_value;	  /* VersionCounter.version_ (u32) */
 	__u32 on;
 	__u32 pad;
 };
 
 struct nw_bwd_layout {
-	__s64 impl_autograd_meta;	/* TensorImpl.autograd_meta_ (unique_ptr) */
-	__s64 meta_grad_fn;		/* AutogradMeta.grad_fn_ (shared_ptr<Node>: Node* first) */
-	__s64 node_next_edges;		/* Node.next_edges_ (std::vector<Edge>: begin, end) */
-	__s64 edge_size;		/* sizeof(Edge) */
-	__s64 edge_input_nr;		/* Edge.input_nr (u32) */
-	__s64 acc_variable;		/* AccumulateGrad.variable (at::Tensor: TensorImpl*) */
-	__s64 inputbuf_items;		/* InputBuffer.buffer (std::vector<Variable>: begin, end) */
-	__u64 acc_vptr;			/* runtime vtable pointer of AccumulateGrad (daemon) */
+	__s64 impl_autograd_meta; /* TensorImpl.autograd_meta_ (unique_ptr) */
+	__s64 meta_grad_fn;	  /* AutogradMeta.grad_fn_ (shared_ptr<Node>: Node* first) */
+	__s64 node_next_edges;	  /* Node.next_edges_ (std::vector<Edge>: begin, end) */
+	__s64 edge_size;	  /* sizeof(Edge) */
+	__s64 edge_input_nr;	  /* Edge.input_nr (u32) */
+	__s64 acc_variable;	  /* AccumulateGrad.variable (at::Tensor: TensorImpl*) */
+	__s64 inputbuf_items;	  /* InputBuffer.buffer (std::vector<Variable>: begin, end) */
+	__u64 acc_vptr;		  /* runtime vtable pointer of AccumulateGrad (daemon) */
 };
 
-#define NW_HIST_BUCKETS 1024	/* float32 exponent and the top 2 mantissa bits */
+#define NW_HIST_BUCKETS 1024 /* float32 exponent and the top 2 mantissa bits */
 
 /*
  * A parameter gradient as it enters AccumulateGrad (summed over its uses):
@@ -317,17 +318,16 @@ struct nw_grad {
 	__u64 time_ns;
 	__u64 step;
 	__u64 iteration;
-	__u64 param;		/* the parameter's TensorImpl* */
+	__u64 param; /* the parameter's TensorImpl* */
 	__u64 numel;
-	__u64 scanned;		/* elements counted in hist */
-	__u32 type;		/* NW_EV_GRAD */
+	__u64 scanned; /* elements counted in hist */
+	__u32 type;    /* NW_EV_GRAD */
 	__u32 tid;
 	__u32 dtype;
-	__u32 flags;		/* enum nw_skip */
+	__u32 flags; /* enum nw_skip */
 	__u32 hist[NW_HIST_BUCKETS];
-	__u64 lost;		/* histograms dropped so far (NW_C_BWD_GRADS_LOST) */
+	__u64 lost; /* histograms dropped so far (NW_C_BWD_GRADS_LOST) */
 };
-
 
 /*
  * Capture for offline reproduction: the first origin anomaly's call, copied in
@@ -335,48 +335,48 @@ struct nw_grad {
  * order: for each tensor one NW_EV_CAP_TENSOR then its NW_EV_CAP_DATA chunks,
  * then one NW_EV_CAP_END.
  */
-#define NW_CAP_CHUNK	   8192	/* data bytes per record */
-#define NW_CAP_MAX_TENSORS 40	/* tensors described per capture */
-#define NW_NO_SCALAR	   0xffff /* nw_cap_tensor.scalar_type: not a tensor */
+#define NW_CAP_CHUNK 8192     /* data bytes per record */
+#define NW_CAP_MAX_TENSORS 40 /* tensors described per capture */
+#define NW_NO_SCALAR 0xffff   /* nw_cap_tensor.scalar_type: not a tensor */
 
 enum nw_cap_role {
-	NW_CAP_INPUT = 0,	/* positional argument pos0 (item pos1 of a tuple/list one) */
-	NW_CAP_PARAM = 1,	/* _parameters entry pos0 */
-	NW_CAP_BUFFER = 2,	/* _buffers entry pos0 */
-	NW_CAP_OUTPUT = 3,	/* output[pos0][pos1] (NW_NO_INDEX: unused) */
+	NW_CAP_INPUT = 0,  /* positional argument pos0 (item pos1 of a tuple/list one) */
+	NW_CAP_PARAM = 1,  /* _parameters entry pos0 */
+	NW_CAP_BUFFER = 2, /* _buffers entry pos0 */
+	NW_CAP_OUTPUT = 3, /* output[pos0][pos1] (NW_NO_INDEX: unused) */
 };
 
 /* Why a described tensor has no data (nw_cap_tensor.flags), besides enum nw_skip. */
 enum nw_cap_flag {
-	NW_CAP_OVER_BUDGET = 1 << 8,	/* would pass the capture's byte budget: not copied */
-	NW_CAP_NOT_TENSOR = 1 << 9,	/* a positional argument that is not a tensor */
-	NW_CAP_UNSUPPORTED = 1 << 10,	/* a dtype we do not copy (complex, quantized, ...) */
+	NW_CAP_OVER_BUDGET = 1 << 8,  /* would pass the capture's byte budget: not copied */
+	NW_CAP_NOT_TENSOR = 1 << 9,   /* a positional argument that is not a tensor */
+	NW_CAP_UNSUPPORTED = 1 << 10, /* a dtype we do not copy (complex, quantized, ...) */
 };
 
 struct nw_cap_tensor {
 	__u64 shape[NW_MAX_DIMS];
-	__u64 strides[NW_MAX_DIMS];	/* in elements */
-	__u64 obj;			/* the tensor object (names params and buffers) */
-	__u64 storage_offset;		/* in elements */
+	__u64 strides[NW_MAX_DIMS]; /* in elements */
+	__u64 obj;		    /* the tensor object (names params and buffers) */
+	__u64 storage_offset;	    /* in elements */
 	__u64 numel;
-	__u64 bytes;			/* of its dense block: numel * elem_size; 0 if no data */
-	__u32 type;			/* NW_EV_CAP_TENSOR */
-	__u32 capture;			/* capture id (1: the first) */
-	__u32 index;			/* 0, 1, ... in the capture */
-	__u32 role;			/* enum nw_cap_role */
+	__u64 bytes;   /* of its dense block: numel * elem_size; 0 if no data */
+	__u32 type;    /* NW_EV_CAP_TENSOR */
+	__u32 capture; /* capture id (1: the first) */
+	__u32 index;   /* 0, 1, ... in the capture */
+	__u32 role;    /* enum nw_cap_role */
 	__u32 pos0, pos1;
-	__u32 scalar_type;		/* the target's ScalarType code; NW_NO_SCALAR */
+	__u32 scalar_type; /* the target's ScalarType code; NW_NO_SCALAR */
 	__u32 elem_size;
 	__u32 ndim;
-	__u32 flags;			/* enum nw_skip, enum nw_cap_flag: why no data */
+	__u32 flags; /* enum nw_skip, enum nw_cap_flag: why no data */
 };
 
 struct nw_cap_data {
-	__u64 offset;			/* into the tensor's dense block */
-	__u32 type;			/* NW_EV_CAP_DATA */
+	__u64 offset; /* into the tensor's dense block */
+	__u32 type;   /* NW_EV_CAP_DATA */
 	__u32 capture;
 	__u32 index;
-	__u32 len;			/* bytes used of data */
+	__u32 len; /* bytes used of data */
 	__u8 data[NW_CAP_CHUNK];
 };
 
@@ -385,16 +385,16 @@ struct nw_cap_end {
 	__u64 step;
 	__u64 iteration;
 	__u64 module;
-	__u64 root;			/* modules[0] of the anomaly: names the module */
-	__u64 bytes;			/* data bytes copied */
-	__u64 budget;			/* capture_max_bytes */
-	__u32 type;			/* NW_EV_CAP_END */
+	__u64 root;   /* modules[0] of the anomaly: names the module */
+	__u64 bytes;  /* data bytes copied */
+	__u64 budget; /* capture_max_bytes */
+	__u32 type;   /* NW_EV_CAP_END */
 	__u32 capture;
-	__u32 ntensors;			/* NW_EV_CAP_TENSOR records sent */
-	__u32 nargs;			/* positional arguments of the call */
-	__u32 truncated;		/* some tensor was left out for the budget, or a record lost */
-	__u32 lost;			/* records the ring buffer had no room for */
-	__u8 index0;			/* the output tensor that went bad: output[index0][index1] */
+	__u32 ntensors;	 /* NW_EV_CAP_TENSOR records sent */
+	__u32 nargs;	 /* positional arguments of the call */
+	__u32 truncated; /* some tensor was left out for the budget, or a record lost */
+	__u32 lost;	 /* records the ring buffer had no room for */
+	__u8 index0;	 /* the output tensor that went bad: output[index0][index1] */
 	__u8 index1;
 	__u8 pad[6];
 	char class_name[NW_NAME_LEN];

@@ -104,10 +104,10 @@ NW_INLINE __u64 nw_key_bits(__u64 key, __u32 dt)
 
 /* One dtype's bit fields, computed once per tensor for the scan loops. */
 struct nw_fmt {
-	__u64 exp;	/* exponent mask */
-	__u64 sign;	/* sign bit */
-	__u64 mant;	/* mantissa mask */
-	__u64 all;	/* every bit of one element */
+	__u64 exp;  /* exponent mask */
+	__u64 sign; /* sign bit */
+	__u64 mant; /* mantissa mask */
+	__u64 all;  /* every bit of one element */
 };
 
 NW_INLINE void nw_fmt_for(__u32 dt, struct nw_fmt *f)
@@ -207,7 +207,7 @@ NW_INLINE __u32 nw_mag_mark(__u64 abs_bits, __u32 dt)
 
 	nw_dtype_bits(dt, &exp, &sign, &width);
 	if (!abs_bits || (abs_bits & exp) == exp)
-		return 0;	/* zero, or not finite: no magnitude */
+		return 0; /* zero, or not finite: no magnitude */
 	e = nw_exponent(abs_bits, dt);
 	if (e < floor)
 		return 0;

@@ -11,7 +11,7 @@
 #include <bpf/bpf_helpers.h>
 #include "state.bpf.h"
 
-#define ATTRS_LOOKED 32	/* instance attributes looked through for _parameters */
+#define ATTRS_LOOKED 32 /* instance attributes looked through for _parameters */
 
 /* Compare a rodata match string with n bytes read from the target. */
 static __always_inline int match_str(const volatile char *pat, const char *s, __u64 n)
@@ -82,7 +82,7 @@ static __noinline int file_matches(__u64 str)
 		return 0;
 	start = str + L.unicode_ascii_data + n - plen;
 	if (n > plen)
-		start--;	/* include the separator before the suffix */
+		start--; /* include the separator before the suffix */
 	if (bpf_probe_read_user(s->str, NW_MATCH_LEN, (void *)start))
 		return 0;
 	if (n > plen && s->str[0] != '/')
@@ -168,7 +168,7 @@ static __always_inline __u64 thread_frame(__u64 tstate)
 {
 	__u64 frame = read_u64(tstate + L.tstate_frame);
 
-	if (L.cframe_frame >= 0)	/* 3.11, 3.12: through the C frame's _PyCFrame */
+	if (L.cframe_frame >= 0) /* 3.11, 3.12: through the C frame's _PyCFrame */
 		frame = frame ? read_u64(frame + L.cframe_frame) : 0;
 	return frame;
 }
@@ -185,7 +185,8 @@ static __always_inline int attr_table(__u64 obj, __u64 *keys, __u64 *values)
 	*values = 0;
 	if (D.inline_values_flag && (flags & D.inline_values_flag)) {
 		/* 3.13: values in the object while valid, else a materialized dict */
-		bpf_probe_read_user(&valid, 1, (void *)(obj + D.inline_values_offset + D.values_valid));
+		bpf_probe_read_user(&valid, 1,
+				    (void *)(obj + D.inline_values_offset + D.values_valid));
 		if (valid) {
 			*keys = cached;
 			*values = obj + D.inline_values_offset;
@@ -271,7 +272,7 @@ __noinline int is_list_name(__u64 str, int buffers)
 
 struct attr_find {
 	struct dict_walk w;
-	__u64 found;	/* the _parameters (_buffers) dict */
+	__u64 found; /* the _parameters (_buffers) dict */
 	int buffers;
 };
 
@@ -302,7 +303,7 @@ static long keep_param(__u32 i, void *ctx)
 		return 1;
 	dict_entry(w, i, &k, &v);
 	if (!k || !v || v == D.none)
-		return 0;	/* deleted, or a parameter registered as None */
+		return 0; /* deleted, or a parameter registered as None */
 	if (s->np.n < NW_MAX_PARAMS)
 		s->np.tensors[s->np.n++ & (NW_MAX_PARAMS - 1)] = v;
 	else

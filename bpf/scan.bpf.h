@@ -14,7 +14,7 @@
 #include "nwfloat.h"
 #include "state.bpf.h"
 
-#define SCAN_GRAD 2	/* scan_tensor(SCAN_GRAD): the fast pass, counted as a backward gradient */
+#define SCAN_GRAD 2 /* scan_tensor(SCAN_GRAD): the fast pass, counted as a backward gradient */
 
 /* Read chunk idx into s->buf; returns the number of 64-bit words (the last one zero-padded). */
 static __always_inline int read_chunk(struct scratch *s, __u32 idx)
@@ -188,7 +188,7 @@ __noinline int scan_tensor(int full)
 		__u64 t0 = bpf_ktime_get_ns();
 
 		bpf_loop(chunks, fast_chunk, NULL, 0);
-		if (!full)	/* the time of the bytes in NW_C_BYTES_SCANNED */
+		if (!full) /* the time of the bytes in NW_C_BYTES_SCANNED */
 			count(NW_C_SCAN_NS, bpf_ktime_get_ns() - t0);
 	}
 	if (c->err) {
@@ -225,7 +225,7 @@ static __always_inline void count_skip(__u32 flags)
  */
 static __always_inline __u64 umax63(__u64 a, __u64 b)
 {
-	__u64 mask = -((a - b) >> 63);	/* all ones when a < b */
+	__u64 mask = -((a - b) >> 63); /* all ones when a < b */
 
 	return a ^ ((a ^ b) & mask);
 }

@@ -14,13 +14,13 @@
 #include "nanwatch.h"
 #include "nwfloat.h"
 
-#define CHUNK_WORDS	1024			/* 8 KiB read per loop iteration */
-#define CHUNK_BYTES	(CHUNK_WORDS * 8)
-#define MAX_ITEMS	8			/* tuple/list items looked at per level */
-#define STR_READ	64
+#define CHUNK_WORDS 1024 /* 8 KiB read per loop iteration */
+#define CHUNK_BYTES (CHUNK_WORDS * 8)
+#define MAX_ITEMS 8 /* tuple/list items looked at per level */
+#define STR_READ 64
 
-#define BWD_RING	64	/* nodes remembered per thread to find a producer */
-#define BWD_EDGES	16	/* edges of one candidate producer looked at */
+#define BWD_RING 64  /* nodes remembered per thread to find a producer */
+#define BWD_EDGES 16 /* edges of one candidate producer looked at */
 
 enum code_kind {
 	CODE_OTHER = 0,
@@ -30,32 +30,32 @@ enum code_kind {
 
 const volatile __u32 targ_tgid = 0;
 const volatile __u64 max_scan_bytes = 1ULL << 30;
-const volatile __u32 step_by_marker = 0;	/* steps come from uprobe_step_marker instead */
-const volatile __u32 top_only = 0;		/* mode sample: check outermost calls only */
-const volatile __u32 loss_only = 0;		/* mode loss: no module probes, the loss only */
+const volatile __u32 step_by_marker = 0; /* steps come from uprobe_step_marker instead */
+const volatile __u32 top_only = 0;	 /* mode sample: check outermost calls only */
+const volatile __u32 loss_only = 0;	 /* mode loss: no module probes, the loss only */
 const volatile struct nw_rescan RS = {};
 const volatile struct nw_layout L = {};
 const volatile struct nw_addrs A = {};
 const volatile struct nw_dict_layout D = {};
-const volatile __u64 capture_max_bytes = 0;	/* 0: captures off */
-const volatile __u32 capture_int_codes = 0;	/* the target numbers ScalarType as c10 does */
+const volatile __u64 capture_max_bytes = 0; /* 0: captures off */
+const volatile __u32 capture_int_codes = 0; /* the target numbers ScalarType as c10 does */
 const volatile __u32 backward_on = 0;
-const volatile __u32 backward_all = 0;	/* every gradient; else parameter gradients only */
+const volatile __u32 backward_all = 0; /* every gradient; else parameter gradients only */
 const volatile struct nw_bwd_layout BL = {};
 
 __u64 counters[NW_C_MAX] = {};
-__u32 stopped = 0;		/* set by the daemon before it removes the probes: every count stops at once */
-__u32 execed = 0;		/* the target called execve: its image, and every probe's file, are gone */
-__u64 step_count = 0;		/* step word (NW_STEP_SHIFT): optimizer steps completed */
-__u64 step_opt = 0;		/* the optimizer whose state gives the step: the first seen */
-__u64 step_impl = 0;		/* TensorImpl of its first parameter's state['step'] (daemon) */
-__u64 step_other = 0;		/* another optimizer that stepped since step_opt last did */
-__u64 iter_started = 0;		/* root forward passes started */
-__u64 root_module = 0;		/* the model: see note_root() */
-__u64 root_type = 0;		/* its type when it became the model */
-__u64 first_iter_p1 = 0;	/* first anomalous iteration + 1; 0: none yet */
-__u64 last_iter_p1 = 0;		/* last iteration that reported + 1 */
-__u64 fwd_bad_iter_p1 = 0;	/* last iteration with a non-finite module output or loss + 1 */
+__u32 stopped = 0; /* set by the daemon before it removes the probes: every count stops at once */
+__u32 execed = 0;  /* the target called execve: its image, and every probe's file, are gone */
+__u64 step_count = 0;	   /* step word (NW_STEP_SHIFT): optimizer steps completed */
+__u64 step_opt = 0;	   /* the optimizer whose state gives the step: the first seen */
+__u64 step_impl = 0;	   /* TensorImpl of its first parameter's state['step'] (daemon) */
+__u64 step_other = 0;	   /* another optimizer that stepped since step_opt last did */
+__u64 iter_started = 0;	   /* root forward passes started */
+__u64 root_module = 0;	   /* the model: see note_root() */
+__u64 root_type = 0;	   /* its type when it became the model */
+__u64 first_iter_p1 = 0;   /* first anomalous iteration + 1; 0: none yet */
+__u64 last_iter_p1 = 0;	   /* last iteration that reported + 1 */
+__u64 fwd_bad_iter_p1 = 0; /* last iteration with a non-finite module output or loss + 1 */
 
 /* A module output scanned finite: see struct nw_rescan. impl 0: none. */
 struct fingerprint {
@@ -79,18 +79,18 @@ struct thread_state {
 /* never written: a new thread's state starts as this (too big for the BPF stack) */
 static struct thread_state zero_thread;
 
-__u32 capture_taken = 0;			/* one capture per watch */
-__u32 capture_first_seen = 0;			/* the first anomaly was reported */
-__u64 bwd_iter_p1 = 0;		/* last iteration whose backward pass reported + 1 */
+__u32 capture_taken = 0;      /* one capture per watch */
+__u32 capture_first_seen = 0; /* the first anomaly was reported */
+__u64 bwd_iter_p1 = 0;	      /* last iteration whose backward pass reported + 1 */
 
 struct bwd_thread {
-	__u64 ring[BWD_RING];	/* nodes evaluated, most recent at pos - 1 */
-	__u64 iter_p1;		/* the iteration (+ 1) whose backward pass the ring holds */
+	__u64 ring[BWD_RING]; /* nodes evaluated, most recent at pos - 1 */
+	__u64 iter_p1;	      /* the iteration (+ 1) whose backward pass the ring holds */
 	__u32 pos;
-	__u32 valid;		/* entries of this pass (older ones may be freed nodes) */
+	__u32 valid; /* entries of this pass (older ones may be freed nodes) */
 };
 
-__u64 bwd_zero[BWD_RING + 2] = {};	/* a new thread's state (never written) */
+__u64 bwd_zero[BWD_RING + 2] = {}; /* a new thread's state (never written) */
 
 struct frame_key {
 	__u64 sp;
@@ -99,7 +99,8 @@ struct frame_key {
 };
 
 struct frame_rec {
-	__u64 args[MAX_ITEMS];	/* positional arguments, taken at entry: 3.12+ clears the frame first */
+	/* positional arguments, taken at entry: 3.12+ clears the frame first */
+	__u64 args[MAX_ITEMS];
 	__u32 nargs;
 	__u32 kind;
 	__u32 depth;
@@ -107,7 +108,7 @@ struct frame_rec {
 };
 
 struct code_rec {
-	__u64 name;	/* co_name seen when classified: a reused address must match it */
+	__u64 name; /* co_name seen when classified: a reused address must match it */
 	__u32 kind;
 	__u32 pad;
 };
@@ -119,60 +120,60 @@ struct seen_key {
 
 /* A TensorImpl as tensor_decode() read it, and what read_impl() made of it. */
 struct tensor_info {
-	__u64 impl;		/* the TensorImpl */
-	__u64 data;		/* its first element (read_impl: a float tensor's) */
-	__u64 bytes;		/* of its dense block, at most max_scan_bytes (read_impl) */
+	__u64 impl;  /* the TensorImpl */
+	__u64 data;  /* its first element (read_impl: a float tensor's) */
+	__u64 bytes; /* of its dense block, at most max_scan_bytes (read_impl) */
 	__u64 numel;
 	__u64 shape[NW_MAX_DIMS];
 	__u64 strides[NW_MAX_DIMS];
-	__u64 storage;		/* the storage's data pointer; 0: none */
-	__u64 storage_offset;	/* in elements */
+	__u64 storage;	      /* the storage's data pointer; 0: none */
+	__u64 storage_offset; /* in elements */
 	__u32 ndim;
-	__u32 dtype;		/* enum nw_dtype of scalar_type */
-	__u32 flags;		/* enum nw_skip */
-	__u32 scalar_type;	/* the target's ScalarType code */
+	__u32 dtype;	   /* enum nw_dtype of scalar_type */
+	__u32 flags;	   /* enum nw_skip */
+	__u32 scalar_type; /* the target's ScalarType code */
 };
 
 struct scan_ctx {
 	__u64 addr;
 	__u64 bytes;
 	__u64 acc;
-	__u64 elems;		/* elements in the whole tensor */
+	__u64 elems; /* elements in the whole tensor */
 	__u64 nan, posinf, neginf;
 	__u64 min_key, max_key;
 	struct nw_lanes lanes;
 	struct nw_fmt fmt;
-	__u64 elem;		/* elements classified so far */
-	__u32 words;		/* words in the current chunk */
-	__u64 mag;		/* sample_max's running maximum */
-	__u32 size;		/* element size */
+	__u64 elem;  /* elements classified so far */
+	__u32 words; /* words in the current chunk */
+	__u64 mag;   /* sample_max's running maximum */
+	__u32 size;  /* element size */
 	__u32 err;
 	__u32 pad;
 };
 
 struct scratch {
 	__u64 buf[CHUNK_WORDS];
-	__u64 args[MAX_ITEMS];	/* the returning call's positional arguments */
+	__u64 args[MAX_ITEMS]; /* the returning call's positional arguments */
 	__u32 nargs;
 	__u32 pad;
 	struct nw_event ev;
 	struct tensor_info ti;
 	struct fingerprint fp;	/* of s->ti, when it has a grad_fn */
-	struct fingerprint kid;	/* the returning call's last child's finite output */
+	struct fingerprint kid; /* the returning call's last child's finite output */
 	__u32 single;		/* the returning call's output is one tensor */
 	__u32 deeper;		/* NW_FLAG_DEEPER for this call's events, or 0 */
 	__u32 out_ok;		/* ... fingerprinted and finite */
 	struct scan_ctx c;
-	struct nw_params np;	/* a module's parameters as list_params found them */
+	struct nw_params np; /* a module's parameters as list_params found them */
 	char str[STR_READ];
 };
 
 /* The capture in progress (bpf/capture.bpf.h). */
 struct cap_state {
-	struct nw_cap_tensor d;	/* the tensor being described */
+	struct nw_cap_tensor d; /* the tensor being described */
 	__u64 addr;		/* its dense block in the target */
 	__u64 bytes;
-	__u64 used;		/* data bytes copied in this capture */
+	__u64 used; /* data bytes copied in this capture */
 	__u32 ntensors;
 	__u32 lost;
 	__u32 truncated;
@@ -191,9 +192,9 @@ struct gradfn_rec {
 /* The backward probe's own scratch (bpf/backward.bpf.h). */
 struct bwd_scratch {
 	struct nw_grad g;
-	__u64 edges[BWD_EDGES * 4];	/* a candidate's next_edges_, edge_size <= 32 */
-	__u64 target;			/* the node (consumer) and input being looked for */
-	__u64 found;			/* most recent producer found, its output index */
+	__u64 edges[BWD_EDGES * 4]; /* a candidate's next_edges_, edge_size <= 32 */
+	__u64 target;		    /* the node (consumer) and input being looked for */
+	__u64 found;		    /* most recent producer found, its output index */
 	__u32 target_nr;
 	__u32 found_idx;
 	__u32 nfound;
@@ -267,7 +268,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 12);	/* resized by the daemon when captures are on */
+	__uint(max_entries, 1 << 12); /* resized by the daemon when captures are on */
 } captures SEC(".maps");
 
 /* module -> its buffers (_buffers), filled by the daemon when captures are on */

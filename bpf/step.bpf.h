@@ -27,16 +27,16 @@ static __always_inline long float_count(__u64 bits, __u32 mbits, __u32 ebits)
 	if (!bits)
 		return 0;
 	if (bits >> (mbits + ebits))
-		return -1;	/* negative */
+		return -1; /* negative */
 	e = (bits >> mbits) & ((1ULL << ebits) - 1);
 	if (e < bias || e - bias > 52)
-		return -1;	/* below 1, huge, Inf or NaN */
+		return -1; /* below 1, huge, Inf or NaN */
 	e -= bias;
 	m = (bits & ((1ULL << mbits) - 1)) | (1ULL << mbits);
 	if (e >= mbits)
 		return m << (e - mbits);
 	if (m & ((1ULL << (mbits - e)) - 1))
-		return -1;	/* not an integer */
+		return -1; /* not an integer */
 	return m >> (mbits - e);
 }
 

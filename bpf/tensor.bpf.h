@@ -33,11 +33,11 @@ static __always_inline __u64 tensor_impl(__u64 obj)
 	__u64 impl;
 	__u8 borrowed = 0;
 
-	if (L.var_borrowed >= 0)	/* -1: a plain at::Tensor, never borrowed */
+	if (L.var_borrowed >= 0) /* -1: a plain at::Tensor, never borrowed */
 		bpf_probe_read_user(&borrowed, 1, (void *)(obj + L.var_borrowed));
 	impl = read_u64(obj + L.var_tensor);
 	if (borrowed)
-		impl = read_u64(impl);	/* a borrowed at::Tensor: its first word is the TensorImpl */
+		impl = read_u64(impl); /* a borrowed at::Tensor: its first word is the TensorImpl */
 	return impl;
 }
 
@@ -83,7 +83,7 @@ static __always_inline int tensor_dense(struct scratch *s)
 			if (e == d || ze <= 1)
 				continue;
 			if (se == sd)
-				return 0;	/* two dims on one stride: overlap */
+				return 0; /* two dims on one stride: overlap */
 			if (se < sd)
 				prod *= ze;
 		}

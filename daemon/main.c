@@ -24,13 +24,13 @@
 #define NW_VERSION "0.1.0"
 
 static volatile sig_atomic_t exiting;
-static volatile sig_atomic_t reopen;	/* SIGHUP: reopen file outputs */
+static volatile sig_atomic_t reopen; /* SIGHUP: reopen file outputs */
 
 struct args {
 	pid_t pid;
 	const char *outputs[SINKS_MAX];
 	int noutputs;
-	size_t queue_bytes;	/* per output, for a reader that falls behind */
+	size_t queue_bytes; /* per output, for a reader that falls behind */
 	struct session_opts o;
 };
 
@@ -202,7 +202,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->o.mode = "full";
 	a->o.max_scan_bytes = 1024ULL << 20;
 	a->o.capture_max_bytes = CAPTURE_DEFAULT_BYTES;
-	a->o.backward = 1;	/* norms */
+	a->o.backward = 1; /* norms */
 	while ((c = getopt_long(argc, argv, "p:o:m:L:vhV", opts, NULL)) != -1)
 		parse_opt(c, a);
 	if (optind < argc)
@@ -258,14 +258,16 @@ static int check_privileges(char *err, size_t errlen)
 	int bpf, ptrace;
 
 	if (caps < 0)
-		return 0;	/* cannot tell: let the BPF load say it */
+		return 0; /* cannot tell: let the BPF load say it */
 	bpf = (caps & CAP_SYS_ADMIN_BIT) || ((caps & CAP_BPF_BIT) && (caps & CAP_PERFMON_BIT));
 	ptrace = !!(caps & CAP_SYS_PTRACE_BIT);
 	if (bpf && ptrace)
 		return 0;
-	snprintf(err, errlen, "no permission to watch a process: missing %s%s%s; run as root or "
-		 "with CAP_SYS_ADMIN and CAP_SYS_PTRACE", bpf ? "" : "CAP_SYS_ADMIN (BPF, uprobes)",
-		 bpf || ptrace ? "" : " and ", ptrace ? "" : "CAP_SYS_PTRACE (reading the target)");
+	snprintf(err, errlen,
+		 "no permission to watch a process: missing %s%s%s; run as root or "
+		 "with CAP_SYS_ADMIN and CAP_SYS_PTRACE",
+		 bpf ? "" : "CAP_SYS_ADMIN (BPF, uprobes)", bpf || ptrace ? "" : " and ",
+		 ptrace ? "" : "CAP_SYS_PTRACE (reading the target)");
 	return -EPERM;
 }
 
@@ -278,7 +280,8 @@ static void explain_attach_denied(int ret, char *err, size_t errlen)
 	if ((ret != -EACCES && ret != -EPERM) || caps < 0 || (caps & CAP_SYS_ADMIN_BIT) ||
 	    strncmp(err, "failed to attach uprobe", 23))
 		return;
-	snprintf(err + n, errlen - n, " (missing CAP_SYS_ADMIN: this kernel creates uprobes only "
+	snprintf(err + n, errlen - n,
+		 " (missing CAP_SYS_ADMIN: this kernel creates uprobes only "
 		 "for it, CAP_BPF and CAP_PERFMON are not enough)");
 }
 
@@ -370,7 +373,7 @@ int main(int argc, char **argv)
 	session__detach(s, stop);
 	/* the last lines; a reader that does not take them within a quarter second does not delay exit */
 	sinks__drain(out, 250);
-	ret = stop == SESSION_ERROR || sinks__failed(out);	/* a broken output: said on stderr */
+	ret = stop == SESSION_ERROR || sinks__failed(out); /* a broken output: said on stderr */
 	session__free(s);
 	sinks__free(out);
 	return ret;

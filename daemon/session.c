@@ -37,13 +37,15 @@ static int check_process(pid_t pid, char *err, size_t errlen)
 	char path[64], *comm;
 
 	if (tgid <= 0 || tgid == pid)
-		return 0;	/* gone or unreadable: pidfd_open and the resolve say it */
+		return 0; /* gone or unreadable: pidfd_open and the resolve say it */
 	snprintf(path, sizeof(path), "/proc/%d/comm", tgid);
 	comm = file__read(path, 64, NULL);
 	if (comm)
 		comm[strcspn(comm, "\n")] = 0;
-	snprintf(err, errlen, "pid %d is a thread of process %d (%s), not a process: watch "
-		 "--pid %d", pid, tgid, comm ? comm : "?", tgid);
+	snprintf(err, errlen,
+		 "pid %d is a thread of process %d (%s), not a process: watch "
+		 "--pid %d",
+		 pid, tgid, comm ? comm : "?", tgid);
 	free(comm);
 	return -EINVAL;
 }
@@ -89,8 +91,7 @@ static int resolve(struct session *s, pid_t pid, char *err, size_t errlen)
 	return 0;
 }
 
-struct session *session__open(pid_t pid, const struct session_opts *o, char *err,
-			      size_t errlen)
+struct session *session__open(pid_t pid, const struct session_opts *o, char *err, size_t errlen)
 {
 	struct session *s = calloc(1, sizeof(*s));
 	int ret;
@@ -187,10 +188,16 @@ static void setup_explain(struct session *s)
 static int setup_capture(struct session *s, struct probe_opts *po, char *err, size_t errlen)
 {
 	struct capture_opts co = {
-		.dir = s->o.capture_dir, .max_bytes = s->o.capture_max_bytes,
-		.pid = s->t.pid, .comm = s->t.comm, .python_version = s->t.python_version,
-		.torch_version = s->t.torch_version, .remote = &s->remote,
-		.names = s->names, .layout = &s->nwl, .tuple_type = s->t.tuple_type,
+		.dir = s->o.capture_dir,
+		.max_bytes = s->o.capture_max_bytes,
+		.pid = s->t.pid,
+		.comm = s->t.comm,
+		.python_version = s->t.python_version,
+		.torch_version = s->t.torch_version,
+		.remote = &s->remote,
+		.names = s->names,
+		.layout = &s->nwl,
+		.tuple_type = s->t.tuple_type,
 		.py_version_hex = s->t.py_version_hex,
 	};
 
@@ -244,10 +251,14 @@ static int open_probes(struct session *s, struct probe_opts *po, char *err, size
 	if (!s->p)
 		return -errno;
 	s->src[s->nsrc++] = (struct session_source){
-		.name = "bpf", .poll = bpf_poll, .fd = bpf_fd, .ctx = s->p,
+		.name = "bpf",
+		.poll = bpf_poll,
+		.fd = bpf_fd,
+		.ctx = s->p,
 	};
 	if (s->cap && capture__attach(s->cap, probe__capture_fd(s->p))) {
-		snprintf(err, errlen, "failed to read the capture ring buffer: %s", strerror(errno));
+		snprintf(err, errlen, "failed to read the capture ring buffer: %s",
+			 strerror(errno));
 		return -errno;
 	}
 	return 0;
@@ -256,10 +267,15 @@ static int open_probes(struct session *s, struct probe_opts *po, char *err, size
 static int emit_attach(struct session *s)
 {
 	struct output_attach a = {
-		.python = s->t.python_version, .torch = s->t.torch_version,
-		.probes = probe__count(s->p), .mode = s->o.mode,
-		.backward = !s->node_symbol[0] ? "off" : s->o.backward == 2 ? "on" : "norms",
-		.interpreter = s->t.python_path, .torch_library = s->t.torch_path,
+		.python = s->t.python_version,
+		.torch = s->t.torch_version,
+		.probes = probe__count(s->p),
+		.mode = s->o.mode,
+		.backward = !s->node_symbol[0]	 ? "off"
+			    : s->o.backward == 2 ? "on"
+						 : "norms",
+		.interpreter = s->t.python_path,
+		.torch_library = s->t.torch_path,
 		.published_offsets = s->published,
 	};
 
@@ -269,9 +285,13 @@ static int emit_attach(struct session *s)
 int session__attach(struct session *s, struct sinks *out, char *err, size_t errlen)
 {
 	struct nw_dict_layout dict;
-	struct probe_opts po = {.max_scan_bytes = s->o.max_scan_bytes, .verbose = s->o.verbose,
-				.bpf_stats = s->o.bpf_stats, .top_only = s->o.top_only,
-				.loss_only = s->o.loss_only, .rescan = &s->rescan, .dict = &dict};
+	struct probe_opts po = {.max_scan_bytes = s->o.max_scan_bytes,
+				.verbose = s->o.verbose,
+				.bpf_stats = s->o.bpf_stats,
+				.top_only = s->o.top_only,
+				.loss_only = s->o.loss_only,
+				.rescan = &s->rescan,
+				.dict = &dict};
 	int ret;
 
 	dict_layout(s, &dict);

@@ -15,17 +15,17 @@ struct session;
 struct sinks;
 
 struct session_opts {
-	const char *layouts;		/* layout tables; NULL: next to the binary, then installed */
-	const char *mode;		/* "full", "sample" or "loss" (named in the attach line) */
-	int top_only;			/* mode sample or loss: no layer-level checks */
-	int loss_only;			/* mode loss: no module probes */
+	const char *layouts; /* layout tables; NULL: next to the binary, then installed */
+	const char *mode;    /* "full", "sample" or "loss" (named in the attach line) */
+	int top_only;	     /* mode sample or loss: no layer-level checks */
+	int loss_only;	     /* mode loss: no module probes */
 	uint64_t max_scan_bytes;
-	double stats_interval;		/* seconds between stats lines; 0: only at the detach */
+	double stats_interval; /* seconds between stats lines; 0: only at the detach */
 	int verbose;
 	int bpf_stats;
-	const char *capture_dir;	/* NULL: no capture */
+	const char *capture_dir; /* NULL: no capture */
 	uint64_t capture_max_bytes;
-	int backward;			/* 0 off, 1 norms, 2 on */
+	int backward; /* 0 off, 1 norms, 2 on */
 	/* called once the process is known to exist, before it is read; NULL: not asked */
 	int (*may_watch)(char *err, size_t errlen);
 };
@@ -33,25 +33,24 @@ struct session_opts {
 /* Why a watch stopped; SESSION_WATCHING while it goes on. */
 enum session_stop {
 	SESSION_WATCHING = 0,
-	SESSION_SIGNAL,		/* the caller was told to stop */
+	SESSION_SIGNAL, /* the caller was told to stop */
 	SESSION_TARGET_EXIT,
-	SESSION_TARGET_EXEC,	/* the probes' files and the layouts belonged to the old image */
-	SESSION_ERROR,		/* a source or an output failed: session__error says which errno */
+	SESSION_TARGET_EXEC, /* the probes' files and the layouts belonged to the old image */
+	SESSION_ERROR,	     /* a source or an output failed: session__error says which errno */
 };
 
 struct session_stats {
 	uint64_t anomalies, warnings, modules;
-	uint64_t steps, iterations;	/* counted since the attach */
-	uint64_t step;			/* the current step */
-	int step_source;		/* enum finding_step_source */
+	uint64_t steps, iterations; /* counted since the attach */
+	uint64_t step;		    /* the current step */
+	int step_source;	    /* enum finding_step_source */
 };
 
 /*
  * Resolve process pid: the interpreter, torch, layout tables and offsets. NULL with errno
  * set and a one-line reason in err on failure.
  */
-struct session *session__open(pid_t pid, const struct session_opts *o, char *err,
-			      size_t errlen);
+struct session *session__open(pid_t pid, const struct session_opts *o, char *err, size_t errlen);
 
 /*
  * Load and attach the probes and start writing event lines to out (which the session
@@ -79,6 +78,6 @@ void session__detach(struct session *s, enum session_stop reason);
 
 void session__stats(const struct session *s, struct session_stats *out);
 
-void session__free(struct session *s);	/* accepts NULL */
+void session__free(struct session *s); /* accepts NULL */
 
 #endif /* __SESSION_H */

@@ -14,12 +14,12 @@ struct capture;
 struct names;
 struct probe;
 
-#define SESSION_SOURCES 4	/* sources of findings a session can hold */
+#define SESSION_SOURCES 4 /* sources of findings a session can hold */
 
 /* A source of findings (the BPF rings; a GPU library's results later). */
 struct session_source {
 	const char *name;
-	int (*poll)(void *ctx, int timeout_ms);	/* 0 or a negative errno; -EINTR is normal */
+	int (*poll)(void *ctx, int timeout_ms); /* 0 or a negative errno; -EINTR is normal */
 	int (*fd)(const void *ctx);
 	void *ctx;
 };
@@ -29,9 +29,9 @@ struct session {
 	struct target t;
 	struct nw_layout nwl;
 	struct remote remote;
-	struct sinks *sinks;		/* the caller's */
+	struct sinks *sinks; /* the caller's */
 	struct emitter e;
-	int emitting;			/* e is set up */
+	int emitting; /* e is set up */
 	struct names *names;
 	struct explain x;
 	struct probe *p;
@@ -40,16 +40,16 @@ struct session {
 	int nsrc;
 	char step_symbol[512];
 	char backward_symbol[256];
-	int published;		/* offsets taken from the interpreter itself */
+	int published; /* offsets taken from the interpreter itself */
 	struct nw_bwd_layout bwl;
-	struct nw_rescan rescan;	/* .on: the torch table lets outputs skip a rescan */
-	char node_symbol[256];	/* "" : the backward pass is not checked */
-	long long vtable_offset;	/* vtable pointer - its _ZTV symbol */
+	struct nw_rescan rescan; /* .on: the torch table lets outputs skip a rescan */
+	char node_symbol[256];	 /* "" : the backward pass is not checked */
+	long long vtable_offset; /* vtable pointer - its _ZTV symbol */
 	int pidfd;
-	int error;		/* the negative errno behind SESSION_ERROR */
+	int error; /* the negative errno behind SESSION_ERROR */
 	double next_stats;
-	double next_sink_lost;	/* sink drops are reported at most once a second */
-	uint64_t step_impl;	/* the tracked optimizer's step tensor handed to BPF; 0: none */
+	double next_sink_lost; /* sink drops are reported at most once a second */
+	uint64_t step_impl;    /* the tracked optimizer's step tensor handed to BPF; 0: none */
 };
 
 /* session_resolve.c: the layout tables for s->t, and what BPF reads dicts with. */

@@ -21,23 +21,23 @@ static void test_vtable_class(void **state)
 	char out[64];
 
 	(void)state;
-	assert_int_equal(vtable__class_name("_ZTVN5torch8autograd9generated12LogBackward0E",
-						out, sizeof(out)), 0);
+	assert_int_equal(vtable__class_name("_ZTVN5torch8autograd9generated12LogBackward0E", out,
+					    sizeof(out)),
+			 0);
 	assert_string_equal(out, "LogBackward0");
-	assert_int_equal(vtable__class_name("_ZTVN5torch8autograd14AccumulateGradE", out,
-						sizeof(out)), 0);
+	assert_int_equal(
+		vtable__class_name("_ZTVN5torch8autograd14AccumulateGradE", out, sizeof(out)), 0);
 	assert_string_equal(out, "AccumulateGrad");
 	assert_int_equal(vtable__class_name("_ZTV7PyNodeX", out, sizeof(out)), 0);
 	assert_string_equal(out, "PyNodeX");
 	/* not a vtable, truncated, a length past the end, a name that does not fit */
 	assert_int_equal(vtable__class_name("_ZTIN5torch8autograd4NodeE", out, sizeof(out)),
 			 -EINVAL);
-	assert_int_equal(vtable__class_name("_ZTVN5torch8autograd", out, sizeof(out)),
-			 -EINVAL);
-	assert_int_equal(vtable__class_name("_ZTVN5torch99autogradE", out, sizeof(out)),
-			 -EINVAL);
-	assert_int_equal(vtable__class_name("_ZTVN5torch8autograd9generated12LogBackward0E",
-						out, 8), -EINVAL);
+	assert_int_equal(vtable__class_name("_ZTVN5torch8autograd", out, sizeof(out)), -EINVAL);
+	assert_int_equal(vtable__class_name("_ZTVN5torch99autogradE", out, sizeof(out)), -EINVAL);
+	assert_int_equal(
+		vtable__class_name("_ZTVN5torch8autograd9generated12LogBackward0E", out, 8),
+		-EINVAL);
 }
 
 static void add(uint32_t *hist, float v)
@@ -119,7 +119,7 @@ static void test_passes(void **state)
 	g.scanned = 1;
 	assert_int_equal(backward__grad(b, &g), 0);
 	add(g.hist, 4.0f);
-	assert_int_equal(backward__grad(b, &g), 0);	/* same pass: 3, then 3 and 4 */
+	assert_int_equal(backward__grad(b, &g), 0); /* same pass: 3, then 3 and 4 */
 	assert_int_equal(backward__norms(b, n, 4), 0);
 	g.iteration = 4;
 	assert_int_equal(backward__grad(b, &g), 1);

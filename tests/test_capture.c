@@ -30,7 +30,7 @@ static int no_read(void *ctx, uint64_t addr, void *buf, size_t len)
 	(void)addr;
 	(void)buf;
 	(void)len;
-	return -EFAULT;	/* a target whose memory is gone: names and attrs unknown */
+	return -EFAULT; /* a target whose memory is gone: names and attrs unknown */
 }
 
 struct fixture {
@@ -93,11 +93,22 @@ static void send_tensor(struct capture *c, uint32_t index, uint32_t role, uint32
 			uint32_t flags)
 {
 	struct nw_cap_tensor d = {
-		.type = NW_EV_CAP_TENSOR, .capture = 1, .index = index, .role = role,
-		.pos0 = pos0, .pos1 = NW_NO_INDEX, .scalar_type = 6, .elem_size = 4, .ndim = 2,
-		.numel = 6, .bytes = 24, .obj = 0x1000 + index, .flags = flags,
+		.type = NW_EV_CAP_TENSOR,
+		.capture = 1,
+		.index = index,
+		.role = role,
+		.pos0 = pos0,
+		.pos1 = NW_NO_INDEX,
+		.scalar_type = 6,
+		.elem_size = 4,
+		.ndim = 2,
+		.numel = 6,
+		.bytes = 24,
+		.obj = 0x1000 + index,
+		.flags = flags,
 		/* a (3, 2) float32 stored as its transpose */
-		.shape = {3, 2}, .strides = {1, 3},
+		.shape = {3, 2},
+		.strides = {1, 3},
 	};
 
 	if (flags & NW_CAP_NOT_TENSOR)
@@ -123,9 +134,19 @@ static void send_data(struct capture *c, uint32_t index, uint64_t offset, const 
 static void send_end(struct capture *c, uint32_t ntensors)
 {
 	struct nw_cap_end e = {
-		.type = NW_EV_CAP_END, .capture = 1, .step = 7, .iteration = 9, .module = 0x2000,
-		.root = 0x3000, .ntensors = ntensors, .nargs = 2, .bytes = 24, .budget = 1 << 20,
-		.index0 = NW_NO_INDEX, .index1 = NW_NO_INDEX, .class_name = "torch.nn.Thing",
+		.type = NW_EV_CAP_END,
+		.capture = 1,
+		.step = 7,
+		.iteration = 9,
+		.module = 0x2000,
+		.root = 0x3000,
+		.ntensors = ntensors,
+		.nargs = 2,
+		.bytes = 24,
+		.budget = 1 << 20,
+		.index0 = NW_NO_INDEX,
+		.index1 = NW_NO_INDEX,
+		.class_name = "torch.nn.Thing",
 	};
 
 	assert_int_equal(capture__record(c, &e, sizeof(e)), 0);
@@ -158,9 +179,9 @@ static void test_assemble(void **state)
 	send_tensor(f->c, 0, NW_CAP_INPUT, 0, 0);
 	send_data(f->c, 0, 0, data, 16);
 	send_data(f->c, 0, 16, data + 4, 8);
-	send_data(f->c, 0, 20, junk, 8);	/* past the tensor's bytes: ignored */
+	send_data(f->c, 0, 20, junk, 8); /* past the tensor's bytes: ignored */
 	send_tensor(f->c, 1, NW_CAP_INPUT, 1, NW_CAP_NOT_TENSOR);
-	send_tensor(f->c, 2, NW_CAP_PARAM, 0, 0);	/* its data never arrives: lost */
+	send_tensor(f->c, 2, NW_CAP_PARAM, 0, 0); /* its data never arrives: lost */
 	send_tensor(f->c, 3, NW_CAP_OUTPUT, NW_NO_INDEX, NW_CAP_OVER_BUDGET);
 	assert_null(capture__path(f->c));
 	send_end(f->c, 4);
@@ -232,7 +253,7 @@ static void test_refuses_dirs(void **state)
 	o.dir = dir;
 	assert_null(capture__new(&o, err, sizeof(err)));
 	assert_non_null(strstr(err, "world-writable"));
-	assert_int_equal(chmod(dir, 01777), 0);	/* sticky, as /tmp: accepted */
+	assert_int_equal(chmod(dir, 01777), 0); /* sticky, as /tmp: accepted */
 	c = capture__new(&o, err, sizeof(err));
 	assert_non_null(c);
 	capture__free(c);
@@ -287,7 +308,7 @@ static void test_ring_bytes(void **state)
 	assert_int_equal(capture__ring_bytes(CAPTURE_DEFAULT_BYTES), 64u << 20);
 	assert_int_equal(capture__ring_bytes(64ull << 20), 128u << 20);
 	assert_int_equal(capture__ring_bytes(200), 512u << 10);
-	assert_int_equal(capture__ring_bytes(512ull << 20), 1u << 30);	/* the largest budget */
+	assert_int_equal(capture__ring_bytes(512ull << 20), 1u << 30); /* the largest budget */
 	assert_int_equal(capture__ring_bytes(4ull << 30), 0);
 	assert_true(capture__int_codes(&l));
 	l.dtype_f32 = 7;

@@ -12,9 +12,17 @@
 static struct diag_anomaly fwd(const char *layer, const char *module, uint32_t depth, int in)
 {
 	struct diag_anomaly a = {
-		.step = 4, .iteration = 4, .nan = 3, .finite_max_abs = 2.5, .phase = "forward",
-		.layer = layer, .module = module, .dtype = "float32", .inputs_finite = in,
-		.params_finite = 1, .depth = depth,
+		.step = 4,
+		.iteration = 4,
+		.nan = 3,
+		.finite_max_abs = 2.5,
+		.phase = "forward",
+		.layer = layer,
+		.module = module,
+		.dtype = "float32",
+		.inputs_finite = in,
+		.params_finite = 1,
+		.depth = depth,
 	};
 
 	return a;
@@ -36,7 +44,7 @@ static const char *cause_of(struct diagnosis *g, struct diag_anomaly *as, int n,
 	assert_int_equal(diagnose__conclude(&d, g), 0);
 	assert_true(g->nevidence > 0);
 	assert_true(g->confidence > 0 && g->confidence <= 1);
-	assert_int_equal(diagnose__conclude(&d, g), -ENOENT);	/* once per incident */
+	assert_int_equal(diagnose__conclude(&d, g), -ENOENT); /* once per incident */
 	return g->cause;
 }
 
@@ -98,7 +106,7 @@ static void test_division_exp_domain(void **state)
 	as[0].neginf = 11;
 	as[0].nan = 0;
 	assert_string_equal(cause_of(&g, as, 1, 0), "division_by_zero");
-	as[0].finite_max_abs = 3e37;	/* Inf next to values near the float32 range */
+	as[0].finite_max_abs = 3e37; /* Inf next to values near the float32 range */
 	assert_string_equal(cause_of(&g, as, 1, 0), "exp_overflow");
 	as[0].posinf = as[0].neginf = 0;
 	as[0].nan = 2;
@@ -109,8 +117,13 @@ static void test_division_exp_domain(void **state)
 static void test_params_and_loss(void **state)
 {
 	struct diag_anomaly as[] = {fwd("embed", "Embedding", 2, 1)};
-	struct diag_anomaly loss = {.step = 4, .iteration = 4, .posinf = 1, .phase = "loss",
-				    .dtype = "float32", .inputs_finite = -1, .params_finite = -1};
+	struct diag_anomaly loss = {.step = 4,
+				    .iteration = 4,
+				    .posinf = 1,
+				    .phase = "loss",
+				    .dtype = "float32",
+				    .inputs_finite = -1,
+				    .params_finite = -1};
 	struct diagnosis g;
 
 	(void)state;
@@ -166,7 +179,7 @@ static void test_lr_too_high(void **state)
 	a.posinf = 8;
 	a.finite_max_abs = 0;
 	assert_string_equal(with_losses(&g, diverging, 5, &a), "lr_too_high");
-	assert_int_equal(g.origin_step, 1);	/* the lowest loss: its update began it */
+	assert_int_equal(g.origin_step, 1); /* the lowest loss: its update began it */
 	assert_int_equal(g.ntrend, 5);
 	assert_true(g.trend[4].value == 1.2e29 && g.trend[4].step == 4);
 	assert_true(g.nfixes == 2 && strstr(g.fixes[0], "learning rate"));
@@ -186,7 +199,8 @@ static void test_gradient_evidence(void **state)
 {
 	const double stable[] = {3.1, 2.9, 2.8, 2.6, 2.5};
 	struct diag_anomaly a = fwd("0", "Linear", 2, 1);
-	struct diag_grad grads[] = {{0, 0, 2.0}, {1, 1, 1.5}, {2, 2, 2.5}, {3, 3, 2.1}, {4, 4, 900}};
+	struct diag_grad grads[] = {
+		{0, 0, 2.0}, {1, 1, 1.5}, {2, 2, 2.5}, {3, 3, 2.1}, {4, 4, 900}};
 	struct diagnosis g;
 	struct diag d;
 	int i, found = 0;

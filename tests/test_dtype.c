@@ -19,12 +19,12 @@ static void test_scalar_types(void **state)
 	(void)state;
 	assert_string_equal(dtype__scalar(6)->descr, "<f4");
 	assert_string_equal(dtype__scalar(5)->name, "float16");
-	assert_string_equal(dtype__scalar(15)->descr, "<u2");	/* bfloat16 as its raw bits */
+	assert_string_equal(dtype__scalar(15)->descr, "<u2"); /* bfloat16 as its raw bits */
 	assert_string_equal(dtype__scalar(4)->descr, "<i8");
 	assert_string_equal(dtype__scalar(11)->descr, "|b1");
 	assert_int_equal(dtype__scalar(7)->size, 8);
 	assert_int_equal(dtype__scalar(4)->nw, NW_DT_NONE);
-	assert_null(dtype__scalar(9));	/* complex float */
+	assert_null(dtype__scalar(9)); /* complex float */
 	assert_null(dtype__scalar(16));
 	assert_null(dtype__scalar(0xffff));
 }
@@ -48,10 +48,10 @@ static void test_agrees_with_bpf(void **state)
 		__u32 dt;
 		__u64 max_bits;
 	} c[] = {
-		{ NW_DT_F16, 0x7bff },
-		{ NW_DT_BF16, 0x7f7f },
-		{ NW_DT_F32, 0x7f7fffff },
-		{ NW_DT_F64, 0x7fefffffffffffffULL },
+		{NW_DT_F16, 0x7bff},
+		{NW_DT_BF16, 0x7f7f},
+		{NW_DT_F32, 0x7f7fffff},
+		{NW_DT_F64, 0x7fefffffffffffffULL},
 	};
 	size_t i;
 
@@ -71,7 +71,7 @@ static void test_agrees_with_bpf(void **state)
 
 static void test_layout_codes(void **state)
 {
-	struct nw_layout l = { .dtype_f16 = 5, .dtype_f32 = 6, .dtype_f64 = 7, .dtype_bf16 = 15 };
+	struct nw_layout l = {.dtype_f16 = 5, .dtype_f32 = 6, .dtype_f64 = 7, .dtype_bf16 = 15};
 
 	(void)state;
 	assert_int_equal(dtype__from_layout(&l, 6), NW_DT_F32);

@@ -17,7 +17,7 @@
 
 /* 1.5f and -2.0f as float32 bits */
 #define F32_1_5 0x3fc00000u
-#define F32_M2	0xc0000000u
+#define F32_M2 0xc0000000u
 
 static void forward_record(struct nw_event *ev)
 {
@@ -70,7 +70,7 @@ static void test_forward(void **state)
 	assert_int_equal(f.root, 0x1000);
 	assert_int_equal(f.module, 0x2000);
 	assert_int_equal(f.depth, 3);
-	assert_null(f.layer);	/* no names given */
+	assert_null(f.layer); /* no names given */
 	assert_string_equal(f.module_class, "Linear");
 	assert_string_equal(f.tensor, "output[1]");
 	assert_false(f.parameters);
@@ -145,7 +145,7 @@ static void test_loss(void **state)
 	assert_int_equal(f.inputs_finite, -1);
 	assert_int_equal(f.params_finite, -1);
 	ev.type = NW_EV_LOSS;
-	ev.min_key = F32_1_5;	/* a loss record carries the value's bits */
+	ev.min_key = F32_1_5; /* a loss record carries the value's bits */
 	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
 	assert_int_equal(f.kind, FINDING_LOSS);
 	assert_true(f.value == 1.5);
@@ -215,10 +215,8 @@ static void test_other_kinds(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_forward),
-		cmocka_unit_test(test_forward_unknowns),
-		cmocka_unit_test(test_loss),
-		cmocka_unit_test(test_backward),
+		cmocka_unit_test(test_forward),	    cmocka_unit_test(test_forward_unknowns),
+		cmocka_unit_test(test_loss),	    cmocka_unit_test(test_backward),
 		cmocka_unit_test(test_other_kinds),
 	};
 

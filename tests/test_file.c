@@ -47,7 +47,7 @@ static void put(size_t n)
 
 static void test_sizes(void **state)
 {
-	static const size_t sizes[] = { 0, 1, 4095, 4096, 4097, 8193, 100000 };
+	static const size_t sizes[] = {0, 1, 4095, 4096, 4097, 8193, 100000};
 	size_t i, len;
 	char *buf;
 
@@ -68,7 +68,7 @@ static void test_sizes(void **state)
 /* Exactly max bytes is fine, one more is EFBIG, whatever the buffer's growth steps. */
 static void test_limit(void **state)
 {
-	static const size_t max[] = { 0, 1, 100, 4096, 5000, 70000 };
+	static const size_t max[] = {0, 1, 100, 4096, 5000, 70000};
 	char *buf;
 	size_t i;
 

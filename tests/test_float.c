@@ -16,7 +16,7 @@
 #include "util/fpconv.h"
 #include "nwfloat.h"
 
-static const __u32 all_dtypes[] = { NW_DT_F16, NW_DT_BF16, NW_DT_F32, NW_DT_F64 };
+static const __u32 all_dtypes[] = {NW_DT_F16, NW_DT_BF16, NW_DT_F32, NW_DT_F64};
 
 /* Special patterns of one dtype, every one a distinct case the scanner must get right. */
 struct fmt {
@@ -25,13 +25,13 @@ struct fmt {
 };
 
 static const struct fmt fmts[] = {
-	{ NW_DT_F16, 0x7c00, 0x7e00, 0x7c01, 0x7bff, 0x0400, 0x03ff, 0x3c00 },
-	{ NW_DT_BF16, 0x7f80, 0x7fc0, 0x7f81, 0x7f7f, 0x0080, 0x007f, 0x3f80 },
-	{ NW_DT_F32, 0x7f800000, 0x7fc00000, 0x7f800001, 0x7f7fffff, 0x00800000, 0x007fffff,
-	  0x3f800000 },
-	{ NW_DT_F64, 0x7ff0000000000000ULL, 0x7ff8000000000000ULL, 0x7ff0000000000001ULL,
-	  0x7fefffffffffffffULL, 0x0010000000000000ULL, 0x000fffffffffffffULL,
-	  0x3ff0000000000000ULL },
+	{NW_DT_F16, 0x7c00, 0x7e00, 0x7c01, 0x7bff, 0x0400, 0x03ff, 0x3c00},
+	{NW_DT_BF16, 0x7f80, 0x7fc0, 0x7f81, 0x7f7f, 0x0080, 0x007f, 0x3f80},
+	{NW_DT_F32, 0x7f800000, 0x7fc00000, 0x7f800001, 0x7f7fffff, 0x00800000, 0x007fffff,
+	 0x3f800000},
+	{NW_DT_F64, 0x7ff0000000000000ULL, 0x7ff8000000000000ULL, 0x7ff0000000000001ULL,
+	 0x7fefffffffffffffULL, 0x0010000000000000ULL, 0x000fffffffffffffULL,
+	 0x3ff0000000000000ULL},
 };
 
 #define NFMTS (sizeof(fmts) / sizeof(fmts[0]))
@@ -189,16 +189,16 @@ static void test_order_key_random(void **state)
 		memcpy(&da, &a, 8);
 		memcpy(&db, &b, 8);
 		if (isfinite(da) && isfinite(db) && da != db)
-			assert_true((da < db) == (nw_order_key(a, NW_DT_F64) <
-						  nw_order_key(b, NW_DT_F64)));
+			assert_true((da < db) ==
+				    (nw_order_key(a, NW_DT_F64) < nw_order_key(b, NW_DT_F64)));
 		assert_int_equal(nw_key_bits(nw_order_key(a, NW_DT_F64), NW_DT_F64), a);
 		a32 = (uint32_t)a;
 		b32 = (uint32_t)b;
 		memcpy(&fa, &a32, 4);
 		memcpy(&fb, &b32, 4);
 		if (isfinite(fa) && isfinite(fb) && fa != fb)
-			assert_true((fa < fb) == (nw_order_key(a32, NW_DT_F32) <
-						  nw_order_key(b32, NW_DT_F32)));
+			assert_true((fa < fb) ==
+				    (nw_order_key(a32, NW_DT_F32) < nw_order_key(b32, NW_DT_F32)));
 		assert_int_equal(nw_key_bits(nw_order_key(a32, NW_DT_F32), NW_DT_F32), a32);
 		assert_int_equal(nw_key_bits(nw_order_key(a32 >> 16, NW_DT_BF16), NW_DT_BF16),
 				 a32 >> 16);
@@ -402,12 +402,12 @@ static void test_mag_mark(void **state)
 	assert_int_equal(nw_mag_mark(f32_of(3.4e38f), NW_DT_F32), (127 - 10) / 4 + 1);
 	assert_int_equal(nw_mag_mark(f64_of(16384.0), NW_DT_F64), 2);
 	assert_int_equal(nw_mag_mark(f32_of(16384.0f) >> 16, NW_DT_BF16), 2);
-	assert_int_equal(nw_mag_mark(0x4b00, NW_DT_F16), 0);	/* 14.0 */
-	assert_int_equal(nw_mag_mark(0x4c00, NW_DT_F16), 1);	/* 16.0 */
-	assert_int_equal(nw_mag_mark(0x7bff, NW_DT_F16), 3);	/* 65504 */
+	assert_int_equal(nw_mag_mark(0x4b00, NW_DT_F16), 0); /* 14.0 */
+	assert_int_equal(nw_mag_mark(0x4c00, NW_DT_F16), 1); /* 16.0 */
+	assert_int_equal(nw_mag_mark(0x7bff, NW_DT_F16), 3); /* 65504 */
 	assert_int_equal(nw_exponent(f32_of(0.75f), NW_DT_F32), -1);
-	assert_int_equal(nw_mag_mark(0x7f800000, NW_DT_F32), 0);	/* Inf */
-	assert_int_equal(nw_mag_mark(0x7fc00000, NW_DT_F32), 0);	/* NaN */
+	assert_int_equal(nw_mag_mark(0x7f800000, NW_DT_F32), 0); /* Inf */
+	assert_int_equal(nw_mag_mark(0x7fc00000, NW_DT_F32), 0); /* NaN */
 	assert_int_equal(nw_mag_mark(0x7c00, NW_DT_F16), 0);
 }
 
@@ -418,25 +418,25 @@ static void test_json_element(void **state)
 		__u32 dt;
 		const char *want;
 	} cases[] = {
-		{ 0x3c00, NW_DT_F16, "1" },
-		{ 0x7bff, NW_DT_F16, "65504" },
-		{ 0x0001, NW_DT_F16, "5.9604645e-8" },
-		{ 0x2e66, NW_DT_F16, "0.099975586" },
-		{ 0x8000, NW_DT_F16, "-0" },
-		{ 0x7c00, NW_DT_F16, "null" },
-		{ 0x7e00, NW_DT_F16, "null" },
-		{ 0x3dcd, NW_DT_BF16, "0.100097656" },
-		{ 0xc2f7, NW_DT_BF16, "-123.5" },
-		{ 0x7f7f, NW_DT_BF16, "3.3895314e+38" },
-		{ 0xff80, NW_DT_BF16, "null" },
-		{ 0x3dcccccd, NW_DT_F32, "0.1" },
-		{ 0x00000001, NW_DT_F32, "1e-45" },
-		{ 0x7f7fffff, NW_DT_F32, "3.4028235e+38" },
-		{ 0x7fc00000, NW_DT_F32, "null" },
-		{ 0x3fb999999999999aULL, NW_DT_F64, "0.1" },
-		{ 0x7fefffffffffffffULL, NW_DT_F64, "1.7976931348623157e+308" },
-		{ 0xfff0000000000000ULL, NW_DT_F64, "null" },
-		{ 0x3c00, NW_DT_NONE, "null" },
+		{0x3c00, NW_DT_F16, "1"},
+		{0x7bff, NW_DT_F16, "65504"},
+		{0x0001, NW_DT_F16, "5.9604645e-8"},
+		{0x2e66, NW_DT_F16, "0.099975586"},
+		{0x8000, NW_DT_F16, "-0"},
+		{0x7c00, NW_DT_F16, "null"},
+		{0x7e00, NW_DT_F16, "null"},
+		{0x3dcd, NW_DT_BF16, "0.100097656"},
+		{0xc2f7, NW_DT_BF16, "-123.5"},
+		{0x7f7f, NW_DT_BF16, "3.3895314e+38"},
+		{0xff80, NW_DT_BF16, "null"},
+		{0x3dcccccd, NW_DT_F32, "0.1"},
+		{0x00000001, NW_DT_F32, "1e-45"},
+		{0x7f7fffff, NW_DT_F32, "3.4028235e+38"},
+		{0x7fc00000, NW_DT_F32, "null"},
+		{0x3fb999999999999aULL, NW_DT_F64, "0.1"},
+		{0x7fefffffffffffffULL, NW_DT_F64, "1.7976931348623157e+308"},
+		{0xfff0000000000000ULL, NW_DT_F64, "null"},
+		{0x3c00, NW_DT_NONE, "null"},
 	};
 	struct json j;
 	size_t i;

@@ -58,7 +58,9 @@ static void test_get_find(void **state)
 /* Many aligned addresses (the keys it holds), through several growths, all found again. */
 static void test_many(void **state)
 {
-	enum { N = 50000 };
+	enum {
+		N = 50000
+	};
 	struct htab *h = htab__new(sizeof(uint64_t), N);
 	uint64_t i, *v;
 
@@ -92,7 +94,7 @@ static void test_bounded(void **state)
 	assert_null(htab__get(h, 4, &added));
 	assert_int_equal(errno, E2BIG);
 	assert_int_equal(added, 0);
-	assert_non_null(htab__get(h, 2, &added));	/* an existing key is still found */
+	assert_non_null(htab__get(h, 2, &added)); /* an existing key is still found */
 	assert_int_equal(added, 0);
 	assert_int_equal(htab__count(h), 3);
 	htab__free(h);
@@ -117,7 +119,7 @@ static void test_each(void **state)
 	assert_int_equal(htab__each(h, sum_cb, &sum), 0);
 	assert_int_equal(sum, 2 * 55);
 	*(int *)htab__get(h, 1000, NULL) = 1;
-	assert_int_equal(htab__each(h, sum_cb, &sum), 5);	/* stops at a non-zero return */
+	assert_int_equal(htab__each(h, sum_cb, &sum), 5); /* stops at a non-zero return */
 	assert_int_equal(htab__each(NULL, sum_cb, &sum), 0);
 	htab__free(h);
 }
@@ -125,10 +127,8 @@ static void test_each(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_empty),
-		cmocka_unit_test(test_get_find),
-		cmocka_unit_test(test_many),
-		cmocka_unit_test(test_bounded),
+		cmocka_unit_test(test_empty), cmocka_unit_test(test_get_find),
+		cmocka_unit_test(test_many),  cmocka_unit_test(test_bounded),
 		cmocka_unit_test(test_each),
 	};
 

@@ -79,9 +79,13 @@ static void test_utf8_invalid(void **state)
 {
 	struct json *j = *state;
 
-	assert_string_equal(STR("a\xff" "b"), "{\"s\":\"a\\ufffdb\"}");
+	assert_string_equal(STR("a\xff"
+				"b"),
+			    "{\"s\":\"a\\ufffdb\"}");
 	/* a truncated sequence is one maximal invalid prefix: one U+FFFD */
-	assert_string_equal(STR("\xe2\x82" "x"), "{\"s\":\"\\ufffdx\"}");
+	assert_string_equal(STR("\xe2\x82"
+				"x"),
+			    "{\"s\":\"\\ufffdx\"}");
 	assert_string_equal(STR("\xe2\x82"), "{\"s\":\"\\ufffd\"}");
 	/* overlong, surrogate and beyond-U+10FFFF encodings: every byte replaced */
 	assert_string_equal(STR("\xc0\xaf"), "{\"s\":\"\\ufffd\\ufffd\"}");
@@ -208,7 +212,9 @@ static uint64_t rng(void)
 /* Random finite bit patterns written as a JSON array, read back bit for bit. */
 static void test_double_roundtrip_random(void **state)
 {
-	enum { N = 20000 };
+	enum {
+		N = 20000
+	};
 	struct json *j = *state;
 	double vals[N];
 	struct jv *v;

@@ -60,8 +60,8 @@ static void test_parse_roundtrip(void **state)
 	assert_int_equal(jv__type(v), JV_OBJECT);
 	assert_string_equal(jv__string(jv__get(v, "schema")), "nanwatch/1");
 	assert_int_equal(jv__string_len(jv__get(v, "name")), 12);
-	assert_memory_equal(jv__string(jv__get(v, "name")),
-			    "q\"\\\n\x01\xc3\xa9\xef\xbf\xbd\0z", 12);
+	assert_memory_equal(jv__string(jv__get(v, "name")), "q\"\\\n\x01\xc3\xa9\xef\xbf\xbd\0z",
+			    12);
 	assert_int_equal(jv__number(jv__get(v, "neg"), &d), 0);
 	assert_true(d == -12);
 	assert_string_equal(jv__number_text(jv__get(v, "big")), "18446744073709551615");

@@ -78,8 +78,7 @@ static const char *put(struct tmp *t, const char *name, const char *text)
 }
 
 /* Load len bytes that must be refused; check errno and that err holds what. */
-static void refused_bytes(struct tmp *t, const char *text, size_t len, int err,
-			  const char *what)
+static void refused_bytes(struct tmp *t, const char *text, size_t len, int err, const char *what)
 {
 	const char *path = put_bytes(t, "bad.yaml", text, len);
 	struct layout *l;
@@ -92,7 +91,7 @@ static void refused_bytes(struct tmp *t, const char *text, size_t len, int err,
 	assert_non_null(strstr(t->err, path));
 	if (!strstr(t->err, what))
 		fail_msg("message '%s' lacks '%s'", t->err, what);
-	assert_null(strchr(t->err, '\n'));	/* one line */
+	assert_null(strchr(t->err, '\n')); /* one line */
 	t->n--;
 	unlink(path);
 }
@@ -145,13 +144,13 @@ static char *torch_table(const char *key, const char *line)
 }
 
 /* The torch keys every table needs, no more: line 3 onwards. */
-#define TORCH_TABLE                                                                              \
-	"kind: torch\nversion: \"1.13\"\n"                                                       \
-	"var_borrowed: 16\nvar_tensor: 24\nimpl_storage: 24\nimpl_storage_offset: 160\n"         \
-	"impl_numel: 168\nimpl_dtype: 176\nimpl_device: 179\nimpl_ndim: 72\nimpl_sizes: 80\n"    \
-	"storage_data: 24\nsizes_inline: 5\nself_slot: 0\nargs_slot: 1\ndtype_f16: 5\n"          \
-	"dtype_f32: 6\ndtype_f64: 7\ndtype_bf16: 0xf\ndevice_cpu: 0\n"                           \
-	"call_func: _call_impl\ncall_file: \"torch/nn/modules/module.py\"\n"                    \
+#define TORCH_TABLE                                                                           \
+	"kind: torch\nversion: \"1.13\"\n"                                                    \
+	"var_borrowed: 16\nvar_tensor: 24\nimpl_storage: 24\nimpl_storage_offset: 160\n"      \
+	"impl_numel: 168\nimpl_dtype: 176\nimpl_device: 179\nimpl_ndim: 72\nimpl_sizes: 80\n" \
+	"storage_data: 24\nsizes_inline: 5\nself_slot: 0\nargs_slot: 1\ndtype_f16: 5\n"       \
+	"dtype_f32: 6\ndtype_f64: 7\ndtype_bf16: 0xf\ndevice_cpu: 0\n"                        \
+	"call_func: _call_impl\ncall_file: \"torch/nn/modules/module.py\"\n"                  \
 	"step_func: step\n"
 
 /* Real YAML: comments, quoting styles, escapes, CRLF, integers in hex or with a sign. */
@@ -192,7 +191,7 @@ static void test_load_good(void **state)
 	assert_int_equal(v, -1);
 	assert_int_equal(layout__int(l, LK_var_tensor, &v), 0);
 	assert_int_equal(v, 24);
-	assert_string_equal(layout__str(l, LK_var_tensor), "0x18");	/* as written */
+	assert_string_equal(layout__str(l, LK_var_tensor), "0x18"); /* as written */
 	assert_int_equal(layout__int(l, LK_impl_storage, &v), 0);
 	assert_int_equal(v, 24);
 	assert_int_equal(layout__int(l, LK_impl_storage_offset, &v), 0);
@@ -209,7 +208,7 @@ static void test_load_good(void **state)
 	assert_string_equal(layout__str(l, LK_node_symbol), "a#b");
 	assert_null(layout__str(l, LK_step_marker));
 	assert_int_equal(layout__int(l, LK_impl_version, &v), -ENOENT);
-	assert_int_equal(layout__int(l, LK_frame_code, &v), -ENOENT);	/* a python key */
+	assert_int_equal(layout__int(l, LK_frame_code, &v), -ENOENT); /* a python key */
 	assert_int_equal(layout__debug_word(l, LK_frame_code, &v), -ENOENT);
 	assert_int_equal(layout__fill(l, &nwl, t->err, sizeof(t->err)), 0);
 	assert_string_equal(nwl.step_class, "Opti'mizer");
@@ -270,7 +269,8 @@ static void test_syntax_errors(void **state)
 	struct tmp *t = *state;
 
 	refused(t, PY_HEAD "frame_code: \"32\n", EINVAL, "line 3: found unexpected end of stream");
-	refused(t, PY_HEAD "frame_code 32\nobj_type: 8\n", EINVAL, "line 3: could not find "
+	refused(t, PY_HEAD "frame_code 32\nobj_type: 8\n", EINVAL,
+		"line 3: could not find "
 		"expected ':'");
 	refused(t, PY_HEAD "frame_code:\n", EINVAL, "line 3: no value for 'frame_code'");
 	refused(t, PY_HEAD "frame_code:   # nothing\n", EINVAL, "line 3: no value");
@@ -393,11 +393,14 @@ static void test_unknown_keys(void **state)
 	refused(t, torch_table(NULL, "frame_code: 32"), EINVAL,
 		"line 3: 'frame_code' is not a key of torch tables (a python key)");
 	refused(t, python_table(NULL, "inline_values_flag: 4"), EINVAL,
-		"line 3: 'inline_values_flag' is not a key of python 3.11 tables (python 3.13+ only)");
+		"line 3: 'inline_values_flag' is not a key of python 3.11 tables (python 3.13+ "
+		"only)");
 	refused(t, table_of("python", "3.13", NULL, "managed_dict_tagged: 1", NULL), EINVAL,
-		"line 3: 'managed_dict_tagged' is not a key of python 3.13 tables (python 3.12 only)");
+		"line 3: 'managed_dict_tagged' is not a key of python 3.13 tables (python 3.12 "
+		"only)");
 	refused(t, python_table(NULL, "debug_frame_code: 30"), EINVAL,
-		"line 3: 'debug_frame_code' is not a key of python 3.11 tables (python 3.13+ only)");
+		"line 3: 'debug_frame_code' is not a key of python 3.11 tables (python 3.13+ "
+		"only)");
 	refused(t, table_of("python", "3.13", NULL, "debug_type_base: 30", NULL), EINVAL,
 		"line 3: unknown key 'debug_type_base' (type_base is not an offset the interpreter "
 		"publishes)");
@@ -438,7 +441,7 @@ static void test_fill_python(void **state)
 	struct layout *l;
 
 	memset(&nwl, 0, sizeof(nwl));
-	nwl.var_tensor = 1234;		/* a torch field: python must leave it alone */
+	nwl.var_tensor = 1234; /* a torch field: python must leave it alone */
 	strcpy(nwl.call_func, "keep");
 	l = layout__load(put(t, "py.yaml", python_table(NULL, NULL)), t->err, sizeof(t->err));
 	assert_non_null(l);
@@ -457,7 +460,7 @@ static void test_fill_python(void **state)
 	/* what the published offsets use */
 	assert_int_equal(layout__set(&nwl, LK_frame_code, 40), 0);
 	assert_int_equal(nwl.frame_code, 40);
-	assert_int_equal(layout__set(&nwl, LK_type_flags, 1), -ENOENT);	/* user space only */
+	assert_int_equal(layout__set(&nwl, LK_type_flags, 1), -ENOENT); /* user space only */
 	layout__free(l);
 }
 
@@ -521,14 +524,16 @@ static void test_implausible_values(void **state)
 	refused(t, torch_table("edge_size", "edge_size: 4096"), ERANGE,
 		"'edge_size' is 4096, outside the plausible range 8..256");
 	/* the edges of the ranges are accepted: 4096, a negative managed-dict word, bytes */
-	l = layout__load(put(t, "edge.yaml",
-			     table_of("python", "3.11", "type_cached_keys", "type_cached_keys: 4096",
-				      NULL)), t->err, sizeof(t->err));
+	l = layout__load(
+		put(t, "edge.yaml",
+		    table_of("python", "3.11", "type_cached_keys", "type_cached_keys: 4096", NULL)),
+		t->err, sizeof(t->err));
 	if (!l)
 		fail_msg("%s", t->err);
 	layout__free(l);
-	l = layout__load(put(t, "edge2.yaml", python_table("managed_values", "managed_values: -64")),
-			 t->err, sizeof(t->err));
+	l = layout__load(
+		put(t, "edge2.yaml", python_table("managed_values", "managed_values: -64")), t->err,
+		sizeof(t->err));
 	if (!l)
 		fail_msg("%s", t->err);
 	layout__free(l);
@@ -587,7 +592,7 @@ static void test_fill_torch_strings(void **state)
 	assert_int_equal(layout__fill(l, &nwl, t->err, sizeof(t->err)), 0);
 	assert_int_equal(strlen(nwl.step_class), NW_MATCH_LEN - 1);
 	assert_string_equal(nwl.call_func, "_call_impl");
-	assert_int_equal(nwl.call_func[NW_MATCH_LEN - 1], 0);	/* rest zeroed, not 0x5a */
+	assert_int_equal(nwl.call_func[NW_MATCH_LEN - 1], 0); /* rest zeroed, not 0x5a */
 	assert_string_equal(nwl.call_file, "torch/nn/modules/module.py");
 	assert_int_equal(nwl.impl_device, 179);
 	assert_int_equal(nwl.dtype_bf16, 15);
@@ -621,7 +626,7 @@ static void test_fill_bwd_rescan(void **state)
 	assert_int_equal(bl.edge_input_nr, 16);
 	assert_int_equal(bl.acc_variable, 392);
 	assert_int_equal(bl.inputbuf_items, 0);
-	assert_int_equal(bl.acc_vptr, 77);	/* not a table key: left alone */
+	assert_int_equal(bl.acc_vptr, 77); /* not a table key: left alone */
 	assert_int_equal(layout__fill_rescan(l, &rs, t->err, sizeof(t->err)), 0);
 	assert_int_equal(rs.impl_autograd_meta, 32);
 	assert_int_equal(rs.meta_grad_fn, 48);
@@ -709,12 +714,14 @@ static void test_real_tables(void **state)
 {
 	/* user-space keys daemon/resolve/remote.c reads from the python table */
 	static const enum layout_key extra[] = {
-		LK_type_flags,	      LK_type_dictoffset, LK_type_cached_keys,
-		LK_managed_dict_flag, LK_managed_dict,	  LK_managed_values,
-		LK_dict_keys,	      LK_dict_values,	  LK_keys_log2_size,
-		LK_keys_log2_index_bytes, LK_keys_kind,	  LK_keys_nentries,
-		LK_keys_indices,      LK_unicode_compact_data, LK_unicode_kind_shift,
-		LK_values_items,
+		LK_type_flags,	       LK_type_dictoffset,
+		LK_type_cached_keys,   LK_managed_dict_flag,
+		LK_managed_dict,       LK_managed_values,
+		LK_dict_keys,	       LK_dict_values,
+		LK_keys_log2_size,     LK_keys_log2_index_bytes,
+		LK_keys_kind,	       LK_keys_nentries,
+		LK_keys_indices,       LK_unicode_compact_data,
+		LK_unicode_kind_shift, LK_values_items,
 	};
 	struct tmp *t = *state;
 	struct layout *py, *tl;
@@ -750,7 +757,8 @@ static void test_real_tables(void **state)
 	assert_int_equal(nwl.compact_bit, 5);
 	for (i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
 		if (layout__int(py, extra[i], &v))
-			fail_msg("python-3.11.yaml has no integer '%s'", layout_keys[extra[i]].name);
+			fail_msg("python-3.11.yaml has no integer '%s'",
+				 layout_keys[extra[i]].name);
 	assert_int_equal(layout__int(py, LK_managed_dict, &v), 0);
 	assert_int_equal(v, -24);
 	assert_int_equal(layout__int(py, LK_managed_values, &v), 0);
@@ -777,7 +785,7 @@ static void test_real_tables(void **state)
 	assert_string_equal(nwl.call_file, "torch/nn/modules/module.py");
 	assert_string_equal(nwl.step_func, "step");
 	assert_string_equal(nwl.step_class, "Optimizer");
-	assert_int_equal(nwl.step_marker[0], 0);	/* 1.13 has no step marker */
+	assert_int_equal(nwl.step_marker[0], 0); /* 1.13 has no step marker */
 	assert_string_equal(layout__str(tl, LK_generated_for), "1.13.0a0");
 	assert_string_equal(layout__str(tl, LK_acc_vtable_symbol),
 			    "_ZTVN5torch8autograd14AccumulateGradE");

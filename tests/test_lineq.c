@@ -18,9 +18,9 @@ static void test_limit_whole_lines(void **state)
 
 	(void)state;
 	lineq__init(&q, 10);
-	assert_int_equal(lineq__push_line(&q, "abcd", 4), 0);	/* 5 bytes */
-	assert_int_equal(lineq__push_line(&q, "efgh", 4), 0);	/* 10: exactly the limit */
-	assert_int_equal(lineq__push_line(&q, "", 0), -ENOBUFS);	/* even a bare newline */
+	assert_int_equal(lineq__push_line(&q, "abcd", 4), 0);	 /* 5 bytes */
+	assert_int_equal(lineq__push_line(&q, "efgh", 4), 0);	 /* 10: exactly the limit */
+	assert_int_equal(lineq__push_line(&q, "", 0), -ENOBUFS); /* even a bare newline */
 	assert_int_equal(lineq__len(&q), 10);
 	p = lineq__peek(&q, &n);
 	assert_int_equal(n, 10);
@@ -52,13 +52,13 @@ static void test_consume_counts_lines(void **state)
 	lineq__init(&q, 100);
 	assert_int_equal(lineq__push_line(&q, "one", 3), 0);
 	assert_int_equal(lineq__push_line(&q, "two", 3), 0);
-	assert_int_equal(lineq__consume(&q, 3), 0);	/* "one" without its newline */
+	assert_int_equal(lineq__consume(&q, 3), 0); /* "one" without its newline */
 	assert_int_equal(lineq__consume(&q, 1), 1);
 	assert_int_equal(lineq__consume(&q, 2), 0);
 	p = lineq__peek(&q, &n);
 	assert_int_equal(n, 2);
 	assert_memory_equal(p, "o\n", 2);
-	assert_int_equal(lineq__consume(&q, 50), 1);	/* more than queued: what there is */
+	assert_int_equal(lineq__consume(&q, 50), 1); /* more than queued: what there is */
 	assert_int_equal(lineq__len(&q), 0);
 	assert_null(lineq__peek(&q, &n));
 	lineq__free(&q);
@@ -75,14 +75,14 @@ static void test_tail_passes_limit(void **state)
 	lineq__init(&q, 6);
 	assert_int_equal(lineq__push_line(&q, "full!", 5), 0);
 	assert_int_equal(lineq__push_tail(&q, "0123456789", 10, 3), 0);
-	assert_int_equal(lineq__push_tail(&q, "xy", 2, 2), 0);	/* only its newline was left */
+	assert_int_equal(lineq__push_tail(&q, "xy", 2, 2), 0); /* only its newline was left */
 	assert_int_equal(lineq__push_tail(&q, "xy", 2, 3), -EINVAL);
 	p = lineq__peek(&q, &n);
 	assert_int_equal(n, 6 + 8 + 1);
 	assert_memory_equal(p, "full!\n3456789\n\n", n);
 	assert_int_equal(lineq__push_line(&q, "z", 1), -ENOBUFS);
 	assert_int_equal(lineq__consume(&q, n), 3);
-	assert_int_equal(lineq__push_line(&q, "z", 1), 0);	/* drained: room again */
+	assert_int_equal(lineq__push_line(&q, "z", 1), 0); /* drained: room again */
 	lineq__free(&q);
 }
 
@@ -115,7 +115,7 @@ static void test_slow_reader_stream(void **state)
 		}
 		seed = seed * 1103515245 + 12345;
 		p = lineq__peek(&q, &n);
-		n = p ? (seed >> 16) % (n + 1) / 2 : 0;	/* a reader slower than the writer */
+		n = p ? (seed >> 16) % (n + 1) / 2 : 0; /* a reader slower than the writer */
 		if (n) {
 			memcpy(out + olen, p, n);
 			olen += n;
@@ -132,7 +132,7 @@ static void test_slow_reader_stream(void **state)
 	assert_int_equal(written + dropped, 2000);
 	assert_int_equal(olen, wlen);
 	assert_memory_equal(out, want, wlen);
-	assert_int_equal(q.alloc <= 4096, 1);	/* compacted, not grown */
+	assert_int_equal(q.alloc <= 4096, 1); /* compacted, not grown */
 	lineq__free(&q);
 }
 

@@ -18,17 +18,17 @@
 #include "resolve/optstate.h"
 #include "resolve/remote.h"
 
-#define BASE	0x100000ULL
-#define ARENA	(1 << 16)
+#define BASE 0x100000ULL
+#define ARENA (1 << 16)
 
 struct mem {
 	unsigned char bytes[ARENA];
 	uint64_t top;
-	uint64_t type;		/* the one module type */
+	uint64_t type; /* the one module type */
 	uint64_t none;
 	int reads;
-	uint64_t ascii_data;	/* where mkstr puts a str's characters: ASCII */
-	uint64_t compact_data;	/* other kinds */
+	uint64_t ascii_data;   /* where mkstr puts a str's characters: ASCII */
+	uint64_t compact_data; /* other kinds */
 };
 
 static int mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
@@ -62,13 +62,31 @@ static void put8(struct mem *m, uint64_t addr, uint8_t v)
 }
 
 static const struct remote_layout L311 = {
-	.obj_type = 8, .type_flags = 168, .type_dictoffset = 288, .type_cached_keys = 880,
-	.managed_dict_flag = 1 << 4, .managed_dict = -24, .managed_values = -32,
-	.dict_keys = 32, .dict_values = 40, .keys_log2_index_bytes = 9, .keys_kind = 10,
-	.keys_nentries = 24, .keys_indices = 32, .values_items = 0, .keys_kind_general = 0,
-	.entry_general = 24, .entry_unicode = 16, .unicode_length = 16,
-	.unicode_state = 32, .unicode_ascii_data = 48, .unicode_compact_data = 72,
-	.unicode_kind_shift = 2, .ascii_bit = 6, .compact_bit = 5, .type_name = 24,
+	.obj_type = 8,
+	.type_flags = 168,
+	.type_dictoffset = 288,
+	.type_cached_keys = 880,
+	.managed_dict_flag = 1 << 4,
+	.managed_dict = -24,
+	.managed_values = -32,
+	.dict_keys = 32,
+	.dict_values = 40,
+	.keys_log2_index_bytes = 9,
+	.keys_kind = 10,
+	.keys_nentries = 24,
+	.keys_indices = 32,
+	.values_items = 0,
+	.keys_kind_general = 0,
+	.entry_general = 24,
+	.entry_unicode = 16,
+	.unicode_length = 16,
+	.unicode_state = 32,
+	.unicode_ascii_data = 48,
+	.unicode_compact_data = 72,
+	.unicode_kind_shift = 2,
+	.ascii_bit = 6,
+	.compact_bit = 5,
+	.type_name = 24,
 };
 
 /* A compact str: ASCII, or kind 2 (UCS-2) when wide is set. */
@@ -97,7 +115,7 @@ static uint64_t mkkeys(struct mem *m, int n, const uint64_t *keys, const uint64_
 	uint64_t k = alloc(m, 32 + 8 + 16 * n);
 	int i;
 
-	put8(m, k + 9, 3);	/* 8 index bytes */
+	put8(m, k + 9, 3); /* 8 index bytes */
 	put8(m, k + 10, vals ? 1 : 2);
 	put64(m, k + 24, n);
 	for (i = 0; i < n; i++) {
@@ -264,7 +282,7 @@ static void test_inline_values_313(void **state)
 	keys[1] = mkstr(m, "_modules", 0);
 	put64(m, type3 + 880, mkkeys(m, 2, keys, NULL));
 	put64(m, root + 8, type3);
-	put8(m, root + 16 + 3, 1);	/* valid */
+	put8(m, root + 16 + 3, 1); /* valid */
 	put64(m, root + 16 + 8, m->none);
 	put64(m, root + 16 + 16, mods);
 	init_remote(&r, m);
@@ -443,7 +461,7 @@ static void test_optimizer_step_state(void **state)
 	/* the first entry deleted (a parameter removed): the next one is the first */
 	assert_int_equal(optstate__step_impl(&r, &ol, mkoptimizer(m, tensor, 2), &impl), 0);
 	assert_int_equal(impl, 0x7f0012345678);
-	put8(m, borrowed + 16, 1);	/* a borrowed at::Tensor: its first word */
+	put8(m, borrowed + 16, 1); /* a borrowed at::Tensor: its first word */
 	put64(m, borrowed + 24, slot);
 	put64(m, slot, 0x7f00aaaa0000);
 	assert_int_equal(optstate__step_impl(&r, &ol, mkoptimizer(m, borrowed, 2), &impl), 0);

@@ -18,7 +18,7 @@ static void test_header_2d(void **state)
 
 	(void)state;
 	n = npy__header(buf, sizeof(buf), "<f4", shape, 2);
-	assert_int_equal(n, 128);	/* magic to newline: a multiple of 64, as numpy pads */
+	assert_int_equal(n, 128); /* magic to newline: a multiple of 64, as numpy pads */
 	assert_memory_equal(buf, "\x93NUMPY\x01\x00", 8);
 	assert_int_equal((unsigned char)buf[8] | (unsigned char)buf[9] << 8, n - 10);
 	assert_memory_equal(buf + 10, dict, strlen(dict));
@@ -39,7 +39,7 @@ static void test_header_scalar_and_1d(void **state)
 	assert_non_null(strstr(buf + 10, "'shape': (), }"));
 	n = npy__header(buf, sizeof(buf), "|b1", shape, 1);
 	assert_int_equal(n, 128);
-	assert_non_null(strstr(buf + 10, "'shape': (7,), }"));	/* a 1-tuple keeps its comma */
+	assert_non_null(strstr(buf + 10, "'shape': (7,), }")); /* a 1-tuple keeps its comma */
 }
 
 static void test_header_bounds(void **state)

@@ -16,8 +16,8 @@
 #include "resolve/params.h"
 #include "resolve/remote.h"
 
-#define BASE	0x200000ULL
-#define ARENA	(1 << 16)
+#define BASE 0x200000ULL
+#define ARENA (1 << 16)
 
 struct mem {
 	unsigned char bytes[ARENA];
@@ -56,10 +56,23 @@ static void put64(struct mem *m, uint64_t addr, uint64_t v)
 
 /* Offsets shaped like torch 1.13's; only their consistency matters here. */
 static const struct nw_layout TL = {
-	.obj_type = 8, .type_base = 256, .var_borrowed = 24, .var_tensor = 16,
-	.impl_storage = 48, .impl_storage_offset = 152, .impl_numel = 160, .impl_dtype = 168,
-	.impl_device = 170, .impl_ndim = 72, .impl_sizes = 80, .storage_data = 16,
-	.sizes_inline = 5, .dtype_f16 = 5, .dtype_f32 = 6, .dtype_f64 = 7, .dtype_bf16 = 15,
+	.obj_type = 8,
+	.type_base = 256,
+	.var_borrowed = 24,
+	.var_tensor = 16,
+	.impl_storage = 48,
+	.impl_storage_offset = 152,
+	.impl_numel = 160,
+	.impl_dtype = 168,
+	.impl_device = 170,
+	.impl_ndim = 72,
+	.impl_sizes = 80,
+	.storage_data = 16,
+	.sizes_inline = 5,
+	.dtype_f16 = 5,
+	.dtype_f32 = 6,
+	.dtype_f64 = 7,
+	.dtype_bf16 = 15,
 	.device_cpu = 0,
 };
 
@@ -75,7 +88,7 @@ static int setup(void **state)
 	R.read = mem_read;
 	R.ctx = &M;
 	M.tensor_type = alloc(&M, 512);
-	M.param_type = alloc(&M, 512);		/* nn.Parameter: derives from the tensor type */
+	M.param_type = alloc(&M, 512); /* nn.Parameter: derives from the tensor type */
 	put64(&M, M.param_type + TL.type_base, M.tensor_type);
 	M.other_type = alloc(&M, 512);
 	PR.r = &R;
@@ -101,7 +114,7 @@ static uint64_t mkparam(const float *v, uint64_t n, uint64_t rows, const uint64_
 	put64(&M, obj + TL.obj_type, M.param_type);
 	put(&M, obj + TL.var_borrowed, &b, 1);
 	if (borrowed) {
-		uint64_t at = alloc(&M, 16);	/* an at::Tensor: its first word is the TensorImpl */
+		uint64_t at = alloc(&M, 16); /* an at::Tensor: its first word is the TensorImpl */
 
 		put64(&M, at, impl);
 		put64(&M, obj + TL.var_tensor, at);
@@ -122,7 +135,7 @@ static uint64_t mkparam(const float *v, uint64_t n, uint64_t rows, const uint64_
 
 static void test_scan_finite_and_nonfinite(void **state)
 {
-	float ok[7] = {1, -2, 3.5f, 0, 1e30f, -1e-30f, 7};	/* odd: the last word half used */
+	float ok[7] = {1, -2, 3.5f, 0, 1e30f, -1e-30f, 7}; /* odd: the last word half used */
 	float bad[7] = {1, 2, 3, 4, 5, 6, INFINITY};
 	float nan[6] = {1, NAN, 3, 4, 5, 6};
 
@@ -169,7 +182,7 @@ static void test_check_counts(void **state)
 	(void)state;
 	np.tensors[0] = mkparam(ok, 4, 2, NULL, 6, 0);
 	np.tensors[1] = mkparam(bad, 4, 2, NULL, 6, 0);
-	np.tensors[2] = mkparam(ok, 4, 2, holes, 6, 0);	/* skipped */
+	np.tensors[2] = mkparam(ok, 4, 2, holes, 6, 0); /* skipped */
 	np.tensors[3] = mkparam(ok, 4, 2, NULL, 3, 0);	/* int: not counted */
 	params__check(&PR, &np, &pc);
 	assert_int_equal(pc.checked, 2);

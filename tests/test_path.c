@@ -21,7 +21,7 @@
 #include "output/path.h"
 
 struct tree {
-	char root[64];		/* root/real/ a directory, root/lnk -> real */
+	char root[64]; /* root/real/ a directory, root/lnk -> real */
 	char p[256];
 };
 
@@ -45,8 +45,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct tree *t = *state;
-	static const char *const names[] = {"real/x", "real/y", "real/fifo", "real/sock",
-					    "real/new", "lnk", "real"};
+	static const char *const names[] = {"real/x",	"real/y", "real/fifo", "real/sock",
+					    "real/new", "lnk",	  "real"};
 	unsigned i;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -74,7 +74,7 @@ static void test_dirs(void **state)
 
 	for (i = 0; i < 2; i++) {
 		expect_dir(open_dir[i](at(t, "real")));
-		expect_dir(open_dir[i](at(t, "real/")));	/* a trailing slash changes nothing */
+		expect_dir(open_dir[i](at(t, "real/"))); /* a trailing slash changes nothing */
 		expect_dir(open_dir[i](at(t, "real//./")));
 		assert_int_equal(open_dir[i](at(t, "lnk")), -ELOOP);
 		assert_int_equal(open_dir[i](at(t, "lnk/")), -ELOOP);
@@ -103,7 +103,7 @@ static void test_output_files(void **state)
 	/* a symlinked parent, and the file named through it */
 	assert_int_equal(path__open_output(at(t, "lnk/x"), err, sizeof(err)), -ELOOP);
 	assert_non_null(strstr(err, "symlink"));
-	assert_int_equal(access(at(t, "real/x"), F_OK), -1);	/* not created */
+	assert_int_equal(access(at(t, "real/x"), F_OK), -1); /* not created */
 	assert_int_equal(path__open_output(at(t, "lnk/new"), err, sizeof(err)), -ELOOP);
 	assert_int_equal(path__open_output(at(t, "lnk"), err, sizeof(err)), -ELOOP);
 	assert_int_equal(path__open_output(at(t, "real/"), err, sizeof(err)), -EISDIR);

@@ -34,8 +34,9 @@ static struct layout *table(const char *body)
 		size_t n = strcspn(line, ":");
 
 		snprintf(key, sizeof(key), "\n%.*s:", (int)n, line);
-		if (!strncmp(line, "debug_", 6) || (line[0] != '#' && n < 64 &&
-		    (strstr(body, key + 1) == body || strstr(body, key))))
+		if (!strncmp(line, "debug_", 6) ||
+		    (line[0] != '#' && n < 64 &&
+		     (strstr(body, key + 1) == body || strstr(body, key))))
 			continue;
 		fputs(line, f);
 	}
@@ -57,7 +58,7 @@ static void words_with(uint64_t *w, size_t n)
 	memcpy(&w[0], "xdebugpy", 8);
 	w[1] = PY313;
 	for (i = 3; i < n; i++)
-		w[i] = 1000 + i;	/* distinct values: each index is visible */
+		w[i] = 1000 + i; /* distinct values: each index is visible */
 }
 
 static void test_applies_named_words(void **state)
@@ -77,7 +78,7 @@ static void test_applies_named_words(void **state)
 	assert_int_equal(rl.obj_type, 1045);
 	assert_int_equal(nl.unicode_ascii_data, 1070);
 	assert_int_equal(rl.unicode_ascii_data, 1070);
-	assert_int_equal(nl.frame_localsplus, 0);	/* not named: the table's value stays */
+	assert_int_equal(nl.frame_localsplus, 0); /* not named: the table's value stays */
 	layout__free(l);
 }
 
@@ -90,8 +91,8 @@ static void test_no_debug_keys_reads_nothing(void **state)
 
 	(void)state;
 	/* 3.11 tables: no published offsets are needed, even with nothing read */
-	assert_int_equal(pyoffsets__apply_words(NULL, 0, 0x030b02f0, l, &nl, &rl, err,
-						sizeof(err)), 0);
+	assert_int_equal(pyoffsets__apply_words(NULL, 0, 0x030b02f0, l, &nl, &rl, err, sizeof(err)),
+			 0);
 	assert_int_equal(nl.frame_code, 32);
 	layout__free(l);
 }
@@ -112,8 +113,8 @@ static void test_refuses_bad_cookie_version_index(void **state)
 			 -ENOENT);
 	assert_non_null(strstr(err, "cookie"));
 	words_with(w, 128);
-	assert_int_equal(pyoffsets__apply_words(w, 128, 0x030c00f0, l, &nl, &rl, err,
-						sizeof(err)), -EINVAL);
+	assert_int_equal(pyoffsets__apply_words(w, 128, 0x030c00f0, l, &nl, &rl, err, sizeof(err)),
+			 -EINVAL);
 	assert_non_null(strstr(err, "version"));
 	/* a word past what was read (a table's index is at most 127, see test_layout) */
 	assert_int_equal(pyoffsets__apply_words(w, 64, PY313, far, &nl, &rl, err, sizeof(err)),

@@ -43,7 +43,7 @@ static int no_memory(void *ctx, uint64_t addr, void *buf, size_t len)
 	(void)addr;
 	(void)buf;
 	(void)len;
-	return -EFAULT;	/* the target is gone: names are unknown */
+	return -EFAULT; /* the target is gone: names are unknown */
 }
 
 static int setup(void **state)
@@ -106,7 +106,8 @@ static struct jv **lines(struct fixture *f, size_t *count)
 	len = fread(buf, 1, sizeof(buf) - 1, in);
 	fclose(in);
 	buf[len] = 0;
-	for (line = strtok_r(buf, "\n", &save); line && n < 64; line = strtok_r(NULL, "\n", &save)) {
+	for (line = strtok_r(buf, "\n", &save); line && n < 64;
+	     line = strtok_r(NULL, "\n", &save)) {
 		ev[n] = jv__parse(line, strlen(line), NULL, 0);
 		assert_non_null(ev[n]);
 		n++;
@@ -138,8 +139,8 @@ static void test_real_records(void **state)
 	fclose(in);
 	if (n < sizeof(struct nw_event) || n % sizeof(struct nw_event))
 		fail_msg("%s holds %zu bytes, not whole %zu-byte records: struct nw_event changed, "
-			 "record the corpus again (tests/fuzz/README.md)", REAL_RECORDS, n,
-			 sizeof(struct nw_event));
+			 "record the corpus again (tests/fuzz/README.md)",
+			 REAL_RECORDS, n, sizeof(struct nw_event));
 	for (i = 0; i < n; i += sizeof(struct nw_event))
 		assert_int_equal(explain__record(&f->r, data + i, sizeof(struct nw_event)), 0);
 	ev = lines(f, &count);
@@ -152,7 +153,8 @@ static void test_real_records(void **state)
 		assert_int_equal(jv__type(jv__get(ev[i], "shape")), JV_ARRAY);
 		numel = 1;
 		for (k = 0; k < jv__len(jv__get(ev[i], "shape")); k++) {
-			assert_int_equal(jv__number(jv__index(jv__get(ev[i], "shape"), k), &dim), 0);
+			assert_int_equal(jv__number(jv__index(jv__get(ev[i], "shape"), k), &dim),
+					 0);
 			numel *= dim;
 		}
 		assert_int_equal(jv__number(jv__get(ev[i], "numel"), &dim), 0);
@@ -168,8 +170,13 @@ static void test_short_and_unaligned(void **state)
 {
 	struct fixture *f = *state;
 	static char data[sizeof(struct nw_event) + 1];
-	struct nw_event ev = { .type = NW_EV_ANOMALY, .phase = NW_PHASE_LOSS, .dtype = NW_DT_F32,
-			       .nan = 1, .numel = 1, .index0 = NW_NO_INDEX, .min_key = ~0ULL };
+	struct nw_event ev = {.type = NW_EV_ANOMALY,
+			      .phase = NW_PHASE_LOSS,
+			      .dtype = NW_DT_F32,
+			      .nan = 1,
+			      .numel = 1,
+			      .index0 = NW_NO_INDEX,
+			      .min_key = ~0ULL};
 	struct jv **out;
 	size_t count;
 
@@ -192,17 +199,25 @@ static void test_short_and_unaligned(void **state)
  */
 static void test_time_stamp_out_of_range(void **state)
 {
-	static const uint64_t stamps[] = { 8391404493243653435ULL, UINT64_MAX, 1ULL << 63 };
+	static const uint64_t stamps[] = {8391404493243653435ULL, UINT64_MAX, 1ULL << 63};
 	struct fixture *f = *state;
-	struct nw_event ev = { .type = NW_EV_ANOMALY, .phase = NW_PHASE_LOSS, .dtype = NW_DT_F32,
-			       .nan = 1, .numel = 1, .index0 = NW_NO_INDEX, .min_key = ~0ULL };
+	struct nw_event ev = {.type = NW_EV_ANOMALY,
+			      .phase = NW_PHASE_LOSS,
+			      .dtype = NW_DT_F32,
+			      .nan = 1,
+			      .numel = 1,
+			      .index0 = NW_NO_INDEX,
+			      .min_key = ~0ULL};
 	regex_t re;
 	struct jv **out;
 	size_t count, i;
 	char buf[48];
 
-	assert_int_equal(regcomp(&re, "^20[2-9][0-9]-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:"
-				      "[0-6][0-9]\\.[0-9]{9}Z$", REG_EXTENDED | REG_NOSUB), 0);
+	assert_int_equal(regcomp(&re,
+				 "^20[2-9][0-9]-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:"
+				 "[0-6][0-9]\\.[0-9]{9}Z$",
+				 REG_EXTENDED | REG_NOSUB),
+			 0);
 	for (i = 0; i < sizeof(stamps) / sizeof(stamps[0]); i++) {
 		ev.time_ns = stamps[i];
 		assert_int_equal(explain__record(&f->r, &ev, sizeof(ev)), 0);

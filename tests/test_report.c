@@ -94,8 +94,8 @@ static void test_tally_torn_read(void **state)
 	assert_int_equal(t.all.found, 3);
 }
 
-#define BASE	0x300000ULL
-#define ARENA	(1 << 16)
+#define BASE 0x300000ULL
+#define ARENA (1 << 16)
 
 static struct {
 	unsigned char bytes[ARENA];
@@ -132,26 +132,57 @@ static void put64(uint64_t addr, uint64_t v)
 
 /* CPython 3.11 (as tests/test_names.c lays it out) and torch 1.13-like tensor offsets. */
 static const struct remote_layout PY = {
-	.obj_type = 8, .type_flags = 168, .type_dictoffset = 288, .type_cached_keys = 880,
-	.managed_dict_flag = 1 << 4, .managed_dict = -24, .managed_values = -32,
-	.dict_keys = 32, .dict_values = 40, .keys_log2_index_bytes = 9, .keys_kind = 10,
-	.keys_nentries = 24, .keys_indices = 32, .values_items = 0, .keys_kind_general = 0,
-	.entry_general = 24, .entry_unicode = 16, .unicode_length = 16,
-	.unicode_state = 32, .unicode_ascii_data = 48, .unicode_compact_data = 72,
-	.unicode_kind_shift = 2, .ascii_bit = 6, .compact_bit = 5, .type_name = 24,
+	.obj_type = 8,
+	.type_flags = 168,
+	.type_dictoffset = 288,
+	.type_cached_keys = 880,
+	.managed_dict_flag = 1 << 4,
+	.managed_dict = -24,
+	.managed_values = -32,
+	.dict_keys = 32,
+	.dict_values = 40,
+	.keys_log2_index_bytes = 9,
+	.keys_kind = 10,
+	.keys_nentries = 24,
+	.keys_indices = 32,
+	.values_items = 0,
+	.keys_kind_general = 0,
+	.entry_general = 24,
+	.entry_unicode = 16,
+	.unicode_length = 16,
+	.unicode_state = 32,
+	.unicode_ascii_data = 48,
+	.unicode_compact_data = 72,
+	.unicode_kind_shift = 2,
+	.ascii_bit = 6,
+	.compact_bit = 5,
+	.type_name = 24,
 };
 static const struct nw_layout TL = {
-	.obj_type = 8, .type_base = 256, .var_borrowed = 24, .var_tensor = 16,
-	.impl_storage = 48, .impl_storage_offset = 152, .impl_numel = 160, .impl_dtype = 168,
-	.impl_device = 170, .impl_ndim = 72, .impl_sizes = 80, .storage_data = 16,
-	.sizes_inline = 5, .dtype_f32 = 6, .dtype_f64 = 7, .dtype_f16 = 5, .dtype_bf16 = 15,
+	.obj_type = 8,
+	.type_base = 256,
+	.var_borrowed = 24,
+	.var_tensor = 16,
+	.impl_storage = 48,
+	.impl_storage_offset = 152,
+	.impl_numel = 160,
+	.impl_dtype = 168,
+	.impl_device = 170,
+	.impl_ndim = 72,
+	.impl_sizes = 80,
+	.storage_data = 16,
+	.sizes_inline = 5,
+	.dtype_f32 = 6,
+	.dtype_f64 = 7,
+	.dtype_f16 = 5,
+	.dtype_bf16 = 15,
 };
 
 static uint64_t mkstr(const char *s)
 {
 	size_t n = strlen(s);
 	uint64_t a = alloc(64 + n + 1);
-	uint32_t state = 1u << 5 | 1u << 2 | 1u << 6;	/* compact, kind 1, ascii */
+	uint32_t state = 1u << 5 | 1u << 2 | 1u << 6; /* compact, kind 1, ascii */
 
 	put64(a + PY.unicode_length, n);
 	put(a + PY.unicode_state, &state, 4);
@@ -179,8 +210,8 @@ static uint64_t mkdict(int n, const char **names, const uint64_t *vals)
 struct world {
 	struct remote r;
 	uint64_t tensor_type, module, weight_data;
-	uint64_t steps;		/* NW_C_STEP_STARTS as the daemon reads it */
-	int listed;		/* set_params calls */
+	uint64_t steps; /* NW_C_STEP_STARTS as the daemon reads it */
+	int listed;	/* set_params calls */
 	struct nw_params np;
 };
 
@@ -231,7 +262,7 @@ static void mkworld(struct world *w)
 	put64(storage + TL.storage_data, w->weight_data);
 	put(w->weight_data, v, sizeof(v));
 	pvals[0] = obj;
-	pvals[1] = none;	/* bias=False */
+	pvals[1] = none; /* bias=False */
 	mtype = alloc(1024);
 	put64(mtype + PY.type_flags, PY.managed_dict_flag);
 	w->module = alloc(64) + 32;
@@ -314,9 +345,10 @@ static void test_late_params(void **state)
 	/* finite, no step since: the values the layer used; BPF gets the list */
 	w.steps = 7;
 	anomaly_line(&w, &ev, line, sizeof(line));
-	assert_non_null(strstr(line, "\"params_finite\":true,\"params_late\":true,\"origin\":true"));
+	assert_non_null(
+		strstr(line, "\"params_finite\":true,\"params_late\":true,\"origin\":true"));
 	assert_int_equal(w.listed, 1);
-	assert_int_equal(w.np.n, 1);	/* bias=None is not a parameter */
+	assert_int_equal(w.np.n, 1); /* bias=None is not a parameter */
 	/* finite after a step began: still finite (an update cannot undo NaN) */
 	w.steps = 8;
 	anomaly_line(&w, &ev, line, sizeof(line));
@@ -325,11 +357,13 @@ static void test_late_params(void **state)
 	put(w.weight_data + 4, &nan, 4);
 	w.steps = 7;
 	anomaly_line(&w, &ev, line, sizeof(line));
-	assert_non_null(strstr(line, "\"params_finite\":false,\"params_late\":true,\"origin\":false"));
+	assert_non_null(
+		strstr(line, "\"params_finite\":false,\"params_late\":true,\"origin\":false"));
 	/* NaN after a step began: the update may have written it, unknown */
 	w.steps = 8;
 	anomaly_line(&w, &ev, line, sizeof(line));
-	assert_non_null(strstr(line, "\"params_finite\":null,\"params_late\":true,\"origin\":true"));
+	assert_non_null(
+		strstr(line, "\"params_finite\":null,\"params_late\":true,\"origin\":true"));
 	/* the module no longer readable: unknown */
 	put64(w.module + PY.managed_dict, 0);
 	anomaly_line(&w, &ev, line, sizeof(line));
@@ -351,7 +385,8 @@ static void test_params_from_bpf(void **state)
 	ev.params_nonfinite = 1;
 	w.steps = 9;
 	anomaly_line(&w, &ev, line, sizeof(line));
-	assert_non_null(strstr(line, "\"params_finite\":false,\"params_late\":false,\"origin\":false"));
+	assert_non_null(
+		strstr(line, "\"params_finite\":false,\"params_late\":false,\"origin\":false"));
 	assert_int_equal(w.listed, 0);
 }
 

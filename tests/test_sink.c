@@ -25,7 +25,7 @@
 
 struct fix {
 	char dir[64];
-	char sock[128];		/* "unix:DIR/c.sock" */
+	char sock[128]; /* "unix:DIR/c.sock" */
 	char file[128];
 	int srv, peer;
 };
@@ -119,7 +119,7 @@ static void test_stalled_collector(void **state)
 	start = now();
 	for (i = 0; i < 20000; i++)
 		assert_int_equal(sinks__write(ss, line, sizeof(line)), 0);
-	assert_true(now() - start < 30);	/* a blocked write would never return */
+	assert_true(now() - start < 30); /* a blocked write would never return */
 	dropped = stat_of(ss, 0, "dropped");
 	assert_true(dropped > 0);
 	assert_int_equal(sinks__take_dropped(ss, 0), dropped);
@@ -180,7 +180,7 @@ static void test_stalled_whole_lines(void **state)
 	for (i = 0; i < 1400; i++)
 		sinks__write(ss, line, sizeof(line) - i % 7);
 	assert_true(sinks__pending(ss) > 200000);
-	n = recv(f->peer, buf, 50000, MSG_WAITALL);	/* room for part of the queue */
+	n = recv(f->peer, buf, 50000, MSG_WAITALL); /* room for part of the queue */
 	check_lines(buf, n, &since_nl);
 	sinks__flush(ss);
 	sinks__free(ss);

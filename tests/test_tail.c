@@ -11,21 +11,22 @@
 
 #include "tailfmt.h"
 
-#define COMMON "\"schema\":\"nanwatch/1\",\"time\":\"2024-05-01T14:40:07.123456789Z\"," \
-	       "\"seq\":1,\"host\":\"gpu1\",\"pid\":4242,\"comm\":\"python3\""
+#define COMMON                                                                   \
+	"\"schema\":\"nanwatch/1\",\"time\":\"2024-05-01T14:40:07.123456789Z\"," \
+	"\"seq\":1,\"host\":\"gpu1\",\"pid\":4242,\"comm\":\"python3\""
 
-#define ANOMALY(extra) \
-	"{\"event\":\"anomaly\"," COMMON ",\"tid\":4243,\"step\":3,\"iteration\":3," \
-	"\"phase\":\"forward\",\"layer\":\"blocks.0.norm\",\"module\":\"RMSNorm\"," \
-	"\"tensor\":\"output\",\"dtype\":\"float32\",\"shape\":[16,32],\"numel\":512," \
+#define ANOMALY(extra)                                                                   \
+	"{\"event\":\"anomaly\"," COMMON ",\"tid\":4243,\"step\":3,\"iteration\":3,"     \
+	"\"phase\":\"forward\",\"layer\":\"blocks.0.norm\",\"module\":\"RMSNorm\","      \
+	"\"tensor\":\"output\",\"dtype\":\"float32\",\"shape\":[16,32],\"numel\":512,"   \
 	"\"nan\":512,\"posinf\":0,\"neginf\":0,\"finite_min\":-1.5,\"finite_max\":2.25," \
 	"\"cause\":null,\"skipped\":null" extra "}"
 
 /* An anomaly whose layer and module are printf formats (each with one %s). */
-#define ANOMALY_NAMED(layer, module) \
+#define ANOMALY_NAMED(layer, module)                                                 \
 	"{\"event\":\"anomaly\"," COMMON ",\"tid\":4243,\"step\":3,\"iteration\":3," \
-	"\"phase\":\"forward\",\"layer\":\"" layer "\",\"module\":\"" module "\"," \
-	"\"tensor\":\"output\",\"dtype\":\"float32\",\"shape\":[2],\"numel\":2," \
+	"\"phase\":\"forward\",\"layer\":\"" layer "\",\"module\":\"" module "\","   \
+	"\"tensor\":\"output\",\"dtype\":\"float32\",\"shape\":[2],\"numel\":2,"     \
 	"\"nan\":2,\"posinf\":0,\"neginf\":0,\"finite_min\":null,\"finite_max\":null}"
 
 struct out {
@@ -63,7 +64,7 @@ static int teardown(void **state)
 /* Format one line and return everything printed so far. */
 static const char *fmt(void **state, int color, const char *line)
 {
-	struct tailfmt t = { .color = color };
+	struct tailfmt t = {.color = color};
 	struct out *o = *state;
 
 	assert_int_equal(tailfmt__line(&t, line, strlen(line), o->f), 0);
@@ -74,9 +75,10 @@ static const char *fmt(void **state, int color, const char *line)
 static void test_attach(void **state)
 {
 	assert_string_equal(
-		fmt(state, 0, "{\"event\":\"attach\"," COMMON ",\"python\":\"3.11.2\","
-			      "\"torch\":\"1.13.0a0\",\"probes\":2,\"mode\":\"full\","
-			      "\"config\":null}"),
+		fmt(state, 0,
+		    "{\"event\":\"attach\"," COMMON ",\"python\":\"3.11.2\","
+		    "\"torch\":\"1.13.0a0\",\"probes\":2,\"mode\":\"full\","
+		    "\"config\":null}"),
 		"14:40:07 attach   pid 4242 (python3) python 3.11.2 torch 1.13.0a0, 2 probes, "
 		"mode full\n");
 }
@@ -84,9 +86,10 @@ static void test_attach(void **state)
 static void test_attach_config(void **state)
 {
 	assert_string_equal(
-		fmt(state, 0, "{\"event\":\"attach\"," COMMON ",\"python\":\"3.13.0\","
-			      "\"torch\":\"2.4.0\",\"probes\":3,\"mode\":\"sample\","
-			      "\"config\":\"/etc/nanwatch/nanwatch.yaml\"}"),
+		fmt(state, 0,
+		    "{\"event\":\"attach\"," COMMON ",\"python\":\"3.13.0\","
+		    "\"torch\":\"2.4.0\",\"probes\":3,\"mode\":\"sample\","
+		    "\"config\":\"/etc/nanwatch/nanwatch.yaml\"}"),
 		"14:40:07 attach   pid 4242 (python3) python 3.13.0 torch 2.4.0, 3 probes, "
 		"mode sample, config /etc/nanwatch/nanwatch.yaml\n");
 }
@@ -94,8 +97,9 @@ static void test_attach_config(void **state)
 static void test_anomaly_first_origin(void **state)
 {
 	assert_string_equal(
-		fmt(state, 0, ANOMALY(",\"inputs_finite\":true,\"params_finite\":true,"
-				      "\"origin\":true,\"first\":true")),
+		fmt(state, 0,
+		    ANOMALY(",\"inputs_finite\":true,\"params_finite\":true,"
+			    "\"origin\":true,\"first\":true")),
 		"14:40:07 ANOMALY  step 3 iter 3  blocks.0.norm (RMSNorm)  output float32[16, 32]"
 		"  nan 512 +inf 0 -inf 0  finite [-1.5, 2.25]  inputs finite  ORIGIN  first\n"
 		"         >>> First non-finite value: layer blocks.0.norm (RMSNorm) at step 3, "
@@ -105,20 +109,23 @@ static void test_anomaly_first_origin(void **state)
 /* A step counted from the attach says so; the optimizer's own count reads as before. */
 static void test_anomaly_first_step_source(void **state)
 {
-	const char *got = fmt(state, 0, ANOMALY(",\"step_source\":\"attach\",\"origin\":true,"
-						"\"first\":true"));
+	const char *got = fmt(state, 0,
+			      ANOMALY(",\"step_source\":\"attach\",\"origin\":true,"
+				      "\"first\":true"));
 
 	assert_non_null(strstr(got, "(RMSNorm) at step 3 (counted from the attach), iteration 3"));
-	got = fmt(state, 0, ANOMALY(",\"step_source\":\"optimizer_state\",\"origin\":true,"
-				    "\"first\":true"));
+	got = fmt(state, 0,
+		  ANOMALY(",\"step_source\":\"optimizer_state\",\"origin\":true,"
+			  "\"first\":true"));
 	assert_non_null(strstr(got, "(RMSNorm) at step 3, iteration 3"));
 }
 
 static void test_anomaly_first_through_inputs(void **state)
 {
-	const char *got = fmt(state, 0, ANOMALY(",\"inputs_finite\":false,"
-						"\"params_finite\":true,\"origin\":false,"
-						"\"first\":true"));
+	const char *got = fmt(state, 0,
+			      ANOMALY(",\"inputs_finite\":false,"
+				      "\"params_finite\":true,\"origin\":false,"
+				      "\"first\":true"));
 
 	assert_non_null(strstr(got, "  inputs NONFINITE  first\n"));
 	assert_null(strstr(got, "ORIGIN"));
@@ -127,9 +134,10 @@ static void test_anomaly_first_through_inputs(void **state)
 
 static void test_anomaly_first_from_params(void **state)
 {
-	const char *got = fmt(state, 0, ANOMALY(",\"inputs_finite\":true,"
-						"\"params_finite\":false,\"origin\":false,"
-						"\"first\":true"));
+	const char *got = fmt(state, 0,
+			      ANOMALY(",\"inputs_finite\":true,"
+				      "\"params_finite\":false,\"origin\":false,"
+				      "\"first\":true"));
 
 	assert_non_null(strstr(got, "  inputs finite  params NONFINITE  first\n"));
 	assert_non_null(strstr(got, "\u2014 it came from the layer's parameters"));
@@ -139,13 +147,14 @@ static void test_anomaly_first_from_params(void **state)
 static void test_anomaly_later(void **state)
 {
 	assert_string_equal(
-		fmt(state, 0, "{\"event\":\"anomaly\"," COMMON ",\"step\":7,\"iteration\":9,"
-			      "\"phase\":\"backward\",\"layer\":\"\",\"module\":\"Net\","
-			      "\"tensor\":\"grad[0]\",\"dtype\":\"bfloat16\",\"shape\":[],"
-			      "\"nan\":0,\"posinf\":1,\"neginf\":2,\"finite_min\":null,"
-			      "\"finite_max\":null,\"inputs_finite\":null,\"origin\":false,"
-			      "\"first\":false,\"cause\":\"lr_too_high\","
-			      "\"skipped\":\"truncated\"}"),
+		fmt(state, 0,
+		    "{\"event\":\"anomaly\"," COMMON ",\"step\":7,\"iteration\":9,"
+		    "\"phase\":\"backward\",\"layer\":\"\",\"module\":\"Net\","
+		    "\"tensor\":\"grad[0]\",\"dtype\":\"bfloat16\",\"shape\":[],"
+		    "\"nan\":0,\"posinf\":1,\"neginf\":2,\"finite_min\":null,"
+		    "\"finite_max\":null,\"inputs_finite\":null,\"origin\":false,"
+		    "\"first\":false,\"cause\":\"lr_too_high\","
+		    "\"skipped\":\"truncated\"}"),
 		"14:40:07 ANOMALY  step 7 iter 9 backward  <root> (Net)  grad[0] bfloat16[]  "
 		"nan 0 +inf 1 -inf 2  finite none  cause lr_too_high  skipped truncated\n");
 }
@@ -198,9 +207,10 @@ static void test_anomaly_loss_first(void **state)
 static void test_stats(void **state)
 {
 	assert_string_equal(
-		fmt(state, 0, "{\"event\":\"stats\"," COMMON ",\"steps\":10,\"iterations\":10,"
-			      "\"modules\":12,\"tensors_scanned\":340,\"bytes_scanned\":1258291,"
-			      "\"anomalies\":1,\"suppressed\":8,\"lost\":0}"),
+		fmt(state, 0,
+		    "{\"event\":\"stats\"," COMMON ",\"steps\":10,\"iterations\":10,"
+		    "\"modules\":12,\"tensors_scanned\":340,\"bytes_scanned\":1258291,"
+		    "\"anomalies\":1,\"suppressed\":8,\"lost\":0}"),
 		"14:40:07 stats    steps 10 iterations 10 modules 12 scanned 1.2 MiB 340 tensors, "
 		"anomalies 1, suppressed 8, lost 0\n");
 }
@@ -216,12 +226,14 @@ static void test_stats_small_and_missing(void **state)
 static void test_lost_detach_error(void **state)
 {
 	fmt(state, 0, "{\"event\":\"lost\"," COMMON ",\"count\":12,\"where\":\"kernel\"}");
-	fmt(state, 0, "{\"event\":\"lost\"," COMMON ",\"count\":5,\"where\":\"sink\","
-		      "\"sink\":\"unix:/run/c.sock\"}");
+	fmt(state, 0,
+	    "{\"event\":\"lost\"," COMMON ",\"count\":5,\"where\":\"sink\","
+	    "\"sink\":\"unix:/run/c.sock\"}");
 	fmt(state, 0, "{\"event\":\"detach\"," COMMON ",\"reason\":\"target_exit\"}");
 	fmt(state, 0, "{\"event\":\"detach\"," COMMON ",\"reason\":\"signal\",\"anomalies\":3}");
-	assert_string_equal(fmt(state, 0, "{\"event\":\"error\"," COMMON ",\"rank\":1,"
-					  "\"message\":\"failed to read names: EFAULT\"}"),
+	assert_string_equal(fmt(state, 0,
+				"{\"event\":\"error\"," COMMON ",\"rank\":1,"
+				"\"message\":\"failed to read names: EFAULT\"}"),
 			    "14:40:07 lost     12 events (kernel)\n"
 			    "14:40:07 lost     5 lines (output unix:/run/c.sock)\n"
 			    "14:40:07 detach   target_exit\n"
@@ -231,25 +243,26 @@ static void test_lost_detach_error(void **state)
 
 static void test_diagnosis(void **state)
 {
-	assert_string_equal(
-		fmt(state, 0, "{\"event\":\"diagnosis\"," COMMON ",\"step\":3,\"iteration\":3,"
-			      "\"layer\":\"blocks.0.norm\",\"module\":\"RMSNorm\","
-			      "\"cause\":\"norm_zero_variance\",\"confidence\":0.9,"
-			      "\"evidence\":[\"input variance 0\"],\"fixes\":[\"raise eps\","
-			      "\"check data\"],\"capture\":\"/var/lib/nanwatch/c1.pt\"}"),
-		"14:40:07 diagnosis step 3 iter 3  blocks.0.norm (RMSNorm)  "
-		"cause norm_zero_variance (confidence 0.9)\n"
-		"         evidence: input variance 0\n"
-		"         fix: raise eps\n"
-		"         fix: check data\n"
-		"         capture: /var/lib/nanwatch/c1.pt\n");
+	assert_string_equal(fmt(state, 0,
+				"{\"event\":\"diagnosis\"," COMMON ",\"step\":3,\"iteration\":3,"
+				"\"layer\":\"blocks.0.norm\",\"module\":\"RMSNorm\","
+				"\"cause\":\"norm_zero_variance\",\"confidence\":0.9,"
+				"\"evidence\":[\"input variance 0\"],\"fixes\":[\"raise eps\","
+				"\"check data\"],\"capture\":\"/var/lib/nanwatch/c1.pt\"}"),
+			    "14:40:07 diagnosis step 3 iter 3  blocks.0.norm (RMSNorm)  "
+			    "cause norm_zero_variance (confidence 0.9)\n"
+			    "         evidence: input variance 0\n"
+			    "         fix: raise eps\n"
+			    "         fix: check data\n"
+			    "         capture: /var/lib/nanwatch/c1.pt\n");
 }
 
 static void test_unknown_event_generic(void **state)
 {
 	assert_string_equal(
-		fmt(state, 0, "{\"event\":\"gpu_sync\"," COMMON ",\"a\":1,\"b\":\"x y\","
-			      "\"c\":[1,{\"d\":null}],\"e\":\"plain\",\"f\":true,\"g\":\"\"}"),
+		fmt(state, 0,
+		    "{\"event\":\"gpu_sync\"," COMMON ",\"a\":1,\"b\":\"x y\","
+		    "\"c\":[1,{\"d\":null}],\"e\":\"plain\",\"f\":true,\"g\":\"\"}"),
 		"14:40:07 gpu_sync a=1 b=\"x y\" c=[1,{\"d\":null}] e=plain f=true g=\"\"\n");
 }
 
@@ -282,8 +295,12 @@ static void test_passthrough(void **state)
 static void test_passthrough_sanitized(void **state)
 {
 	fmt(state, 0, "\xff\xfe not utf-8");
-	fmt(state, 0, "nanwatchd: pid 7 (\033]0;owned\007x) \xc2\x9b" "2J");
-	assert_string_equal(fmt(state, 0, "{\"event\":\"x\"} \xe2\x80\xae" "evil"),
+	fmt(state, 0,
+	    "nanwatchd: pid 7 (\033]0;owned\007x) \xc2\x9b"
+	    "2J");
+	assert_string_equal(fmt(state, 0,
+				"{\"event\":\"x\"} \xe2\x80\xae"
+				"evil"),
 			    "?? not utf-8\n"
 			    "nanwatchd: pid 7 (?]0;owned?x) ?2J\n"
 			    "{\"event\":\"x\"} ?evil\n");
@@ -292,8 +309,9 @@ static void test_passthrough_sanitized(void **state)
 /* Names come from the target's memory: no control byte may reach the terminal. */
 static void test_untrusted_text_sanitized(void **state)
 {
-	const char *got = fmt(state, 0, "{\"event\":\"error\"," COMMON ",\"message\":"
-					"\"a\\u001b[2Jb\\u0007c\\u009bd\\u007fe\\n\xc3\xa9\"}");
+	const char *got = fmt(state, 0,
+			      "{\"event\":\"error\"," COMMON ",\"message\":"
+			      "\"a\\u001b[2Jb\\u0007c\\u009bd\\u007fe\\n\xc3\xa9\"}");
 
 	assert_string_equal(got, "14:40:07 error    a?[2Jb?c?d?e?\xc3\xa9\n");
 	got = fmt(state, 0, "{\"event\":\"x\\u001b]0;t\\u0007\"," COMMON "}");
@@ -308,8 +326,8 @@ static void test_untrusted_text_sanitized(void **state)
 static void test_bidi_controls_neutralised(void **state)
 {
 	static const char *const bidi[] = {
-		"\\u202a", "\\u202b", "\\u202c", "\\u202d", "\\u202e", "\\u2066", "\\u2067",
-		"\\u2068", "\\u2069", "\\u200e", "\\u200f", "\\u061c",
+		"\\u202a", "\\u202b", "\\u202c", "\\u202d", "\\u202e", "\\u2066",
+		"\\u2067", "\\u2068", "\\u2069", "\\u200e", "\\u200f", "\\u061c",
 	};
 	char line[1024], want[128];
 	const char *got = NULL;
@@ -326,10 +344,11 @@ static void test_bidi_controls_neutralised(void **state)
 		got += strlen(want);
 	}
 	/* raw UTF-8 in the line (not \\u escapes) is caught the same way, in every field */
-	got = fmt(state, 0, "{\"event\":\"diagnosis\"," COMMON ",\"step\":1,\"iteration\":1,"
-			    "\"layer\":\"x\xe2\x80\xae\",\"module\":\"Y\xe2\x81\xa6\","
-			    "\"cause\":\"z\xd8\x9c\",\"confidence\":1,\"evidence\":[\"e\xe2\x80\x8f\"],"
-			    "\"fixes\":[],\"capture\":\"/c\xc2\x85\"}");
+	got = fmt(state, 0,
+		  "{\"event\":\"diagnosis\"," COMMON ",\"step\":1,\"iteration\":1,"
+		  "\"layer\":\"x\xe2\x80\xae\",\"module\":\"Y\xe2\x81\xa6\","
+		  "\"cause\":\"z\xd8\x9c\",\"confidence\":1,\"evidence\":[\"e\xe2\x80\x8f\"],"
+		  "\"fixes\":[],\"capture\":\"/c\xc2\x85\"}");
 	assert_null(strstr(got, "\xe2\x80\xae"));
 	assert_null(strstr(got, "\xe2\x81\xa6"));
 	assert_null(strstr(got, "\xd8\x9c"));
@@ -346,10 +365,12 @@ static void test_bidi_controls_neutralised(void **state)
 
 static void test_time_forms(void **state)
 {
-	fmt(state, 0, "{\"event\":\"detach\",\"time\":\"2024-05-01T16:40:09+02:00\","
-		      "\"reason\":\"signal\"}");
-	fmt(state, 0, "{\"event\":\"detach\",\"time\":\"2024-05-01T23:59:59.5-01:30\","
-		      "\"reason\":\"signal\"}");
+	fmt(state, 0,
+	    "{\"event\":\"detach\",\"time\":\"2024-05-01T16:40:09+02:00\","
+	    "\"reason\":\"signal\"}");
+	fmt(state, 0,
+	    "{\"event\":\"detach\",\"time\":\"2024-05-01T23:59:59.5-01:30\","
+	    "\"reason\":\"signal\"}");
 	fmt(state, 0, "{\"event\":\"detach\",\"time\":\"yesterday\",\"reason\":\"signal\"}");
 	assert_string_equal(fmt(state, 0, "{\"event\":\"detach\",\"reason\":\"error\"}"),
 			    "14:40:09 detach   signal\n"
@@ -360,8 +381,9 @@ static void test_time_forms(void **state)
 
 static void test_color(void **state)
 {
-	const char *got = fmt(state, 1, ANOMALY(",\"inputs_finite\":true,\"params_finite\":true,"
-						"\"origin\":true,\"first\":true"));
+	const char *got = fmt(state, 1,
+			      ANOMALY(",\"inputs_finite\":true,\"params_finite\":true,"
+				      "\"origin\":true,\"first\":true"));
 
 	assert_non_null(strstr(got, "\033[2m14:40:07\033[0m \033[1;31mANOMALY\033[0m  step 3"));
 	assert_non_null(strstr(got, "\033[1mORIGIN\033[0m"));

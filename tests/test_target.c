@@ -20,10 +20,10 @@
 #include "resolve/remote.h"
 #include "resolve/target.h"
 
-#define BASE	0x200000ULL
-#define ARENA	4096
-#define TP_NAME	24
-#define TP_BASE	256
+#define BASE 0x200000ULL
+#define ARENA 4096
+#define TP_NAME 24
+#define TP_BASE 256
 
 struct mem {
 	unsigned char bytes[ARENA];
@@ -50,10 +50,10 @@ static void putstr(struct mem *m, uint64_t addr, const char *s)
 }
 
 /* THPVariableClass at BASE, torch.Tensor at +64, TensorBase at +512, names at +1024. */
-#define CLASS_SYM	BASE
-#define TENSOR		(BASE + 64)
-#define TENSOR_BASE	(BASE + 512)
-#define NAMES		(BASE + 1024)
+#define CLASS_SYM BASE
+#define TENSOR (BASE + 64)
+#define TENSOR_BASE (BASE + 512)
+#define NAMES (BASE + 1024)
 
 static void fake_torch(struct mem *m, const char *cls_name, const char *base_name)
 {
@@ -97,7 +97,9 @@ static void test_class_fallback(void **state)
 static void test_symbol_kept(void **state)
 {
 	static struct mem m;
-	struct target t = {.pid = 42, .tensor_type = 0x1234, .tensor_class = CLASS_SYM,
+	struct target t = {.pid = 42,
+			   .tensor_type = 0x1234,
+			   .tensor_class = CLASS_SYM,
 			   .tensor_type_from = "THPVariableType"};
 	struct remote r;
 	char err[256] = "";
@@ -140,7 +142,7 @@ static void test_class_errors(void **state)
 	assert_int_equal(target__tensor_type(&t, &r, TP_NAME, TP_BASE, err, sizeof(err)), -EINVAL);
 	t.tensor_class = BASE + ARENA;
 	assert_int_equal(target__tensor_type(&t, &r, TP_NAME, TP_BASE, err, sizeof(err)), -EFAULT);
-	t.tensor_class = 0;	/* not exported either */
+	t.tensor_class = 0; /* not exported either */
 	assert_int_equal(target__tensor_type(&t, &r, TP_NAME, TP_BASE, err, sizeof(err)), -ENOENT);
 	assert_int_equal(t.tensor_type, 0);
 }
@@ -193,7 +195,7 @@ static void test_real_torch(void **state)
 
 	pid = start_torch(&in);
 	if (pid < 0)
-		skip();	/* no torch here: the fake-memory cases above still ran */
+		skip(); /* no torch here: the fake-memory cases above still ran */
 	assert_int_equal(target__resolve(pid, &t, err, sizeof(err)), 0);
 	assert_non_null(t.tensor_type_from);
 	assert_string_equal(t.tensor_type_from, "THPVariableType");

@@ -18,10 +18,10 @@ static void test_check(void **state)
 	assert_int_equal(utf8__check((const unsigned char *)"\xe2\x82\xac", 3), 3);
 	assert_int_equal(utf8__check((const unsigned char *)"\xf0\x9d\x84\x9e", 4), 4);
 	assert_int_equal(utf8__check((const unsigned char *)"\x80", 1), -1);
-	assert_int_equal(utf8__check((const unsigned char *)"\xc0\x80", 2), -1);	/* overlong */
+	assert_int_equal(utf8__check((const unsigned char *)"\xc0\x80", 2), -1);     /* overlong */
 	assert_int_equal(utf8__check((const unsigned char *)"\xed\xa0\x80", 3), -1); /* surrogate */
 	assert_int_equal(utf8__check((const unsigned char *)"\xf4\x90\x80\x80", 4), -1);
-	assert_int_equal(utf8__check((const unsigned char *)"\xe2\x82", 2), -2);	/* cut short */
+	assert_int_equal(utf8__check((const unsigned char *)"\xe2\x82", 2), -2); /* cut short */
 	assert_int_equal(utf8__check((const unsigned char *)"\xf0\x9d\x84x", 4), -3);
 }
 
@@ -37,7 +37,7 @@ static void test_encode_all(void **state)
 		n = utf8__encode(out, sizeof(out), cp);
 		if (cp >= 0xd800 && cp < 0xe000) {
 			assert_int_equal(n, 3);
-			assert_memory_equal(out, "\xef\xbf\xbd", 3);	/* U+FFFD */
+			assert_memory_equal(out, "\xef\xbf\xbd", 3); /* U+FFFD */
 			continue;
 		}
 		assert_int_equal(n, cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4);
@@ -54,7 +54,7 @@ static void test_encode_room(void **state)
 	assert_int_equal(utf8__encode(out, 0, 'a'), 0);
 	assert_int_equal(utf8__encode(out, 2, 0x20ac), 0);
 	assert_int_equal(utf8__encode(out, 3, 0x1d11e), 0);
-	assert_memory_equal(out, "xxx", 3);	/* nothing written when it does not fit */
+	assert_memory_equal(out, "xxx", 3); /* nothing written when it does not fit */
 	assert_int_equal(utf8__encode(out, 3, 0x20ac), 3);
 	assert_memory_equal(out, "\xe2\x82\xac", 3);
 }
@@ -77,9 +77,13 @@ static void test_write_safe(void **state)
 	(void)state;
 	safe("plain caf\xc3\xa9", 11, "plain caf\xc3\xa9");
 	safe("\x1b[31mred\x7f", 9, "?[31mred?");
-	safe("a\xc2\x9b" "b", 4, "a?b");		/* C1 CSI */
-	safe("\xe2\x80\xae" "abc", 6, "?abc");		/* RLO */
-	safe("\xe2\x81\xa6x\xe2\x81\xa9", 7, "?x?");	/* LRI .. PDI */
+	safe("a\xc2\x9b"
+	     "b",
+	     4, "a?b"); /* C1 CSI */
+	safe("\xe2\x80\xae"
+	     "abc",
+	     6, "?abc");			     /* RLO */
+	safe("\xe2\x81\xa6x\xe2\x81\xa9", 7, "?x?"); /* LRI .. PDI */
 	safe("\xff\xfe", 2, "??");
 	safe("nul\0x", 5, "nul?x");
 }

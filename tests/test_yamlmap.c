@@ -14,10 +14,22 @@
 #include "util/yamlmap.h"
 
 static const struct yamlmap_limits lim = {
-	.max_bytes = 4096, .max_nodes = 64, .max_scalar = 64, .max_key = 16, .max_depth = 4,
+	.max_bytes = 4096,
+	.max_nodes = 64,
+	.max_scalar = 64,
+	.max_key = 16,
+	.max_depth = 4,
 };
 
-enum { F_WATCH, F_METRICS, F_OUTPUT, F_MATCH, F_LISTEN, F_COMM, F_MAX };
+enum {
+	F_WATCH,
+	F_METRICS,
+	F_OUTPUT,
+	F_MATCH,
+	F_LISTEN,
+	F_COMM,
+	F_MAX
+};
 
 static const struct yamlmap_field root_fields[] = {
 	{"watch", YAMLMAP_LIST, 0, 8, F_WATCH},
@@ -114,8 +126,7 @@ static int read_config(const char *text, struct seen *s)
 	if (!y)
 		return -errno;
 	s->y = y;
-	ret = yamlmap__read(y, yamlmap__root(y), &root_schema, on_root, s, s->err,
-			    sizeof(s->err));
+	ret = yamlmap__read(y, yamlmap__root(y), &root_schema, on_root, s, s->err, sizeof(s->err));
 	yamlmap__free(y);
 	return ret;
 }
@@ -127,7 +138,7 @@ static void expect(const char *text, int ret, const char *what)
 	assert_int_equal(read_config(text, &s), ret);
 	if (!strstr(s.err, what))
 		fail_msg("message '%s' lacks '%s'", s.err, what);
-	assert_int_equal(strstr(s.err, "svc.yaml") - s.err, 0);	/* named once, first */
+	assert_int_equal(strstr(s.err, "svc.yaml") - s.err, 0); /* named once, first */
 	assert_null(strstr(s.err + 1, "svc.yaml"));
 	assert_null(strchr(s.err, '\n'));
 }
@@ -143,7 +154,9 @@ static void test_nested(void **state)
 				     "      comm: 'torchrun'\n"
 				     "metrics:\n"
 				     "  listen: \"127.0.0.1:9464\"\n"
-				     "output: [stdout, /var/log/nanwatch.ndjson]\n", &s), 0);
+				     "output: [stdout, /var/log/nanwatch.ndjson]\n",
+				     &s),
+			 0);
 	assert_int_equal(s.rules, 2);
 	assert_string_equal(s.comm[0], "python3");
 	assert_string_equal(s.comm[1], "torchrun");
@@ -170,9 +183,12 @@ static void test_nested_errors(void **state)
 	expect("output: []\n", -ERANGE, "line 1: 'output' has 0 items, not 1..4");
 	expect("metrics: 3\n", -EINVAL, "line 1: 'metrics' is a value, not a mapping");
 	expect("watch: [[[[1]]]]\n", -E2BIG, "svc.yaml: line 1: nested deeper than 4 levels");
-	expect("output: [a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, "
-	       "a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, "
-	       "a, a, a, a, a, a, a, a, a, a, a]\n", -E2BIG, "more than 64 nodes");
+	expect("output: [a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, "
+	       "a, "
+	       "a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, "
+	       "a, "
+	       "a, a, a, a, a, a, a, a, a, a, a]\n",
+	       -E2BIG, "more than 64 nodes");
 	expect("a: &x 1\nb: *x\n", -EINVAL, "line 1: anchors are not supported");
 	expect("a: 1\na: 2\n", -EEXIST, "line 2: duplicate key 'a' (first on line 1)");
 	expect("averyveryverylongkey: 1\n", -ENAMETOOLONG, "key longer than 16 characters");

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_PASSES	4096
+#define MAX_PASSES 4096
 
 /* The sum goes here so the compiler cannot drop the reads. */
 static volatile uint64_t sink;
@@ -87,7 +87,7 @@ int main(int argc, char **argv)
 	}
 	/* touch every page with non-zero data: no zero-page or lazy-allocation effects */
 	memset(buf, 0x5a, bytes);
-	sink = read_words(buf, words);	/* warm-up pass, not counted */
+	sink = read_words(buf, words); /* warm-up pass, not counted */
 	start = now_s();
 	while (passes < MAX_PASSES && (passes < 3 || now_s() - start < seconds)) {
 		t0 = now_s();

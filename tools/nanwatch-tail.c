@@ -24,8 +24,8 @@ static const char usage[] =
 static int parse_args(int argc, char **argv, struct tailfmt *t)
 {
 	static const struct option opts[] = {
-		{ "no-color", no_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
+		{"no-color", no_argument, NULL, 'n'},
+		{"help", no_argument, NULL, 'h'},
 		{},
 	};
 	int c;
@@ -76,7 +76,7 @@ static int run(const struct tailfmt *t)
 
 int main(int argc, char **argv)
 {
-	struct tailfmt t = { 0 };
+	struct tailfmt t = {0};
 	int ret = parse_args(argc, argv, &t);
 
 	if (ret >= 0)

@@ -82,7 +82,8 @@ static void dict_layout(const struct layout *l, struct nw_dict_layout *d)
 		.keys_kind_general = key(l, LK_keys_kind_general),
 		.entry_general = key(l, LK_entry_general),
 		.entry_unicode = key(l, LK_entry_unicode),
-		.none = 5ULL << 40, .on = 1,
+		.none = 5ULL << 40,
+		.on = 1,
 	};
 }
 
@@ -108,14 +109,16 @@ static int fill(const char *py, const char *torch, struct tables *t, char *err, 
 			.impl_autograd_meta = key(l, LK_impl_autograd_meta),
 			.meta_grad_fn = key(l, LK_meta_grad_fn),
 			.node_next_edges = key(l, LK_node_next_edges),
-			.edge_size = key(l, LK_edge_size), .edge_input_nr = key(l, LK_edge_input_nr),
+			.edge_size = key(l, LK_edge_size),
+			.edge_input_nr = key(l, LK_edge_input_nr),
 			.acc_variable = key(l, LK_acc_variable),
 			.inputbuf_items = key(l, LK_inputbuf_items),
 		};
 		t->rs = (struct nw_rescan){.impl_autograd_meta = key(l, LK_impl_autograd_meta),
 					   .meta_grad_fn = key(l, LK_meta_grad_fn),
 					   .impl_version = key(l, LK_impl_version),
-					   .version_value = key(l, LK_version_value), .on = 1};
+					   .version_value = key(l, LK_version_value),
+					   .on = 1};
 	}
 	layout__free(l);
 	t->marker = t->nwl.step_marker[0] != 0;
@@ -157,8 +160,10 @@ int main(int argc, char **argv)
 		if (worst < 0 || st.insns[i] > st.insns[worst])
 			worst = i;
 		if (max && st.insns[i] > max) {
-			fprintf(stderr, "verifier-stats: %s needs %u verified instructions, more "
-					"than %ld\n", st.name[i], st.insns[i], max);
+			fprintf(stderr,
+				"verifier-stats: %s needs %u verified instructions, more "
+				"than %ld\n",
+				st.name[i], st.insns[i], max);
 			over = 1;
 		}
 	}

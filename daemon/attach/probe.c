@@ -151,8 +151,10 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 	ret = attach_exec(p, err, errlen);
 	if (!ret && s_marker(o, l)) {
 		if (!t->torch_cpu_file[0]) {
-			snprintf(err, errlen, "torch layout names a step marker but pid %d maps "
-				 "no libtorch_cpu.so", t->pid);
+			snprintf(err, errlen,
+				 "torch layout names a step marker but pid %d maps "
+				 "no libtorch_cpu.so",
+				 t->pid);
 			return -ENOENT;
 		}
 		ret = attach_one(p, s->progs.uprobe_step_marker, &s->links.uprobe_step_marker, t,
@@ -165,14 +167,16 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 				 errlen);
 	if (!ret && o->backward_symbol && (!o->top_only || o->loss_only))
 		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
-				 t->torch_python_file, t->torch_path, o->backward_symbol, false, err,
-				 errlen);
-	ret = ret || o->loss_only ? ret :
-	      attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame, t,
-			 t->python_file, t->python_path, eval, true, err, errlen);
-	ret = ret || o->loss_only ? ret :
-	      attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
-			 t->python_file, t->python_path, eval, false, err, errlen);
+				 t->torch_python_file, t->torch_path, o->backward_symbol, false,
+				 err, errlen);
+	ret = ret || o->loss_only
+		      ? ret
+		      : attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame,
+				   t, t->python_file, t->python_path, eval, true, err, errlen);
+	ret = ret || o->loss_only
+		      ? ret
+		      : attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
+				   t->python_file, t->python_path, eval, false, err, errlen);
 	return ret;
 }
 
@@ -226,8 +230,8 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 	ret = nanwatch_bpf__load(p->skel);
 	if (ret) {
 		snprintf(err, errlen, "failed to load BPF programs: %s%s", strerror(-ret),
-			 ret == -EPERM ? " (missing CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON)" :
-					 " (run with --verbose for the verifier log)");
+			 ret == -EPERM ? " (missing CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON)"
+				       : " (run with --verbose for the verifier log)");
 		goto fail;
 	}
 	if (o->bpf_stats) {
@@ -438,7 +442,8 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 		snprintf(err, errlen, "failed to load the BPF programs: %s", strerror(-ret));
 		goto out;
 	}
-	bpf_object__for_each_program(prog, s->obj) {
+	bpf_object__for_each_program(prog, s->obj)
+	{
 		struct bpf_prog_info info = {};
 		__u32 len = sizeof(info);
 		int fd = bpf_program__fd(prog);

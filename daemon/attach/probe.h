@@ -14,24 +14,24 @@ struct probe;
 typedef int (*probe_grad_fn)(void *ctx, const struct nw_grad *g);
 
 struct probe_opts {
-	uint64_t max_scan_bytes;	/* per tensor */
+	uint64_t max_scan_bytes; /* per tensor */
 	uint32_t ringbuf_bytes;
 	int verbose;
-	int bpf_stats;			/* keep kernel run-time stats of our programs (global toggle) */
-	const char *step_symbol;	/* libtorch_cpu function marking optimizer steps, or NULL */
-	int top_only;			/* check only outermost module calls (mode sample) */
-	int loss_only;			/* no module probes: only the loss (mode loss) */
-	const struct nw_rescan *rescan;	/* outputs not scanned twice; NULL: every one is */
+	int bpf_stats;		 /* keep kernel run-time stats of our programs (global toggle) */
+	const char *step_symbol; /* libtorch_cpu function marking optimizer steps, or NULL */
+	int top_only;		 /* check only outermost module calls (mode sample) */
+	int loss_only;		 /* no module probes: only the loss (mode loss) */
+	const struct nw_rescan *rescan;	   /* outputs not scanned twice; NULL: every one is */
 	const struct nw_dict_layout *dict; /* BPF lists unlisted parameters; NULL: it does not */
-	const char *backward_symbol;	/* libtorch_python's run_backward, or NULL: no loss check */
-	uint64_t capture_max_bytes;	/* capture budget; 0: no capture */
-	uint32_t capture_ring_bytes;	/* capture ring buffer size (a power of 2 pages) */
-	int capture_int_codes;		/* the target's ScalarType codes are c10's: copy integers */
-	const char *node_symbol;	/* libtorch_cpu's Engine::evaluate_function, or NULL: no
+	const char *backward_symbol; /* libtorch_python's run_backward, or NULL: no loss check */
+	uint64_t capture_max_bytes;  /* capture budget; 0: no capture */
+	uint32_t capture_ring_bytes; /* capture ring buffer size (a power of 2 pages) */
+	int capture_int_codes;	     /* the target's ScalarType codes are c10's: copy integers */
+	const char *node_symbol;     /* libtorch_cpu's Engine::evaluate_function, or NULL: no
 					 * backward-pass checks */
 	const struct nw_bwd_layout *bwd; /* offsets for those checks */
-	int backward_all;		/* check every gradient, not only the parameters' */
-	probe_grad_fn grad_cb;		/* parameter gradient histograms (NW_EV_GRAD) */
+	int backward_all;		 /* check every gradient, not only the parameters' */
+	probe_grad_fn grad_cb;		 /* parameter gradient histograms (NW_EV_GRAD) */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */
@@ -49,14 +49,14 @@ typedef int (*probe_event_fn)(void *ctx, const void *data, size_t size);
 struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			  const struct probe_opts *o, probe_event_fn cb, void *ctx, char *err,
 			  size_t errlen);
-void probe__close(struct probe *p);	/* detaches; accepts NULL */
-void probe__detach(struct probe *p);	/* removes the probes; the rings stay readable */
+void probe__close(struct probe *p);  /* detaches; accepts NULL */
+void probe__detach(struct probe *p); /* removes the probes; the rings stay readable */
 
 /* Wait up to timeout_ms for events and deliver them; 0 or a negative errno (-EINTR is normal). */
 int probe__poll(struct probe *p, int timeout_ms);
-int probe__fd(const struct probe *p);	/* readable when records wait (epoll) */
-int probe__consume(struct probe *p);	/* deliver whatever is queued, without waiting */
-int probe__count(const struct probe *p);	/* probes attached */
+int probe__fd(const struct probe *p);	 /* readable when records wait (epoll) */
+int probe__consume(struct probe *p);	 /* deliver whatever is queued, without waiting */
+int probe__count(const struct probe *p); /* probes attached */
 
 /*
  * Records reach probe_event_fn and probe_grad_fn with the step decoded: the step
@@ -65,9 +65,9 @@ int probe__count(const struct probe *p);	/* probes attached */
 
 /* Totals kept by the BPF programs. */
 void probe__counters(const struct probe *p, uint64_t out[NW_C_MAX]);
-uint64_t probe__steps(const struct probe *p);	/* optimizer steps seen since the attach */
+uint64_t probe__steps(const struct probe *p); /* optimizer steps seen since the attach */
 uint64_t probe__iterations(const struct probe *p);
-int probe__execed(const struct probe *p);	/* the target called execve since the attach */
+int probe__execed(const struct probe *p); /* the target called execve since the attach */
 int probe__runtime(const struct probe *p, struct probe_runtime *rt);
 
 /* The current step, and where it comes from (enum nw_step_source) in *source. */

@@ -13,8 +13,8 @@
 #include "resolve/remote.h"
 #include "resolve/vtable.h"
 
-#define PARAM_SLOTS 4096	/* parameters mapped to modules */
-#define PASS_MODULES 256	/* modules summed in one pass */
+#define PARAM_SLOTS 4096 /* parameters mapped to modules */
+#define PASS_MODULES 256 /* modules summed in one pass */
 
 /* Where a parameter (keyed by its TensorImpl) belongs. */
 struct param_slot {
@@ -23,8 +23,8 @@ struct param_slot {
 
 struct pass {
 	int open;
-	uint64_t lost_ref;	/* histograms dropped as the previous pass ended */
-	uint64_t lost_last;	/* ... as this pass's last one arrived */
+	uint64_t lost_ref;  /* histograms dropped as the previous pass ended */
+	uint64_t lost_last; /* ... as this pass's last one arrived */
 	struct grad_norm n;
 	double lo2, hi2;
 	int nmod;
@@ -32,14 +32,14 @@ struct pass {
 };
 
 struct backward {
-	struct vtable_names *vt;	/* node classes */
+	struct vtable_names *vt; /* node classes */
 	const struct remote *r;
 	int64_t var_tensor;
-	struct htab *params;	/* TensorImpl -> struct param_slot */
+	struct htab *params; /* TensorImpl -> struct param_slot */
 	struct pass cur;
 	struct grad_norm hist[BWD_HISTORY];
-	int nhist;		/* total completed passes (ring index = n % BWD_HISTORY) */
-	uint64_t lost_end;	/* histograms dropped as the last completed pass ended */
+	int nhist;	   /* total completed passes (ring index = n % BWD_HISTORY) */
+	uint64_t lost_end; /* histograms dropped as the last completed pass ended */
 };
 
 struct backward *backward__new(const char *torch_cpu_file, uint64_t base, int64_t vtable_offset,

@@ -18,13 +18,13 @@ struct remote;
 struct names;
 struct backward;
 
-#define BWD_MAX_TOP 3		/* modules listed with the largest gradient norms */
-#define BWD_HISTORY 64		/* backward passes whose norms are kept */
+#define BWD_MAX_TOP 3  /* modules listed with the largest gradient norms */
+#define BWD_HISTORY 64 /* backward passes whose norms are kept */
 
 /* One module's share of a backward pass's gradient norm. */
 struct grad_module {
 	uint64_t root, module;
-	double lo2, hi2;	/* bounds of the sum of squares of its parameters' gradients */
+	double lo2, hi2; /* bounds of the sum of squares of its parameters' gradients */
 };
 
 /*
@@ -35,13 +35,13 @@ struct grad_module {
 struct grad_norm {
 	uint64_t iteration, step;
 	double norm, low, high;
-	double max_abs_low, max_abs_high;	/* the largest finite |g| lies in [low, high) */
-	uint64_t params;			/* parameter gradients measured */
+	double max_abs_low, max_abs_high; /* the largest finite |g| lies in [low, high) */
+	uint64_t params;		  /* parameter gradients measured */
 	uint64_t elements;
-	uint64_t nonfinite;			/* NaN/±Inf elements among them */
-	int complete;				/* no histogram was dropped around this pass */
+	uint64_t nonfinite; /* NaN/±Inf elements among them */
+	int complete;	    /* no histogram was dropped around this pass */
 	int ntop;
-	struct grad_module top[BWD_MAX_TOP];	/* largest per-module norms first */
+	struct grad_module top[BWD_MAX_TOP]; /* largest per-module norms first */
 };
 
 /* NULL + errno on failure. var_tensor: THPVariable's TensorImpl* offset. */

@@ -16,8 +16,7 @@
 #include "util/dtype.h"
 #include "resolve/pyobject.h"
 
-__attribute__((format(printf, 2, 3)))
-static void fail(struct capture *c, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void fail(struct capture *c, const char *fmt, ...)
 {
 	va_list ap;
 

@@ -17,14 +17,14 @@ struct remote;
 struct names;
 struct capture;
 
-#define CAPTURE_SCHEMA	      "nanwatch-capture/1"
-#define CAPTURE_MAX_ATTRS     256	/* module attributes written to the manifest */
-#define CAPTURE_MAX_RING      (1u << 30)
-#define CAPTURE_DEFAULT_BYTES (60ull << 20)	/* with the records' overhead: a 64 MiB ring */
+#define CAPTURE_SCHEMA "nanwatch-capture/1"
+#define CAPTURE_MAX_ATTRS 256 /* module attributes written to the manifest */
+#define CAPTURE_MAX_RING (1u << 30)
+#define CAPTURE_DEFAULT_BYTES (60ull << 20) /* with the records' overhead: a 64 MiB ring */
 
 struct capture_opts {
-	const char *dir;		/* where capture directories are made */
-	uint64_t max_bytes;		/* tensor data budget */
+	const char *dir;    /* where capture directories are made */
+	uint64_t max_bytes; /* tensor data budget */
 	pid_t pid;
 	const char *comm;
 	const char *python_version;
@@ -32,13 +32,13 @@ struct capture_opts {
 	const struct remote *remote;
 	struct names *names;
 	const struct nw_layout *layout;
-	uint64_t tuple_type;		/* &PyTuple_Type in the target */
+	uint64_t tuple_type; /* &PyTuple_Type in the target */
 	uint64_t py_version_hex;
 };
 
 /* Check the directory and learn the target's owner; NULL (errno set, err written) on failure. */
 struct capture *capture__new(const struct capture_opts *o, char *err, size_t errlen);
-void capture__free(struct capture *c);	/* accepts NULL */
+void capture__free(struct capture *c); /* accepts NULL */
 
 /* Read the capture ring buffer (map fd) from now on. */
 int capture__attach(struct capture *c, int ring_fd);

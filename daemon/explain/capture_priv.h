@@ -14,7 +14,7 @@ struct ring_buffer;
 
 struct pending {
 	struct nw_cap_tensor d;
-	unsigned char *buf;	/* d.bytes, when data follows */
+	unsigned char *buf; /* d.bytes, when data follows */
 	uint64_t received;
 	int have;
 };
@@ -27,7 +27,7 @@ struct capture {
 	gid_t gid;
 	struct ring_buffer *rb;
 	struct pending t[NW_CAP_MAX_TENSORS];
-	uint64_t allocated;	/* bytes of t[].buf, at most the budget */
+	uint64_t allocated; /* bytes of t[].buf, at most the budget */
 	int done;
 	char path[PATH_MAX + 256];
 	char error[512];

@@ -106,8 +106,9 @@ static void verdicts(const struct nw_event *ev, struct finding *f)
 		f->inputs_finite = ev->producers > 0;
 	} else if (f->phase == FINDING_FORWARD) {
 		f->inputs_finite = ev->inputs_nonfinite ? 0 : ev->inputs_skipped ? -1 : 1;
-		f->params_finite = ev->params_nonfinite ? 0 :
-				   !ev->params_known || ev->params_skipped ? -1 : 1;
+		f->params_finite = ev->params_nonfinite			     ? 0
+				   : !ev->params_known || ev->params_skipped ? -1
+									     : 1;
 	}
 }
 
@@ -168,7 +169,7 @@ int explain__decode(const void *data, size_t size, struct names *names, struct b
 
 	memset(f, 0, sizeof(*f));
 	if (size < sizeof(ev))
-		return -EINVAL;	/* not ours */
+		return -EINVAL; /* not ours */
 	memcpy(&ev, data, sizeof(ev));
 	f->kind = kind_of(ev.type);
 	f->phase = phase_of(ev.phase);
@@ -177,8 +178,8 @@ int explain__decode(const void *data, size_t size, struct names *names, struct b
 	f->tid = ev.tid;
 	/* the step word carries where the count came from in its top bits */
 	f->step = ev.step & NW_STEP_MASK;
-	f->step_source = ev.step >> NW_STEP_SHIFT == NW_STEP_OPTIMIZER ? FINDING_STEP_OPTIMIZER :
-			 FINDING_STEP_ATTACH;
+	f->step_source = ev.step >> NW_STEP_SHIFT == NW_STEP_OPTIMIZER ? FINDING_STEP_OPTIMIZER
+								       : FINDING_STEP_ATTACH;
 	f->iteration = ev.iteration;
 	f->step_starts = ev.step_starts;
 	f->root = ev.modules[0];

@@ -13,7 +13,7 @@
 #include "explain/diagnose.h"
 #include "util/dtype.h"
 
-#define NEAR_OVERFLOW 1e30	/* float32 values this large overflow at the next multiply */
+#define NEAR_OVERFLOW 1e30 /* float32 values this large overflow at the next multiply */
 
 void diagnose__init(struct diag *d)
 {
@@ -90,8 +90,8 @@ static struct diag_module *module_state(struct diag *d, uint64_t module)
 	return &d->modules[d->nmodules++];
 }
 
-int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iteration,
-		   double value, double limit, struct diag_warning *w)
+int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iteration, double value,
+		   double limit, struct diag_warning *w)
 {
 	const struct diag_mark *prev = last_mark(d, module);
 	struct diag_module *m = module_state(d, module);
@@ -149,7 +149,7 @@ int diagnose__observe(struct diag *d, const struct diag_anomaly *a)
 		d->first.node = a->node ? d->first_node : NULL;
 	}
 	if (a->iteration != d->first.iteration)
-		return 1;	/* the incident's iteration is over */
+		return 1; /* the incident's iteration is over */
 	/*
 	 * The first outermost module to return is the model (a loss module returns
 	 * after it): its inputs are the batch itself.
@@ -161,8 +161,8 @@ int diagnose__observe(struct diag *d, const struct diag_anomaly *a)
 	return 0;
 }
 
-__attribute__((format(printf, 2, 3)))
-static void evidence(struct diagnosis *g, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void evidence(struct diagnosis *g, const char *fmt,
+							   ...)
 {
 	va_list ap;
 
@@ -179,8 +179,8 @@ struct listing {
 	int len, n;
 };
 
-__attribute__((format(printf, 2, 3)))
-static void list_begin(struct listing *l, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void list_begin(struct listing *l, const char *fmt,
+							     ...)
 {
 	va_list ap;
 
@@ -190,8 +190,7 @@ static void list_begin(struct listing *l, const char *fmt, ...)
 	va_end(ap);
 }
 
-__attribute__((format(printf, 2, 3)))
-static void list_add(struct listing *l, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void list_add(struct listing *l, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -338,7 +337,8 @@ static int diverging(const struct diag *d, uint64_t iteration, int *end)
 	for (i = last; i > 0; i--) {
 		const struct diag_loss *a = loss_at(d, i - 1), *b = loss_at(d, i);
 
-		if (!isfinite(a->value) || !(a->value < b->value) || b->iteration != a->iteration + 1)
+		if (!isfinite(a->value) || !(a->value < b->value) ||
+		    b->iteration != a->iteration + 1)
 			break;
 	}
 	if (last - i < 2 || !(loss_at(d, i)->value > 0) ||
@@ -378,9 +378,11 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 	lo = loss_at(d, start);
 	hi = loss_at(d, end);
 	rate = pow(hi->value / lo->value, 1.0 / (double)(end - start));
-	evidence(g, "the loss diverged before the first non-finite value: %.3g at step %llu, "
-		    "%.3g at step %llu (x%.3g per step)", lo->value, (unsigned long long)lo->step,
-		 hi->value, (unsigned long long)hi->step, rate);
+	evidence(g,
+		 "the loss diverged before the first non-finite value: %.3g at step %llu, "
+		 "%.3g at step %llu (x%.3g per step)",
+		 lo->value, (unsigned long long)lo->step, hi->value, (unsigned long long)hi->step,
+		 rate);
 	list_begin(&l, "loss by step:");
 	for (i = start; i <= end; i++)
 		list_add(&l, " %llu: %.3g", (unsigned long long)loss_at(d, i)->step,
@@ -390,17 +392,21 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 	mark_evidence(d, a, a->module_id, "output", g);
 	mark_evidence(d, a, a->module_id | NW_PARAMS_KEY, "parameters", g);
 	if (a->params_finite == 0)
-		evidence(g, "the parameters of %s were non-finite by then: the updates since step "
-			    "%llu grew them past the range", name(a->layer),
-			 (unsigned long long)lo->step);
+		evidence(g,
+			 "the parameters of %s were non-finite by then: the updates since step "
+			 "%llu grew them past the range",
+			 name(a->layer), (unsigned long long)lo->step);
 	else if (a->phase && !strcmp(a->phase, "forward"))
-		evidence(g, "%s overflowed on finite inputs and parameters grown by the updates "
-			    "since step %llu", name(a->layer), (unsigned long long)lo->step);
+		evidence(g,
+			 "%s overflowed on finite inputs and parameters grown by the updates "
+			 "since step %llu",
+			 name(a->layer), (unsigned long long)lo->step);
 	g->origin_step = (int64_t)lo->step;
 	conclude(g, "lr_too_high", 0.8);
 	snprintf(g->fix_buf[0], sizeof(g->fix_buf[0]),
 		 "lower the learning rate (the loss grew x%.3g per step from step %llu): try a "
-		 "tenth of it, or add warmup", rate, (unsigned long long)lo->step);
+		 "tenth of it, or add warmup",
+		 rate, (unsigned long long)lo->step);
 	fix(g, g->fix_buf[0]);
 	clip_fix(d, lo->step, g, 1);
 	return 1;
@@ -429,12 +435,13 @@ static int rule_backward(const struct diag_anomaly *a, struct diagnosis *g)
 
 	if (!a->phase || strcmp(a->phase, "backward"))
 		return 0;
-	evidence(g, "the forward pass and the loss of iteration %llu were finite; %s (made by %s) "
-		    "returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite ones",
+	evidence(g,
+		 "the forward pass and the loss of iteration %llu were finite; %s (made by %s) "
+		 "returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite ones",
 		 (unsigned long long)a->iteration, node,
 		 a->layer ? name(a->layer) : "an op outside the modules' outputs",
-		 (unsigned long long)a->nan,
-		 (unsigned long long)a->posinf, (unsigned long long)a->neginf);
+		 (unsigned long long)a->nan, (unsigned long long)a->posinf,
+		 (unsigned long long)a->neginf);
 	if (a->posinf + a->neginf && !a->nan) {
 		conclude(g, "division_by_zero", 0.6);
 		fix(g, "the derivative is infinite where the forward value is finite (sqrt at 0, "
@@ -460,31 +467,39 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 	if (before && before->step < a->step) {
 		/* every output of that iteration was finite (this is the first anomaly) */
 		g->origin_step = (int64_t)before->step;
-		evidence(g, "every output was finite at step %llu; at step %llu the parameters of %s "
-			    "were non-finite: the optimizer update of step %llu wrote them",
+		evidence(g,
+			 "every output was finite at step %llu; at step %llu the parameters of %s "
+			 "were non-finite: the optimizer update of step %llu wrote them",
 			 (unsigned long long)before->step, (unsigned long long)a->step,
 			 name(a->layer), (unsigned long long)before->step);
 		evidence(g, "the loss of step %llu was %.4g, %s", (unsigned long long)before->step,
-			 before->value, isfinite(before->value) ?
-			 "finite: the gradients or the step size of that update were too large" :
-			 "not finite: its gradients were");
+			 before->value,
+			 isfinite(before->value) ? "finite: the gradients or the step size of that "
+						   "update were too large"
+						 : "not finite: its gradients were");
 		gr = grad_at(d, before->step);
 		med = grad_median_before(d, before->step);
 		if (gr && !isfinite(gr->norm))
-			evidence(g, "the gradients of step %llu were not finite: the update applied "
-				    "NaN/Inf", (unsigned long long)before->step);
+			evidence(g,
+				 "the gradients of step %llu were not finite: the update applied "
+				 "NaN/Inf",
+				 (unsigned long long)before->step);
 		else if (gr && med > 0 && gr->norm > 10 * med)
-			evidence(g, "the gradient norm of step %llu was %.3g, %.3gx its median %.3g "
-				    "before: an exploding gradient", (unsigned long long)before->step,
-				 gr->norm, gr->norm / med, med);
+			evidence(g,
+				 "the gradient norm of step %llu was %.3g, %.3gx its median %.3g "
+				 "before: an exploding gradient",
+				 (unsigned long long)before->step, gr->norm, gr->norm / med, med);
 		else if (gr)
-			evidence(g, "the gradient norm of step %llu was an ordinary %.3g (median %.3g "
-				    "before): the step size made the update overflow; check the "
-				    "learning-rate schedule", (unsigned long long)before->step, gr->norm,
-				 med);
+			evidence(g,
+				 "the gradient norm of step %llu was an ordinary %.3g (median %.3g "
+				 "before): the step size made the update overflow; check the "
+				 "learning-rate schedule",
+				 (unsigned long long)before->step, gr->norm, med);
 	} else {
-		evidence(g, "the parameters of %s were already non-finite: an earlier optimizer "
-			    "update wrote them", name(a->layer));
+		evidence(g,
+			 "the parameters of %s were already non-finite: an earlier optimizer "
+			 "update wrote them",
+			 name(a->layer));
 	}
 	conclude(g, "nonfinite_params", 0.7);
 	clip_fix(d, g->origin_step >= 0 ? (uint64_t)g->origin_step : a->step, g, 0);
@@ -523,16 +538,20 @@ static int rule_module(const struct diag_anomaly *a, struct diagnosis *g)
 	if (a->inputs_finite != 1)
 		return 0;
 	if (has(a->module, "Norm") && a->nan) {
-		evidence(g, "%s (%s) normalizes by a variance; its inputs were finite and it produced "
-			    "NaN (0/0 on a constant or all-zero row)", name(a->layer), a->module);
+		evidence(g,
+			 "%s (%s) normalizes by a variance; its inputs were finite and it produced "
+			 "NaN (0/0 on a constant or all-zero row)",
+			 name(a->layer), a->module);
 		conclude(g, "norm_zero_variance", 0.75);
 		fix(g, "add an epsilon to the variance (eps=1e-5 in the norm)");
 		fix(g, "look for constant or all-zero rows (padding) reaching the norm");
 		return 1;
 	}
 	if (has(a->module, "Attention") && a->nan) {
-		evidence(g, "%s (%s) produced NaN from finite inputs: a softmax over scores that are "
-			    "all -inf (a fully masked row)", name(a->layer), a->module);
+		evidence(g,
+			 "%s (%s) produced NaN from finite inputs: a softmax over scores that are "
+			 "all -inf (a fully masked row)",
+			 name(a->layer), a->module);
 		conclude(g, "attention_fully_masked", 0.7);
 		fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
 		fix(g, "mask with a large negative finite value instead of -inf");
@@ -546,23 +565,29 @@ static int rule_arith(const struct diag_anomaly *a, struct diagnosis *g)
 	if (a->inputs_finite != 1)
 		return 0;
 	if (a->posinf + a->neginf && a->finite_max_abs > NEAR_OVERFLOW) {
-		evidence(g, "%s made +-Inf from finite inputs next to values near the float range "
-			    "(|x| up to %g)", name(a->layer), a->finite_max_abs);
+		evidence(g,
+			 "%s made +-Inf from finite inputs next to values near the float range "
+			 "(|x| up to %g)",
+			 name(a->layer), a->finite_max_abs);
 		conclude(g, "exp_overflow", 0.6);
 		fix(g, "subtract the maximum before exp (as softmax does), or use logsumexp");
 		fix(g, "clamp the exponent: torch.exp(x.clamp(max=80))");
 		return 1;
 	}
 	if (a->posinf + a->neginf) {
-		evidence(g, "%s made %llu +-Inf from finite inputs, finite values up to %g: a "
-			    "division by zero", name(a->layer),
-			 (unsigned long long)(a->posinf + a->neginf), a->finite_max_abs);
+		evidence(g,
+			 "%s made %llu +-Inf from finite inputs, finite values up to %g: a "
+			 "division by zero",
+			 name(a->layer), (unsigned long long)(a->posinf + a->neginf),
+			 a->finite_max_abs);
 		conclude(g, "division_by_zero", 0.6);
 		fix(g, "add an epsilon to the denominator, or clamp it away from 0");
 		return 1;
 	}
-	evidence(g, "%s made NaN from finite inputs: an operation outside its domain "
-		    "(sqrt/log of a negative, 0/0, inf-inf)", name(a->layer));
+	evidence(g,
+		 "%s made NaN from finite inputs: an operation outside its domain "
+		 "(sqrt/log of a negative, 0/0, inf-inf)",
+		 name(a->layer));
 	conclude(g, "invalid_domain", 0.5);
 	fix(g, "clamp the argument into the op's domain (x.clamp_min(0) before sqrt)");
 	return 1;
@@ -602,16 +627,20 @@ int diagnose__conclude(struct diag *d, struct diagnosis *out)
 	    rule_backward(a, out) || rule_params(d, a, out))
 		return 0;
 	if (d->top_only) {
-		evidence(out, "mode %s checks only the %s: run with --mode full to find the "
-			      "layer that made the value", d->loss_only ? "loss" : "sample",
+		evidence(out,
+			 "mode %s checks only the %s: run with --mode full to find the "
+			 "layer that made the value",
+			 d->loss_only ? "loss" : "sample",
 			 d->loss_only ? "loss" : "model's output");
 		conclude(out, "unknown", 0.2);
 		return 0;
 	}
 	if (rule_fp16(a, out) || rule_module(a, out) || rule_arith(a, out))
 		return 0;
-	evidence(out, "the first non-finite output, of %s, had inputs that were non-finite or "
-		      "could not be read, from outside any module seen", name(a->layer));
+	evidence(out,
+		 "the first non-finite output, of %s, had inputs that were non-finite or "
+		 "could not be read, from outside any module seen",
+		 name(a->layer));
 	conclude(out, "unknown", 0.2);
 	return 0;
 }

@@ -6,31 +6,31 @@
 #include <stdint.h>
 
 #define DIAG_MAX_EVIDENCE 10
-#define DIAG_MAX_FIXES	  4
-#define DIAG_MAX_LOSSES	  64	/* loss values kept, one per iteration */
-#define DIAG_MAX_MARKS	  256	/* magnitude marks kept, all modules together */
-#define DIAG_MAX_MODULES  1024	/* modules whose warnings are remembered */
-#define DIAG_TREND	  8	/* losses in a diagnosis' loss_trend */
-#define DIAG_GROWTH	  100.0	/* x per iteration: a run-up */
-#define DIAG_HORIZON	  10	/* iterations to overflow at which a run-up is worth a warning */
+#define DIAG_MAX_FIXES 4
+#define DIAG_MAX_LOSSES 64    /* loss values kept, one per iteration */
+#define DIAG_MAX_MARKS 256    /* magnitude marks kept, all modules together */
+#define DIAG_MAX_MODULES 1024 /* modules whose warnings are remembered */
+#define DIAG_TREND 8	      /* losses in a diagnosis' loss_trend */
+#define DIAG_GROWTH 100.0     /* x per iteration: a run-up */
+#define DIAG_HORIZON 10	      /* iterations to overflow at which a run-up is worth a warning */
 
 /* The scalar backward() started from, one per iteration. */
 struct diag_loss {
 	uint64_t step, iteration;
-	double value;		/* NaN/Inf kept as they are */
+	double value; /* NaN/Inf kept as they are */
 };
 
 /* The gradient norm of one backward pass (from the parameter gradients). */
 struct diag_grad {
 	uint64_t step, iteration;
-	double norm;		/* NaN/Inf when a gradient was not finite */
+	double norm; /* NaN/Inf when a gradient was not finite */
 };
 
-#define DIAG_MAX_GRADS	  16
+#define DIAG_MAX_GRADS 16
 
 /* A module's output reached a new magnitude (sampled largest |value|). */
 struct diag_mark {
-	uint64_t module;	/* the module object's address: the key */
+	uint64_t module; /* the module object's address: the key */
 	uint64_t step, iteration;
 	double value;
 };
@@ -42,61 +42,61 @@ struct diag_module {
 
 /* Why a warning is due: a magnitude near the dtype's range, or a run-up towards it. */
 struct diag_warning {
-	const char *reason;	/* "near_range", "growth" */
-	double value;		/* the sampled largest |value| */
-	double limit;		/* the dtype's largest finite value */
-	double growth;		/* x per iteration since the module's previous mark; 0: none */
-	int iterations_left;	/* to overflow at that growth; -1: unknown */
+	const char *reason;  /* "near_range", "growth" */
+	double value;	     /* the sampled largest |value| */
+	double limit;	     /* the dtype's largest finite value */
+	double growth;	     /* x per iteration since the module's previous mark; 0: none */
+	int iterations_left; /* to overflow at that growth; -1: unknown */
 };
 
 /* What a rule needs to know of one anomaly (the daemon fills it from the event). */
 struct diag_anomaly {
 	uint64_t step, iteration;
 	uint64_t nan, posinf, neginf;
-	double finite_max_abs;	/* largest |finite value|, 0 if none */
-	const char *phase;	/* "forward", "loss" */
-	const char *layer;	/* may be NULL */
-	const char *module;	/* class name, may be NULL */
-	const char *dtype;	/* "float16", ... */
-	uint64_t module_id;	/* the module object's address (0 for the loss) */
-	int inputs_finite;	/* 1, 0, -1 unknown */
+	double finite_max_abs; /* largest |finite value|, 0 if none */
+	const char *phase;     /* "forward", "loss" */
+	const char *layer;     /* may be NULL */
+	const char *module;    /* class name, may be NULL */
+	const char *dtype;     /* "float16", ... */
+	uint64_t module_id;    /* the module object's address (0 for the loss) */
+	int inputs_finite;     /* 1, 0, -1 unknown */
 	int params_finite;
-	uint32_t depth;		/* 1: the outermost module */
-	const char *node;	/* phase backward: the autograd node's class, may be NULL */
-	int step_source;	/* enum nw_step_source of step */
+	uint32_t depth;	  /* 1: the outermost module */
+	const char *node; /* phase backward: the autograd node's class, may be NULL */
+	int step_source;  /* enum nw_step_source of step */
 };
 
 struct diagnosis {
 	uint64_t step, iteration;
-	const char *cause;	/* from the fixed vocabulary */
+	const char *cause; /* from the fixed vocabulary */
 	double confidence;
 	char layer[256];
 	char module[64];
 	char evidence[DIAG_MAX_EVIDENCE][160];
 	const char *fixes[DIAG_MAX_FIXES];
 	int nevidence, nfixes;
-	int64_t origin_step;	/* the optimizer step whose update began it; -1: none found */
+	int64_t origin_step; /* the optimizer step whose update began it; -1: none found */
 	struct diag_loss trend[DIAG_TREND]; /* the losses up to the first anomaly's iteration */
 	int ntrend;
 	char fix_buf[DIAG_MAX_FIXES][160]; /* fixes that carry numbers */
 };
 
 struct diag {
-	int open;		/* an incident is being collected */
-	int done;		/* its diagnosis was made */
+	int open; /* an incident is being collected */
+	int done; /* its diagnosis was made */
 	struct diag_anomaly first;
 	char first_layer[256], first_module[64], first_phase[16], first_dtype[16];
 	int root_inputs_finite; /* the outermost module's inputs in that iteration; -1 unknown */
 	int root_seen;
-	int top_only;		/* mode sample: only outermost outputs were checked */
-	int loss_only;		/* mode loss: only the loss was checked */
+	int top_only;  /* mode sample: only outermost outputs were checked */
+	int loss_only; /* mode loss: only the loss was checked */
 	struct diag_loss losses[DIAG_MAX_LOSSES]; /* ring, oldest first from loss_head */
 	unsigned int nlosses, loss_head;
-	struct diag_mark marks[DIAG_MAX_MARKS];	/* ring */
+	struct diag_mark marks[DIAG_MAX_MARKS]; /* ring */
 	unsigned int nmarks, mark_head;
 	struct diag_module modules[DIAG_MAX_MODULES];
 	unsigned int nmodules;
-	struct diag_grad grads[DIAG_MAX_GRADS];	/* the last passes, oldest first */
+	struct diag_grad grads[DIAG_MAX_GRADS]; /* the last passes, oldest first */
 	int ngrads;
 	char first_node[64];
 };
@@ -111,8 +111,8 @@ void diagnose__loss(struct diag *d, uint64_t step, uint64_t iteration, double va
  * Returns 1 and fills w when it deserves a warning (at most one per module
  * and reason), 0 otherwise.
  */
-int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iteration,
-		   double value, double limit, struct diag_warning *w);
+int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iteration, double value,
+		   double limit, struct diag_warning *w);
 /* The gradient norms of the last backward passes, oldest first (replaces the ones given before). */
 void diagnose__grads(struct diag *d, const struct diag_grad *g, int n);
 /* Apply the rules to what was observed; 0, or -ENOENT if there is no incident to diagnose. */

@@ -27,10 +27,16 @@ static void observe(struct explain *x, const struct finding *f, int params)
 {
 	int loss = f->phase == FINDING_PHASE_LOSS, bwd = f->phase == FINDING_BACKWARD;
 	struct diag_anomaly a = {
-		.step = f->step, .step_source = f->step_source, .iteration = f->iteration,
-		.nan = f->nan, .posinf = f->posinf, .neginf = f->neginf,
+		.step = f->step,
+		.step_source = f->step_source,
+		.iteration = f->iteration,
+		.nan = f->nan,
+		.posinf = f->posinf,
+		.neginf = f->neginf,
 		.finite_max_abs = f->max_abs,
-		.phase = loss ? "loss" : bwd ? "backward" : "forward",
+		.phase = loss  ? "loss"
+			 : bwd ? "backward"
+			       : "forward",
 		.dtype = f->dtype_name ? f->dtype_name : "",
 		/* a call nested too deep to be checked may have made it: not this layer's */
 		.inputs_finite = loss || f->nested_unchecked ? -1 : f->inputs_finite,
@@ -122,7 +128,7 @@ static int origin(const struct explain *x, const struct finding *f, int params)
 	int fresh = x->forward_iter_p1 != f->iteration + 1;
 
 	if (f->phase == FINDING_PHASE_LOSS)
-		return x->loss_only ? -1 : fresh;	/* module outputs were not checked */
+		return x->loss_only ? -1 : fresh; /* module outputs were not checked */
 	if (f->phase == FINDING_BACKWARD)
 		return f->producers > 0 && fresh;
 	if (f->nested_unchecked)
@@ -174,7 +180,7 @@ int explain__record(struct explain *x, const void *data, size_t size)
 	struct finding f;
 
 	if (explain__decode(data, size, x->names, x->bwd, &f))
-		return 0;	/* not ours: skip, never stop polling for it */
+		return 0; /* not ours: skip, never stop polling for it */
 	return explain__finding(x, &f);
 }
 
@@ -233,7 +239,7 @@ void explain__tally(const uint64_t c[NW_C_MAX], const uint64_t reported[FINDING_
 	tally_lost(c, t);
 }
 
-#define TREND 16	/* backward passes shown in stats.grad_norm.trend */
+#define TREND 16 /* backward passes shown in stats.grad_norm.trend */
 
 int explain__stats(struct explain *x, const uint64_t c[NW_C_MAX], uint64_t steps,
 		   uint64_t iterations, uint64_t step, int step_source,
@@ -242,9 +248,17 @@ int explain__stats(struct explain *x, const uint64_t c[NW_C_MAX], uint64_t steps
 	struct grad_norm n[TREND];
 	struct explain_tally t;
 	struct output_stats s = {
-		.c = c, .steps = steps, .iterations = iterations, .step = step,
-		.step_source = step_source, .modules = x->modules, .warnings = x->warnings,
-		.params_late = x->params_late, .t = &t, .backward = !!x->bwd, .norms = n,
+		.c = c,
+		.steps = steps,
+		.iterations = iterations,
+		.step = step,
+		.step_source = step_source,
+		.modules = x->modules,
+		.warnings = x->warnings,
+		.params_late = x->params_late,
+		.t = &t,
+		.backward = !!x->bwd,
+		.norms = n,
 		.rt = rt,
 	};
 	int i;

@@ -35,10 +35,10 @@ struct explain_phase {
 /* The stats line's accounting, from the BPF counters and the lines written. */
 struct explain_tally {
 	struct explain_phase phase[FINDING_PHASES];
-	struct explain_phase all;	/* the three phases summed */
+	struct explain_phase all; /* the three phases summed */
 	/* records the ring buffers had no room for, per type */
 	uint64_t lost_anomaly, lost_module, lost_mark, lost_loss, lost_grad, lost_capture;
-	uint64_t lost_for_good;	/* on the events ring and not sent again (all but module) */
+	uint64_t lost_for_good; /* on the events ring and not sent again (all but module) */
 };
 
 struct explain {
@@ -46,22 +46,22 @@ struct explain {
 	struct names *names;
 	const struct remote *remote;
 	explain_params_fn set_params;
-	explain_steps_fn step_starts;	/* NULL: late parameter checks count as after a step */
+	explain_steps_fn step_starts; /* NULL: late parameter checks count as after a step */
 	void *params_ctx;
-	const struct nw_layout *layout;	/* for reading parameters late; NULL: not read */
-	uint64_t tensor_type;		/* &THPVariableType in the target */
+	const struct nw_layout *layout;	   /* for reading parameters late; NULL: not read */
+	uint64_t tensor_type;		   /* &THPVariableType in the target */
 	uint64_t reported[FINDING_PHASES]; /* anomaly lines written per phase */
-	uint64_t params_late;		/* anomalies whose parameters the daemon checked */
-	uint64_t anomalies;	/* anomaly lines written */
-	uint64_t warnings;	/* warning lines written */
-	int loss_only;		/* mode loss: module outputs are not checked */
-	uint64_t modules;	/* distinct (root, module) pairs seen */
+	uint64_t params_late;		   /* anomalies whose parameters the daemon checked */
+	uint64_t anomalies;		   /* anomaly lines written */
+	uint64_t warnings;		   /* warning lines written */
+	int loss_only;			   /* mode loss: module outputs are not checked */
+	uint64_t modules;		   /* distinct (root, module) pairs seen */
 	uint64_t lost_reported;
-	uint64_t unnamed;	/* anomalies whose module is not under its root's tree */
+	uint64_t unnamed;	  /* anomalies whose module is not under its root's tree */
 	uint64_t forward_iter_p1; /* iteration + 1 of the last module output reported */
-	struct diag diag;	/* the incident being collected for its diagnosis */
-	const char *capture;	/* the incident's capture directory, or NULL */
-	struct backward *bwd;	/* node names, gradient norms; NULL: backward not watched */
+	struct diag diag;	  /* the incident being collected for its diagnosis */
+	const char *capture;	  /* the incident's capture directory, or NULL */
+	struct backward *bwd;	  /* node names, gradient norms; NULL: backward not watched */
 };
 
 /* Per-phase and per-record-type accounting from the counters and x->reported. */

@@ -71,8 +71,10 @@ int capture_output__open_dir(struct capture *c, char *err, size_t errlen)
 		return ret;
 	}
 	if (fstat(c->dirfd, &st) || (st.st_mode & S_IWOTH && !(st.st_mode & S_ISVTX))) {
-		snprintf(err, errlen, "capture directory %.256s is world-writable without the "
-			 "sticky bit: use a directory only trusted users can write", o->dir);
+		snprintf(err, errlen,
+			 "capture directory %.256s is world-writable without the "
+			 "sticky bit: use a directory only trusted users can write",
+			 o->dir);
 		return -EPERM;
 	}
 	ret = target_owner(o->pid, &c->uid, &c->gid);
@@ -90,12 +92,14 @@ static void sanitize(char *out, size_t len, const char *in)
 		char ch = in[i];
 
 		out[i] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-				 (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-' ?
-			 ch : '_';
+					 (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+					 ch == '-'
+				 ? ch
+				 : '_';
 	}
 	out[i] = 0;
 	if (out[0] == '.')
-		out[0] = '_';	/* never "." or ".." or a hidden name */
+		out[0] = '_'; /* never "." or ".." or a hidden name */
 }
 
 int capture__dirname(char *buf, size_t len, pid_t pid, uint64_t step, const char *layer)
@@ -149,7 +153,8 @@ int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, cons
 
 static const struct pyobject_layout *py_layout(const struct capture *c, struct pyobject_layout *pl)
 {
-	*pl = (struct pyobject_layout){.l = c->o.layout, .tuple_type = c->o.tuple_type,
+	*pl = (struct pyobject_layout){.l = c->o.layout,
+				       .tuple_type = c->o.tuple_type,
 				       .py_version_hex = c->o.py_version_hex};
 	return pl;
 }
@@ -217,8 +222,8 @@ static int attr_cb(const char *key, uint64_t value, void *ctx)
 /* ------------------------------------------------------------------ files */
 
 /* Create name under the capture's directory, 0600, never through a link or over a file. */
-static int write_file(int dirfd, const char *name, const void *head, size_t hlen,
-		      const void *data, size_t len)
+static int write_file(int dirfd, const char *name, const void *head, size_t hlen, const void *data,
+		      size_t len)
 {
 	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	const char *parts[2] = {head, data};
@@ -249,8 +254,7 @@ static int write_file(int dirfd, const char *name, const void *head, size_t hlen
 	return err;
 }
 
-static int write_npy(int dirfd, const char *file, const struct pending *p,
-		     const struct dtype *dt)
+static int write_npy(int dirfd, const char *file, const struct pending *p, const struct dtype *dt)
 {
 	char head[NPY_HEADER_MAX];
 	void *out;
@@ -262,8 +266,7 @@ static int write_npy(int dirfd, const char *file, const struct pending *p,
 	out = malloc(p->d.bytes ? p->d.bytes : 1);
 	if (!out)
 		return -ENOMEM;
-	err = npy__c_order(out, p->buf, dt->size, p->d.ndim, p->d.shape, p->d.strides,
-			   p->d.numel);
+	err = npy__c_order(out, p->buf, dt->size, p->d.ndim, p->d.shape, p->d.strides, p->d.numel);
 	if (!err)
 		err = write_file(dirfd, file, head, hlen, out, p->d.bytes);
 	free(out);
@@ -315,10 +318,11 @@ static int write_tensor(int dirfd, struct json *j, const struct pending *p,
 			const struct py_named_list *params, const struct py_named_list *buffers)
 {
 	const struct nw_cap_tensor *d = &p->d;
-	const struct dtype *dt = d->scalar_type == NW_NO_SCALAR ? NULL :
-				 dtype__scalar(d->scalar_type);
-	const char *name = d->role == NW_CAP_PARAM ? pyobject__name_of(params, d->obj) :
-			   d->role == NW_CAP_BUFFER ? pyobject__name_of(buffers, d->obj) : NULL;
+	const struct dtype *dt =
+		d->scalar_type == NW_NO_SCALAR ? NULL : dtype__scalar(d->scalar_type);
+	const char *name = d->role == NW_CAP_PARAM    ? pyobject__name_of(params, d->obj)
+			   : d->role == NW_CAP_BUFFER ? pyobject__name_of(buffers, d->obj)
+						      : NULL;
 	char file[160], label[160];
 	const char *why = NULL;
 	uint32_t i;
@@ -329,11 +333,10 @@ static int write_tensor(int dirfd, struct json *j, const struct pending *p,
 	else if (!dt || dt->size != d->elem_size)
 		why = "dtype";
 	else if (d->bytes % dt->size || d->bytes / dt->size != d->numel)
-		why = "invalid";	/* never write numel elements into a smaller buffer */
+		why = "invalid"; /* never write numel elements into a smaller buffer */
 	else if ((!p->buf && d->bytes) || p->received != d->bytes)
 		why = "lost";
-	else if (capture__filename(file, sizeof(file), d, name) ||
-		 write_npy(dirfd, file, p, dt))
+	else if (capture__filename(file, sizeof(file), d, name) || write_npy(dirfd, file, p, dt))
 		why = "write";
 	json__object_begin(j, NULL);
 	json__string(j, "role", role_name(d->role));
@@ -447,8 +450,8 @@ static void write_children(const struct capture *c, struct json *j, uint64_t mod
 	json__array_end(j);
 }
 
-static int make_dir(struct capture *c, const struct nw_cap_end *e, const char *layer,
-		    char *name, size_t len)
+static int make_dir(struct capture *c, const struct nw_cap_end *e, const char *layer, char *name,
+		    size_t len)
 {
 	char base[200];
 	int i, err;
@@ -462,8 +465,8 @@ static int make_dir(struct capture *c, const struct nw_cap_end *e, const char *l
 		else
 			snprintf(name, len, "%s", base);
 		if (!mkdirat(c->dirfd, name, 0700))
-			return openat(c->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-				      O_CLOEXEC);
+			return openat(c->dirfd, name,
+				      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (errno != EEXIST)
 			return -errno;
 	}
@@ -546,8 +549,9 @@ int capture_output__write(struct capture *c, const struct nw_cap_end *e)
 	json__array_end(&j);
 	json__bool(&j, "truncated", truncated);
 	json__object_end(&j);
-	err = json__str(&j) ? write_file(dirfd, "manifest.json", json__str(&j), json__len(&j),
-					 "\n", 1) : -ENOMEM;
+	err = json__str(&j)
+		      ? write_file(dirfd, "manifest.json", json__str(&j), json__len(&j), "\n", 1)
+		      : -ENOMEM;
 	if (!err)
 		err = give(c, dirfd);
 	if (!err)

@@ -40,7 +40,7 @@ void emit__format_time(int64_t real_ns, char *buf, size_t len)
 	char day[32];
 
 	if (real_ns < 0)
-		real_ns = 0;	/* before 1970: not a time this program stamps */
+		real_ns = 0; /* before 1970: not a time this program stamps */
 	sec = real_ns / 1000000000;
 	if (!gmtime_r(&sec, &tm) || !strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm))
 		snprintf(day, sizeof(day), "1970-01-01T00:00:00");

@@ -16,8 +16,8 @@ struct emitter {
 	const struct target *t;
 	struct json j;
 	uint64_t seq;
-	int64_t mono_to_real;	/* realtime - monotonic, ns: BPF stamps are monotonic */
-	int failed;		/* a sink broke: the watch ends (the others still get lines) */
+	int64_t mono_to_real; /* realtime - monotonic, ns: BPF stamps are monotonic */
+	int failed;	      /* a sink broke: the watch ends (the others still get lines) */
 	char host[256];
 };
 

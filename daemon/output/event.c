@@ -121,14 +121,16 @@ static void warning_message(const struct finding *f, const struct diag_warning *
 	const char *who = f->layer && *f->layer ? f->layer : f->module_class;
 
 	if (!strcmp(w->reason, "growth"))
-		snprintf(msg, len, "max |%s| of %s grew x%.3g per iteration to %.3g: at this "
-			 "rate %s overflows in %d iteration%s", f->tensor, who,
-			 w->growth, w->value, f->dtype_name, w->iterations_left,
+		snprintf(msg, len,
+			 "max |%s| of %s grew x%.3g per iteration to %.3g: at this "
+			 "rate %s overflows in %d iteration%s",
+			 f->tensor, who, w->growth, w->value, f->dtype_name, w->iterations_left,
 			 w->iterations_left == 1 ? "" : "s");
 	else
-		snprintf(msg, len, "max |%s| of %s reached %.3g, past the square root of "
-			 "the %s range (%.3g): squaring it overflows", f->tensor, who, w->value,
-			 f->dtype_name, sqrt(w->limit));
+		snprintf(msg, len,
+			 "max |%s| of %s reached %.3g, past the square root of "
+			 "the %s range (%.3g): squaring it overflows",
+			 f->tensor, who, w->value, f->dtype_name, sqrt(w->limit));
 }
 
 int output__warning(struct emitter *e, const struct finding *f, const struct diag_warning *w)
@@ -178,8 +180,8 @@ static void loss_trend(struct json *j, const struct diagnosis *g)
 	json__array_end(j);
 }
 
-int output__diagnosis(struct emitter *e, const struct diagnosis *g, int step_source,
-		      int has_layer, int has_module, const char *capture)
+int output__diagnosis(struct emitter *e, const struct diagnosis *g, int step_source, int has_layer,
+		      int has_module, const char *capture)
 {
 	struct json *j = emit__begin(e, "diagnosis", 0);
 	int i;

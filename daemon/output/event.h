@@ -19,9 +19,9 @@ const char *output__step_source(int source);
 /* What the explain stage concluded about an anomaly; tristates: 1, 0, -1 null. */
 struct output_verdict {
 	int params_finite;
-	int params_late;	/* the daemon checked the parameters (phase forward) */
+	int params_late; /* the daemon checked the parameters (phase forward) */
 	int origin;
-	int first;		/* the first anomaly line of the watch */
+	int first; /* the first anomaly line of the watch */
 };
 
 int output__anomaly(struct emitter *e, const struct finding *f, const struct output_verdict *v);
@@ -30,21 +30,21 @@ int output__anomaly(struct emitter *e, const struct finding *f, const struct out
 int output__warning(struct emitter *e, const struct finding *f, const struct diag_warning *w);
 
 /* has_layer/has_module: the incident's first anomaly named them; capture may be NULL. */
-int output__diagnosis(struct emitter *e, const struct diagnosis *g, int step_source,
-		      int has_layer, int has_module, const char *capture);
+int output__diagnosis(struct emitter *e, const struct diagnosis *g, int step_source, int has_layer,
+		      int has_module, const char *capture);
 
 /* What a stats line says. */
 struct output_stats {
-	const uint64_t *c;		/* NW_C_MAX counters of the BPF side */
+	const uint64_t *c; /* NW_C_MAX counters of the BPF side */
 	uint64_t steps, iterations, step;
 	int step_source;
 	uint64_t modules, warnings, params_late;
 	const struct explain_tally *t;
-	int backward;			/* the backward pass is watched */
-	const struct grad_norm *norms;	/* its last passes, oldest first */
+	int backward;		       /* the backward pass is watched */
+	const struct grad_norm *norms; /* its last passes, oldest first */
 	int nnorms;
-	const char *top_layer[BWD_MAX_TOP];	/* the last pass's top modules' layers */
-	const struct probe_runtime *rt;	/* NULL: BPF run time not measured */
+	const char *top_layer[BWD_MAX_TOP]; /* the last pass's top modules' layers */
+	const struct probe_runtime *rt;	    /* NULL: BPF run time not measured */
 };
 
 int output__stats(struct emitter *e, const struct output_stats *s);
@@ -54,10 +54,10 @@ int output__lost(struct emitter *e, uint64_t count, const char *where, const cha
 
 /* The attach line: what was found in the target and how it is watched. */
 struct output_attach {
-	const char *python, *torch;	/* versions */
+	const char *python, *torch; /* versions */
 	int probes;
 	const char *mode, *backward;
-	const char *interpreter, *torch_library;	/* paths as the target sees them */
+	const char *interpreter, *torch_library; /* paths as the target sees them */
 	int published_offsets;
 };
 

@@ -16,8 +16,8 @@
 #include "util/fpconv.h"
 #include "util/utf8.h"
 
-#define JSON_COMMA	0x01	/* a value was written at this depth */
-#define JSON_OBJECT	0x02	/* the container at this depth is an object */
+#define JSON_COMMA 0x01	 /* a value was written at this depth */
+#define JSON_OBJECT 0x02 /* the container at this depth is an object */
 
 int json__init(struct json *j, size_t cap)
 {

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <linux/types.h>
 
-#define JSON_MAX_CAP	(1u << 20)	/* a line never grows past 1 MiB */
-#define JSON_MAX_DEPTH	31		/* open containers; comma[0] is the top level */
+#define JSON_MAX_CAP (1u << 20) /* a line never grows past 1 MiB */
+#define JSON_MAX_DEPTH 31	/* open containers; comma[0] is the top level */
 
 /*
  * Writer. Errors are sticky: after the first one every call is a no-op and

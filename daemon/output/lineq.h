@@ -12,10 +12,10 @@
 
 struct lineq {
 	char *buf;
-	size_t head;	/* first queued byte */
-	size_t len;	/* bytes queued */
-	size_t alloc;	/* bytes of buf */
-	size_t limit;	/* bytes new lines may fill */
+	size_t head;  /* first queued byte */
+	size_t len;   /* bytes queued */
+	size_t alloc; /* bytes of buf */
+	size_t limit; /* bytes new lines may fill */
 };
 
 void lineq__init(struct lineq *q, size_t limit);

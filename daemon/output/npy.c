@@ -21,7 +21,9 @@ int npy__header(char *buf, size_t len, const char *descr, const __u64 *shape, ui
 		     descr);
 	for (i = 0; i < ndim && w > 0 && (size_t)w < sizeof(dict); i++)
 		w += snprintf(dict + w, sizeof(dict) - w, "%llu%s", (unsigned long long)shape[i],
-			      ndim == 1 ? "," : i + 1 < ndim ? ", " : "");
+			      ndim == 1	     ? ","
+			      : i + 1 < ndim ? ", "
+					     : "");
 	if (w > 0 && (size_t)w < sizeof(dict))
 		w += snprintf(dict + w, sizeof(dict) - w, "), }");
 	if (w <= 0 || (size_t)w >= sizeof(dict))

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <linux/types.h>
 
-#define NPY_MAX_DIMS   8
-#define NPY_HEADER_MAX 256	/* a header for NPY_MAX_DIMS 20-digit dims fits */
+#define NPY_MAX_DIMS 8
+#define NPY_HEADER_MAX 256 /* a header for NPY_MAX_DIMS 20-digit dims fits */
 
 /*
  * The header (magic, version 1.0, length, dict, padding to a multiple of 64, newline)

@@ -7,7 +7,7 @@
  * fd after opening, so a swap between check and open changes nothing.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE	/* O_PATH */
+#define _GNU_SOURCE /* O_PATH */
 #endif
 #include <errno.h>
 #include <fcntl.h>
@@ -130,8 +130,10 @@ static int check_file(const struct stat *st, const char *path, char *err, size_t
 		return S_ISLNK(st->st_mode) ? -ELOOP : -EINVAL;
 	}
 	if (st->st_nlink != 1) {
-		snprintf(err, errlen, "failed to open output %.256s: the file has %lu hard links "
-			 "(give a file with no other name)", path, (unsigned long)st->st_nlink);
+		snprintf(err, errlen,
+			 "failed to open output %.256s: the file has %lu hard links "
+			 "(give a file with no other name)",
+			 path, (unsigned long)st->st_nlink);
 		return -EMLINK;
 	}
 	return 0;
@@ -150,13 +152,14 @@ int path__open_output(const char *path, char *err, size_t errlen)
 		return dfd;
 	}
 	/* nothing that is not a plain file is opened at all (a FIFO would block, a device act) */
-	if (!fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) && (ret = check_file(&st, path, err,
-									      errlen))) {
+	if (!fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) &&
+	    (ret = check_file(&st, path, err, errlen))) {
 		close(dfd);
 		return ret;
 	}
-	fd = openat(dfd, base, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
-		    O_CLOEXEC, 0640);
+	fd = openat(dfd, base,
+		    O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+		    0640);
 	ret = fd < 0 ? -errno : 0;
 	close(dfd);
 	if (ret) {
@@ -186,8 +189,11 @@ int path__connect_unix(const char *path, char *err, size_t errlen)
 	if (!ret) {
 		/* an O_PATH fd pins the socket inode; connect() reaches it through /proc */
 		pfd = openat(dfd, base, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		ret = pfd < 0 ? -errno : fstat(pfd, &st) ? -errno :
-		      S_ISLNK(st.st_mode) ? -ELOOP : !S_ISSOCK(st.st_mode) ? -ENOTSOCK : 0;
+		ret = pfd < 0		      ? -errno
+		      : fstat(pfd, &st)	      ? -errno
+		      : S_ISLNK(st.st_mode)   ? -ELOOP
+		      : !S_ISSOCK(st.st_mode) ? -ENOTSOCK
+					      : 0;
 	}
 	if (!ret) {
 		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);

@@ -19,13 +19,13 @@
 
 struct sink {
 	char spec[PATH_MAX + 8];
-	const char *name;	/* "stdout", the path, or "unix:PATH" */
-	const char *path;	/* a file sink's path: reopened on SIGHUP; NULL for others */
+	const char *name; /* "stdout", the path, or "unix:PATH" */
+	const char *path; /* a file sink's path: reopened on SIGHUP; NULL for others */
 	int fd;
 	int owned;
-	int socket;		/* sendmsg with MSG_DONTWAIT: no flag on a shared description */
-	int restore;		/* stdout's file status flags before O_NONBLOCK; -1: untouched */
-	int err;		/* the errno that broke it; 0: working */
+	int socket;  /* sendmsg with MSG_DONTWAIT: no flag on a shared description */
+	int restore; /* stdout's file status flags before O_NONBLOCK; -1: untouched */
+	int err;     /* the errno that broke it; 0: working */
 	struct lineq q;
 	uint64_t written, dropped, dropped_taken;
 };
@@ -154,8 +154,8 @@ static ssize_t sink_out(struct sink *s, struct iovec *iov, int n)
 	ssize_t r;
 
 	do {
-		r = s->socket ? sendmsg(s->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) :
-				writev(s->fd, iov, n);
+		r = s->socket ? sendmsg(s->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL)
+			      : writev(s->fd, iov, n);
 	} while (r < 0 && errno == EINTR);
 	return r;
 }
@@ -224,7 +224,7 @@ static void sink_line(struct sinks *ss, struct sink *s, const char *line, size_t
 	} else if (lineq__push_tail(&s->q, line, len, n)) {
 		sink_break(ss, s, ENOMEM);
 	} else {
-		sink_flush(ss, s);	/* a file's short write: its error comes now */
+		sink_flush(ss, s); /* a file's short write: its error comes now */
 	}
 }
 

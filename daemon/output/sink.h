@@ -20,7 +20,7 @@ struct json;
 struct sinks;
 
 struct sinks *sinks__new(size_t queue_bytes);
-void sinks__free(struct sinks *ss);	/* accepts NULL */
+void sinks__free(struct sinks *ss); /* accepts NULL */
 
 /*
  * Add a sink. spec: "-" (stdout), "unix:PATH" (connect to a listening stream

@@ -8,8 +8,7 @@
 #include "resolve/layout.h"
 
 int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
-		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err,
-		     size_t errlen)
+		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err, size_t errlen)
 {
 	const char *node = layout__str(tl, LK_node_symbol);
 	const char *acc = layout__str(tl, LK_acc_vtable_symbol);

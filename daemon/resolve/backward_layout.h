@@ -16,7 +16,6 @@ struct layout;
  * no backward keys (then the backward pass is not checked); other errors as layout__fill.
  */
 int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
-		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err,
-		     size_t errlen);
+		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err, size_t errlen);
 
 #endif /* __BACKWARD_LAYOUT_H */

@@ -89,8 +89,9 @@ static int find_in(Elf *elf, Elf_Scn *scn, const char *name, size_t prefix_len, 
 {
 	struct find_ctx f = {name, prefix_len, addr, found, found_len};
 
-	return each_in(elf, scn, name, prefix_len ? prefix_len : strlen(name), find_cb, &f) > 0 ?
-	       0 : -ENOENT;
+	return each_in(elf, scn, name, prefix_len ? prefix_len : strlen(name), find_cb, &f) > 0
+		       ? 0
+		       : -ENOENT;
 }
 
 static int find_sym(struct elfsym *e, const char *name, size_t prefix_len, uint64_t *addr,
@@ -146,8 +147,7 @@ int elfsym__first_load(struct elfsym *e, uint64_t *vaddr)
 }
 
 /* Every defined symbol of one table starting with prefix; stops when fn returns non-zero. */
-static int each_in(Elf *elf, Elf_Scn *scn, const char *prefix, size_t plen, elfsym_fn fn,
-		   void *ctx)
+static int each_in(Elf *elf, Elf_Scn *scn, const char *prefix, size_t plen, elfsym_fn fn, void *ctx)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
 	GElf_Shdr sh;

@@ -14,31 +14,32 @@
 #include "resolve/layout.h"
 #include "util/yamlmap.h"
 
-#define WHY_LEN	       256
-#define DEBUG_PREFIX   "debug_"
-#define PUBLISHED_FROM 313	/* CPython 3.13 publishes _Py_DebugOffsets */
-#define DEBUG_WORDS    127	/* the words of _PyRuntime pyoffsets.h reads, 0 and 1 the cookie
+#define WHY_LEN 256
+#define DEBUG_PREFIX "debug_"
+#define PUBLISHED_FROM 313 /* CPython 3.13 publishes _Py_DebugOffsets */
+#define DEBUG_WORDS \
+	127	      /* the words of _PyRuntime pyoffsets.h reads, 0 and 1 the cookie
 				 * and version */
-#define MAX_KEYS       1024	/* entries of a table (it holds about 100) */
+#define MAX_KEYS 1024 /* entries of a table (it holds about 100) */
 
 #define NEED_REQ true
 #define NEED_OPT false
-#define B_Y	 true
-#define B_N	 false
-#define IS_STR_WORD   0
-#define IS_STR_FIELD  0
-#define IS_STR_SIZE   0
-#define IS_STR_CODE   0
-#define IS_STR_FLAG   0
-#define IS_STR_BOOL   0
-#define IS_STR_MATCH  1
+#define B_Y true
+#define B_N false
+#define IS_STR_WORD 0
+#define IS_STR_FIELD 0
+#define IS_STR_SIZE 0
+#define IS_STR_CODE 0
+#define IS_STR_FLAG 0
+#define IS_STR_BOOL 0
+#define IS_STR_MATCH 1
 #define IS_STR_SYMBOL 1
-#define IS_STR_TEXT   1
+#define IS_STR_TEXT 1
 
 const struct layout_key_def layout_keys[LK__COUNT] = {
 #define LAYOUT_KEY(name, table, type, min, max, since, until, need, nwl, rl, bwd, rs, pub, note) \
-	{#name, LAYOUT_##table, LAYOUT_##type, min, max, since, until, NEED_##need, B_##nwl,  \
-	 B_##rl, B_##bwd, B_##rs, B_##pub},
+	{#name,	      LAYOUT_##table, LAYOUT_##type, min,     max,    since,  until,             \
+	 NEED_##need, B_##nwl,	      B_##rl,	     B_##bwd, B_##rs, B_##pub},
 #include "resolve/layout_keys.def"
 };
 
@@ -56,8 +57,14 @@ struct slot {
 	unsigned short off, size;
 };
 
-#define SLOT_Y(s, n) {offsetof(struct s, n), sizeof(((struct s *)0)->n)}
-#define SLOT_N(s, n) {0, 0}
+#define SLOT_Y(s, n)                                              \
+	{                                                         \
+		offsetof(struct s, n), sizeof(((struct s *)0)->n) \
+	}
+#define SLOT_N(s, n) \
+	{            \
+		0, 0 \
+	}
 
 static const struct slot nwl_slots[LK__COUNT] = {
 #define LAYOUT_KEY(name, table, type, min, max, since, until, need, nwl, rl, bwd, rs, pub, note) \
@@ -81,21 +88,21 @@ static const struct slot rs_slots[LK__COUNT] = {
  * The schema and the structs agree: a string goes to a char[NW_MATCH_LEN] and fits it, an
  * integer to a 64-bit field, or to a 32-bit one its range fits.
  */
-#define FITS(s, n, type, min, max)                                                               \
-	(IS_STR_##type ? sizeof(((struct s *)0)->n) == NW_MATCH_LEN && (max) < NW_MATCH_LEN      \
-		       : sizeof(((struct s *)0)->n) == 8 ||                                      \
-				 (sizeof(((struct s *)0)->n) == 4 && (long long)(min) >= 0LL &&  \
+#define FITS(s, n, type, min, max)                                                              \
+	(IS_STR_##type ? sizeof(((struct s *)0)->n) == NW_MATCH_LEN && (max) < NW_MATCH_LEN     \
+		       : sizeof(((struct s *)0)->n) == 8 ||                                     \
+				 (sizeof(((struct s *)0)->n) == 4 && (long long)(min) >= 0LL && \
 				  (long long)(max) <= 0xffffffffLL))
 #define CHECK_Y(s, n, type, min, max) _Static_assert(FITS(s, n, type, min, max), #n " fits " #s);
 #define CHECK_N(s, n, type, min, max)
-#define LAYOUT_KEY(name, table, type, min, max, since, until, need, nwl, rl, bwd, rs, pub, note) \
+#define LAYOUT_KEY(name, table, type, min, max, since, until, need, nwl, rl, bwd, rs, pub, note)  \
 	CHECK_##nwl(nw_layout, name, type, min, max) CHECK_##bwd(nw_bwd_layout, name, WORD, 0, 0) \
-	CHECK_##rs(nw_rescan, name, WORD, 0, 0)
+		CHECK_##rs(nw_rescan, name, WORD, 0, 0)
 #include "resolve/layout_keys.def"
 
 struct value {
-	const char *s;		/* the text as written: into the yamlmap document */
-	long long i;		/* integer keys */
+	const char *s; /* the text as written: into the yamlmap document */
+	long long i;   /* integer keys */
 	int line;
 	bool has;
 };
@@ -106,13 +113,13 @@ struct layout {
 	const char *kind;
 	const char *version;
 	enum layout_table table;
-	int ver;		/* MAJOR * 100 + MINOR */
+	int ver; /* MAJOR * 100 + MINOR */
 	struct value v[LK__COUNT];
-	struct value debug[LK__COUNT];	/* debug_KEY: the word holding KEY */
+	struct value debug[LK__COUNT]; /* debug_KEY: the word holding KEY */
 };
 
-__attribute__((format(printf, 3, 4)))
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen, const char *fmt,
+							  ...)
 {
 	va_list ap;
 
@@ -196,7 +203,7 @@ static int check_header(struct layout *l, char *err, size_t errlen)
 	const char *k = kind ? yamlmap__text(kind) : NULL, *v = ver ? yamlmap__text(ver) : NULL;
 
 	if (yamlmap__kind(root) != YAMLMAP_MAP)
-		return 0;	/* yamlmap__read says it */
+		return 0; /* yamlmap__read says it */
 	if (!kind || !ver) {
 		set_err(err, errlen, "%s: missing key '%s'", l->path, kind ? "version" : "kind");
 		return -EINVAL;
@@ -236,8 +243,10 @@ static int take_debug(struct layout *l, const struct yamlmap_value *v, char *why
 	int k = layout__key(v->key + strlen(DEBUG_PREFIX));
 
 	if (k < 0 || !layout_keys[k].published) {
-		snprintf(why, whylen, "unknown key '%s' (%s is not an offset the interpreter "
-			 "publishes)", v->key, v->key + strlen(DEBUG_PREFIX));
+		snprintf(why, whylen,
+			 "unknown key '%s' (%s is not an offset the interpreter "
+			 "publishes)",
+			 v->key, v->key + strlen(DEBUG_PREFIX));
 		return -EINVAL;
 	}
 	if (l->table != LAYOUT_PY || l->ver < PUBLISHED_FROM) {
@@ -245,8 +254,8 @@ static int take_debug(struct layout *l, const struct yamlmap_value *v, char *why
 			 v->key, l->kind, l->version, PUBLISHED_FROM / 100, PUBLISHED_FROM % 100);
 		return -EINVAL;
 	}
-	l->debug[k] = (struct value){.s = yamlmap__text(v->node), .i = v->i, .line = v->line,
-				     .has = true};
+	l->debug[k] = (struct value){
+		.s = yamlmap__text(v->node), .i = v->i, .line = v->line, .has = true};
 	return 0;
 }
 
@@ -270,8 +279,8 @@ static int check_value(const struct layout *l, const struct layout_key_def *d,
 	if ((d->type == LAYOUT_WORD || d->type == LAYOUT_SIZE) && v->i % 8 &&
 	    !(v->i == -1 && d->min == -1)) {
 		snprintf(why, whylen, "'%s' is %lld, not a multiple of 8 (%s)", v->key, v->i,
-			 d->type == LAYOUT_SIZE ? "an element of pointers and 64-bit words" :
-						  "it holds a pointer or a 64-bit word");
+			 d->type == LAYOUT_SIZE ? "an element of pointers and 64-bit words"
+						: "it holds a pointer or a 64-bit word");
 		return -ERANGE;
 	}
 	if (d->type == LAYOUT_FLAG && (v->i & (v->i - 1))) {
@@ -293,8 +302,8 @@ static int take(void *ctx, const struct yamlmap_value *v, char *why, size_t whyl
 	ret = check_value(l, d, v, why, whylen);
 	if (ret)
 		return ret;
-	l->v[v->field->id] = (struct value){.s = yamlmap__text(v->node), .i = v->i,
-					    .line = v->line, .has = true};
+	l->v[v->field->id] = (struct value){
+		.s = yamlmap__text(v->node), .i = v->i, .line = v->line, .has = true};
 	return 0;
 }
 
@@ -322,11 +331,10 @@ static const struct yamlmap_limits limits = {
 	.max_nodes = 2 * MAX_KEYS + 1,
 	.max_scalar = LAYOUT_MAX_SCALAR,
 	.max_key = LAYOUT_MAX_KEY,
-	.max_depth = 2,		/* a nested value is read, then refused by its type */
+	.max_depth = 2, /* a nested value is read, then refused by its type */
 };
 
-static struct layout *load(const char *path, const char *text, size_t len, char *err,
-			   size_t errlen)
+static struct layout *load(const char *path, const char *text, size_t len, char *err, size_t errlen)
 {
 	char why[WHY_LEN + 64] = "";
 	struct layout *l;
@@ -339,8 +347,8 @@ static struct layout *load(const char *path, const char *text, size_t len, char 
 		errno = ENOMEM;
 		return NULL;
 	}
-	l->doc = text ? yamlmap__parse(path, text, len, &limits, why, sizeof(why)) :
-			yamlmap__load(path, &limits, why, sizeof(why));
+	l->doc = text ? yamlmap__parse(path, text, len, &limits, why, sizeof(why))
+		      : yamlmap__load(path, &limits, why, sizeof(why));
 	ret = l->doc ? 0 : -errno;
 	if (!ret)
 		ret = check_header(l, why, sizeof(why));
@@ -518,8 +526,7 @@ static int fill_slots(const struct layout *l, const struct slot *slots, void *ou
 	return 0;
 }
 
-int layout__fill_bwd(const struct layout *l, struct nw_bwd_layout *out, char *err,
-		     size_t errlen)
+int layout__fill_bwd(const struct layout *l, struct nw_bwd_layout *out, char *err, size_t errlen)
 {
 	struct nw_bwd_layout tmp = *out;
 	int ret = fill_slots(l, bwd_slots, &tmp, err, errlen);
@@ -529,8 +536,7 @@ int layout__fill_bwd(const struct layout *l, struct nw_bwd_layout *out, char *er
 	return ret;
 }
 
-int layout__fill_rescan(const struct layout *l, struct nw_rescan *out, char *err,
-			size_t errlen)
+int layout__fill_rescan(const struct layout *l, struct nw_rescan *out, char *err, size_t errlen)
 {
 	struct nw_rescan tmp = {};
 	int ret = fill_slots(l, rs_slots, &tmp, err, errlen);

@@ -20,9 +20,9 @@
 #include <linux/types.h>
 #include "nanwatch.h"
 
-#define LAYOUT_MAX_FILE	  (64 * 1024)	/* bytes in a table file */
-#define LAYOUT_MAX_SCALAR 511		/* bytes in a value */
-#define LAYOUT_MAX_KEY	  63		/* characters in a key */
+#define LAYOUT_MAX_FILE (64 * 1024) /* bytes in a table file */
+#define LAYOUT_MAX_SCALAR 511	    /* bytes in a value */
+#define LAYOUT_MAX_KEY 63	    /* characters in a key */
 
 enum layout_key {
 #define LAYOUT_KEY(name, ...) LK_##name,
@@ -30,18 +30,22 @@ enum layout_key {
 	LK__COUNT
 };
 
-enum layout_table { LAYOUT_ANY, LAYOUT_PY, LAYOUT_TORCH };
+enum layout_table {
+	LAYOUT_ANY,
+	LAYOUT_PY,
+	LAYOUT_TORCH
+};
 
 enum layout_type {
-	LAYOUT_WORD,	/* offset of a pointer or 64-bit word: a multiple of 8 */
-	LAYOUT_FIELD,	/* offset of a smaller field */
-	LAYOUT_SIZE,	/* size of an array element: a multiple of 8 */
-	LAYOUT_CODE,	/* enum value, slot or bit number */
-	LAYOUT_FLAG,	/* a single-bit flag value */
-	LAYOUT_BOOL,	/* 0 or 1 */
-	LAYOUT_MATCH,	/* a string BPF matches (NW_MATCH_LEN with its NUL) */
-	LAYOUT_SYMBOL,	/* an ELF symbol name or prefix */
-	LAYOUT_TEXT,	/* any string */
+	LAYOUT_WORD,   /* offset of a pointer or 64-bit word: a multiple of 8 */
+	LAYOUT_FIELD,  /* offset of a smaller field */
+	LAYOUT_SIZE,   /* size of an array element: a multiple of 8 */
+	LAYOUT_CODE,   /* enum value, slot or bit number */
+	LAYOUT_FLAG,   /* a single-bit flag value */
+	LAYOUT_BOOL,   /* 0 or 1 */
+	LAYOUT_MATCH,  /* a string BPF matches (NW_MATCH_LEN with its NUL) */
+	LAYOUT_SYMBOL, /* an ELF symbol name or prefix */
+	LAYOUT_TEXT,   /* any string */
 };
 
 /* One row of layout_keys.def. */
@@ -49,11 +53,12 @@ struct layout_key_def {
 	const char *name;
 	enum layout_table table;
 	enum layout_type type;
-	long long min, max;	/* integers: the value; strings: the length */
-	int since, until;	/* MAJOR * 100 + MINOR; until 0: every later version */
-	bool required;		/* in the versions that have it */
-	bool nwl, rl, bwd, rs;	/* goes to struct nw_layout, remote_layout, nw_bwd_layout, nw_rescan */
-	bool published;		/* may come from _Py_DebugOffsets (debug_NAME) */
+	long long min, max; /* integers: the value; strings: the length */
+	int since, until;   /* MAJOR * 100 + MINOR; until 0: every later version */
+	bool required;	    /* in the versions that have it */
+	bool nwl, rl, bwd,
+		rs;	/* goes to struct nw_layout, remote_layout, nw_bwd_layout, nw_rescan */
+	bool published; /* may come from _Py_DebugOffsets (debug_NAME) */
 };
 
 extern const struct layout_key_def layout_keys[LK__COUNT];
@@ -81,8 +86,8 @@ void layout__free(struct layout *l);
 struct layout *layout__parse(const char *name, const char *text, size_t len, char *err,
 			     size_t errlen);
 
-const char *layout__kind(const struct layout *l);	/* "python" or "torch" */
-const char *layout__version(const struct layout *l);	/* "3.11" */
+const char *layout__kind(const struct layout *l);    /* "python" or "torch" */
+const char *layout__version(const struct layout *l); /* "3.11" */
 
 /* -ENOENT if the table has no such key, -EINVAL if key holds a string. */
 int layout__int(const struct layout *l, enum layout_key key, long long *out);
@@ -115,9 +120,7 @@ int layout__set(struct nw_layout *out, enum layout_key key, long long v);
  * The torch table's backward keys (bwd) and rescan keys (rs) into *out; -ENOENT with err
  * naming the first missing key (a table may lack them: then that part is off).
  */
-int layout__fill_bwd(const struct layout *l, struct nw_bwd_layout *out, char *err,
-		     size_t errlen);
-int layout__fill_rescan(const struct layout *l, struct nw_rescan *out, char *err,
-			size_t errlen);
+int layout__fill_bwd(const struct layout *l, struct nw_bwd_layout *out, char *err, size_t errlen);
+int layout__fill_rescan(const struct layout *l, struct nw_rescan *out, char *err, size_t errlen);
 
 #endif /* __LAYOUT_H */

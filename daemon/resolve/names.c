@@ -14,8 +14,8 @@
 
 struct tree {
 	uint64_t root;
-	struct htab *paths;	/* module -> char *path; NULL before the first walk */
-	int stale;		/* re-read at most once per unknown module */
+	struct htab *paths; /* module -> char *path; NULL before the first walk */
+	int stale;	    /* re-read at most once per unknown module */
 };
 
 struct names {
@@ -104,7 +104,7 @@ static int child_cb(const char *key, uint64_t value, void *ctx)
 	if (value == w->r->none)
 		return 0;
 	if (len + klen + 2 > sizeof(w->path))
-		return 0;	/* path too long to name: leave this branch unnamed */
+		return 0; /* path too long to name: leave this branch unnamed */
 	if (len)
 		w->path[len] = '.';
 	memcpy(w->path + len + !!len, key, klen + 1);
@@ -124,7 +124,7 @@ static int visit(struct walk *w, uint64_t module)
 	if (w->depth >= NAMES_MAX_DEPTH)
 		return 0;
 	if (remote__attr(w->r, module, "_modules", &children))
-		return 0;	/* not a module we can read: named, but no children */
+		return 0; /* not a module we can read: named, but no children */
 	w->depth++;
 	err = remote__dict_each(w->r, children, child_cb, w);
 	w->depth--;

@@ -9,8 +9,8 @@ struct remote;
 struct names;
 
 #define NAMES_MAX_MODULES 100000
-#define NAMES_MAX_DEPTH	  64
-#define NAMES_MAX_PATH	  1024
+#define NAMES_MAX_DEPTH 64
+#define NAMES_MAX_PATH 1024
 
 struct names *names__new(const struct remote *r);
 void names__free(struct names *n);

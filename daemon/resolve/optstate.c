@@ -40,7 +40,7 @@ int optstate__step_impl(const struct remote *r, const struct optstate_layout *l,
 	if (!err)
 		err = remote__u64(r, step + l->var_tensor, &p);
 	if (!err && borrowed)
-		err = remote__u64(r, p, &p);	/* a borrowed at::Tensor: its TensorImpl first */
+		err = remote__u64(r, p, &p); /* a borrowed at::Tensor: its TensorImpl first */
 	if (err)
 		return err;
 	if (!p)

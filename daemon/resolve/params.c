@@ -28,7 +28,7 @@ static int param_cb(const char *key, uint64_t value, void *ctx)
 
 	(void)key;
 	if (value == p->r->none)
-		return 0;	/* a registered but unset parameter (bias=False) */
+		return 0; /* a registered but unset parameter (bias=False) */
 	if (p->out->n < NW_MAX_PARAMS)
 		p->out->tensors[p->out->n++] = value;
 	else
@@ -111,9 +111,10 @@ static int impl_block(const struct params_reader *pr, uint64_t impl, uint64_t *d
 	p = impl + l->impl_sizes;
 	if (ndim > l->sizes_inline && remote__u64(pr->r, p, &p))
 		return -EFAULT;
-	if (ndim && (pr->r->read(pr->r->ctx, p, dims, 8 * ndim) ||
-		     pr->r->read(pr->r->ctx, p + 8 * (ndim > l->sizes_inline ? ndim :
-						      l->sizes_inline), dims + NW_MAX_DIMS, 8 * ndim)))
+	if (ndim &&
+	    (pr->r->read(pr->r->ctx, p, dims, 8 * ndim) ||
+	     pr->r->read(pr->r->ctx, p + 8 * (ndim > l->sizes_inline ? ndim : l->sizes_inline),
+			 dims + NW_MAX_DIMS, 8 * ndim)))
 		return -EFAULT;
 	if (!dense(dims, dims + NW_MAX_DIMS, ndim))
 		return -EINVAL;
@@ -146,7 +147,7 @@ static int block_nonfinite(const struct remote *r, uint64_t data, uint64_t bytes
 	for (off = 0; off < bytes && !err; off += SCAN_CHUNK) {
 		uint64_t n = bytes - off < SCAN_CHUNK ? bytes - off : SCAN_CHUNK;
 
-		memset(buf, 0, (n + 7) / 8 * 8);	/* zeros (finite) past the data */
+		memset(buf, 0, (n + 7) / 8 * 8); /* zeros (finite) past the data */
 		err = r->read(r->ctx, data + off, buf, n);
 		for (i = 0; !err && i < (n + 7) / 8; i++)
 			acc |= nw_word_nonfinite(buf[i], &lanes);
@@ -170,7 +171,7 @@ int params__scan_tensor(const struct params_reader *pr, uint64_t obj)
 	    remote__u64(pr->r, obj + pr->l->var_tensor, &impl))
 		return -EFAULT;
 	if (borrowed && remote__u64(pr->r, impl, &impl))
-		return -EFAULT;	/* a borrowed at::Tensor: its first word is the TensorImpl */
+		return -EFAULT; /* a borrowed at::Tensor: its first word is the TensorImpl */
 	if (!impl)
 		return -EFAULT;
 	err = impl_block(pr, impl, &data, &bytes, &dt);

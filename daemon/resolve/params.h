@@ -12,20 +12,20 @@ struct remote;
 /* The non-None values of module._parameters, in order; 0 or a negative errno. */
 int params__list(const struct remote *r, uint64_t module, struct nw_params *out);
 
-#define PARAMS_MAX_BYTES (64ULL << 20)	/* a parameter larger than this is not read late */
+#define PARAMS_MAX_BYTES (64ULL << 20) /* a parameter larger than this is not read late */
 
 /* What reading a tensor object from user space needs. */
 struct params_reader {
 	const struct remote *r;
 	const struct nw_layout *l;
-	uint64_t tensor_type;	/* &THPVariableType */
+	uint64_t tensor_type; /* &THPVariableType */
 };
 
 /* The parameters' data, read now: counts as struct nw_event's params_* fields. */
 struct params_check {
 	uint32_t checked;
 	uint32_t nonfinite;
-	uint32_t skipped;	/* not readable, not dense, not on the CPU, too large */
+	uint32_t skipped; /* not readable, not dense, not on the CPU, too large */
 };
 
 /*

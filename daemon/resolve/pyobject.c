@@ -71,8 +71,7 @@ static int builtin_type(const struct remote *r, uint64_t obj, uint64_t *type, ch
 
 	if (remote__u64(r, obj + r->l.obj_type, type) ||
 	    remote__u64(r, *type + r->l.type_flags, &flags) || (flags & PY_TPFLAGS_HEAPTYPE) ||
-	    remote__u64(r, *type + r->l.type_name, &tp_name) ||
-	    remote__cstr(r, tp_name, name, len))
+	    remote__u64(r, *type + r->l.type_name, &tp_name) || remote__cstr(r, tp_name, name, len))
 		return -EINVAL;
 	return 0;
 }
@@ -88,7 +87,7 @@ int pyobject__long_size(uint64_t word, int py312, int *neg)
 	} else {
 		/* 3.11: ob_size is the digit count, negated for a negative int */
 		*neg = (int64_t)word < 0;
-		n = *neg ? (uint64_t)-(int64_t)word : word;
+		n = *neg ? (uint64_t) - (int64_t)word : word;
 	}
 	return n > 2 ? -ERANGE : (int)n;
 }
@@ -132,8 +131,8 @@ static int read_int_tuple(const struct remote *r, const struct pyobject_layout *
 		return -ENOTSUP;
 	for (i = 0; i < n; i++)
 		if (remote__u64(r, v + pl->l->tuple_items + 8 * i, &item) ||
-		    builtin_type(r, item, &itype, tname, sizeof(tname)) ||
-		    strcmp(tname, "int") || read_int(r, pl, item, &out->items[i]))
+		    builtin_type(r, item, &itype, tname, sizeof(tname)) || strcmp(tname, "int") ||
+		    read_int(r, pl, item, &out->items[i]))
 			return -ENOTSUP;
 	out->kind = PY_INT_TUPLE;
 	out->n = n;

@@ -14,12 +14,12 @@
 
 struct remote;
 
-#define PYOBJECT_MAX_NAMED 64	/* entries of a dict looked at */
-#define PYOBJECT_MAX_TUPLE 16	/* items of a tuple value */
+#define PYOBJECT_MAX_NAMED 64 /* entries of a dict looked at */
+#define PYOBJECT_MAX_TUPLE 16 /* items of a tuple value */
 
 struct py_named {
 	char name[128];
-	uint64_t obj;		/* 0: registered as None */
+	uint64_t obj; /* 0: registered as None */
 };
 
 struct py_named_list {
@@ -30,7 +30,7 @@ struct py_named_list {
 /* What reading simple values needs beyond struct remote. */
 struct pyobject_layout {
 	const struct nw_layout *l;
-	uint64_t tuple_type;		/* &PyTuple_Type in the target */
+	uint64_t tuple_type; /* &PyTuple_Type in the target */
 	uint64_t py_version_hex;
 };
 
@@ -52,9 +52,9 @@ enum py_value_kind {
 	PY_NONE,
 	PY_BOOL,
 	PY_INT,
-	PY_FLOAT,	/* finite only */
-	PY_STR,		/* str: malloc'd, freed by pyobject__value_free */
-	PY_INT_TUPLE,	/* items[0..n) */
+	PY_FLOAT,     /* finite only */
+	PY_STR,	      /* str: malloc'd, freed by pyobject__value_free */
+	PY_INT_TUPLE, /* items[0..n) */
 };
 
 struct py_value {

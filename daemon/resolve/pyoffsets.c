@@ -15,8 +15,8 @@
 #define COOKIE "xdebugpy"
 
 int pyoffsets__apply_words(const uint64_t *words, size_t n, uint64_t py_version,
-			   const struct layout *py, struct nw_layout *nl,
-			   struct remote_layout *rl, char *err, size_t errlen)
+			   const struct layout *py, struct nw_layout *nl, struct remote_layout *rl,
+			   char *err, size_t errlen)
 {
 	int taken = 0;
 	int k;
@@ -31,20 +31,25 @@ int pyoffsets__apply_words(const uint64_t *words, size_t n, uint64_t py_version,
 		if (!taken) {
 			/* only now is the table relying on them: check what we read */
 			if (n < 2 || memcmp(&words[0], COOKIE, 8)) {
-				snprintf(err, errlen, "no _Py_DebugOffsets cookie in the target's "
+				snprintf(err, errlen,
+					 "no _Py_DebugOffsets cookie in the target's "
 					 "_PyRuntime");
 				return -ENOENT;
 			}
 			if ((words[1] >> 16) != (py_version >> 16)) {
-				snprintf(err, errlen, "_Py_DebugOffsets version %#llx does not match "
-					 "Py_Version %#llx", (unsigned long long)words[1],
+				snprintf(err, errlen,
+					 "_Py_DebugOffsets version %#llx does not match "
+					 "Py_Version %#llx",
+					 (unsigned long long)words[1],
 					 (unsigned long long)py_version);
 				return -EINVAL;
 			}
 		}
 		if (idx < 2 || (size_t)idx >= n || words[idx] > 1 << 20) {
-			snprintf(err, errlen, "python layout: debug_%s names word %lld, outside what "
-				 "_Py_DebugOffsets holds", layout_keys[k].name, idx);
+			snprintf(err, errlen,
+				 "python layout: debug_%s names word %lld, outside what "
+				 "_Py_DebugOffsets holds",
+				 layout_keys[k].name, idx);
 			return -ERANGE;
 		}
 		v = words[idx];

@@ -11,7 +11,7 @@ struct layout;
 struct remote;
 struct remote_layout;
 
-#define PYOFFSETS_WORDS 128	/* uint64 words of _PyRuntime we read */
+#define PYOFFSETS_WORDS 128 /* uint64 words of _PyRuntime we read */
 
 /*
  * For each `debug_KEY: N` in the python table, take KEY from word N of the
@@ -25,7 +25,7 @@ int pyoffsets__apply(const struct remote *r, uint64_t runtime, uint64_t py_versi
 
 /* The same from words already read (cookie at word 0): the part unit tests exercise. */
 int pyoffsets__apply_words(const uint64_t *words, size_t n, uint64_t py_version,
-			   const struct layout *py, struct nw_layout *nl,
-			   struct remote_layout *rl, char *err, size_t errlen);
+			   const struct layout *py, struct nw_layout *nl, struct remote_layout *rl,
+			   char *err, size_t errlen);
 
 #endif /* __PYOFFSETS_H */

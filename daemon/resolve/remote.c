@@ -5,7 +5,7 @@
  * untrusted input to a root process.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE	/* process_vm_readv */
+#define _GNU_SOURCE /* process_vm_readv */
 #endif
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +15,6 @@
 #include "resolve/layout.h"
 #include "resolve/remote.h"
 #include "util/utf8.h"
-
 
 static int pid_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
@@ -44,8 +43,14 @@ struct rl_slot {
 	unsigned short off, size;
 };
 
-#define RL_Y(n) {offsetof(struct remote_layout, n), sizeof(((struct remote_layout *)0)->n)}
-#define RL_N(n) {0, 0}
+#define RL_Y(n)                                                                           \
+	{                                                                                 \
+		offsetof(struct remote_layout, n), sizeof(((struct remote_layout *)0)->n) \
+	}
+#define RL_N(n)      \
+	{            \
+		0, 0 \
+	}
 
 static const struct rl_slot rl_slots[LK__COUNT] = {
 #define LAYOUT_KEY(name, table, type, min, max, since, until, need, nwl, rl, bwd, rs, pub, note) \
@@ -123,7 +128,7 @@ int remote__str(const struct remote *r, uint64_t str, char *out, size_t outlen)
 	if (err)
 		return err;
 	if (!(state & (1U << l->compact_bit)))
-		return -EINVAL;	/* legacy (non-compact) strings: not used for names */
+		return -EINVAL; /* legacy (non-compact) strings: not used for names */
 	if (len > REMOTE_MAX_STR)
 		len = REMOTE_MAX_STR;
 	if (state & (1U << l->ascii_bit)) {
@@ -194,8 +199,7 @@ typedef int (*entry_fn)(uint64_t key, uint64_t value, void *ctx);
  * array, or 0) that has a key and a value. A non-zero return of fn ends the walk
  * (> 0: found what it wanted).
  */
-static int keys_walk(const struct remote *r, uint64_t keys, uint64_t values, entry_fn fn,
-		     void *ctx)
+static int keys_walk(const struct remote *r, uint64_t keys, uint64_t values, entry_fn fn, void *ctx)
 {
 	const struct remote_layout *l = &r->l;
 	uint8_t log2_index_bytes = 0, kind = 0;
@@ -227,7 +231,7 @@ static int keys_walk(const struct remote *r, uint64_t keys, uint64_t values, ent
 		if (values && remote__u64(r, values + l->values_items + 8 * i, &v))
 			return -EFAULT;
 		if (!k || !v)
-			continue;	/* deleted entry, or a split slot not set on this instance */
+			continue; /* deleted entry, or a split slot not set on this instance */
 		err = fn(k, v, ctx);
 		if (err)
 			return err;
@@ -247,7 +251,7 @@ static int str_entry(uint64_t k, uint64_t v, void *ctx)
 	char key[256];
 
 	if (remote__str(s->r, k, key, sizeof(key)))
-		return 0;	/* not a str key: no module name */
+		return 0; /* not a str key: no module name */
 	return s->cb(key, v, s->ctx);
 }
 

@@ -24,9 +24,9 @@ struct remote_layout {
 	int64_t keys_nentries;
 	int64_t keys_indices;
 	int64_t values_items;
-	int64_t keys_kind_general;	/* dk_kind of (hash, key, value) entries */
-	int64_t entry_general;		/* entry sizes: (hash, key, value) */
-	int64_t entry_unicode;		/* (key, value) */
+	int64_t keys_kind_general; /* dk_kind of (hash, key, value) entries */
+	int64_t entry_general;	   /* entry sizes: (hash, key, value) */
+	int64_t entry_unicode;	   /* (key, value) */
 	int64_t unicode_length;
 	int64_t unicode_state;
 	int64_t unicode_ascii_data;
@@ -36,9 +36,9 @@ struct remote_layout {
 	int64_t compact_bit;
 	int64_t type_name;
 	/* 3.13+: attribute values inline after the object header; 0 when absent */
-	int64_t inline_values_flag;	/* Py_TPFLAGS_INLINE_VALUES */
-	int64_t inline_values_offset;	/* from the object to its PyDictValues */
-	int64_t values_valid;		/* PyDictValues.valid byte */
+	int64_t inline_values_flag;   /* Py_TPFLAGS_INLINE_VALUES */
+	int64_t inline_values_offset; /* from the object to its PyDictValues */
+	int64_t values_valid;	      /* PyDictValues.valid byte */
 	/* 3.12: the word at managed_dict is a dict pointer, or (bit 0 set) values - 1; 0: not */
 	int64_t managed_dict_tagged;
 };
@@ -50,12 +50,12 @@ struct remote {
 	remote_read_fn read;
 	void *ctx;
 	pid_t pid;
-	uint64_t none;			/* &_Py_NoneStruct */
+	uint64_t none; /* &_Py_NoneStruct */
 	struct remote_layout l;
 };
 
-#define REMOTE_MAX_STR	 1024	/* bytes of a str we read */
-#define REMOTE_MAX_ITEMS 65536	/* dict entries we look at */
+#define REMOTE_MAX_STR 1024    /* bytes of a str we read */
+#define REMOTE_MAX_ITEMS 65536 /* dict entries we look at */
 
 /* A remote reading process pid's memory with process_vm_readv. */
 void remote__init_pid(struct remote *r, pid_t pid);

@@ -48,7 +48,8 @@ static int step_symbol(struct session *s, const char *prefix, char *err, size_t 
 		return 0;
 	e = s->t.torch_cpu_file[0] ? elfsym__open(s->t.torch_cpu_file) : NULL;
 	if (!e) {
-		snprintf(err, errlen, "failed to open the target's libtorch_cpu for the step marker");
+		snprintf(err, errlen,
+			 "failed to open the target's libtorch_cpu for the step marker");
 		return -ENOENT;
 	}
 	ret = elfsym__find_prefix(e, prefix, s->step_symbol, sizeof(s->step_symbol));
@@ -91,13 +92,14 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 
 	py = layout__find(dir, "python", s->t.python_series, why, sizeof(why));
 	if (!py && errno != ENOENT) {
-		snprintf(err, errlen, "%s", why);	/* a table there, but refused: say why */
+		snprintf(err, errlen, "%s", why); /* a table there, but refused: say why */
 		goto cleanup;
 	}
 	if (!py) {
-		snprintf(err, errlen, "unsupported Python %s in pid %d: no layout table "
-			 "python-%s.yaml in %.256s (%.200s)", s->t.python_version, s->t.pid,
-			 s->t.python_series, dir, why);
+		snprintf(err, errlen,
+			 "unsupported Python %s in pid %d: no layout table "
+			 "python-%s.yaml in %.256s (%.200s)",
+			 s->t.python_version, s->t.pid, s->t.python_series, dir, why);
 		goto cleanup;
 	}
 	tl = layout__find(dir, "torch", s->t.torch_series, why, sizeof(why));
@@ -106,10 +108,12 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 		goto cleanup;
 	}
 	if (!tl) {
-		snprintf(err, errlen, "unsupported torch %s in pid %d: no layout table "
-			 "torch-%s.yaml in %.256s; generate one with tools/nanwatch-layout run as the "
-			 "training user in the training environment (%.200s)", s->t.torch_version,
-			 s->t.pid, s->t.torch_series, dir, why);
+		snprintf(err, errlen,
+			 "unsupported torch %s in pid %d: no layout table "
+			 "torch-%s.yaml in %.256s; generate one with tools/nanwatch-layout run as "
+			 "the "
+			 "training user in the training environment (%.200s)",
+			 s->t.torch_version, s->t.pid, s->t.torch_series, dir, why);
 		goto cleanup;
 	}
 	memset(&s->nwl, 0, sizeof(s->nwl));
@@ -151,17 +155,27 @@ void dict_layout(const struct session *s, struct nw_dict_layout *d)
 	const struct remote_layout *l = &s->remote.l;
 
 	*d = (struct nw_dict_layout){
-		.type_flags = l->type_flags, .type_dictoffset = l->type_dictoffset,
-		.type_cached_keys = l->type_cached_keys, .managed_dict_flag = l->managed_dict_flag,
-		.managed_dict = l->managed_dict, .managed_values = l->managed_values,
+		.type_flags = l->type_flags,
+		.type_dictoffset = l->type_dictoffset,
+		.type_cached_keys = l->type_cached_keys,
+		.managed_dict_flag = l->managed_dict_flag,
+		.managed_dict = l->managed_dict,
+		.managed_values = l->managed_values,
 		.managed_dict_tagged = l->managed_dict_tagged,
 		.inline_values_flag = l->inline_values_flag,
-		.inline_values_offset = l->inline_values_offset, .values_valid = l->values_valid,
-		.dict_keys = l->dict_keys, .dict_values = l->dict_values,
-		.keys_log2_index_bytes = l->keys_log2_index_bytes, .keys_kind = l->keys_kind,
-		.keys_nentries = l->keys_nentries, .keys_indices = l->keys_indices,
-		.values_items = l->values_items, .keys_kind_general = l->keys_kind_general,
-		.entry_general = l->entry_general, .entry_unicode = l->entry_unicode,
-		.none = s->t.none, .on = 1,
+		.inline_values_offset = l->inline_values_offset,
+		.values_valid = l->values_valid,
+		.dict_keys = l->dict_keys,
+		.dict_values = l->dict_values,
+		.keys_log2_index_bytes = l->keys_log2_index_bytes,
+		.keys_kind = l->keys_kind,
+		.keys_nentries = l->keys_nentries,
+		.keys_indices = l->keys_indices,
+		.values_items = l->values_items,
+		.keys_kind_general = l->keys_kind_general,
+		.entry_general = l->entry_general,
+		.entry_unicode = l->entry_unicode,
+		.none = s->t.none,
+		.on = 1,
 	};
 }

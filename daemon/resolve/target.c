@@ -24,8 +24,8 @@
 
 struct image {
 	char *path;
-	uint64_t base;		/* start of its offset-0 mapping */
-	dev_t dev;		/* device and inode from the maps line */
+	uint64_t base; /* start of its offset-0 mapping */
+	dev_t dev;     /* device and inode from the maps line */
 	ino_t ino;
 };
 
@@ -108,7 +108,8 @@ static int maps_read(pid_t pid, struct maps *m)
 		int pos = 0;
 
 		if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu %n", &start, &end, &off, &major,
-			   &minor, &ino, &pos) < 6 || !pos || line[pos] != '/')
+			   &minor, &ino, &pos) < 6 ||
+		    !pos || line[pos] != '/')
 			continue;
 		if (strstr(line + pos, " (deleted)"))
 			continue;
@@ -152,7 +153,8 @@ static int resolve_image(struct target *t, const struct image *img, int *through
 			struct stat st;
 
 			if (snprintf(file, sizeof(file), "%s%s", cand[i], img->path) >=
-			    (int)sizeof(file) || stat(file, &st))
+				    (int)sizeof(file) ||
+			    stat(file, &st))
 				continue;
 			/* overlay filesystems may report other numbers: then take what exists */
 			if (pass == 0 && (st.st_ino != img->ino || st.st_dev != img->dev))
@@ -171,7 +173,7 @@ static void image_file(const struct target *t, const char *path, int through_roo
 	size_t n = strlen(prefix);
 
 	if (n + strlen(path) + 1 > len) {
-		out[0] = 0;	/* too long to open: fails as a missing file */
+		out[0] = 0; /* too long to open: fails as a missing file */
 		return;
 	}
 	memcpy(out, prefix, n);
@@ -219,15 +221,17 @@ static int find_python(struct target *t, const struct maps *m, char *err, size_t
 		}
 		snprintf(t->python_path, sizeof(t->python_path), "%s", img->path);
 		image_file(t, img->path, root, t->python_file, sizeof(t->python_file));
-		ver_addr = sym_addr(e, img, "Py_Version");	/* exported since 3.11 */
+		ver_addr = sym_addr(e, img, "Py_Version"); /* exported since 3.11 */
 		t->tuple_type = sym_addr(e, img, "PyTuple_Type");
 		t->list_type = sym_addr(e, img, "PyList_Type");
 		t->none = sym_addr(e, img, "_Py_NoneStruct");
 		t->runtime = sym_addr(e, img, "_PyRuntime");
 		elfsym__close(e);
 		if (!ver_addr || remote__u64(&r, ver_addr, &ver)) {
-			snprintf(err, errlen, "unsupported Python in pid %d (%s): older than 3.11 "
-				 "(no Py_Version); nanwatch supports CPython 3.11+", t->pid, img->path);
+			snprintf(err, errlen,
+				 "unsupported Python in pid %d (%s): older than 3.11 "
+				 "(no Py_Version); nanwatch supports CPython 3.11+",
+				 t->pid, img->path);
 			return -ENOTSUP;
 		}
 		t->py_version_hex = ver;
@@ -242,8 +246,10 @@ static int find_python(struct target *t, const struct maps *m, char *err, size_t
 		}
 		return 0;
 	}
-	snprintf(err, errlen, "pid %d (%s) is not a Python process: no mapped file exports "
-		 "_PyEval_EvalFrameDefault", t->pid, t->comm);
+	snprintf(err, errlen,
+		 "pid %d (%s) is not a Python process: no mapped file exports "
+		 "_PyEval_EvalFrameDefault",
+		 t->pid, t->comm);
 	return -ENOEXEC;
 }
 
@@ -352,7 +358,8 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 			continue;
 		snprintf(t->torch_path, sizeof(t->torch_path), "%s", img->path);
 		if (open_image(t, img, &e, &root)) {
-			snprintf(err, errlen, "failed to open %s in pid %d's root", img->path, t->pid);
+			snprintf(err, errlen, "failed to open %s in pid %d's root", img->path,
+				 t->pid);
 			return -ENOENT;
 		}
 		t->tensor_type = sym_addr(e, img, "THPVariableType");
@@ -360,8 +367,10 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 		elfsym__close(e);
 		image_file(t, img->path, root, t->torch_python_file, sizeof(t->torch_python_file));
 		if (!t->tensor_type && !t->tensor_class) {
-			snprintf(err, errlen, "failed to resolve THPVariableType or THPVariableClass "
-				 "in %s", img->path);
+			snprintf(err, errlen,
+				 "failed to resolve THPVariableType or THPVariableClass "
+				 "in %s",
+				 img->path);
 			return -ENOENT;
 		}
 		if (t->tensor_type)
@@ -406,11 +415,12 @@ int target__tensor_type(struct target *t, const struct remote *r, int64_t type_n
 			 ret ? strerror(-ret) : "NULL (torch not initialised yet)");
 		return ret ? ret : -ENOENT;
 	}
-	if (!type_named(r, cls, type_name, "Tensor") ||
-	    remote__u64(r, cls + type_base, &base) || !base ||
-	    !type_named(r, base, type_name, "TensorBase")) {
-		snprintf(err, errlen, "failed to resolve the tensor type in pid %d: "
-			 "THPVariableClass is not torch.Tensor with a TensorBase base", t->pid);
+	if (!type_named(r, cls, type_name, "Tensor") || remote__u64(r, cls + type_base, &base) ||
+	    !base || !type_named(r, base, type_name, "TensorBase")) {
+		snprintf(err, errlen,
+			 "failed to resolve the tensor type in pid %d: "
+			 "THPVariableClass is not torch.Tensor with a TensorBase base",
+			 t->pid);
 		return -EINVAL;
 	}
 	t->tensor_type = base;
@@ -464,7 +474,7 @@ static void strip_root(const struct target *t, char *path, size_t len)
 	snprintf(link, sizeof(link), "/proc/%d/root", t->pid);
 	n = readlink(link, root, sizeof(root) - 1);
 	if (n <= 1)
-		return;	/* unreadable, or "/" */
+		return; /* unreadable, or "/" */
 	root[n] = 0;
 	if (!strncmp(path, root, n) && path[n] == '/')
 		memmove(path, path + n, strnlen(path + n, len - n) + 1);

@@ -10,30 +10,31 @@
 struct target {
 	pid_t pid;
 	char comm[32];
-	char proc_root[64];		/* /proc/PID/root: the target's files, whatever its mount ns */
-	char python_path[PATH_MAX];	/* image exporting the frame evaluator, as the target sees it */
-	char python_file[PATH_MAX];	/* the same file reached through proc_root */
-	char torch_path[PATH_MAX];	/* libtorch_python.so, as the target sees it */
-	char torch_cpu_file[PATH_MAX];	/* libtorch_cpu.so, as the daemon opens it ("" if unmapped) */
+	char proc_root[64];	    /* /proc/PID/root: the target's files, whatever its mount ns */
+	char python_path[PATH_MAX]; /* image exporting the frame evaluator, as the target sees it */
+	char python_file[PATH_MAX]; /* the same file reached through proc_root */
+	char torch_path[PATH_MAX];  /* libtorch_python.so, as the target sees it */
+	/* libtorch_cpu.so, as the daemon opens it ("" if unmapped) */
+	char torch_cpu_file[PATH_MAX];
 	char torch_python_file[PATH_MAX]; /* libtorch_python.so, as the daemon opens it */
-	char python_version[16];	/* "3.11.2" */
-	char python_series[8];		/* "3.11" */
-	char torch_version[64];		/* "1.13.0a0" */
-	char torch_series[16];		/* "1.13" */
-	char rank[16];			/* RANK / LOCAL_RANK from the environment, "" if unset */
+	char python_version[16];	  /* "3.11.2" */
+	char python_series[8];		  /* "3.11" */
+	char torch_version[64];		  /* "1.13.0a0" */
+	char torch_series[16];		  /* "1.13" */
+	char rank[16];			  /* RANK / LOCAL_RANK from the environment, "" if unset */
 	char local_rank[16];
-	uint64_t py_version_hex;	/* Py_Version: PY_VERSION_HEX */
-	uint64_t runtime;		/* &_PyRuntime (0 if not exported) */
-	uint64_t tuple_type;		/* runtime addresses in the target */
+	uint64_t py_version_hex; /* Py_Version: PY_VERSION_HEX */
+	uint64_t runtime;	 /* &_PyRuntime (0 if not exported) */
+	uint64_t tuple_type;	 /* runtime addresses in the target */
 	uint64_t list_type;
 	uint64_t none;
-	uint64_t tensor_type;		/* torch._C.TensorBase (0 until target__tensor_type) */
-	uint64_t tensor_class;		/* &THPVariableClass (0 if not exported) */
-	const char *tensor_type_from;	/* the symbol tensor_type came from */
-	uint64_t torch_cpu_base;	/* where libtorch_cpu's file offset 0 is mapped (0: unknown) */
+	uint64_t tensor_type;	      /* torch._C.TensorBase (0 until target__tensor_type) */
+	uint64_t tensor_class;	      /* &THPVariableClass (0 if not exported) */
+	const char *tensor_type_from; /* the symbol tensor_type came from */
+	uint64_t torch_cpu_base; /* where libtorch_cpu's file offset 0 is mapped (0: unknown) */
 };
 
-#define TARGET_MAX_MAPS (8u << 20)	/* bytes of /proc/PID/maps we read */
+#define TARGET_MAX_MAPS (8u << 20) /* bytes of /proc/PID/maps we read */
 
 /*
  * Fill t for pid. On failure returns a negative errno and writes a one-line

@@ -14,19 +14,18 @@
 
 struct class_entry {
 	uint64_t vptr;
-	char name[64];		/* "" : looked up, not found */
+	char name[64]; /* "" : looked up, not found */
 };
 
 struct vtable_names {
-	struct elfsym *elf;	/* libtorch_cpu, open from the attach: the target may be gone later */
-	uint64_t bias;		/* runtime address - link-time address */
+	struct elfsym *elf; /* libtorch_cpu, open from the attach: the target may be gone later */
+	uint64_t bias;	    /* runtime address - link-time address */
 	int64_t vtable_offset;
 	struct class_entry cls[CLASS_CACHE];
 	int ncls;
 };
 
-struct vtable_names *vtable__open(const char *torch_cpu_file, uint64_t base,
-				  int64_t vtable_offset)
+struct vtable_names *vtable__open(const char *torch_cpu_file, uint64_t base, int64_t vtable_offset)
 {
 	struct vtable_names *v;
 	struct elfsym *e;

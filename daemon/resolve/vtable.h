@@ -12,9 +12,8 @@ struct vtable_names;
  * libtorch_cpu (as the daemon opens it) mapped at base; a vtable pointer is vtable_offset
  * bytes past its _ZTV symbol. NULL + errno on failure.
  */
-struct vtable_names *vtable__open(const char *torch_cpu_file, uint64_t base,
-				  int64_t vtable_offset);
-void vtable__free(struct vtable_names *v);	/* accepts NULL */
+struct vtable_names *vtable__open(const char *torch_cpu_file, uint64_t base, int64_t vtable_offset);
+void vtable__free(struct vtable_names *v); /* accepts NULL */
 
 /* "LogBackward0" for a node's vtable pointer; NULL if it names no class we know. */
 const char *vtable__class(struct vtable_names *v, uint64_t vptr);

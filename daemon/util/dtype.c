@@ -13,16 +13,16 @@
 #define BF16_MAX 3.3895313892515355e38
 
 static const struct dtype dtypes[] = {
-	[0] = { "uint8", "|u1", 1, NW_DT_NONE, 0, 0 },
-	[1] = { "int8", "|i1", 1, NW_DT_NONE, 1, 0 },
-	[2] = { "int16", "<i2", 2, NW_DT_NONE, 2, 0 },
-	[3] = { "int32", "<i4", 4, NW_DT_NONE, 3, 0 },
-	[4] = { "int64", "<i8", 8, NW_DT_NONE, 4, 0 },
-	[5] = { "float16", "<f2", 2, NW_DT_F16, 5, 65504.0 },
-	[6] = { "float32", "<f4", 4, NW_DT_F32, 6, FLT_MAX },
-	[7] = { "float64", "<f8", 8, NW_DT_F64, 7, DBL_MAX },
-	[11] = { "bool", "|b1", 1, NW_DT_NONE, 11, 0 },
-	[15] = { "bfloat16", "<u2", 2, NW_DT_BF16, 15, BF16_MAX },
+	[0] = {"uint8", "|u1", 1, NW_DT_NONE, 0, 0},
+	[1] = {"int8", "|i1", 1, NW_DT_NONE, 1, 0},
+	[2] = {"int16", "<i2", 2, NW_DT_NONE, 2, 0},
+	[3] = {"int32", "<i4", 4, NW_DT_NONE, 3, 0},
+	[4] = {"int64", "<i8", 8, NW_DT_NONE, 4, 0},
+	[5] = {"float16", "<f2", 2, NW_DT_F16, 5, 65504.0},
+	[6] = {"float32", "<f4", 4, NW_DT_F32, 6, FLT_MAX},
+	[7] = {"float64", "<f8", 8, NW_DT_F64, 7, DBL_MAX},
+	[11] = {"bool", "|b1", 1, NW_DT_NONE, 11, 0},
+	[15] = {"bfloat16", "<u2", 2, NW_DT_BF16, 15, BF16_MAX},
 };
 
 #define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))

@@ -13,12 +13,12 @@
 #include "nanwatch.h"
 
 struct dtype {
-	const char *name;	/* torch's: "float32", "bfloat16", "int64", "bool" */
-	const char *descr;	/* numpy's: "<f4"; bfloat16 is stored as its raw "<u2" bits */
-	uint32_t size;		/* bytes per element */
-	__u32 nw;		/* enum nw_dtype; NW_DT_NONE for types BPF does not scan */
-	uint32_t scalar_type;	/* c10::ScalarType code */
-	double max;		/* largest finite value (floating types) */
+	const char *name;     /* torch's: "float32", "bfloat16", "int64", "bool" */
+	const char *descr;    /* numpy's: "<f4"; bfloat16 is stored as its raw "<u2" bits */
+	uint32_t size;	      /* bytes per element */
+	__u32 nw;	      /* enum nw_dtype; NW_DT_NONE for types BPF does not scan */
+	uint32_t scalar_type; /* c10::ScalarType code */
+	double max;	      /* largest finite value (floating types) */
 };
 
 /* The type of a c10::ScalarType code (Byte 0 ... BFloat16 15); NULL for others. */

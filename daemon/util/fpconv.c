@@ -22,7 +22,7 @@ static double nw_f16_to_double(__u64 bits)
 	if (exp == 0x1f) {
 		v = frac ? NAN : INFINITY;
 	} else if (exp == 0) {
-		v = frac * 0x1p-24;	/* subnormal: frac * 2^-14 * 2^-10, exact */
+		v = frac * 0x1p-24; /* subnormal: frac * 2^-14 * 2^-10, exact */
 	} else {
 		d = (exp - 15 + 1023) << 52 | frac << 42;
 		memcpy(&v, &d, sizeof(v));

@@ -10,14 +10,14 @@
 
 #include "util/htab.h"
 
-#define HTAB_MIN_BITS 4		/* 16 slots to begin with */
+#define HTAB_MIN_BITS 4 /* 16 slots to begin with */
 
 struct htab {
 	uint64_t *keys;
-	unsigned char *used;	/* a slot holds an entry: keys may be 0 */
-	unsigned char *vals;	/* val_size bytes per slot */
+	unsigned char *used; /* a slot holds an entry: keys may be 0 */
+	unsigned char *vals; /* val_size bytes per slot */
 	size_t val_size, max, count;
-	unsigned int bits;	/* 1 << bits slots */
+	unsigned int bits; /* 1 << bits slots */
 };
 
 static size_t htab__slot(const struct htab *h, uint64_t key)

@@ -20,7 +20,7 @@ int utf8__check(const unsigned char *s, size_t n)
 	if (c < 0x80)
 		return 1;
 	if (c < 0xc2 || c > 0xf4)
-		return -1;	/* stray continuation, overlong lead, beyond U+10FFFF */
+		return -1; /* stray continuation, overlong lead, beyond U+10FFFF */
 	want = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
 	/* second-byte ranges that exclude overlongs, surrogates and > U+10FFFF */
 	if (c == 0xe0)
@@ -43,7 +43,7 @@ int utf8__check(const unsigned char *s, size_t n)
 size_t utf8__encode(char *out, size_t room, uint32_t cp)
 {
 	if (cp >= 0xd800 && cp < 0xe000)
-		cp = 0xfffd;	/* lone surrogates are not valid UTF-8 */
+		cp = 0xfffd; /* lone surrogates are not valid UTF-8 */
 	if (cp < 0x80 && room >= 1) {
 		out[0] = cp;
 		return 1;
@@ -72,7 +72,7 @@ size_t utf8__encode(char *out, size_t room, uint32_t cp)
 /* Code point of the well-formed UTF-8 sequence of k bytes at u. */
 static uint32_t utf8__decode(const unsigned char *u, int k)
 {
-	static const unsigned char lead[] = { 0, 0x7f, 0x1f, 0x0f, 0x07 };
+	static const unsigned char lead[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
 	uint32_t cp = u[0] & lead[k];
 	int i;
 

@@ -20,15 +20,15 @@ struct yamlmap_node {
 	enum yamlmap_kind kind;
 	int line;
 	bool quoted;
-	char *text;		/* scalars */
-	size_t first, count;	/* children: y->kids[first..]; a mapping's are key, value pairs */
+	char *text;	     /* scalars */
+	size_t first, count; /* children: y->kids[first..]; a mapping's are key, value pairs */
 };
 
 struct yamlmap {
 	char *name;
 	struct yamlmap_node *nodes;
 	size_t n, cap;
-	size_t *kids;		/* node indices, each container's children together */
+	size_t *kids; /* node indices, each container's children together */
 	size_t nkids, capkids;
 };
 
@@ -42,15 +42,15 @@ struct open {
 struct builder {
 	struct yamlmap *y;
 	const struct yamlmap_limits *lim;
-	struct open *stack;	/* lim->max_depth entries */
+	struct open *stack; /* lim->max_depth entries */
 	int depth;
 	int docs;
 	bool root;
 	char why[WHY_LEN];
 };
 
-__attribute__((format(printf, 3, 4)))
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen, const char *fmt,
+							  ...)
 {
 	va_list ap;
 
@@ -135,8 +135,9 @@ static int check_key(struct builder *b, struct open *o, const struct yamlmap_nod
 		const struct yamlmap_node *old = &y->nodes[o->kids[i]];
 
 		if (!strcmp(old->text, k->text)) {
-			snprintf(b->why, WHY_LEN, "line %d: duplicate key '%.64s' (first on line %d)",
-				 k->line, k->text, old->line);
+			snprintf(b->why, WHY_LEN,
+				 "line %d: duplicate key '%.64s' (first on line %d)", k->line,
+				 k->text, old->line);
 			return -EEXIST;
 		}
 	}
@@ -205,7 +206,7 @@ static int close_node(struct builder *b)
 			return -ENOMEM;
 		y->kids = grown;
 	}
-	if (o->n)	/* an empty container may have no arrays at all */
+	if (o->n) /* an empty container may have no arrays at all */
 		memcpy(y->kids + y->nkids, o->kids, o->n * sizeof(*o->kids));
 	y->nodes[o->node].first = y->nkids;
 	y->nodes[o->node].count = y->nodes[o->node].kind == YAMLMAP_MAP ? o->n / 2 : o->n;
@@ -482,8 +483,7 @@ size_t yamlmap__count(const struct yamlmap_node *n)
 	return n->kind == YAMLMAP_SCALAR ? 0 : n->count;
 }
 
-const struct yamlmap_node *yamlmap__item(const struct yamlmap_node *n, size_t i,
-					 const char **key)
+const struct yamlmap_node *yamlmap__item(const struct yamlmap_node *n, size_t i, const char **key)
 {
 	const struct yamlmap *y = n->y;
 
@@ -518,8 +518,8 @@ static int check_value(const struct yamlmap_field *f, struct yamlmap_value *v, c
 		}
 		if (f->type == YAMLMAP_LIST &&
 		    ((long long)n->count < f->min || (long long)n->count > f->max)) {
-			snprintf(why, WHY_LEN, "'%s' has %zu items, not %lld..%lld", v->key, n->count,
-				 f->min, f->max);
+			snprintf(why, WHY_LEN, "'%s' has %zu items, not %lld..%lld", v->key,
+				 n->count, f->min, f->max);
 			return -ERANGE;
 		}
 		return 0;

@@ -16,15 +16,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct yamlmap;			/* a parsed document */
-struct yamlmap_node;		/* a node of it, valid as long as the document */
+struct yamlmap;	     /* a parsed document */
+struct yamlmap_node; /* a node of it, valid as long as the document */
 
 struct yamlmap_limits {
-	size_t max_bytes;	/* of the file (EFBIG) */
-	size_t max_nodes;	/* scalars, mappings and sequences together (E2BIG) */
-	size_t max_scalar;	/* bytes of one scalar value (E2BIG) */
-	size_t max_key;		/* bytes of one mapping key (ENAMETOOLONG) */
-	int max_depth;		/* nesting of mappings and sequences, the root being 1 (E2BIG) */
+	size_t max_bytes;  /* of the file (EFBIG) */
+	size_t max_nodes;  /* scalars, mappings and sequences together (E2BIG) */
+	size_t max_scalar; /* bytes of one scalar value (E2BIG) */
+	size_t max_key;	   /* bytes of one mapping key (ENAMETOOLONG) */
+	int max_depth;	   /* nesting of mappings and sequences, the root being 1 (E2BIG) */
 };
 
 enum yamlmap_kind {
@@ -57,22 +57,21 @@ bool yamlmap__quoted(const struct yamlmap_node *n);
 /* Entries of a mapping, items of a sequence; 0 for a scalar. */
 size_t yamlmap__count(const struct yamlmap_node *n);
 /* The i-th item of a sequence, or the value of a mapping's i-th entry (key in *key). */
-const struct yamlmap_node *yamlmap__item(const struct yamlmap_node *n, size_t i,
-					 const char **key);
+const struct yamlmap_node *yamlmap__item(const struct yamlmap_node *n, size_t i, const char **key);
 
 /* What a mapping's key holds, and the plausible values. */
 enum yamlmap_type {
-	YAMLMAP_INT,		/* a plain scalar: decimal or 0x integer, optional sign; min..max */
-	YAMLMAP_STR,		/* any scalar; its length min..max */
-	YAMLMAP_MAPPING,	/* a nested mapping: read it with yamlmap__read */
-	YAMLMAP_LIST,		/* a sequence: min..max items */
+	YAMLMAP_INT,	 /* a plain scalar: decimal or 0x integer, optional sign; min..max */
+	YAMLMAP_STR,	 /* any scalar; its length min..max */
+	YAMLMAP_MAPPING, /* a nested mapping: read it with yamlmap__read */
+	YAMLMAP_LIST,	 /* a sequence: min..max items */
 };
 
 struct yamlmap_field {
 	const char *key;
 	enum yamlmap_type type;
 	long long min, max;
-	int id;			/* the caller's, handed back */
+	int id; /* the caller's, handed back */
 };
 
 /* One checked value: the field it was read as, and the value. */
@@ -80,9 +79,9 @@ struct yamlmap_value {
 	const struct yamlmap_field *field;
 	const char *key;
 	int line;
-	long long i;				/* YAMLMAP_INT */
-	const char *s;				/* YAMLMAP_STR: the text */
-	const struct yamlmap_node *node;	/* any type: the value's node */
+	long long i;			 /* YAMLMAP_INT */
+	const char *s;			 /* YAMLMAP_STR: the text */
+	const struct yamlmap_node *node; /* any type: the value's node */
 };
 
 /*
@@ -92,8 +91,7 @@ struct yamlmap_value {
 typedef const struct yamlmap_field *(*yamlmap_lookup_fn)(void *ctx, const char *key, char *why,
 							 size_t whylen);
 /* A value that passed its field's checks; non-zero (negative errno) with why set refuses it. */
-typedef int (*yamlmap_value_fn)(void *ctx, const struct yamlmap_value *v, char *why,
-				size_t whylen);
+typedef int (*yamlmap_value_fn)(void *ctx, const struct yamlmap_value *v, char *why, size_t whylen);
 
 /* The keys a mapping may hold: a table of fields, or (fields NULL) a lookup function. */
 struct yamlmap_schema {

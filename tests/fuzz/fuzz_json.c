@@ -33,7 +33,7 @@ static const char *written(struct json *j, const struct jv *v)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct tailfmt t = { .color = size & 1 };
+	struct tailfmt t = {.color = size & 1};
 	struct json j1, j2;
 	const char *s1, *s2;
 	struct jv *v, *again;
@@ -48,10 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (s1) {
 		again = jv__parse(s1, strlen(s1), err, sizeof(err));
 		if (!again)
-			abort();	/* we wrote what we cannot read */
+			abort(); /* we wrote what we cannot read */
 		s2 = written(&j2, again);
 		if (!s2 || strcmp(s1, s2))
-			abort();	/* not a fixed point */
+			abort(); /* not a fixed point */
 		json__free(&j2);
 		jv__free(again);
 	}

@@ -47,11 +47,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		s = layout__str(l, k);
 		if (s && strlen(s) > LAYOUT_MAX_SCALAR)
 			abort();
-		if (s && layout__is_str(d->type) && (strlen(s) < (size_t)d->min ||
-						     strlen(s) > (size_t)d->max))
-			abort();	/* a string of the wrong length got through */
+		if (s && layout__is_str(d->type) &&
+		    (strlen(s) < (size_t)d->min || strlen(s) > (size_t)d->max))
+			abort(); /* a string of the wrong length got through */
 		if (!layout__int(l, k, &v) && (v < d->min || v > d->max))
-			abort();	/* an integer out of its key's range got through */
+			abort(); /* an integer out of its key's range got through */
 		if (!layout__debug_word(l, k, &v) && (!d->published || v < 2 || v > 127))
 			abort();
 	}

@@ -25,7 +25,7 @@
 #define MAX_RECORDS 16
 
 static struct emitter emitter;
-static struct target target = { .pid = 4242, .comm = "python3" };
+static struct target target = {.pid = 4242, .comm = "python3"};
 static struct remote_layout python_layout;
 
 struct memory {
@@ -38,7 +38,7 @@ static int fake_read(void *ctx, uint64_t addr, void *buf, size_t len)
 	const struct memory *m = ctx;
 
 	if (addr < FAKE_BASE || addr - FAKE_BASE > m->n || len > m->n - (addr - FAKE_BASE))
-		return -14;	/* EFAULT, as process_vm_readv says for unmapped memory */
+		return -14; /* EFAULT, as process_vm_readv says for unmapped memory */
 	memcpy(buf, m->p + (addr - FAKE_BASE), len);
 	return 0;
 }
@@ -74,10 +74,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t n = size / sizeof(struct nw_event), i;
-	struct memory mem = { data + n * sizeof(struct nw_event), size % sizeof(struct nw_event) };
-	struct remote remote = { .read = fake_read, .ctx = &mem, .pid = 4242 };
-	uint64_t counters[NW_C_MAX] = { 0 };
-	struct explain r = { .e = &emitter, .remote = &remote };
+	struct memory mem = {data + n * sizeof(struct nw_event), size % sizeof(struct nw_event)};
+	struct remote remote = {.read = fake_read, .ctx = &mem, .pid = 4242};
+	uint64_t counters[NW_C_MAX] = {0};
+	struct explain r = {.e = &emitter, .remote = &remote};
 
 	remote.l = python_layout;
 	r.names = names__new(&remote);

@@ -212,8 +212,8 @@ static char *jp__string_raw(struct jp *p, size_t *outlen)
 	while ((c = jp__peek(p)) != '"') {
 		if (c < 0x20) {
 			free(out);
-			return jp__fail(p, c < 0 ? "unterminated string" :
-						   "control character in string");
+			return jp__fail(p, c < 0 ? "unterminated string"
+						 : "control character in string");
 		}
 		if (c == '\\') {
 			p->pos++;
@@ -365,8 +365,8 @@ static struct jv *jp__container(struct jp *p, int depth, enum jv_type type)
 			return v;
 		}
 		if (jp__peek(p) != ',') {
-			jp__fail(p, type == JV_OBJECT ? "',' or '}' expected" :
-							"',' or ']' expected");
+			jp__fail(p,
+				 type == JV_OBJECT ? "',' or '}' expected" : "',' or ']' expected");
 			break;
 		}
 		p->pos++;
@@ -402,7 +402,7 @@ static struct jv *jp__value(struct jp *p, int depth)
 
 struct jv *jv__parse(const char *text, size_t len, char *err, size_t errlen)
 {
-	struct jp p = { .s = text, .len = len, .err = err, .errlen = errlen };
+	struct jp p = {.s = text, .len = len, .err = err, .errlen = errlen};
 	struct jv *v;
 
 	if (err && errlen)

@@ -18,17 +18,17 @@ enum jv_type {
 
 struct jv {
 	enum jv_type type;
-	int b;			/* JV_BOOL */
-	double num;		/* JV_NUMBER */
-	char *str;		/* JV_STRING: UTF-8, NUL-terminated; JV_NUMBER: its text */
-	size_t len;		/* bytes in str (a string may hold \u0000) */
-	struct jv **items;	/* JV_ARRAY elements, JV_OBJECT values */
-	char **keys;		/* JV_OBJECT keys, parallel to items */
-	size_t *klens;		/* their lengths in bytes */
+	int b;		   /* JV_BOOL */
+	double num;	   /* JV_NUMBER */
+	char *str;	   /* JV_STRING: UTF-8, NUL-terminated; JV_NUMBER: its text */
+	size_t len;	   /* bytes in str (a string may hold \u0000) */
+	struct jv **items; /* JV_ARRAY elements, JV_OBJECT values */
+	char **keys;	   /* JV_OBJECT keys, parallel to items */
+	size_t *klens;	   /* their lengths in bytes */
 	size_t n, cap;
 };
 
-#define JV_MAX_DEPTH	32
+#define JV_MAX_DEPTH 32
 
 /*
  * One JSON value in text (len bytes, no NUL needed), whitespace around it

@@ -5,7 +5,7 @@
  * characters are never written to the terminal as they are.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE	/* strptime, timegm */
+#define _GNU_SOURCE /* strptime, timegm */
 #endif
 #include <errno.h>
 #include <stdlib.h>
@@ -16,14 +16,14 @@
 #include "tailfmt.h"
 #include "util/utf8.h"
 
-#define TF_RESET	"\033[0m"
-#define TF_BOLD		"\033[1m"
-#define TF_DIM		"\033[2m"
-#define TF_RED		"\033[1;31m"
-#define TF_GREEN	"\033[32m"
-#define TF_YELLOW	"\033[33m"
-#define TF_CYAN		"\033[36m"
-#define TF_FIRST	"\033[1;37;41m"	/* white on red: the line people look for */
+#define TF_RESET "\033[0m"
+#define TF_BOLD "\033[1m"
+#define TF_DIM "\033[2m"
+#define TF_RED "\033[1;31m"
+#define TF_GREEN "\033[32m"
+#define TF_YELLOW "\033[33m"
+#define TF_CYAN "\033[36m"
+#define TF_FIRST "\033[1;37;41m" /* white on red: the line people look for */
 
 /* Fields every event carries; the generic printer leaves them out. */
 static const char *const tf_common[] = {
@@ -113,7 +113,7 @@ static int tf__is_false(const struct jv *v)
 static void tf__clock(const struct jv *ev, char *buf, size_t n)
 {
 	const char *s = jv__string(jv__get(ev, "time")), *p;
-	struct tm tm = { 0 };
+	struct tm tm = {0};
 	long off = 0, hh, mm;
 	time_t when;
 
@@ -160,7 +160,7 @@ static void tf__head(const struct tailfmt *t, FILE *out, const struct jv *ev, co
 /* "1.2 MiB" from a byte count. */
 static void tf__bytes(FILE *out, const struct jv *v)
 {
-	static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
 	double b;
 	int i = -1;
 
@@ -442,7 +442,7 @@ static void tf__rest(FILE *out, const struct jv *ev, const char *const *skip, in
 
 static void tf__detach(const struct tailfmt *t, FILE *out, const struct jv *ev)
 {
-	static const char *const skip[] = { "reason", NULL };
+	static const char *const skip[] = {"reason", NULL};
 
 	tf__head(t, out, ev, "detach", TF_YELLOW);
 	tf__field(out, ev, "reason");
@@ -521,9 +521,9 @@ static void tf__event(const struct tailfmt *t, FILE *out, const struct jv *ev, c
 		const char *name;
 		void (*fn)(const struct tailfmt *t, FILE *out, const struct jv *ev);
 	} table[] = {
-		{ "attach", tf__attach },	{ "anomaly", tf__anomaly }, { "stats", tf__stats },
-		{ "lost", tf__lost },		{ "detach", tf__detach },   { "error", tf__error },
-		{ "diagnosis", tf__diagnosis }, { "warning", tf__warning },
+		{"attach", tf__attach},	      {"anomaly", tf__anomaly}, {"stats", tf__stats},
+		{"lost", tf__lost},	      {"detach", tf__detach},	{"error", tf__error},
+		{"diagnosis", tf__diagnosis}, {"warning", tf__warning},
 	};
 	size_t i;
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 struct tailfmt {
-	int color;	/* ANSI colours: only for a terminal */
+	int color; /* ANSI colours: only for a terminal */
 };
 
 /*
