@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,19 +117,6 @@ struct layout {
 	struct value debug[LK__COUNT]; /* debug_KEY: the word holding KEY */
 };
 
-__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen, const char *fmt,
-							  ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	yamlmap__one_line(err);
-}
-
 bool layout__is_str(enum layout_type type)
 {
 	return type == LAYOUT_MATCH || type == LAYOUT_SYMBOL || type == LAYOUT_TEXT;
@@ -205,17 +191,19 @@ static int check_header(struct layout *l, char *err, size_t errlen)
 	if (yamlmap__kind(root) != YAMLMAP_MAP)
 		return 0; /* yamlmap__read says it */
 	if (!kind || !ver) {
-		set_err(err, errlen, "%s: missing key '%s'", l->path, kind ? "version" : "kind");
+		yamlmap__errorf(err, errlen, "%s: missing key '%s'", l->path,
+				kind ? "version" : "kind");
 		return -EINVAL;
 	}
 	if (!k || (strcmp(k, "python") && strcmp(k, "torch"))) {
-		set_err(err, errlen, "%s: line %d: kind '%.40s' is neither python nor torch",
-			l->path, yamlmap__line(kind), k ? k : "(not a string)");
+		yamlmap__errorf(err, errlen,
+				"%s: line %d: kind '%.40s' is neither python nor torch", l->path,
+				yamlmap__line(kind), k ? k : "(not a string)");
 		return -EINVAL;
 	}
 	if (!v || (l->ver = parse_version(v)) < 0) {
-		set_err(err, errlen, "%s: line %d: version '%.40s' is not MAJOR.MINOR", l->path,
-			yamlmap__line(ver), v ? v : "(not a string)");
+		yamlmap__errorf(err, errlen, "%s: line %d: version '%.40s' is not MAJOR.MINOR",
+				l->path, yamlmap__line(ver), v ? v : "(not a string)");
 		return -EINVAL;
 	}
 	l->kind = k;
@@ -317,8 +305,8 @@ static int check_required(const struct layout *l, char *err, size_t errlen)
 		if (!d->required || l->v[k].has || !in_version(d, l->ver) ||
 		    (d->table != LAYOUT_ANY && d->table != l->table))
 			continue;
-		set_err(err, errlen, "%s: missing key '%s' (%s %s tables need it)", l->path,
-			d->name, l->kind, l->version);
+		yamlmap__errorf(err, errlen, "%s: missing key '%s' (%s %s tables need it)", l->path,
+				d->name, l->kind, l->version);
 		return -EINVAL;
 	}
 	return 0;
@@ -343,7 +331,8 @@ static struct layout *load(const char *path, const char *text, size_t len, char 
 	l = calloc(1, sizeof(*l));
 	if (!l || !(l->path = strdup(path))) {
 		free(l);
-		set_err(err, errlen, "failed to load layout table %s: %s", path, strerror(ENOMEM));
+		yamlmap__errorf(err, errlen, "failed to load layout table %s: %s", path,
+				strerror(ENOMEM));
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -359,7 +348,7 @@ static struct layout *load(const char *path, const char *text, size_t len, char 
 		ret = check_required(l, why, sizeof(why));
 	if (!ret)
 		return l;
-	set_err(err, errlen, "failed to load layout table %s", why);
+	yamlmap__errorf(err, errlen, "failed to load layout table %s", why);
 	layout__free(l);
 	errno = -ret;
 	return NULL;
@@ -368,7 +357,7 @@ static struct layout *load(const char *path, const char *text, size_t len, char 
 struct layout *layout__load(const char *path, char *err, size_t errlen)
 {
 	if (!path) {
-		set_err(err, errlen, "failed to load layout table: no path");
+		yamlmap__errorf(err, errlen, "failed to load layout table: no path");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -379,7 +368,8 @@ struct layout *layout__parse(const char *name, const char *text, size_t len, cha
 			     size_t errlen)
 {
 	if (!name || !text) {
-		set_err(err, errlen, "failed to load layout table: no %s", name ? "text" : "name");
+		yamlmap__errorf(err, errlen, "failed to load layout table: no %s",
+				name ? "text" : "name");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -442,13 +432,13 @@ struct layout *layout__find(const char *dir, const char *kind, const char *versi
 	/* kind and version come from the target (its version strings): no paths in them. */
 	if (!dir || !kind || !version || !*kind || !*version || strchr(kind, '/') ||
 	    strchr(version, '/') || kind[0] == '.' || version[0] == '.') {
-		set_err(err, errlen, "failed to find layout table: bad kind or version");
+		yamlmap__errorf(err, errlen, "failed to find layout table: bad kind or version");
 		errno = EINVAL;
 		return NULL;
 	}
 	n = snprintf(path, sizeof(path), "%s/%s-%s.yaml", dir, kind, version);
 	if (n < 0 || (size_t)n >= sizeof(path)) {
-		set_err(err, errlen, "failed to find layout table: path too long");
+		yamlmap__errorf(err, errlen, "failed to find layout table: path too long");
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
@@ -456,8 +446,8 @@ struct layout *layout__find(const char *dir, const char *kind, const char *versi
 	if (!l)
 		return NULL;
 	if (strcmp(l->kind, kind) || strcmp(l->version, version)) {
-		set_err(err, errlen, "layout table %s is for %s %s, not %s %s", path, l->kind,
-			l->version, kind, version);
+		yamlmap__errorf(err, errlen, "layout table %s is for %s %s, not %s %s", path,
+				l->kind, l->version, kind, version);
 		layout__free(l);
 		errno = EINVAL;
 		return NULL;
@@ -486,7 +476,7 @@ int layout__fill(const struct layout *l, struct nw_layout *out, char *err, size_
 	int k;
 
 	if (!l || !out) {
-		set_err(err, errlen, "failed to fill layout: no table");
+		yamlmap__errorf(err, errlen, "failed to fill layout: no table");
 		return -EINVAL;
 	}
 	for (k = 0; k < LK__COUNT; k++)
@@ -518,7 +508,7 @@ static int fill_slots(const struct layout *l, const struct slot *slots, void *ou
 		if (!slots[k].size)
 			continue;
 		if (!l->v[k].has) {
-			set_err(err, errlen, "key %s: missing", layout_keys[k].name);
+			yamlmap__errorf(err, errlen, "key %s: missing", layout_keys[k].name);
 			return -ENOENT;
 		}
 		store(out, &slots[k], &l->v[k], false);

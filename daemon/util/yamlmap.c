@@ -49,8 +49,7 @@ struct builder {
 	char why[WHY_LEN];
 };
 
-__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen, const char *fmt,
-							  ...)
+void yamlmap__errorf(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -391,7 +390,7 @@ static struct yamlmap *parse(const char *name, const char *text, size_t len, boo
 	int ret = 0;
 
 	if (!name || !lim || lim->max_depth < 1 || (!is_file && !text)) {
-		set_err(err, errlen, "%s: no text or limits", name ? name : "(null)");
+		yamlmap__errorf(err, errlen, "%s: no text or limits", name ? name : "(null)");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -416,7 +415,7 @@ static struct yamlmap *parse(const char *name, const char *text, size_t len, boo
 	free(buf);
 	if (!ret)
 		return b.y;
-	set_err(err, errlen, "%s: %s", name, b.why);
+	yamlmap__errorf(err, errlen, "%s: %s", name, b.why);
 	yamlmap__free(b.y);
 	errno = -ret;
 	return NULL;
@@ -586,8 +585,8 @@ int yamlmap__read(const struct yamlmap *y, const struct yamlmap_node *map,
 	int ret;
 
 	if (!y || !map || !schema || map->kind != YAMLMAP_MAP) {
-		set_err(err, errlen, "%s: line %d: expected a mapping of keys to values",
-			y ? y->name : "?", map ? map->line : 0);
+		yamlmap__errorf(err, errlen, "%s: line %d: expected a mapping of keys to values",
+				y ? y->name : "?", map ? map->line : 0);
 		return -EINVAL;
 	}
 	for (i = 0; i < map->count; i++) {
@@ -599,8 +598,8 @@ int yamlmap__read(const struct yamlmap *y, const struct yamlmap_node *map,
 		v.line = y->nodes[y->kids[map->first + 2 * i]].line;
 		f = find_field(schema, ctx, v.key, why, sizeof(why));
 		if (!f) {
-			set_err(err, errlen, "%s: line %d: unknown key '%s'%s%s%s", y->name, v.line,
-				v.key, why[0] ? " (" : "", why, why[0] ? ")" : "");
+			yamlmap__errorf(err, errlen, "%s: line %d: unknown key '%s'%s%s%s", y->name,
+					v.line, v.key, why[0] ? " (" : "", why, why[0] ? ")" : "");
 			return -EINVAL;
 		}
 		v.field = f;
@@ -609,11 +608,11 @@ int yamlmap__read(const struct yamlmap *y, const struct yamlmap_node *map,
 			ret = cb(ctx, &v, why, sizeof(why));
 		if (ret && !strncmp(why, y->name, strlen(y->name)) && why[strlen(y->name)] == ':') {
 			/* from a nested yamlmap__read: it named the file and line already */
-			set_err(err, errlen, "%s", why);
+			yamlmap__errorf(err, errlen, "%s", why);
 			return ret < 0 ? ret : -EINVAL;
 		}
 		if (ret) {
-			set_err(err, errlen, "%s: line %d: %s", y->name, v.line, why);
+			yamlmap__errorf(err, errlen, "%s: line %d: %s", y->name, v.line, why);
 			return ret < 0 ? ret : -EINVAL;
 		}
 	}

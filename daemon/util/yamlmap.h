@@ -114,6 +114,11 @@ int yamlmap__read(const struct yamlmap *y, const struct yamlmap_node *map,
 /* Replace control characters (line breaks, tabs, escapes) in a message with '?'. */
 void yamlmap__one_line(char *s);
 
+/* printf into err (errlen bytes; nothing if err is NULL), made one line: messages that quote
+ * a file's text. */
+__attribute__((format(printf, 3, 4))) void yamlmap__errorf(char *err, size_t errlen,
+							   const char *fmt, ...);
+
 /* A whole decimal or 0x integer with optional sign: 0, -EINVAL or -ERANGE. */
 int yamlmap__parse_int(const char *s, long long *out);
 
