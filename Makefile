@@ -30,6 +30,8 @@ LINK_LIBS := $(TAIL_LIB) $(DAEMON_LIB)
 AS_NEEDED := -Wl,--as-needed
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(OUTPUT)/tests/%,$(TEST_SRCS))
+# the tests' fake target memory (tests/fakemem.c): linked into the tests that use it
+TEST_LIB := $(OUTPUT)/tests/libfakemem.a
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOL_BINS := $(patsubst tools/%.c,$(OUTPUT)/%,$(TOOL_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -37,7 +39,7 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/%,$(FUZZ_SRCS))
 
 # C sources make format-check holds to .clang-format
 FORMAT_SRCS := $(wildcard bpf/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.c tools/tail/*.[ch] \
-	       tests/*.c tests/fuzz/*.c tests/gpu/*.[ch])
+	       tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch])
 
 # make asan: daemon, tools and unit tests with ASan+UBSan in their own output directory, then
 # the unit tests and a few fast integration cases (real BPF) under them.
@@ -135,10 +137,18 @@ $(OUTPUT)/fuzz_%: tests/fuzz/fuzz_%.c $(LINK_LIBS) | $(OUTPUT)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) -fsanitize=fuzzer $(TOOL_INCLUDES) $(AS_NEEDED) $< \
 		$(LINK_LIBS) $(LDLIBS) -o $@
 
-$(OUTPUT)/tests/%: tests/%.c $(LINK_LIBS) | $(OUTPUT)/tests
+$(OUTPUT)/tests/fakemem.o: tests/fakemem.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) -c $< -o $@
+
+$(TEST_LIB): $(OUTPUT)/tests/fakemem.o
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(OUTPUT)/tests/%: tests/%.c $(TEST_LIB) $(LINK_LIBS) | $(OUTPUT)/tests
 	$(call msg,TEST-CC,$@)
-	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) $(AS_NEEDED) $< $(LINK_LIBS) $(LDLIBS) \
-		-lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) $(AS_NEEDED) $< $(TEST_LIB) $(LINK_LIBS) \
+		$(LDLIBS) -lcmocka -o $@
 
 test: all $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)

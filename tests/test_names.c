@@ -17,164 +17,38 @@
 #include "resolve/names.h"
 #include "resolve/optstate.h"
 #include "resolve/remote.h"
+#include "fakemem.h"
 
-#define BASE 0x100000ULL
-#define ARENA (1 << 16)
-
-struct mem {
-	unsigned char bytes[ARENA];
-	uint64_t top;
-	uint64_t type; /* the one module type */
-	uint64_t none;
-	int reads;
-	uint64_t ascii_data;   /* where mkstr puts a str's characters: ASCII */
-	uint64_t compact_data; /* other kinds */
-};
-
-static int mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	struct mem *m = ctx;
-
-	m->reads++;
-	if (addr < BASE || addr + len > BASE + ARENA || addr + len < addr)
-		return -14;
-	memcpy(buf, m->bytes + (addr - BASE), len);
-	return 0;
-}
-
-static uint64_t alloc(struct mem *m, size_t n)
-{
-	uint64_t a = BASE + m->top;
-
-	m->top += (n + 15) & ~15ULL;
-	assert_true(m->top <= ARENA);
-	return a;
-}
-
-static void put64(struct mem *m, uint64_t addr, uint64_t v)
-{
-	memcpy(m->bytes + (addr - BASE), &v, 8);
-}
-
-static void put8(struct mem *m, uint64_t addr, uint8_t v)
-{
-	m->bytes[addr - BASE] = v;
-}
-
-static const struct remote_layout L311 = {
-	.obj_type = 8,
-	.type_flags = 168,
-	.type_dictoffset = 288,
-	.type_cached_keys = 880,
-	.managed_dict_flag = 1 << 4,
-	.managed_dict = -24,
-	.managed_values = -32,
-	.dict_keys = 32,
-	.dict_values = 40,
-	.keys_log2_index_bytes = 9,
-	.keys_kind = 10,
-	.keys_nentries = 24,
-	.keys_indices = 32,
-	.values_items = 0,
-	.keys_kind_general = 0,
-	.entry_general = 24,
-	.entry_unicode = 16,
-	.unicode_length = 16,
-	.unicode_state = 32,
-	.unicode_ascii_data = 48,
-	.unicode_compact_data = 72,
-	.unicode_kind_shift = 2,
-	.ascii_bit = 6,
-	.compact_bit = 5,
-	.type_name = 24,
-};
-
-/* A compact str: ASCII, or kind 2 (UCS-2) when wide is set. */
-static uint64_t mkstr(struct mem *m, const char *s, int wide)
-{
-	size_t n = strlen(s), i;
-	uint64_t a = alloc(m, 80 + 2 * n + 2);
-	uint32_t state = 1u << 5 | (wide ? 2u << 2 : (1u << 2 | 1u << 6));
-
-	put64(m, a + 16, n);
-	memcpy(m->bytes + (a - BASE) + 32, &state, 4);
-	for (i = 0; i < n; i++) {
-		if (wide) {
-			put8(m, a + m->compact_data + 2 * i, (unsigned char)s[i]);
-			put8(m, a + m->compact_data + 2 * i + 1, 0);
-		} else {
-			put8(m, a + m->ascii_data + i, s[i]);
-		}
-	}
-	return a;
-}
-
-/* A dict keys object of unicode kind with n entries; values in entries when vals given. */
-static uint64_t mkkeys(struct mem *m, int n, const uint64_t *keys, const uint64_t *vals)
-{
-	uint64_t k = alloc(m, 32 + 8 + 16 * n);
-	int i;
-
-	put8(m, k + 9, 3); /* 8 index bytes */
-	put8(m, k + 10, vals ? 1 : 2);
-	put64(m, k + 24, n);
-	for (i = 0; i < n; i++) {
-		put64(m, k + 40 + 16 * i, keys[i]);
-		put64(m, k + 40 + 16 * i + 8, vals ? vals[i] : 0);
-	}
-	return k;
-}
-
-static uint64_t mkdict(struct mem *m, int n, const char **names, const uint64_t *vals)
-{
-	uint64_t keys[16], d = alloc(m, 48);
-	int i;
-
-	for (i = 0; i < n; i++)
-		keys[i] = mkstr(m, names[i], 0);
-	put64(m, d + 32, mkkeys(m, n, keys, vals));
-	return d;
-}
+static uint64_t module_type; /* the one module type */
 
 /* A module instance whose _modules holds the given children (materialized __dict__). */
-static uint64_t mkmodule(struct mem *m, int n, const char **names, const uint64_t *kids)
+static uint64_t mkmodule(struct fakemem *m, int n, const char **names, const uint64_t *kids)
 {
 	const char *attr[] = {"training", "_modules"};
-	uint64_t vals[2], a = alloc(m, 64) + 32;
+	uint64_t vals[2], a = fakemem__alloc(m, 64) + 32;
 
 	vals[0] = m->none;
-	vals[1] = mkdict(m, n, names, kids);
-	put64(m, a + 8, m->type);
-	put64(m, a - 24, mkdict(m, 2, attr, vals));
+	vals[1] = fakemem__dict(m, n, names, kids);
+	fakemem__put64(m, a + 8, module_type);
+	fakemem__put64(m, a - 24, fakemem__dict(m, 2, attr, vals));
 	return a;
 }
 
 static int setup(void **state)
 {
-	static struct mem m;
+	static struct fakemem m;
 
-	memset(&m, 0, sizeof(m));
-	m.ascii_data = L311.unicode_ascii_data;
-	m.compact_data = L311.unicode_compact_data;
-	m.type = alloc(&m, 1024);
-	put64(&m, m.type + 168, 1 << 4);
-	m.none = alloc(&m, 16);
+	fakemem__init(&m);
+	module_type = fakemem__alloc(&m, 1024);
+	fakemem__put64(&m, module_type + 168, 1 << 4);
+	m.none = fakemem__alloc(&m, 16);
 	*state = &m;
 	return 0;
 }
 
-static void init_remote(struct remote *r, struct mem *m)
-{
-	memset(r, 0, sizeof(*r));
-	r->read = mem_read;
-	r->ctx = m;
-	r->none = m->none;
-	r->l = L311;
-}
-
 static void test_nested_paths(void **state)
 {
-	struct mem *m = *state;
+	struct fakemem *m = *state;
 	const char *n2[] = {"norm", "attn"}, *n1[] = {"0", "1"}, *n0[] = {"embed", "blocks"};
 	uint64_t norm = mkmodule(m, 0, NULL, NULL), attn = mkmodule(m, 0, NULL, NULL);
 	uint64_t b0 = mkmodule(m, 2, n2, (uint64_t[]){norm, attn});
@@ -184,7 +58,7 @@ static void test_nested_paths(void **state)
 	struct remote r;
 	struct names *n;
 
-	init_remote(&r, m);
+	fakemem__remote(m, &r);
 	n = names__new(&r);
 	assert_non_null(n);
 	assert_string_equal(names__path(n, root, root), "");
@@ -201,14 +75,14 @@ static void test_nested_paths(void **state)
 
 static void test_shared_and_none(void **state)
 {
-	struct mem *m = *state;
+	struct fakemem *m = *state;
 	const char *names[] = {"a", "skip", "b"};
 	uint64_t shared = mkmodule(m, 0, NULL, NULL);
 	uint64_t root = mkmodule(m, 3, names, (uint64_t[]){shared, m->none, shared});
 	struct remote r;
 	struct names *n;
 
-	init_remote(&r, m);
+	fakemem__remote(m, &r);
 	n = names__new(&r);
 	/* named_modules() names a shared module once, at its first path */
 	assert_string_equal(names__path(n, root, shared), "a");
@@ -219,7 +93,7 @@ static void test_shared_and_none(void **state)
 
 static void test_unknown_module_and_rewalk(void **state)
 {
-	struct mem *m = *state;
+	struct fakemem *m = *state;
 	const char *names[] = {"x"};
 	uint64_t late = mkmodule(m, 0, NULL, NULL), stranger = mkmodule(m, 0, NULL, NULL);
 	uint64_t root = mkmodule(m, 1, names, (uint64_t[]){stranger});
@@ -227,40 +101,41 @@ static void test_unknown_module_and_rewalk(void **state)
 	struct remote r;
 	struct names *n;
 
-	init_remote(&r, m);
+	fakemem__remote(m, &r);
 	n = names__new(&r);
 	assert_string_equal(names__path(n, root, stranger), "x");
 	assert_null(names__path(n, root, late));
 	/* the model swaps its child: the next unknown module triggers a fresh walk */
-	memcpy(&d, m->bytes + (root - 24 - BASE), 8);
-	memcpy(&keys, m->bytes + (d + 32 - BASE), 8);
-	memcpy(&mods, m->bytes + (keys + 40 + 16 + 8 - BASE), 8);
-	memcpy(&keys, m->bytes + (mods + 32 - BASE), 8);
-	put64(m, keys + 40 + 8, late);
+	memcpy(&d, m->bytes + (root - 24 - FAKEMEM_BASE), 8);
+	memcpy(&keys, m->bytes + (d + 32 - FAKEMEM_BASE), 8);
+	memcpy(&mods, m->bytes + (keys + 40 + 16 + 8 - FAKEMEM_BASE), 8);
+	memcpy(&keys, m->bytes + (mods + 32 - FAKEMEM_BASE), 8);
+	fakemem__put64(m, keys + 40 + 8, late);
 	assert_string_equal(names__path(n, root, late), "x");
 	names__free(n);
 }
 
 static void test_inline_values(void **state)
 {
-	struct mem *m = *state;
+	struct fakemem *m = *state;
 	const char *names[] = {"only"};
 	uint64_t child = mkmodule(m, 0, NULL, NULL);
-	uint64_t mods = mkdict(m, 1, names, (uint64_t[]){child});
-	uint64_t type2 = alloc(m, 1024), keys[2], values = alloc(m, 16), root = alloc(m, 64) + 32;
+	uint64_t mods = fakemem__dict(m, 1, names, (uint64_t[]){child});
+	uint64_t type2 = fakemem__alloc(m, 1024), keys[2], values = fakemem__alloc(m, 16),
+		 root = fakemem__alloc(m, 64) + 32;
 	struct remote r;
 	struct names *n;
 
 	/* 3.11 before __dict__ is touched: values beside the object, keys shared by the type */
-	put64(m, type2 + 168, 1 << 4);
-	keys[0] = mkstr(m, "training", 0);
-	keys[1] = mkstr(m, "_modules", 0);
-	put64(m, type2 + 880, mkkeys(m, 2, keys, NULL));
-	put64(m, values + 0, m->none);
-	put64(m, values + 8, mods);
-	put64(m, root + 8, type2);
-	put64(m, root - 32, values);
-	init_remote(&r, m);
+	fakemem__put64(m, type2 + 168, 1 << 4);
+	keys[0] = fakemem__str(m, "training", 0);
+	keys[1] = fakemem__str(m, "_modules", 0);
+	fakemem__put64(m, type2 + 880, fakemem__keys(m, 2, keys, NULL));
+	fakemem__put64(m, values + 0, m->none);
+	fakemem__put64(m, values + 8, mods);
+	fakemem__put64(m, root + 8, type2);
+	fakemem__put64(m, root - 32, values);
+	fakemem__remote(m, &r);
 	n = names__new(&r);
 	assert_string_equal(names__path(n, root, child), "only");
 	names__free(n);
@@ -268,24 +143,24 @@ static void test_inline_values(void **state)
 
 static void test_inline_values_313(void **state)
 {
-	struct mem *m = *state;
+	struct fakemem *m = *state;
 	const char *names[] = {"layer"};
 	uint64_t child = mkmodule(m, 0, NULL, NULL);
-	uint64_t mods = mkdict(m, 1, names, (uint64_t[]){child});
-	uint64_t type3 = alloc(m, 1024), keys[2], root = alloc(m, 96) + 32;
+	uint64_t mods = fakemem__dict(m, 1, names, (uint64_t[]){child});
+	uint64_t type3 = fakemem__alloc(m, 1024), keys[2], root = fakemem__alloc(m, 96) + 32;
 	struct remote r;
 	struct names *n;
 
 	/* 3.13: PyDictValues inside the object after its header; values[] after 4 flag bytes */
-	put64(m, type3 + 168, 1 << 4 | 1 << 2);
-	keys[0] = mkstr(m, "training", 0);
-	keys[1] = mkstr(m, "_modules", 0);
-	put64(m, type3 + 880, mkkeys(m, 2, keys, NULL));
-	put64(m, root + 8, type3);
-	put8(m, root + 16 + 3, 1); /* valid */
-	put64(m, root + 16 + 8, m->none);
-	put64(m, root + 16 + 16, mods);
-	init_remote(&r, m);
+	fakemem__put64(m, type3 + 168, 1 << 4 | 1 << 2);
+	keys[0] = fakemem__str(m, "training", 0);
+	keys[1] = fakemem__str(m, "_modules", 0);
+	fakemem__put64(m, type3 + 880, fakemem__keys(m, 2, keys, NULL));
+	fakemem__put64(m, root + 8, type3);
+	fakemem__put8(m, root + 16 + 3, 1); /* valid */
+	fakemem__put64(m, root + 16 + 8, m->none);
+	fakemem__put64(m, root + 16 + 16, mods);
+	fakemem__remote(m, &r);
 	r.l.inline_values_flag = 1 << 2;
 	r.l.inline_values_offset = 16;
 	r.l.values_valid = 3;
@@ -294,7 +169,7 @@ static void test_inline_values_313(void **state)
 	assert_string_equal(names__path(n, root, child), "layer");
 	names__free(n);
 	/* once the values are no longer valid, the managed dict holds the attributes */
-	put8(m, root + 16 + 3, 0);
+	fakemem__put8(m, root + 16 + 3, 0);
 	n = names__new(&r);
 	assert_null(names__path(n, root, child));
 	names__free(n);
@@ -303,7 +178,7 @@ static void test_inline_values_313(void **state)
 /* 3.12: one tagged word before the object, read with the shipped python-3.12 table */
 static void test_tagged_dict_or_values_312(void **state)
 {
-	struct mem *m = *state;
+	struct fakemem *m = *state;
 	const char *names[] = {"block"}, *attr[] = {"training", "_modules"};
 	struct layout *py;
 	struct remote r;
@@ -312,7 +187,7 @@ static void test_tagged_dict_or_values_312(void **state)
 	char err[256];
 
 	memset(&r, 0, sizeof(r));
-	r.read = mem_read;
+	r.read = fakemem__read;
 	r.ctx = m;
 	r.none = m->none;
 	py = layout__find("config/layouts", "python", "3.12", err, sizeof(err));
@@ -326,8 +201,8 @@ static void test_tagged_dict_or_values_312(void **state)
 	assert_int_equal(r.l.values_items, 0);
 	assert_int_equal(r.l.inline_values_flag, 0);
 	/* the strs, dicts and modules below are laid out with this table's offsets */
-	m->ascii_data = r.l.unicode_ascii_data;
-	m->compact_data = r.l.unicode_compact_data;
+	m->l.unicode_ascii_data = r.l.unicode_ascii_data;
+	m->l.unicode_compact_data = r.l.unicode_compact_data;
 	assert_int_equal(r.l.unicode_state, 32);
 	assert_int_equal(r.l.unicode_length, 16);
 	assert_int_equal(r.l.obj_type, 8);
@@ -338,25 +213,25 @@ static void test_tagged_dict_or_values_312(void **state)
 
 	/* a child whose word is a dict pointer (mkmodule: dict at -24, bit 0 clear) */
 	child = mkmodule(m, 0, NULL, NULL);
-	mods = mkdict(m, 1, names, (uint64_t[]){child});
-	type4 = alloc(m, 1024);
-	put64(m, type4 + 168, 1 << 4);
-	keys[0] = mkstr(m, attr[0], 0);
-	keys[1] = mkstr(m, attr[1], 0);
-	put64(m, type4 + r.l.type_cached_keys, mkkeys(m, 2, keys, NULL));
+	mods = fakemem__dict(m, 1, names, (uint64_t[]){child});
+	type4 = fakemem__alloc(m, 1024);
+	fakemem__put64(m, type4 + 168, 1 << 4);
+	keys[0] = fakemem__str(m, attr[0], 0);
+	keys[1] = fakemem__str(m, attr[1], 0);
+	fakemem__put64(m, type4 + r.l.type_cached_keys, fakemem__keys(m, 2, keys, NULL));
 	/* new_values(2): prefix of 8 bytes (order 1, 0; used 2; prefix size 8), then values[] */
-	prefix = alloc(m, 8 + 2 * 8);
+	prefix = fakemem__alloc(m, 8 + 2 * 8);
 	values = prefix + 8;
-	put8(m, values - 1, 8);
-	put8(m, values - 2, 2);
-	put8(m, values - 3, 0);
-	put8(m, values - 4, 1);
-	put64(m, values + r.l.values_items, m->none);
-	put64(m, values + r.l.values_items + 8, mods);
-	root = alloc(m, 64) + 32;
-	put64(m, root + 8, type4);
+	fakemem__put8(m, values - 1, 8);
+	fakemem__put8(m, values - 2, 2);
+	fakemem__put8(m, values - 3, 0);
+	fakemem__put8(m, values - 4, 1);
+	fakemem__put64(m, values + r.l.values_items, m->none);
+	fakemem__put64(m, values + r.l.values_items + 8, mods);
+	root = fakemem__alloc(m, 64) + 32;
+	fakemem__put64(m, root + 8, type4);
 	/* _PyDictOrValues_SetValues: the word is values - 1 (bit 0 set; values is 8-aligned) */
-	put64(m, root + r.l.managed_dict, values - 1);
+	fakemem__put64(m, root + r.l.managed_dict, values - 1);
 	assert_int_equal(remote__attr(&r, root, "_modules", &v), 0);
 	assert_int_equal(v, mods);
 	assert_int_equal(remote__attr(&r, root, "training", &v), 0);
@@ -367,8 +242,8 @@ static void test_tagged_dict_or_values_312(void **state)
 	names__free(n);
 
 	/* __dict__ asked for: the word is now the dict pointer that took over the values */
-	d = mkdict(m, 2, attr, (uint64_t[]){m->none, mods});
-	put64(m, root + r.l.managed_dict, d);
+	d = fakemem__dict(m, 2, attr, (uint64_t[]){m->none, mods});
+	fakemem__put64(m, root + r.l.managed_dict, d);
 	v = 0;
 	assert_int_equal(remote__attr(&r, root, "_modules", &v), 0);
 	assert_int_equal(v, mods);
@@ -377,7 +252,7 @@ static void test_tagged_dict_or_values_312(void **state)
 	names__free(n);
 
 	/* no dict and no values */
-	put64(m, root + r.l.managed_dict, 0);
+	fakemem__put64(m, root + r.l.managed_dict, 0);
 	assert_int_equal(remote__attr(&r, root, "_modules", &v), -ENOENT);
 	n = names__new(&r);
 	assert_null(names__path(n, root, child));
@@ -386,18 +261,18 @@ static void test_tagged_dict_or_values_312(void **state)
 
 static void test_wide_keys_and_bad_memory(void **state)
 {
-	struct mem *m = *state;
+	struct fakemem *m = *state;
 	uint64_t child = mkmodule(m, 0, NULL, NULL), keys[1], vals[1], root, d;
 	struct remote r;
 	struct names *n;
 	char buf[64];
 
-	keys[0] = mkstr(m, "wide", 1);
+	keys[0] = fakemem__str(m, "wide", 1);
 	vals[0] = child;
-	d = alloc(m, 48);
-	put64(m, d + 32, mkkeys(m, 1, keys, vals));
+	d = fakemem__alloc(m, 48);
+	fakemem__put64(m, d + 32, fakemem__keys(m, 1, keys, vals));
 	root = mkmodule(m, 0, NULL, NULL);
-	init_remote(&r, m);
+	fakemem__remote(m, &r);
 	assert_int_equal(remote__str(&r, keys[0], buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "wide");
 	/* a module pointer into unmapped memory: named if it is the root, no children */
@@ -408,62 +283,63 @@ static void test_wide_keys_and_bad_memory(void **state)
 }
 
 /* A dict of the general kind (hash, key, value entries): keys that are not str. */
-static uint64_t mkgeneral(struct mem *m, int n, const uint64_t *keys, const uint64_t *vals)
+static uint64_t mkgeneral(struct fakemem *m, int n, const uint64_t *keys, const uint64_t *vals)
 {
-	uint64_t k = alloc(m, 32 + 8 + 24 * n), d = alloc(m, 48);
+	uint64_t k = fakemem__alloc(m, 32 + 8 + 24 * n), d = fakemem__alloc(m, 48);
 	int i;
 
-	put8(m, k + 9, 3);
-	put8(m, k + 10, 0);
-	put64(m, k + 24, n);
+	fakemem__put8(m, k + 9, 3);
+	fakemem__put8(m, k + 10, 0);
+	fakemem__put64(m, k + 24, n);
 	for (i = 0; i < n; i++) {
-		put64(m, k + 40 + 24 * i + 8, keys[i]);
-		put64(m, k + 40 + 24 * i + 16, vals[i]);
+		fakemem__put64(m, k + 40 + 24 * i + 8, keys[i]);
+		fakemem__put64(m, k + 40 + 24 * i + 16, vals[i]);
 	}
-	put64(m, d + 32, k);
+	fakemem__put64(m, d + 32, k);
 	return d;
 }
 
 /* An object of a type named name (its tp_name a C string). */
-static uint64_t mkobj(struct mem *m, const char *name)
+static uint64_t mkobj(struct fakemem *m, const char *name)
 {
-	uint64_t type = alloc(m, 64), cname = alloc(m, 32), o = alloc(m, 64);
+	uint64_t type = fakemem__alloc(m, 64), cname = fakemem__alloc(m, 32),
+		 o = fakemem__alloc(m, 64);
 
-	memcpy(m->bytes + (cname - BASE), name, strlen(name) + 1);
-	put64(m, type + 24, cname);
-	put64(m, o + 8, type);
+	fakemem__put(m, cname, name, strlen(name) + 1);
+	fakemem__put64(m, type + 24, cname);
+	fakemem__put64(m, o + 8, type);
 	return o;
 }
 
 /* An optimizer whose state maps a parameter to {"exp_avg": ..., "step": step}. */
-static uint64_t mkoptimizer(struct mem *m, uint64_t step, int params)
+static uint64_t mkoptimizer(struct fakemem *m, uint64_t step, int params)
 {
 	const char *pnames[] = {"exp_avg", "step"}, *attr[] = {"defaults", "state"};
-	uint64_t pdict = mkdict(m, step ? 2 : 1, pnames, (uint64_t[]){m->none, step});
+	uint64_t pdict = fakemem__dict(m, step ? 2 : 1, pnames, (uint64_t[]){m->none, step});
 	uint64_t state = mkgeneral(m, params, (uint64_t[]){0, 0xabc0}, (uint64_t[]){0, pdict});
-	uint64_t a = alloc(m, 64) + 32;
+	uint64_t a = fakemem__alloc(m, 64) + 32;
 
-	put64(m, a + 8, m->type);
-	put64(m, a - 24, mkdict(m, 2, attr, (uint64_t[]){m->none, state}));
+	fakemem__put64(m, a + 8, module_type);
+	fakemem__put64(m, a - 24, fakemem__dict(m, 2, attr, (uint64_t[]){m->none, state}));
 	return a;
 }
 
 static void test_optimizer_step_state(void **state)
 {
-	struct mem *m = *state;
+	struct fakemem *m = *state;
 	struct optstate_layout ol = {.var_borrowed = 16, .var_tensor = 24};
 	uint64_t tensor = mkobj(m, "Tensor"), borrowed = mkobj(m, "Tensor"), impl = 0;
-	uint64_t slot = alloc(m, 16), number = mkobj(m, "int");
+	uint64_t slot = fakemem__alloc(m, 16), number = mkobj(m, "int");
 	struct remote r;
 
-	init_remote(&r, m);
-	put64(m, tensor + 24, 0x7f0012345678);
+	fakemem__remote(m, &r);
+	fakemem__put64(m, tensor + 24, 0x7f0012345678);
 	/* the first entry deleted (a parameter removed): the next one is the first */
 	assert_int_equal(optstate__step_impl(&r, &ol, mkoptimizer(m, tensor, 2), &impl), 0);
 	assert_int_equal(impl, 0x7f0012345678);
-	put8(m, borrowed + 16, 1); /* a borrowed at::Tensor: its first word */
-	put64(m, borrowed + 24, slot);
-	put64(m, slot, 0x7f00aaaa0000);
+	fakemem__put8(m, borrowed + 16, 1); /* a borrowed at::Tensor: its first word */
+	fakemem__put64(m, borrowed + 24, slot);
+	fakemem__put64(m, slot, 0x7f00aaaa0000);
 	assert_int_equal(optstate__step_impl(&r, &ol, mkoptimizer(m, borrowed, 2), &impl), 0);
 	assert_int_equal(impl, 0x7f00aaaa0000);
 	/* no step taken yet (empty state), no 'step' kept (SGD), a step that is a number */

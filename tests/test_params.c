@@ -15,85 +15,28 @@
 #include <cmocka.h>
 #include "resolve/params.h"
 #include "resolve/remote.h"
+#include "fakemem.h"
 
-#define BASE 0x200000ULL
-#define ARENA (1 << 16)
+#define TL fakemem_torch /* the tensor offsets the fake memory is laid out with */
 
-struct mem {
-	unsigned char bytes[ARENA];
-	uint64_t top;
-	uint64_t tensor_type, param_type, other_type;
-};
-
-static int mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	struct mem *m = ctx;
-
-	if (addr < BASE || addr + len > BASE + ARENA || addr + len < addr)
-		return -EFAULT;
-	memcpy(buf, m->bytes + (addr - BASE), len);
-	return 0;
-}
-
-static uint64_t alloc(struct mem *m, size_t n)
-{
-	uint64_t a = BASE + m->top;
-
-	m->top += (n + 15) & ~15ULL;
-	assert_true(m->top <= ARENA);
-	return a;
-}
-
-static void put(struct mem *m, uint64_t addr, const void *v, size_t n)
-{
-	memcpy(m->bytes + (addr - BASE), v, n);
-}
-
-static void put64(struct mem *m, uint64_t addr, uint64_t v)
-{
-	put(m, addr, &v, 8);
-}
-
-/* Offsets shaped like torch 1.13's; only their consistency matters here. */
-static const struct nw_layout TL = {
-	.obj_type = 8,
-	.type_base = 256,
-	.var_borrowed = 24,
-	.var_tensor = 16,
-	.impl_storage = 48,
-	.impl_storage_offset = 152,
-	.impl_numel = 160,
-	.impl_dtype = 168,
-	.impl_device = 170,
-	.impl_ndim = 72,
-	.impl_sizes = 80,
-	.storage_data = 16,
-	.sizes_inline = 5,
-	.dtype_f16 = 5,
-	.dtype_f32 = 6,
-	.dtype_f64 = 7,
-	.dtype_bf16 = 15,
-	.device_cpu = 0,
-};
-
-static struct mem M;
+/* the tensor type, nn.Parameter's (derived from it) and an unrelated type */
+static uint64_t tensor_type, param_type, other_type;
+static struct fakemem M;
 static struct remote R;
 static struct params_reader PR;
 
 static int setup(void **state)
 {
 	(void)state;
-	memset(&M, 0, sizeof(M));
-	memset(&R, 0, sizeof(R));
-	R.read = mem_read;
-	R.ctx = &M;
-	M.tensor_type = alloc(&M, 512);
-	M.param_type = alloc(&M, 512); /* nn.Parameter: derives from the tensor type */
-	put64(&M, M.param_type + TL.type_base, M.tensor_type);
-	M.other_type = alloc(&M, 512);
+	fakemem__init(&M);
+	fakemem__remote(&M, &R);
+	tensor_type = fakemem__alloc(&M, 512);
+	param_type = fakemem__alloc(&M, 512); /* nn.Parameter: derives from the tensor type */
+	fakemem__put64(&M, param_type + TL.type_base, tensor_type);
+	other_type = fakemem__alloc(&M, 512);
 	PR.r = &R;
 	PR.l = &TL;
-	PR.tensor_type = M.tensor_type;
+	PR.tensor_type = tensor_type;
 	return 0;
 }
 
@@ -104,32 +47,34 @@ static int setup(void **state)
 static uint64_t mkparam(const float *v, uint64_t n, uint64_t rows, const uint64_t *strides,
 			uint16_t dtype, int borrowed)
 {
-	uint64_t obj = alloc(&M, 64), impl = alloc(&M, 256), storage = alloc(&M, 64);
-	uint64_t off = 3, data = alloc(&M, 4 * (n + off)), ndim = 2;
+	uint64_t obj = fakemem__alloc(&M, 64), impl = fakemem__alloc(&M, 256),
+		 storage = fakemem__alloc(&M, 64);
+	uint64_t off = 3, data = fakemem__alloc(&M, 4 * (n + off)), ndim = 2;
 	uint64_t sizes[2] = {rows, n / rows}, st[2] = {n / rows, 1};
 	uint8_t b = borrowed;
 
 	if (strides)
 		memcpy(st, strides, sizeof(st));
-	put64(&M, obj + TL.obj_type, M.param_type);
-	put(&M, obj + TL.var_borrowed, &b, 1);
+	fakemem__put64(&M, obj + TL.obj_type, param_type);
+	fakemem__put(&M, obj + TL.var_borrowed, &b, 1);
 	if (borrowed) {
-		uint64_t at = alloc(&M, 16); /* an at::Tensor: its first word is the TensorImpl */
+		uint64_t at = fakemem__alloc(
+			&M, 16); /* an at::Tensor: its first word is the TensorImpl */
 
-		put64(&M, at, impl);
-		put64(&M, obj + TL.var_tensor, at);
+		fakemem__put64(&M, at, impl);
+		fakemem__put64(&M, obj + TL.var_tensor, at);
 	} else {
-		put64(&M, obj + TL.var_tensor, impl);
+		fakemem__put64(&M, obj + TL.var_tensor, impl);
 	}
-	put(&M, impl + TL.impl_dtype, &dtype, 2);
-	put64(&M, impl + TL.impl_numel, n);
-	put64(&M, impl + TL.impl_ndim, ndim);
-	put(&M, impl + TL.impl_sizes, sizes, 16);
-	put(&M, impl + TL.impl_sizes + 8 * TL.sizes_inline, st, 16);
-	put64(&M, impl + TL.impl_storage, storage);
-	put64(&M, impl + TL.impl_storage_offset, off);
-	put64(&M, storage + TL.storage_data, data);
-	put(&M, data + 4 * off, v, 4 * n);
+	fakemem__put(&M, impl + TL.impl_dtype, &dtype, 2);
+	fakemem__put64(&M, impl + TL.impl_numel, n);
+	fakemem__put64(&M, impl + TL.impl_ndim, ndim);
+	fakemem__put(&M, impl + TL.impl_sizes, sizes, 16);
+	fakemem__put(&M, impl + TL.impl_sizes + 8 * TL.sizes_inline, st, 16);
+	fakemem__put64(&M, impl + TL.impl_storage, storage);
+	fakemem__put64(&M, impl + TL.impl_storage_offset, off);
+	fakemem__put64(&M, storage + TL.storage_data, data);
+	fakemem__put(&M, data + 4 * off, v, 4 * n);
 	return obj;
 }
 
@@ -157,18 +102,18 @@ static void test_scan_refuses(void **state)
 	assert_int_equal(params__scan_tensor(&PR, mkparam(v, 6, 2, NULL, 4, 0)), 2);
 	/* not a tensor at all */
 	obj = mkparam(v, 6, 2, NULL, 6, 0);
-	put64(&M, obj + TL.obj_type, M.other_type);
+	fakemem__put64(&M, obj + TL.obj_type, other_type);
 	assert_int_equal(params__scan_tensor(&PR, obj), -EINVAL);
 	/* its data outside the target's memory */
 	obj = mkparam(v, 6, 2, NULL, 6, 0);
-	assert_int_equal(mem_read(&M, obj + TL.var_tensor, &impl, 8), 0);
-	assert_int_equal(mem_read(&M, impl + TL.impl_storage, &storage, 8), 0);
-	put64(&M, storage + TL.storage_data, BASE + 2 * ARENA);
+	assert_int_equal(fakemem__read(&M, obj + TL.var_tensor, &impl, 8), 0);
+	assert_int_equal(fakemem__read(&M, impl + TL.impl_storage, &storage, 8), 0);
+	fakemem__put64(&M, storage + TL.storage_data, FAKEMEM_BASE + 2 * FAKEMEM_SIZE);
 	assert_int_equal(params__scan_tensor(&PR, obj), -EFAULT);
 	/* on another device */
 	obj = mkparam(v, 6, 2, NULL, 6, 0);
-	assert_int_equal(mem_read(&M, obj + TL.var_tensor, &impl, 8), 0);
-	put(&M, impl + TL.impl_device, "\1", 1);
+	assert_int_equal(fakemem__read(&M, obj + TL.var_tensor, &impl, 8), 0);
+	fakemem__put(&M, impl + TL.impl_device, "\1", 1);
 	assert_int_equal(params__scan_tensor(&PR, obj), -ENODEV);
 }
 

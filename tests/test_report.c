@@ -25,6 +25,7 @@
 #include "explain/explain.h"
 #include "output/sink.h"
 #include "resolve/target.h"
+#include "fakemem.h"
 
 static void test_tally_phases(void **state)
 {
@@ -94,118 +95,9 @@ static void test_tally_torn_read(void **state)
 	assert_int_equal(t.all.found, 3);
 }
 
-#define BASE 0x300000ULL
-#define ARENA (1 << 16)
+#define TL fakemem_torch /* the tensor offsets the fake memory is laid out with */
 
-static struct {
-	unsigned char bytes[ARENA];
-	uint64_t top;
-} M;
-
-static int mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	(void)ctx;
-	if (addr < BASE || addr + len > BASE + ARENA || addr + len < addr)
-		return -EFAULT;
-	memcpy(buf, M.bytes + (addr - BASE), len);
-	return 0;
-}
-
-static uint64_t alloc(size_t n)
-{
-	uint64_t a = BASE + M.top;
-
-	M.top += (n + 15) & ~15ULL;
-	assert_true(M.top <= ARENA);
-	return a;
-}
-
-static void put(uint64_t addr, const void *v, size_t n)
-{
-	memcpy(M.bytes + (addr - BASE), v, n);
-}
-
-static void put64(uint64_t addr, uint64_t v)
-{
-	put(addr, &v, 8);
-}
-
-/* CPython 3.11 (as tests/test_names.c lays it out) and torch 1.13-like tensor offsets. */
-static const struct remote_layout PY = {
-	.obj_type = 8,
-	.type_flags = 168,
-	.type_dictoffset = 288,
-	.type_cached_keys = 880,
-	.managed_dict_flag = 1 << 4,
-	.managed_dict = -24,
-	.managed_values = -32,
-	.dict_keys = 32,
-	.dict_values = 40,
-	.keys_log2_index_bytes = 9,
-	.keys_kind = 10,
-	.keys_nentries = 24,
-	.keys_indices = 32,
-	.values_items = 0,
-	.keys_kind_general = 0,
-	.entry_general = 24,
-	.entry_unicode = 16,
-	.unicode_length = 16,
-	.unicode_state = 32,
-	.unicode_ascii_data = 48,
-	.unicode_compact_data = 72,
-	.unicode_kind_shift = 2,
-	.ascii_bit = 6,
-	.compact_bit = 5,
-	.type_name = 24,
-};
-static const struct nw_layout TL = {
-	.obj_type = 8,
-	.type_base = 256,
-	.var_borrowed = 24,
-	.var_tensor = 16,
-	.impl_storage = 48,
-	.impl_storage_offset = 152,
-	.impl_numel = 160,
-	.impl_dtype = 168,
-	.impl_device = 170,
-	.impl_ndim = 72,
-	.impl_sizes = 80,
-	.storage_data = 16,
-	.sizes_inline = 5,
-	.dtype_f32 = 6,
-	.dtype_f64 = 7,
-	.dtype_f16 = 5,
-	.dtype_bf16 = 15,
-};
-
-static uint64_t mkstr(const char *s)
-{
-	size_t n = strlen(s);
-	uint64_t a = alloc(64 + n + 1);
-	uint32_t state = 1u << 5 | 1u << 2 | 1u << 6; /* compact, kind 1, ascii */
-
-	put64(a + PY.unicode_length, n);
-	put(a + PY.unicode_state, &state, 4);
-	put(a + PY.unicode_ascii_data, s, n + 1);
-	return a;
-}
-
-/* A combined dict of str keys (unicode kind: key, value entries, 8 index bytes). */
-static uint64_t mkdict(int n, const char **names, const uint64_t *vals)
-{
-	uint64_t k = alloc(PY.keys_indices + 8 + 16 * n), d = alloc(48);
-	int i;
-
-	M.bytes[k + PY.keys_log2_index_bytes - BASE] = 3;
-	M.bytes[k + PY.keys_kind - BASE] = 1;
-	put64(k + PY.keys_nentries, n);
-	for (i = 0; i < n; i++) {
-		put64(k + PY.keys_indices + 8 + 16 * i, mkstr(names[i]));
-		put64(k + PY.keys_indices + 8 + 16 * i + 8, vals[i]);
-	}
-	put64(d + PY.dict_keys, k);
-	return d;
-}
+static struct fakemem M;
 
 struct world {
 	struct remote r;
@@ -238,38 +130,36 @@ static void mkworld(struct world *w)
 	uint16_t f32 = 6;
 	float v[4] = {1, 2, 3, 4};
 
-	memset(&M, 0, sizeof(M));
+	fakemem__init(&M);
 	memset(w, 0, sizeof(*w));
-	w->r.read = mem_read;
-	w->r.l = PY;
-	none = alloc(16);
-	w->r.none = none;
-	w->tensor_type = alloc(512);
-	param_type = alloc(512);
-	put64(param_type + TL.type_base, w->tensor_type);
-	obj = alloc(64);
-	impl = alloc(256);
-	storage = alloc(64);
-	w->weight_data = alloc(16);
-	put64(obj + TL.obj_type, param_type);
-	put64(obj + TL.var_tensor, impl);
-	put(impl + TL.impl_dtype, &f32, 2);
-	put64(impl + TL.impl_numel, 4);
-	put64(impl + TL.impl_ndim, 1);
-	put(impl + TL.impl_sizes, sizes, 8);
-	put(impl + TL.impl_sizes + 8 * TL.sizes_inline, sizes + 1, 8);
-	put64(impl + TL.impl_storage, storage);
-	put64(storage + TL.storage_data, w->weight_data);
-	put(w->weight_data, v, sizeof(v));
+	none = M.none = fakemem__alloc(&M, 16);
+	fakemem__remote(&M, &w->r);
+	w->tensor_type = fakemem__alloc(&M, 512);
+	param_type = fakemem__alloc(&M, 512);
+	fakemem__put64(&M, param_type + TL.type_base, w->tensor_type);
+	obj = fakemem__alloc(&M, 64);
+	impl = fakemem__alloc(&M, 256);
+	storage = fakemem__alloc(&M, 64);
+	w->weight_data = fakemem__alloc(&M, 16);
+	fakemem__put64(&M, obj + TL.obj_type, param_type);
+	fakemem__put64(&M, obj + TL.var_tensor, impl);
+	fakemem__put(&M, impl + TL.impl_dtype, &f32, 2);
+	fakemem__put64(&M, impl + TL.impl_numel, 4);
+	fakemem__put64(&M, impl + TL.impl_ndim, 1);
+	fakemem__put(&M, impl + TL.impl_sizes, sizes, 8);
+	fakemem__put(&M, impl + TL.impl_sizes + 8 * TL.sizes_inline, sizes + 1, 8);
+	fakemem__put64(&M, impl + TL.impl_storage, storage);
+	fakemem__put64(&M, storage + TL.storage_data, w->weight_data);
+	fakemem__put(&M, w->weight_data, v, sizeof(v));
 	pvals[0] = obj;
 	pvals[1] = none; /* bias=False */
-	mtype = alloc(1024);
-	put64(mtype + PY.type_flags, PY.managed_dict_flag);
-	w->module = alloc(64) + 32;
-	put64(w->module + PY.obj_type, mtype);
+	mtype = fakemem__alloc(&M, 1024);
+	fakemem__put64(&M, mtype + w->r.l.type_flags, w->r.l.managed_dict_flag);
+	w->module = fakemem__alloc(&M, 64) + 32;
+	fakemem__put64(&M, w->module + w->r.l.obj_type, mtype);
 	vals[0] = none;
-	vals[1] = mkdict(2, pnames, pvals);
-	put64(w->module + PY.managed_dict, mkdict(2, attrs, vals));
+	vals[1] = fakemem__dict(&M, 2, pnames, pvals);
+	fakemem__put64(&M, w->module + w->r.l.managed_dict, fakemem__dict(&M, 2, attrs, vals));
 }
 
 /* The anomaly line the daemon writes for ev, as text. */
@@ -354,7 +244,7 @@ static void test_late_params(void **state)
 	anomaly_line(&w, &ev, line, sizeof(line));
 	assert_non_null(strstr(line, "\"params_finite\":true,\"params_late\":true"));
 	/* NaN, no step since: the layer used a NaN weight, not an origin */
-	put(w.weight_data + 4, &nan, 4);
+	fakemem__put(&M, w.weight_data + 4, &nan, 4);
 	w.steps = 7;
 	anomaly_line(&w, &ev, line, sizeof(line));
 	assert_non_null(
@@ -365,7 +255,7 @@ static void test_late_params(void **state)
 	assert_non_null(
 		strstr(line, "\"params_finite\":null,\"params_late\":true,\"origin\":true"));
 	/* the module no longer readable: unknown */
-	put64(w.module + PY.managed_dict, 0);
+	fakemem__put64(&M, w.module + w.r.l.managed_dict, 0);
 	anomaly_line(&w, &ev, line, sizeof(line));
 	assert_non_null(strstr(line, "\"params_finite\":null,\"params_late\":true"));
 }

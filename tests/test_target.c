@@ -19,70 +19,38 @@
 #include "resolve/layout.h"
 #include "resolve/remote.h"
 #include "resolve/target.h"
+#include "fakemem.h"
 
-#define BASE 0x200000ULL
-#define ARENA 4096
 #define TP_NAME 24
 #define TP_BASE 256
 
-struct mem {
-	unsigned char bytes[ARENA];
-};
+/* In the arena: THPVariableClass, torch.Tensor at +64, TensorBase at +512, names at +1024. */
+#define CLASS_SYM FAKEMEM_BASE
+#define TENSOR (FAKEMEM_BASE + 64)
+#define TENSOR_BASE (FAKEMEM_BASE + 512)
+#define NAMES (FAKEMEM_BASE + 1024)
 
-static int mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
+static void fake_torch(struct fakemem *m, const char *cls_name, const char *base_name)
 {
-	struct mem *m = ctx;
-
-	if (addr < BASE || addr + len > BASE + ARENA || addr + len < addr)
-		return -EFAULT;
-	memcpy(buf, m->bytes + (addr - BASE), len);
-	return 0;
-}
-
-static void put64(struct mem *m, uint64_t addr, uint64_t v)
-{
-	memcpy(m->bytes + (addr - BASE), &v, 8);
-}
-
-static void putstr(struct mem *m, uint64_t addr, const char *s)
-{
-	memcpy(m->bytes + (addr - BASE), s, strlen(s) + 1);
-}
-
-/* THPVariableClass at BASE, torch.Tensor at +64, TensorBase at +512, names at +1024. */
-#define CLASS_SYM BASE
-#define TENSOR (BASE + 64)
-#define TENSOR_BASE (BASE + 512)
-#define NAMES (BASE + 1024)
-
-static void fake_torch(struct mem *m, const char *cls_name, const char *base_name)
-{
-	memset(m, 0, sizeof(*m));
-	put64(m, CLASS_SYM, TENSOR);
-	put64(m, TENSOR + TP_NAME, NAMES);
-	putstr(m, NAMES, cls_name);
-	put64(m, TENSOR + TP_BASE, TENSOR_BASE);
-	put64(m, TENSOR_BASE + TP_NAME, NAMES + 64);
-	putstr(m, NAMES + 64, base_name);
-}
-
-static void fake_remote(struct remote *r, struct mem *m)
-{
-	memset(r, 0, sizeof(*r));
-	r->read = mem_read;
-	r->ctx = m;
+	fakemem__init(m);
+	fakemem__put64(m, CLASS_SYM, TENSOR);
+	fakemem__put64(m, TENSOR + TP_NAME, NAMES);
+	fakemem__put(m, NAMES, cls_name, strlen(cls_name) + 1);
+	fakemem__put64(m, TENSOR + TP_BASE, TENSOR_BASE);
+	fakemem__put64(m, TENSOR_BASE + TP_NAME, NAMES + 64);
+	fakemem__put(m, NAMES + 64, base_name, strlen(base_name) + 1);
 }
 
 static void test_class_fallback(void **state)
 {
-	static struct mem m;
+	static struct fakemem m;
 	struct target t = {.pid = 42, .tensor_class = CLASS_SYM};
 	struct remote r;
 	char err[256] = "";
 	(void)state;
 
 	fake_torch(&m, "Tensor", "torch._C.TensorBase");
-	fake_remote(&r, &m);
+	fakemem__remote(&m, &r);
 	assert_int_equal(target__tensor_type(&t, &r, TP_NAME, TP_BASE, err, sizeof(err)), 0);
 	assert_int_equal(t.tensor_type, TENSOR_BASE);
 	assert_string_equal(t.tensor_type_from, "THPVariableClass");
@@ -96,7 +64,7 @@ static void test_class_fallback(void **state)
 
 static void test_symbol_kept(void **state)
 {
-	static struct mem m;
+	static struct fakemem m;
 	struct target t = {.pid = 42,
 			   .tensor_type = 0x1234,
 			   .tensor_class = CLASS_SYM,
@@ -106,7 +74,7 @@ static void test_symbol_kept(void **state)
 	(void)state;
 
 	fake_torch(&m, "Tensor", "torch._C.TensorBase");
-	fake_remote(&r, &m);
+	fakemem__remote(&m, &r);
 	assert_int_equal(target__tensor_type(&t, &r, TP_NAME, TP_BASE, err, sizeof(err)), 0);
 	assert_int_equal(t.tensor_type, 0x1234);
 	assert_string_equal(t.tensor_type_from, "THPVariableType");
@@ -114,16 +82,16 @@ static void test_symbol_kept(void **state)
 
 static void test_class_errors(void **state)
 {
-	static struct mem m;
+	static struct fakemem m;
 	struct target t = {.pid = 42, .tensor_class = CLASS_SYM};
 	struct remote r;
 	char err[256] = "";
 	(void)state;
 
-	fake_remote(&r, &m);
+	fakemem__remote(&m, &r);
 	/* imported but torch._C not initialised: the global is still NULL */
 	fake_torch(&m, "Tensor", "torch._C.TensorBase");
-	put64(&m, CLASS_SYM, 0);
+	fakemem__put64(&m, CLASS_SYM, 0);
 	assert_int_equal(target__tensor_type(&t, &r, TP_NAME, TP_BASE, err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, "torch not initialised"));
 	assert_int_equal(t.tensor_type, 0);
@@ -138,9 +106,9 @@ static void test_class_errors(void **state)
 
 	/* a pointer out of the target's memory */
 	fake_torch(&m, "Tensor", "torch._C.TensorBase");
-	put64(&m, TENSOR + TP_BASE, 0x10);
+	fakemem__put64(&m, TENSOR + TP_BASE, 0x10);
 	assert_int_equal(target__tensor_type(&t, &r, TP_NAME, TP_BASE, err, sizeof(err)), -EINVAL);
-	t.tensor_class = BASE + ARENA;
+	t.tensor_class = FAKEMEM_BASE + FAKEMEM_SIZE;
 	assert_int_equal(target__tensor_type(&t, &r, TP_NAME, TP_BASE, err, sizeof(err)), -EFAULT);
 	t.tensor_class = 0; /* not exported either */
 	assert_int_equal(target__tensor_type(&t, &r, TP_NAME, TP_BASE, err, sizeof(err)), -ENOENT);
