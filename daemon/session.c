@@ -198,7 +198,6 @@ static int setup_capture(struct session *s, struct probe_opts *po, char *err, si
 		.names = s->names,
 		.layout = &s->nwl,
 		.tuple_type = s->t.tuple_type,
-		.py_version_hex = s->t.py_version_hex,
 	};
 
 	if (!s->o.capture_dir)

@@ -323,24 +323,118 @@ static void test_pylong(void **state)
 	(void)state;
 	/* 3.11: ob_size 0 is zero, 1 one digit, -1 one digit negative */
 	assert_int_equal(pyobject__long_size(0, 0, &neg), 0);
-	assert_int_equal(pyobject__long_value(one, 0, neg), 0);
+	assert_int_equal(pyobject__long_value(one, 0, 30, neg), 0);
 	assert_int_equal(pyobject__long_size(1, 0, &neg), 1);
-	assert_int_equal(pyobject__long_value(one, 1, neg), 1);
+	assert_int_equal(pyobject__long_value(one, 1, 30, neg), 1);
 	assert_int_equal(pyobject__long_size((uint64_t)-1, 0, &neg), 1);
 	assert_true(neg);
-	assert_int_equal(pyobject__long_value(one, 1, neg), -1);
+	assert_int_equal(pyobject__long_value(one, 1, 30, neg), -1);
 	assert_int_equal(pyobject__long_size(2, 0, &neg), 2);
-	assert_int_equal(pyobject__long_value(big, 2, neg), (1LL << 30) + 5);
+	assert_int_equal(pyobject__long_value(big, 2, 30, neg), (1LL << 30) + 5);
 	assert_int_equal(pyobject__long_size(3, 0, &neg), -ERANGE);
-	/* 3.12: lv_tag; True is 1 << 3, False (zero) is sign 1, -1 is 1 << 3 | 2 */
+	/* 3.12+ (long_tagged): lv_tag; True is 1 << 3, False (zero) is sign 1, -1 is 1 << 3 | 2 */
 	assert_int_equal(pyobject__long_size(1 << 3, 1, &neg), 1);
 	assert_false(neg);
 	assert_int_equal(pyobject__long_size(1, 1, &neg), 0);
 	assert_int_equal(pyobject__long_size(1 << 3 | 2, 1, &neg), 1);
-	assert_int_equal(pyobject__long_value(one, 1, neg), -1);
+	assert_int_equal(pyobject__long_value(one, 1, 30, neg), -1);
 	assert_int_equal(pyobject__long_size(2 << 3 | 2, 1, &neg), 2);
-	assert_int_equal(pyobject__long_value(big, 2, neg), -((1LL << 30) + 5));
+	assert_int_equal(pyobject__long_value(big, 2, 30, neg), -((1LL << 30) + 5));
 	assert_int_equal(pyobject__long_size(3 << 3, 1, &neg), -ERANGE);
+}
+
+/* A target's memory for test_pyvalue: types, names and one object at a time. */
+#define PYMEM_BASE 0x100000ULL
+static uint8_t pymem[2048];
+
+static int pymem_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	if (addr < PYMEM_BASE || addr - PYMEM_BASE > sizeof(pymem) ||
+	    len > sizeof(pymem) - (addr - PYMEM_BASE))
+		return -EFAULT;
+	memcpy(buf, pymem + (addr - PYMEM_BASE), len);
+	return 0;
+}
+
+static void pyput(uint64_t addr, const void *v, size_t n)
+{
+	memcpy(pymem + (addr - PYMEM_BASE), v, n);
+}
+
+static void pyput64(uint64_t addr, uint64_t v)
+{
+	pyput(addr, &v, sizeof(v));
+}
+
+/* ints and floats laid out as each shipped python table says, read back as values */
+static void test_pyvalue(void **state)
+{
+	static const char *const versions[] = {"3.11", "3.12", "3.13"};
+	static const long long ints[] = {0, 1, -7, (1LL << 40) + 3, -(1LL << 59) - 1};
+	const uint64_t int_type = PYMEM_BASE, float_type = PYMEM_BASE + 512,
+		       obj = PYMEM_BASE + 1536;
+	struct pyobject_layout pl;
+	struct py_value pv;
+	struct nw_layout nwl;
+	struct layout *py;
+	struct remote r;
+	char err[256];
+	size_t v, i;
+
+	(void)state;
+	for (v = 0; v < sizeof(versions) / sizeof(versions[0]); v++) {
+		int tagged = strcmp(versions[v], "3.11") != 0;
+		double d = -2.5;
+
+		py = layout__find("config/layouts", "python", versions[v], err, sizeof(err));
+		if (!py)
+			fail_msg("%s", err);
+		memset(&r, 0, sizeof(r));
+		memset(&nwl, 0, sizeof(nwl));
+		r.read = pymem_read;
+		assert_int_equal(remote__layout_from(&r.l, py, err, sizeof(err)), 0);
+		assert_int_equal(layout__fill(py, &nwl, err, sizeof(err)), 0);
+		layout__free(py);
+		/* CPython 3.11 to 3.13 on x86-64: what the readers took for granted before */
+		assert_int_equal(r.l.long_digits, nwl.var_size + 8);
+		assert_int_equal(r.l.long_digit_bits, 30);
+		assert_int_equal(r.l.long_tagged, tagged);
+		assert_int_equal(r.l.float_value, nwl.var_size);
+		assert_int_equal(r.l.type_dict, nwl.type_base + 8);
+		pl = (struct pyobject_layout){.l = &nwl, .tuple_type = 1};
+
+		memset(pymem, 0, sizeof(pymem));
+		r.none = PYMEM_BASE + 1024;
+		pyput(PYMEM_BASE + 1040, "int", 4);
+		pyput(PYMEM_BASE + 1048, "float", 6);
+		pyput64(int_type + r.l.type_name, PYMEM_BASE + 1040);
+		pyput64(float_type + r.l.type_name, PYMEM_BASE + 1048);
+		pyput64(obj + r.l.obj_type, int_type);
+		for (i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+			uint64_t mag = ints[i] < 0 ? -(uint64_t)ints[i] : (uint64_t)ints[i];
+			uint32_t digits[2] = {mag & 0x3fffffff, mag >> 30};
+			int n = mag ? (digits[1] ? 2 : 1) : 0;
+			uint64_t size = ints[i] < 0 ? -(uint64_t)n : (uint64_t)n;
+
+			if (tagged)
+				size = (uint64_t)n << 3 | (ints[i] < 0 ? 2 : !ints[i]);
+			pyput64(obj + nwl.var_size, size);
+			pyput(obj + r.l.long_digits, digits, sizeof(digits));
+			assert_int_equal(pyobject__value(&r, &pl, obj, &pv), 0);
+			assert_int_equal(pv.kind, PY_INT);
+			assert_true(pv.i == ints[i]);
+		}
+		/* three digits: more than a small int */
+		pyput64(obj + nwl.var_size, tagged ? 3 << 3 : 3);
+		assert_int_equal(pyobject__value(&r, &pl, obj, &pv), -ENOTSUP);
+
+		pyput64(obj + r.l.obj_type, float_type);
+		pyput(obj + r.l.float_value, &d, sizeof(d));
+		assert_int_equal(pyobject__value(&r, &pl, obj, &pv), 0);
+		assert_int_equal(pv.kind, PY_FLOAT);
+		assert_true(pv.d == -2.5);
+	}
 }
 
 int main(void)
@@ -351,6 +445,7 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_ring_bytes),
 		cmocka_unit_test(test_pylong),
+		cmocka_unit_test(test_pyvalue),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

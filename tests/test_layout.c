@@ -395,6 +395,8 @@ static void test_unknown_keys(void **state)
 	refused(t, python_table(NULL, "inline_values_flag: 4"), EINVAL,
 		"line 3: 'inline_values_flag' is not a key of python 3.11 tables (python 3.13+ "
 		"only)");
+	refused(t, python_table(NULL, "long_tagged: 0"), EINVAL,
+		"line 3: 'long_tagged' is not a key of python 3.11 tables (python 3.12+ only)");
 	refused(t, table_of("python", "3.13", NULL, "managed_dict_tagged: 1", NULL), EINVAL,
 		"line 3: 'managed_dict_tagged' is not a key of python 3.13 tables (python 3.12 "
 		"only)");
@@ -410,16 +412,20 @@ static void test_unknown_keys(void **state)
 static void test_required_keys(void **state)
 {
 	static const char *const v313 = "inline_values_flag: 4\ninline_values_offset: 16\n"
-					"values_valid: 3\ncall_ex_inlined: 1\n";
+					"values_valid: 3\ncall_ex_inlined: 1\nlong_tagged: 1\n";
 	struct tmp *t = *state;
 	struct layout *l;
 
 	refused(t, python_table("frame_localsplus", NULL), EINVAL,
 		"missing key 'frame_localsplus' (python 3.11 tables need it)");
 	refused(t, table_of("python", "3.12", NULL, NULL, NULL), EINVAL,
+		"missing key 'long_tagged' (python 3.12 tables need it)");
+	refused(t, table_of("python", "3.12", NULL, NULL, "long_tagged: 1\n"), EINVAL,
 		"missing key 'managed_dict_tagged' (python 3.12 tables need it)");
-	refused(t, table_of("python", "3.13", NULL, NULL, "values_valid: 3\n"), EINVAL,
-		"missing key 'inline_values_flag' (python 3.13 tables need it)");
+	refused(t, python_table("long_digits", NULL), EINVAL,
+		"missing key 'long_digits' (python 3.11 tables need it)");
+	refused(t, table_of("python", "3.13", NULL, NULL, "long_tagged: 1\nvalues_valid: 3\n"),
+		EINVAL, "missing key 'inline_values_flag' (python 3.13 tables need it)");
 	refused(t, TORCH_TABLE, EINVAL, "missing key 'step_class' (torch 1.13 tables need it)");
 	l = layout__load(put(t, "313.yaml", table_of("python", "3.13", NULL, NULL, v313)), t->err,
 			 sizeof(t->err));
@@ -496,6 +502,8 @@ static void test_implausible_values(void **state)
 		"'tuple_items' is 20, not a multiple of 8");
 	refused(t, python_table("unicode_length", "unicode_length: 17"), ERANGE,
 		"'unicode_length' is 17, not a multiple of 8");
+	refused(t, python_table("long_digit_bits", "long_digit_bits: 15"), ERANGE,
+		"'long_digit_bits' is 15, outside the plausible range 30..30");
 	refused(t, python_table("managed_dict", "managed_dict: -72"), ERANGE,
 		"'managed_dict' is -72, outside the plausible range -64..4096");
 	refused(t, python_table("managed_dict_flag", "managed_dict_flag: 24"), ERANGE,
@@ -722,6 +730,8 @@ static void test_real_tables(void **state)
 		LK_keys_kind,	       LK_keys_nentries,
 		LK_keys_indices,       LK_unicode_compact_data,
 		LK_unicode_kind_shift, LK_values_items,
+		LK_type_dict,	       LK_long_digits,
+		LK_long_digit_bits,    LK_float_value,
 	};
 	struct tmp *t = *state;
 	struct layout *py, *tl;
@@ -767,6 +777,15 @@ static void test_real_tables(void **state)
 	assert_int_equal(v, 1 << 4);
 	assert_int_equal(layout__int(py, LK_unicode_compact_data, &v), 0);
 	assert_int_equal(v, 72);
+	assert_int_equal(layout__int(py, LK_type_dict, &v), 0);
+	assert_int_equal(v, 264);
+	assert_int_equal(layout__int(py, LK_long_digits, &v), 0);
+	assert_int_equal(v, 24);
+	assert_int_equal(layout__int(py, LK_long_digit_bits, &v), 0);
+	assert_int_equal(v, 30);
+	assert_int_equal(layout__int(py, LK_float_value, &v), 0);
+	assert_int_equal(v, 16);
+	assert_int_equal(layout__int(py, LK_long_tagged, &v), -ENOENT); /* ob_size */
 
 	/* torch 1.13: THPVariable { PyObject_HEAD; MaybeOwned<Tensor> cdata; ... } */
 	assert_int_equal(nwl.var_borrowed, 16);

@@ -33,7 +33,6 @@ struct capture_opts {
 	struct names *names;
 	const struct nw_layout *layout;
 	uint64_t tuple_type; /* &PyTuple_Type in the target */
-	uint64_t py_version_hex;
 };
 
 /* Check the directory and learn the target's owner; NULL (errno set, err written) on failure. */

@@ -153,17 +153,13 @@ int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, cons
 
 static const struct pyobject_layout *py_layout(const struct capture *c, struct pyobject_layout *pl)
 {
-	*pl = (struct pyobject_layout){.l = c->o.layout,
-				       .tuple_type = c->o.tuple_type,
-				       .py_version_hex = c->o.py_version_hex};
+	*pl = (struct pyobject_layout){.l = c->o.layout, .tuple_type = c->o.tuple_type};
 	return pl;
 }
 
 static int class_module(const struct capture *c, uint64_t module, char *out, size_t len)
 {
-	struct pyobject_layout pl;
-
-	return pyobject__class_module(c->o.remote, py_layout(c, &pl), module, out, len);
+	return pyobject__class_module(c->o.remote, module, out, len);
 }
 
 /* One attribute value into the manifest; -ENOTSUP for anything but simple values. */

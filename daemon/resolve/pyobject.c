@@ -76,12 +76,12 @@ static int builtin_type(const struct remote *r, uint64_t obj, uint64_t *type, ch
 	return 0;
 }
 
-int pyobject__long_size(uint64_t word, int py312, int *neg)
+int pyobject__long_size(uint64_t word, int tagged, int *neg)
 {
 	uint64_t n;
 
-	if (py312) {
-		/* 3.12: lv_tag = ndigits << 3 | sign (0 positive, 1 zero, 2 negative) */
+	if (tagged) {
+		/* 3.12+: lv_tag = ndigits << 3 | sign (0 positive, 1 zero, 2 negative) */
 		n = word >> 3;
 		*neg = (word & 3) == 2;
 	} else {
@@ -92,31 +92,34 @@ int pyobject__long_size(uint64_t word, int py312, int *neg)
 	return n > 2 ? -ERANGE : (int)n;
 }
 
-long long pyobject__long_value(const uint32_t digits[2], int n, int neg)
+long long pyobject__long_value(const uint32_t digits[2], int n, int bits, int neg)
 {
+	uint32_t mask = (1u << bits) - 1;
 	uint64_t v = 0;
 
 	if (n > 0)
-		v = digits[0] & 0x3fffffff;
+		v = digits[0] & mask;
 	if (n > 1)
-		v |= (uint64_t)(digits[1] & 0x3fffffff) << 30;
+		v |= (uint64_t)(digits[1] & mask) << bits;
 	return neg ? -(long long)v : (long long)v;
 }
 
-/* A small int (at most two 30-bit digits: 60 bits) of the target. */
+/* A small int (at most two digits: 60 bits with the 30-bit digits the tables hold). */
 static int read_int(const struct remote *r, const struct pyobject_layout *pl, uint64_t obj,
 		    long long *out)
 {
-	uint64_t head = obj + pl->l->var_size, word;
 	uint32_t digits[2] = {};
+	uint64_t word;
 	int n, neg;
 
-	if (remote__u64(r, head, &word))
-		return -EFAULT;
-	n = pyobject__long_size(word, pl->py_version_hex >= 0x030c0000, &neg);
-	if (n < 0 || (n && remote__read(r, head + 8, digits, n * 4)))
+	if (r->l.long_digit_bits < 1 || r->l.long_digit_bits > 30)
 		return -ERANGE;
-	*out = pyobject__long_value(digits, n, neg);
+	if (remote__u64(r, obj + pl->l->var_size, &word))
+		return -EFAULT;
+	n = pyobject__long_size(word, r->l.long_tagged, &neg);
+	if (n < 0 || (n && remote__read(r, obj + r->l.long_digits, digits, n * sizeof(digits[0]))))
+		return -ERANGE;
+	*out = pyobject__long_value(digits, n, r->l.long_digit_bits, neg);
 	return 0;
 }
 
@@ -171,8 +174,7 @@ int pyobject__value(const struct remote *r, const struct pyobject_layout *pl, ui
 		return 0;
 	}
 	if (!strcmp(tname, "float")) {
-		/* ob_fval follows the object header, where a var object's size would be */
-		if (remote__read(r, v + pl->l->var_size, &out->d, sizeof(out->d)) ||
+		if (remote__read(r, v + r->l.float_value, &out->d, sizeof(out->d)) ||
 		    !isfinite(out->d))
 			return -ENOTSUP;
 		out->kind = PY_FLOAT;
@@ -191,9 +193,8 @@ void pyobject__value_free(struct py_value *v)
 	v->str = NULL;
 }
 
-/* type(module).__module__, from the type's dict (tp_dict follows tp_base in PyTypeObject). */
-int pyobject__class_module(const struct remote *r, const struct pyobject_layout *pl,
-			   uint64_t module, char *out, size_t len)
+/* type(module).__module__, from the type's dict. */
+int pyobject__class_module(const struct remote *r, uint64_t module, char *out, size_t len)
 {
 	struct py_named_list *l = NULL;
 	uint64_t type, dict, value = 0;
@@ -202,7 +203,7 @@ int pyobject__class_module(const struct remote *r, const struct pyobject_layout 
 
 	out[0] = 0;
 	if (remote__u64(r, module + r->l.obj_type, &type) ||
-	    remote__u64(r, type + pl->l->type_base + 8, &dict) || !dict)
+	    remote__u64(r, type + r->l.type_dict, &dict) || !dict)
 		return -EFAULT;
 	l = calloc(1, sizeof(*l));
 	if (!l)

@@ -31,7 +31,6 @@ struct py_named_list {
 struct pyobject_layout {
 	const struct nw_layout *l;
 	uint64_t tuple_type; /* &PyTuple_Type in the target */
-	uint64_t py_version_hex;
 };
 
 /*
@@ -45,8 +44,7 @@ int pyobject__list_dict(const struct remote *r, uint64_t module, const char *att
 const char *pyobject__name_of(const struct py_named_list *l, uint64_t obj);
 
 /* type(module).__module__ into out. */
-int pyobject__class_module(const struct remote *r, const struct pyobject_layout *pl,
-			   uint64_t module, char *out, size_t len);
+int pyobject__class_module(const struct remote *r, uint64_t module, char *out, size_t len);
 
 enum py_value_kind {
 	PY_NONE,
@@ -72,10 +70,11 @@ int pyobject__value(const struct remote *r, const struct pyobject_layout *pl, ui
 void pyobject__value_free(struct py_value *v);
 
 /*
- * A CPython int's digit count from the word after its object header (3.11 ob_size, 3.12+
- * lv_tag), and its sign; -ERANGE past two 30-bit digits. Then its value from the digits.
+ * A CPython int's digit count from the word after its object header (ob_size; tagged, the
+ * table's long_tagged: 3.12+ lv_tag), and its sign; -ERANGE past two digits. Then its value
+ * from the digits, each of bits value bits (the table's long_digit_bits).
  */
-int pyobject__long_size(uint64_t word, int py312, int *neg);
-long long pyobject__long_value(const uint32_t digits[2], int n, int neg);
+int pyobject__long_size(uint64_t word, int tagged, int *neg);
+long long pyobject__long_value(const uint32_t digits[2], int n, int bits, int neg);
 
 #endif /* __RESOLVE_PYOBJECT_H */

@@ -35,6 +35,13 @@ struct remote_layout {
 	int64_t ascii_bit;
 	int64_t compact_bit;
 	int64_t type_name;
+	int64_t type_dict;
+	/* int and float objects: the digits (uint32s of long_digit_bits), the double */
+	int64_t long_digits;
+	int64_t long_digit_bits;
+	int64_t float_value;
+	/* 3.12+: an int's size word is lv_tag (digit count << 3 | sign); 0: ob_size */
+	int64_t long_tagged;
 	/* 3.13+: attribute values inline after the object header; 0 when absent */
 	int64_t inline_values_flag;   /* Py_TPFLAGS_INLINE_VALUES */
 	int64_t inline_values_offset; /* from the object to its PyDictValues */
