@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "explain/capture.h"
 #include "util/file.h"
 #include "session.h"
+#include "output/metrics.h"
 #include "output/sink.h"
 #include "util/utf8.h"
 #include "resolve/target.h"
@@ -31,6 +33,7 @@ struct args {
 	const char *outputs[SINKS_MAX];
 	int noutputs;
 	size_t queue_bytes; /* per output, for a reader that falls behind */
+	const char *metrics; /* ADDR:PORT of the Prometheus endpoint, or NULL */
 	struct session_opts o;
 };
 
@@ -68,6 +71,8 @@ static const char usage[] =
 	"                           returns, name the node and layer that made one\n"
 	"                           non-finite (detect_anomaly, from outside)\n"
 	"                           'off': nothing\n"
+	"      --metrics ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics\n"
+	"                           (a loopback address: 127.0.0.1:9464, [::1]:9464)\n"
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
 	"                           (turns on kernel-wide BPF run-time accounting)\n"
 	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
@@ -143,6 +148,9 @@ static void parse_opt(int c, struct args *a)
 	case 'S':
 		a->o.stats_interval = parse_num(optarg, "--stats-interval", 1, 86400);
 		break;
+	case 'P':
+		a->metrics = optarg;
+		break;
 	case 'B':
 		a->o.bpf_stats = 1;
 		break;
@@ -187,6 +195,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"layouts", required_argument, NULL, 'L'},
 		{"max-scan-mb", required_argument, NULL, 'M'},
 		{"stats-interval", required_argument, NULL, 'S'},
+		{"metrics", required_argument, NULL, 'P'},
 		{"bpf-stats", no_argument, NULL, 'B'},
 		{"capture-dir", required_argument, NULL, 'C'},
 		{"capture-max-mb", required_argument, NULL, 'X'},
@@ -302,9 +311,32 @@ static int open_outputs(const struct args *a, struct sinks **out, char *err, siz
 	return 0;
 }
 
+/* The Prometheus endpoint (--metrics) and the watched target's values in it. */
+struct served {
+	struct metrics *m;
+	struct metrics_target *t;
+};
+
+static int open_metrics(const struct args *a, struct served *sv, char *err, size_t errlen)
+{
+	struct metrics_opts mo = {.listen = a->metrics};
+
+	if (!a->metrics)
+		return 0;
+	sv->m = metrics__new(&mo, err, errlen);
+	if (!sv->m)
+		return -errno;
+	sv->t = metrics__target_add(sv->m, a->pid, -1, NULL);
+	if (!sv->t) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 /* Resolve the target, open the outputs, attach; 0 or a negative errno with err written. */
-static int start(const struct args *a, struct session **s, struct sinks **out, char *err,
-		 size_t errlen)
+static int start(const struct args *a, struct session **s, struct sinks **out, struct served *sv,
+		 char *err, size_t errlen)
 {
 	int ret;
 
@@ -312,6 +344,8 @@ static int start(const struct args *a, struct session **s, struct sinks **out, c
 	if (!*s)
 		return -errno;
 	ret = open_outputs(a, out, err, errlen);
+	if (!ret)
+		ret = open_metrics(a, sv, err, errlen);
 	if (ret)
 		return ret;
 	ret = session__attach(*s, *out, err, errlen);
@@ -320,14 +354,32 @@ static int start(const struct args *a, struct session **s, struct sinks **out, c
 	return ret;
 }
 
+/* Wait for findings or a metrics client at most timeout_ms; answer the client. */
+static enum session_stop wait_poll(struct session *s, struct sinks *out, const struct served *sv,
+				   int timeout_ms)
+{
+	struct pollfd pfd[2] = {{.fd = session__fd(s), .events = POLLIN},
+				{.fd = sv->m ? metrics__fd(sv->m) : -1, .events = POLLIN}};
+	struct session_stats st;
+
+	if (!sv->m)
+		return session__poll(s, timeout_ms);
+	poll(pfd, 2, timeout_ms); /* EINTR: a signal, seen by the caller */
+	session__stats(s, &st);
+	metrics__target_update(sv->t, &st);
+	metrics__update_sinks(sv->m, out);
+	metrics__serve(sv->m);
+	return session__poll(s, 0);
+}
+
 /* Poll until the target goes, an output breaks, or a signal says stop. */
-static enum session_stop run(struct session *s, struct sinks *out)
+static enum session_stop run(struct session *s, struct sinks *out, const struct served *sv)
 {
 	enum session_stop stop;
 
 	while (!exiting) {
 		/* lines held back for a slow reader are offered again soon */
-		stop = session__poll(s, sinks__pending(out) ? 20 : 100);
+		stop = wait_poll(s, out, sv, sinks__pending(out) ? 20 : 100);
 		if (stop)
 			return stop;
 		if (reopen) {
@@ -347,6 +399,7 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_signal};
 	struct sinks *out = NULL;
 	struct session *s = NULL;
+	struct served sv = {};
 	enum session_stop stop;
 	char err[1024] = "";
 	struct args a = {};
@@ -358,7 +411,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	ret = start(&a, &s, &out, err, sizeof(err));
+	ret = start(&a, &s, &out, &sv, err, sizeof(err));
 	if (ret) {
 		/* messages name the target's files and comm: never raw on a terminal */
 		fputs("nanwatchd: ", stderr);
@@ -367,14 +420,16 @@ int main(int argc, char **argv)
 		fputc('\n', stderr);
 		session__free(s);
 		sinks__free(out);
+		metrics__free(sv.m);
 		return 1;
 	}
-	stop = run(s, out);
+	stop = run(s, out, &sv);
 	session__detach(s, stop);
 	/* the last lines; a reader that does not take them within a quarter second does not delay exit */
 	sinks__drain(out, 250);
 	ret = stop == SESSION_ERROR || sinks__failed(out); /* a broken output: said on stderr */
 	session__free(s);
 	sinks__free(out);
+	metrics__free(sv.m);
 	return ret;
 }

@@ -439,12 +439,20 @@ static const char *stop_reason(enum session_stop reason)
 
 void session__stats(const struct session *s, struct session_stats *out)
 {
+	uint64_t c[NW_C_MAX];
+
 	memset(out, 0, sizeof(*out));
 	out->anomalies = s->x.anomalies;
 	out->warnings = s->x.warnings;
 	out->modules = s->x.modules;
+	out->cause = s->x.cause;
+	out->anomalies_undiagnosed = s->x.cause ? s->x.undiagnosed : s->x.anomalies;
 	if (!s->p)
 		return;
+	probe__counters(s->p, c);
+	out->probe_hits = c[NW_C_PROBE_HITS];
+	out->tensors_scanned = c[NW_C_TENSORS_SCANNED] + c[NW_C_BWD_GRADS];
+	out->bytes_scanned = c[NW_C_BYTES_SCANNED] + c[NW_C_BWD_BYTES];
 	out->steps = probe__steps(s->p);
 	out->iterations = probe__iterations(s->p);
 	out->step = probe__step(s->p, &out->step_source);

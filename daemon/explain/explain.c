@@ -77,6 +77,8 @@ int explain__diagnose(struct explain *x, uint64_t iteration)
 	feed_grads(x);
 	if (diagnose__conclude(&x->diag, &g))
 		return 0;
+	x->cause = g.cause;
+	x->undiagnosed = x->anomalies;
 	return output__diagnosis(x->e, &g, x->diag.first.step_source, !!x->diag.first.layer,
 				 !!x->diag.first.module, x->capture);
 }

@@ -54,6 +54,8 @@ struct explain {
 	uint64_t params_late;		   /* anomalies whose parameters the daemon checked */
 	uint64_t anomalies;		   /* anomaly lines written */
 	uint64_t warnings;		   /* warning lines written */
+	const char *cause;		   /* the diagnosis's, NULL until it is written */
+	uint64_t undiagnosed;		   /* anomaly lines written before the diagnosis */
 	int loss_only;			   /* mode loss: module outputs are not checked */
 	uint64_t modules;		   /* distinct (root, module) pairs seen */
 	uint64_t lost_reported;

@@ -325,6 +325,11 @@ const char *sinks__name(const struct sinks *ss, int i)
 	return ss->s[i]->name;
 }
 
+uint64_t sinks__dropped(const struct sinks *ss, int i)
+{
+	return ss->s[i]->dropped;
+}
+
 uint64_t sinks__take_dropped(struct sinks *ss, int i)
 {
 	struct sink *s = ss->s[i];

@@ -48,6 +48,9 @@ int sinks__failed(const struct sinks *ss);
 int sinks__count(const struct sinks *ss);
 const char *sinks__name(const struct sinks *ss, int i);
 
+/* Lines sink i dropped since it was added. */
+uint64_t sinks__dropped(const struct sinks *ss, int i);
+
 /* Lines sink i dropped since the last call. */
 uint64_t sinks__take_dropped(struct sinks *ss, int i);
 

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Metrics for Prometheus: the daemon's counters in the text exposition format (0.0.4), served
+ * by a small HTTP server on a loopback address. The module holds the values: the daemon hands
+ * each target's session stats and the sinks' drops to it after each tick, and counters of
+ * targets gone are kept, so no counter ever goes down. Nothing here blocks: the caller polls
+ * metrics__fd for readability (its own loop, or an outer epoll) and calls metrics__serve.
+ */
+#ifndef __METRICS_H
+#define __METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct metrics;
+struct metrics_target;
+struct session_stats;
+struct sinks;
+
+#define METRICS_DEFAULT_TIMEOUT_MS 5000 /* a client's whole request and response */
+#define METRICS_DEFAULT_CLIENTS 8	/* connections at once; more are closed at once */
+#define METRICS_MAX_REQUEST 8192	/* request line and headers */
+
+struct metrics_opts {
+	const char *listen; /* "ADDR:PORT": IPv4 or [IPv6]; port 0: any free port */
+	int allow_remote;   /* 0: only a loopback address is accepted */
+	int timeout_ms;	    /* 0: METRICS_DEFAULT_TIMEOUT_MS */
+	int max_clients;    /* 0: METRICS_DEFAULT_CLIENTS */
+};
+
+/*
+ * Parse the address, bind and listen (non-blocking). NULL with errno set and a one-line reason
+ * in err: a malformed address (-EINVAL), a non-loopback one not allowed, a bind failure.
+ */
+struct metrics *metrics__new(const struct metrics_opts *o, char *err, size_t errlen);
+void metrics__free(struct metrics *m); /* closes every connection; accepts NULL */
+
+/* The port listened on (the chosen one for port 0). */
+int metrics__port(const struct metrics *m);
+
+/* Readable when a connection waits, a client sent data or can take more, or a client expires. */
+int metrics__fd(const struct metrics *m);
+
+/* Do what is ready now, without waiting: accept, read, answer, expire; 0 or a negative errno. */
+int metrics__serve(struct metrics *m);
+
+/*
+ * A watched process: per-target series carry pid, and rank and job where given (rank < 0,
+ * job NULL: no such label). NULL with errno set.
+ */
+struct metrics_target *metrics__target_add(struct metrics *m, pid_t pid, int rank,
+					   const char *job);
+
+/* The target's values now (counted since its attach), from session__stats. */
+void metrics__target_update(struct metrics_target *t, const struct session_stats *st);
+
+/* The target is gone: its counts stay in the totals, its own series go. Accepts NULL. */
+void metrics__target_remove(struct metrics *m, struct metrics_target *t);
+
+/* The sinks' dropped lines (totals kept per sink name, also after a sink is gone). */
+int metrics__update_sinks(struct metrics *m, const struct sinks *ss);
+
+/* The exposition as served: a malloc'ed text in *out, its length returned; negative errno. */
+ssize_t metrics__render(const struct metrics *m, char **out);
+
+#endif /* __METRICS_H */
