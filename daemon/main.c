@@ -33,8 +33,8 @@ struct args {
 	const char *outputs[SINKS_MAX];
 	int noutputs;
 	size_t queue_bytes; /* per output, for a reader that falls behind */
-	const char *metrics; /* ADDR:PORT of the Prometheus endpoint, or NULL */
 	struct session_opts o;
+	const char *metrics; /* ADDR:PORT of the Prometheus endpoint, or NULL */
 };
 
 static const char usage[] =
@@ -340,12 +340,13 @@ static int start(const struct args *a, struct session **s, struct sinks **out, s
 {
 	int ret;
 
+	ret = open_metrics(a, sv, err, errlen); /* a bad or busy address: before the target */
+	if (ret)
+		return ret;
 	*s = session__open(a->pid, &a->o, err, errlen);
 	if (!*s)
 		return -errno;
 	ret = open_outputs(a, out, err, errlen);
-	if (!ret)
-		ret = open_metrics(a, sv, err, errlen);
 	if (ret)
 		return ret;
 	ret = session__attach(*s, *out, err, errlen);

@@ -44,7 +44,8 @@ struct session_stats {
 	uint64_t steps, iterations; /* counted since the attach */
 	uint64_t step;		    /* the current step */
 	int step_source;	    /* enum finding_step_source */
-	const char *cause;	    /* the diagnosis's cause; NULL before the diagnosis */
+
+	const char *cause;		/* the diagnosis's cause; NULL before the diagnosis */
 	uint64_t anomalies_undiagnosed; /* anomaly lines written before the diagnosis */
 	uint64_t probe_hits, tensors_scanned, bytes_scanned; /* bytes: outputs and gradients */
 };

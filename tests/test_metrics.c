@@ -25,9 +25,8 @@
 
 static struct metrics *open_metrics(int timeout_ms, int max_clients)
 {
-	struct metrics_opts o = {.listen = "127.0.0.1:0",
-				 .timeout_ms = timeout_ms,
-				 .max_clients = max_clients};
+	struct metrics_opts o = {
+		.listen = "127.0.0.1:0", .timeout_ms = timeout_ms, .max_clients = max_clients};
 	char err[256] = "";
 	struct metrics *m = metrics__new(&o, err, sizeof(err));
 
@@ -160,12 +159,12 @@ static void test_targets_and_causes(void **state)
 	assert_int_equal(value_of(text, "nanwatch_scanned_tensors_total"), 9);
 	assert_int_equal(value_of(text, "nanwatch_warnings_total"), 1);
 	assert_int_equal(
-		value_of(text, "nanwatch_target_steps_total{pid=\"4242\",rank=\"3\",job_id=\"job-1\"}"),
-		7);
-	assert_int_equal(
 		value_of(text,
-			 "nanwatch_target_iterations_total{pid=\"4242\",rank=\"3\",job_id=\"job-1\"}"),
-		14);
+			 "nanwatch_target_steps_total{pid=\"4242\",rank=\"3\",job_id=\"job-1\"}"),
+		7);
+	assert_int_equal(value_of(text, "nanwatch_target_iterations_total{pid=\"4242\",rank=\"3\","
+					"job_id=\"job-1\"}"),
+			 14);
 	assert_int_equal(value_of(text, "nanwatch_target_steps_total{pid=\"77\"}"), 2);
 	assert_int_equal(value_of(text, "nanwatch_target_anomalies_total{pid=\"77\"}"), 3);
 	free(text);
@@ -203,8 +202,8 @@ static void test_label_escaping(void **state)
 	assert_int_equal(value_of(text, "nanwatch_target_steps_total{pid=\"9\",rank=\"0\","
 					"job_id=\"a\\\"b\\\\c\\nd\xef\xbf\xbd\"}"),
 			 1);
-	snprintf(path, sizeof(path), "nanwatch_events_dropped_total{sink=\"%s/ev\\\"a\\\\b\\nc.ndjson\"}",
-		 dir);
+	snprintf(path, sizeof(path),
+		 "nanwatch_events_dropped_total{sink=\"%s/ev\\\"a\\\\b\\nc.ndjson\"}", dir);
 	assert_int_equal(value_of(text, path), 0);
 	free(text);
 	sinks__free(ss);
@@ -216,8 +215,9 @@ static void test_label_escaping(void **state)
 
 static void test_addresses(void **state)
 {
-	static const char *bad[] = {"127.0.0.1", "127.0.0.1:", "127.0.0.1:x", "127.0.0.1:70000",
-				    "[::1]9464", "::1:9464", "host.example:9464", ":9464"};
+	static const char *bad[] = {"127.0.0.1",	 "127.0.0.1:", "127.0.0.1:x",
+				    "127.0.0.1:70000",	 "[::1]9464",  "::1:9464",
+				    "host.example:9464", ":9464"};
 	struct metrics_opts o = {};
 	char err[256];
 	struct metrics *m;
@@ -326,7 +326,8 @@ static void test_http_get(void **state)
 	text = render(m);
 	exchange(m, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n", resp, sizeof(resp));
 	assert_memory_equal(resp, "HTTP/1.1 200 OK\r\n", 17);
-	assert_non_null(strstr(resp, "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
+	assert_non_null(
+		strstr(resp, "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
 	snprintf(clen, sizeof(clen), "\r\nContent-Length: %zu\r\n", strlen(text));
 	assert_non_null(strstr(resp, clen));
 	assert_string_equal(body_of(resp), text);

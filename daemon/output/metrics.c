@@ -4,6 +4,9 @@
  * HTTP/1.x server for GET /metrics. One epoll set holds the listener, the clients and a timer
  * for the earliest client deadline, so the caller polls one descriptor.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* accept4 */
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -413,7 +416,8 @@ int metrics__update_sinks(struct metrics *m, const struct sinks *ss)
 		if (!s)
 			return -ENOMEM;
 		n = sinks__dropped(ss, i);
-		if (n < s->last) /* another sinks object with this name: the old one's count stays */
+		if (n <
+		    s->last) /* another sinks object with this name: the old one's count stays */
 			s->base += s->last;
 		s->last = n;
 	}

@@ -49,8 +49,7 @@ int metrics__serve(struct metrics *m);
  * A watched process: per-target series carry pid, and rank and job where given (rank < 0,
  * job NULL: no such label). NULL with errno set.
  */
-struct metrics_target *metrics__target_add(struct metrics *m, pid_t pid, int rank,
-					   const char *job);
+struct metrics_target *metrics__target_add(struct metrics *m, pid_t pid, int rank, const char *job);
 
 /* The target's values now (counted since its attach), from session__stats. */
 void metrics__target_update(struct metrics_target *t, const struct session_stats *st);

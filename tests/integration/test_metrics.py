@@ -1,0 +1,204 @@
+"""The Prometheus endpoint (nanwatchd --metrics), read by Debian's real prometheus.
+
+metrics_prometheus (host, container): nan_input goes non-finite under
+`nanwatchd --pid P --metrics 127.0.0.1:PORT`; a prometheus started here (its own config file,
+scrape_interval 1s, storage in a temporary directory, web on another free loopback port)
+scrapes the endpoint. Once the trainer has finished and lingers, prometheus's HTTP API
+(/api/v1/query) must return, from its own scrapes: nanwatch_anomalies_total by cause equal to
+the daemon's stream (anomaly lines before the diagnosis line under cause "none", those after
+under the diagnosis's cause), nanwatch_targets 1, probe hits and scanned bytes above 0, up 1.
+The endpoint itself answers 404 on another path and 405 to a POST. Prometheus, its directory
+and every process are removed at the end.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from nwharness import (Fail, Proc, TRAINER_TIMEOUT, is_event, read_comm, start_daemon,
+                       start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
+from nwchecks import check_envelope, environments, parse_stream, target_untouched
+
+PROMETHEUS = "/usr/bin/prometheus"
+READY_TIMEOUT = 120  # prometheus's start (seconds on this machine, see the log line)
+QUERY_TIMEOUT = 60  # for the scraped values to reach the daemon's stream's counts
+
+CONFIG = """global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: nanwatch
+    static_configs:
+      - targets: ["127.0.0.1:%d"]
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(url, method="GET"):
+    """(status, body) of one request; an HTTP error status is returned, not raised."""
+    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def query(port, expr):
+    """The instant vector of expr as [(labels, value)] from prometheus's HTTP API."""
+    status, body = http("http://127.0.0.1:%d/api/v1/query?%s" %
+                        (port, urllib.parse.urlencode({"query": expr})))
+    if status != 200:
+        raise Fail("prometheus query %r: HTTP %d %r" % (expr, status, body[:200]))
+    doc = json.loads(body)
+    if doc.get("status") != "success" or doc["data"]["resultType"] != "vector":
+        raise Fail("prometheus query %r: %r" % (expr, doc))
+    return [(r["metric"], float(r["value"][1])) for r in doc["data"]["result"]]
+
+
+def start_prometheus(ctx, workdir, target_port):
+    """prometheus on a free loopback port scraping target_port; its port once it is ready."""
+    port = free_port()
+    config = os.path.join(workdir, "prometheus.yml")
+    with open(config, "w") as f:
+        f.write(CONFIG % target_port)
+    start = time.monotonic()
+    prom = Proc([PROMETHEUS, "--config.file=" + config,
+                 "--storage.tsdb.path=" + os.path.join(workdir, "data"),
+                 "--web.listen-address=127.0.0.1:%d" % port], term_timeout=10)
+    while time.monotonic() - start < READY_TIMEOUT:
+        if not prom.running():
+            raise Fail("prometheus exited %s:\n%s" % (prom.p.returncode,
+                                                       tail(prom.stderr_lines())))
+        try:
+            if http("http://127.0.0.1:%d/-/ready" % port)[0] == 200:
+                ctx.log("prometheus ready in %.1fs" % (time.monotonic() - start))
+                return prom, port
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise Fail("prometheus not ready in %ds:\n%s" % (READY_TIMEOUT, tail(prom.stderr_lines())))
+
+
+def stop_prometheus(prom, workdir):
+    if prom is not None and prom.running():
+        os.killpg(prom.pid, signal.SIGTERM)
+        if prom.wait(30) is None:
+            prom.kill()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def stream_by_cause(daemon):
+    """Anomaly lines of the stream so far by the cause metrics give them: before the
+    diagnosis line "none", after it the diagnosis's cause."""
+    counts, cause = {}, "none"
+    for raw in list(daemon.out):
+        ev = json.loads(raw)
+        if ev["event"] == "diagnosis":
+            cause = ev["cause"]
+        elif ev["event"] == "anomaly":
+            counts[cause] = counts.get(cause, 0) + 1
+    return counts
+
+
+def scraped_by_cause(port, daemon_port):
+    got = {}
+    for labels, value in query(port, "nanwatch_anomalies_total"):
+        if labels.get("job") != "nanwatch" or labels.get("instance") != "127.0.0.1:%d" % \
+                daemon_port:
+            raise Fail("unexpected series %r" % labels)
+        if value:
+            got[labels["cause"]] = int(value)
+    return got
+
+
+def one_value(port, expr):
+    vec = query(port, expr)
+    if len(vec) != 1:
+        raise Fail("%s: %d series, want 1: %r" % (expr, len(vec), vec))
+    return vec[0][1]
+
+
+def check_endpoint(daemon_port):
+    base = "http://127.0.0.1:%d" % daemon_port
+    status, body = http(base + "/metrics")
+    if status != 200 or b"# TYPE nanwatch_anomalies_total counter\n" not in body:
+        raise Fail("GET /metrics: HTTP %d %r" % (status, body[:200]))
+    status, _ = http(base + "/")
+    if status != 404:
+        raise Fail("GET / answered %d, want 404" % status)
+    status, _ = http(base + "/metrics", method="POST")
+    if status != 405:
+        raise Fail("POST /metrics answered %d, want 405" % status)
+
+
+def wait_scraped(ctx, port, daemon, daemon_port):
+    """Until prometheus's values equal the stream's counts (bounded)."""
+    deadline = time.monotonic() + QUERY_TIMEOUT
+    while True:
+        want, got = stream_by_cause(daemon), scraped_by_cause(port, daemon_port)
+        if got == want:
+            ctx.log("scraped anomalies by cause %r" % got)
+            return want
+        if time.monotonic() > deadline:
+            raise Fail("prometheus has nanwatch_anomalies_total %r, the stream %r" %
+                       (got, want))
+        time.sleep(0.5)
+
+
+@environments("host", "container")
+def test_metrics_prometheus(ctx):
+    """prometheus scrapes a daemon watching a trainer that goes NaN and reads back the
+    anomalies by cause, the targets, probe hits and bytes scanned; 404 and 405 elsewhere."""
+    if not os.access(PROMETHEUS, os.X_OK):
+        raise Fail("%s missing: run tools/install-deps" % PROMETHEUS)
+    daemon_port = free_port()
+    trainer = start_waiting_trainer(ctx, "nan_input", "--fault-step", "4", "--linger", "600")
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid, extra=["--metrics", "127.0.0.1:%d" % daemon_port])
+    wait_attach(daemon)
+    check_endpoint(daemon_port)
+    workdir = tempfile.mkdtemp(prefix="prometheus-")
+    prom = None
+    try:
+        prom, port = start_prometheus(ctx, workdir, daemon_port)
+        trainer.send(b"go\n")
+        if trainer.wait_out(lambda l: l.startswith(b'{"trace"'), TRAINER_TIMEOUT) is None:
+            raise Fail("nan_input did not finish under the daemon")
+        if daemon.wait_out(is_event("diagnosis"), 60) is None:
+            raise Fail("no diagnosis event")
+        counts = wait_scraped(ctx, port, daemon, daemon_port)
+        if counts.get("none", 0) < 1 or counts.get("bad_input_data", 0) < 1:
+            raise Fail("anomalies by cause %r: want some before the diagnosis and some "
+                       "after it (bad_input_data)" % counts)
+        if one_value(port, 'up{job="nanwatch"}') != 1:
+            raise Fail("prometheus says the endpoint is down")
+        if one_value(port, "nanwatch_targets") != 1:
+            raise Fail("nanwatch_targets is not 1")
+        if one_value(port, 'nanwatch_diagnoses_total{cause="bad_input_data"}') != 1:
+            raise Fail("nanwatch_diagnoses_total{cause=\"bad_input_data\"} is not 1")
+        for name in ("nanwatch_probe_hits_total", "nanwatch_scanned_bytes_total"):
+            if not one_value(port, name) > 0:
+                raise Fail("%s is 0" % name)
+        pid = one_value(port, 'nanwatch_target_steps_total{pid="%d"}' % trainer.pid)
+        if pid < 1:
+            raise Fail("nanwatch_target_steps_total of pid %d is 0" % trainer.pid)
+        check_endpoint(daemon_port)
+    finally:
+        stop_prometheus(prom, workdir)
+    target_untouched(trainer)
+    daemon.p.send_signal(signal.SIGTERM)
+    wait_daemon_exit(daemon)
+    check_envelope(parse_stream(daemon, trainer.pid, comm), "signal")
