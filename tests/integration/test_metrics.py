@@ -6,7 +6,8 @@ scrape_interval 1s, storage in a temporary directory, web on another free loopba
 scrapes the endpoint. Once the trainer has finished and lingers, prometheus's HTTP API
 (/api/v1/query) must return, from its own scrapes: nanwatch_anomalies_total by cause equal to
 the daemon's stream (anomaly lines before the diagnosis line under cause "none", those after
-under the diagnosis's cause), nanwatch_targets 1, probe hits and scanned bytes above 0, up 1.
+under the diagnosis's cause), nanwatch_targets 1, probe hits and scanned bytes above 0, no line
+dropped on stdout, the target's steps above 0, up 1.
 The endpoint itself answers 404 on another path and 405 to a POST. Prometheus, its directory
 and every process are removed at the end.
 """
@@ -189,11 +190,13 @@ def test_metrics_prometheus(ctx):
             raise Fail("nanwatch_targets is not 1")
         if one_value(port, 'nanwatch_diagnoses_total{cause="bad_input_data"}') != 1:
             raise Fail("nanwatch_diagnoses_total{cause=\"bad_input_data\"} is not 1")
+        if one_value(port, 'nanwatch_events_dropped_total{sink="stdout"}') != 0:
+            raise Fail("stdout dropped lines (its reader is the test)")
         for name in ("nanwatch_probe_hits_total", "nanwatch_scanned_bytes_total"):
             if not one_value(port, name) > 0:
                 raise Fail("%s is 0" % name)
-        pid = one_value(port, 'nanwatch_target_steps_total{pid="%d"}' % trainer.pid)
-        if pid < 1:
+        steps = one_value(port, 'nanwatch_target_steps_total{pid="%d"}' % trainer.pid)
+        if steps < 1:
             raise Fail("nanwatch_target_steps_total of pid %d is 0" % trainer.pid)
         check_endpoint(daemon_port)
     finally:
