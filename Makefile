@@ -69,13 +69,16 @@ endif
 .DELETE_ON_ERROR:
 .SECONDARY:
 .PHONY: all deps test unit integration demo bench install clean check-cflags asan fuzz verifier-stats \
-	format-check format \
+	format-check format test-deps \
 	sanitized-build fuzz-build bpf-headers-check
 
 all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS)
 
 deps:
 	$(Q)tools/install-deps
+
+test-deps:
+	$(Q)tools/install-deps --test
 
 $(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/tests $(OUTPUT)/tools/tail:
 	$(Q)mkdir -p $@
@@ -150,7 +153,7 @@ $(OUTPUT)/tests/%: tests/%.c $(TEST_LIB) $(LINK_LIBS) | $(OUTPUT)/tests
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) $(AS_NEEDED) $< $(TEST_LIB) $(LINK_LIBS) \
 		$(LDLIBS) -lcmocka -o $@
 
-test: all $(TEST_BINS) trixie-root
+test: all test-deps $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
 	$(Q)tests/check-cflags
 	$(Q)$(MAKE) --no-print-directory format-check
@@ -214,7 +217,7 @@ LAYOUT_PAIRS := $(foreach p,3.11:1.13 3.13:2.6 3.12:2.11,config/layouts/python-$
 verifier-stats: all
 	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) $(LAYOUT_PAIRS)
 
-integration: all trixie-root
+integration: all test-deps trixie-root
 	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \
 		--trixie-root $(TRIXIE_ROOT)
 
