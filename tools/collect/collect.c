@@ -694,7 +694,7 @@ static void notes(const struct job *j, const struct rank *best, struct collect_v
 	const struct rank *r;
 	char name[300];
 
-	if (best->evidence == COLLECT_RECEIVED && !v->tied)
+	if (best->evidence == COLLECT_RECEIVED)
 		APPEND(v,
 		       "; no rank read shows where the value was made: the rank that made it may "
 		       "be missing from the input");
@@ -772,12 +772,18 @@ static void json_int(struct json *js, const char *key, long long v)
 		json__int(js, key, v);
 }
 
+/* The verdict's primary order, then by rank: how the other ranks are listed. */
 static int by_first(const void *pa, const void *pb, void *arg)
 {
 	const struct rank *a = *(const struct rank *const *)pa,
 			  *b = *(const struct rank *const *)pb;
+	int p = primary(arg, a, b);
 
-	return before(arg, a, b) ? -1 : before(arg, b, a) ? 1 : 0;
+	if (p)
+		return p;
+	if (a->rank != b->rank)
+		return (unsigned long long)a->rank < (unsigned long long)b->rank ? -1 : 1;
+	return a->pid < b->pid ? -1 : a->pid > b->pid;
 }
 
 /* The other ranks, ordered as the verdict orders them; NULL when there are none or no memory. */
@@ -961,9 +967,9 @@ static uint64_t signature(const struct collect_verdict *v)
 {
 	char buf[512];
 
-	snprintf(buf, sizeof(buf), "%lld|%s|%lld|%lld|%lld|%s|%s|%s|%s|%zu", v->rank,
+	snprintf(buf, sizeof(buf), "%lld|%s|%lld|%lld|%lld|%s|%s|%s|%zu", v->rank,
 		 v->host ? v->host : "", v->pid, v->step, v->iteration, v->layer ? v->layer : "",
-		 v->module ? v->module : "", v->cause ? v->cause : "", v->decided_by, v->tied);
+		 v->module ? v->module : "", v->cause ? v->cause : "", v->tied);
 	return fnv(buf, 0) | 1;
 }
 
