@@ -152,11 +152,12 @@ static int src__open(struct src *s)
 	return 0;
 }
 
-static void bad_line(struct bad *b, const struct src *s, const char *why)
+/* lineno: the bad line's number, from 1 */
+static void bad_line(struct bad *b, const struct src *s, unsigned long lineno, const char *why)
 {
 	if (!b->lines++)
 		snprintf(b->first, sizeof(b->first), "%s:%lu: %s",
-			 strcmp(s->name, "-") ? s->name : "<stdin>", s->lineno, why);
+			 strcmp(s->name, "-") ? s->name : "<stdin>", lineno, why);
 }
 
 static void src__line(struct src *s, struct collect *c, struct bad *b, const char *line, size_t n)
@@ -169,7 +170,7 @@ static void src__line(struct src *s, struct collect *c, struct bad *b, const cha
 	if (!n)
 		return; /* blank lines: nothing, not an error */
 	if (collect__line(c, line, n, why, sizeof(why)))
-		bad_line(b, s, why);
+		bad_line(b, s, s->lineno, why);
 }
 
 /* Take the complete lines in the buffer; at_end: the rest too (the input ended). */
@@ -193,7 +194,7 @@ static void src__split(struct src *s, struct collect *c, struct bad *b, int at_e
 	s->len -= start;
 	if (s->len >= LINE_MAX_BYTES) { /* too long to be an event: dropped up to its newline */
 		if (!s->skipping)
-			bad_line(b, s, "line longer than 1 MiB");
+			bad_line(b, s, s->lineno + 1, "line longer than 1 MiB");
 		s->skipping = 1;
 		s->len = 0;
 	}
@@ -252,12 +253,14 @@ static void src__reopen_if_moved(struct src *s)
 		lseek(s->fd, 0, SEEK_SET);
 		s->pos = 0;
 		s->len = 0;
+		s->lineno = 0;
 		return;
 	}
 	if (stat(s->name, &now) || (now.st_dev == s->dev && now.st_ino == s->ino))
 		return;
 	close(s->fd);
 	s->len = 0;
+	s->lineno = 0;
 	if (src__open(s))
 		s->fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }

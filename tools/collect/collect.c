@@ -4,6 +4,9 @@
  * the job's origin is the rank that went non-finite first, ties settled by evidence (see
  * README, "nanwatch-collect").
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* strptime, timegm, qsort_r */
+#endif
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -956,7 +959,10 @@ static int write_text(struct job *j, const struct collect_verdict *v, FILE *f)
 		fprintf(f, "pid %lld on host %s", v->pid, v->host ? v->host : "?");
 	fprintf(f, " first non-finite at step %lld", v->step);
 	text_where(v, f);
-	fprintf(f, ", cause %s", v->cause ? v->cause : "unknown");
+	if (v->cause)
+		fprintf(f, ", cause %s", v->cause);
+	else
+		fprintf(f, ", no cause yet (no diagnosis)");
 	text_received(j, v, f);
 	fprintf(f, "\n  why: %s (%s)\n", v->basis, v->decided_by);
 	return ferror(f) ? -EIO : 0;
