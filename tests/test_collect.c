@@ -355,6 +355,27 @@ static void test_uncomparable_steps(void **state)
 	assert_non_null(strstr(v.basis, "count steps differently"));
 }
 
+/* A time outside 1970..2262 (a fuzzed year 1013 overflowed the nanoseconds) is no time: the
+ * ranks tie on it and the lower rank is named. */
+static void test_time_out_of_range(void **state)
+{
+	struct collect *c = *state;
+	struct collect_verdict v;
+	char err[160];
+	const char *far = "{\"schema\":\"nanwatch/1\",\"event\":\"anomaly\",\"host\":\"a\","
+			  "\"pid\":3,\"job\":\"y\",\"rank\":3,\"time\":\"1013-11-30T18:40:42Z\","
+			  "\"step\":2,\"iteration\":2,\"origin\":true,\"inputs_finite\":true}";
+	const char *late = "{\"schema\":\"nanwatch/1\",\"event\":\"anomaly\",\"host\":\"a\","
+			   "\"pid\":4,\"job\":\"y\",\"rank\":4,\"time\":\"9999-11-30T18:40:42Z\","
+			   "\"step\":2,\"iteration\":2,\"origin\":true,\"inputs_finite\":true}";
+
+	assert_int_equal(collect__line(c, far, strlen(far), err, sizeof(err)), 0);
+	assert_int_equal(collect__line(c, late, strlen(late), err, sizeof(err)), 0);
+	assert_int_equal(collect__verdict(c, "y", &v), 0);
+	assert_int_equal(v.rank, 3);
+	assert_string_equal(v.decided_by, "rank");
+}
+
 /* Bounded: the stalest job makes room; ranks past the limit are counted, not kept. */
 static void test_limits(void **state)
 {
@@ -394,6 +415,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_changed_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_job_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_uncomparable_steps, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_time_out_of_range, setup, teardown),
 		cmocka_unit_test(test_limits),
 	};
 

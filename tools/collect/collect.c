@@ -233,8 +233,11 @@ static int64_t time_of(const char *s)
 		off = (*p == '-' ? -1 : 1) * (oh * 3600 + om * 60);
 	else if (*p != 'Z')
 		return 0;
-	t = timegm(&tm);
-	return ((int64_t)t - off) * 1000000000 + ns;
+	t = timegm(&tm) - off;
+	/* 1970 to 2262 fit in int64 nanoseconds (the daemon writes nothing before 1970) */
+	if (t < 0 || (int64_t)t >= INT64_MAX / 1000000000 - 1)
+		return 0;
+	return (int64_t)t * 1000000000 + ns;
 }
 
 /* ---- jobs and ranks ---- */
@@ -542,8 +545,7 @@ static int evidence_of(const struct rank *r)
 
 static const char *const evidence_names[] = {"received", "unknown", "input_data", "created"};
 static const char *const evidence_says[] = {
-	"its first anomaly had non-finite parameters or parameter gradients, so it received the "
-	"value",
+	"its first anomaly had non-finite parameters or gradients: it received the value",
 	"its inputs or parameters were not all checked",
 	"its own input data was non-finite while its parameters were finite",
 	"its layer created the value (origin: finite inputs and parameters, non-finite output)",
