@@ -355,6 +355,25 @@ static void test_uncomparable_steps(void **state)
 	assert_non_null(strstr(v.basis, "count steps differently"));
 }
 
+/* Step order and the clock disagree by more than a second: the verdict keeps the step order
+ * and says so. */
+static void test_clock_disagrees(void **state)
+{
+	struct collect *c = *state;
+	struct collect_verdict v;
+
+	feed(c, "k", 0, "a", 1, "anomaly", "20", ORIGIN(3, "x", "Linear"));
+	feed(c, "k", 1, "b", 2, "anomaly", "05", RECEIVED(5));
+	assert_int_equal(collect__verdict(c, "k", &v), 0);
+	assert_int_equal(v.rank, 0);
+	assert_non_null(
+		strstr(v.basis, "but rank 1's first anomaly is more than a second earlier"));
+	feed(c, "l", 0, "a", 1, "anomaly", "05", ORIGIN(3, "x", "Linear"));
+	feed(c, "l", 1, "b", 2, "anomaly", "05.9", RECEIVED(5));
+	assert_int_equal(collect__verdict(c, "l", &v), 0);
+	assert_null(strstr(v.basis, "earlier by the clock"));
+}
+
 /* A time outside 1970..2262 (a fuzzed year 1013 overflowed the nanoseconds) is no time: the
  * ranks tie on it and the lower rank is named. */
 static void test_time_out_of_range(void **state)
@@ -415,6 +434,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_changed_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_job_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_uncomparable_steps, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_clock_disagrees, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_time_out_of_range, setup, teardown),
 		cmocka_unit_test(test_limits),
 	};

@@ -463,7 +463,7 @@ static int take(struct collect *c, const struct jv *ev, char *err, size_t errlen
 		snprintf(err, errlen, "%s event without host or pid", event);
 		return -EINVAL;
 	}
-	if (int_of(ev, "rank", &rank))
+	if (int_of(ev, "rank", &rank) || rank < 0)
 		rank = -1;
 	j = job__get(c, name);
 	if (!j)
@@ -703,6 +703,19 @@ static void notes(const struct job *j, const struct rank *best, struct collect_v
 		APPEND(v,
 		       "; no rank read shows where the value was made: the rank that made it may "
 		       "be missing from the input");
+	for (r = j->ranks; r; r = r->next)
+		if (r != best && r->first.set && r->first.time_ns && best->first.time_ns &&
+		    r->first.time_ns + 1000000000 < best->first.time_ns) {
+			who(name, sizeof(name), r);
+			APPEND(v,
+			       "; but %s's first anomaly is more than a second earlier by the "
+			       "clock "
+			       "(steps counted from each daemon's attach are offset when one "
+			       "attached "
+			       "later)",
+			       name);
+			break;
+		}
 	if (v->world_size > 0 && (long long)v->ranks < v->world_size)
 		APPEND(v, "; %zu of world size %lld ranks seen", v->ranks, v->world_size);
 	for (r = j->ranks; r; r = r->next)
