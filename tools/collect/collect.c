@@ -548,7 +548,7 @@ static const char *const evidence_says[] = {
 	"its first anomaly had non-finite parameters or gradients: it received the value",
 	"its inputs or parameters were not all checked",
 	"its own input data was non-finite while its parameters were finite",
-	"its layer created the value (origin: finite inputs and parameters, non-finite output)",
+	"its first anomaly is an origin: the value was made there, not passed on",
 };
 
 struct order {
