@@ -18,10 +18,11 @@ BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror
 DAEMON_SRCS := $(wildcard daemon/*.c daemon/*/*.c)
 DAEMON_OBJS := $(patsubst daemon/%.c,$(OUTPUT)/daemon/%.o,$(DAEMON_SRCS))
 LIB_OBJS := $(filter-out $(OUTPUT)/daemon/main.o,$(DAEMON_OBJS))
-# nanwatch-tail's own code (JSON reader, event formatter): never in the daemon
-TAIL_SRCS := $(wildcard tools/tail/*.c)
-TAIL_OBJS := $(patsubst tools/tail/%.c,$(OUTPUT)/tools/tail/%.o,$(TAIL_SRCS))
-TOOL_INCLUDES := $(INCLUDES) -Itools/tail
+# the tools' own code (nanwatch-tail's JSON reader and event formatter, nanwatch-collect's
+# model): never in the daemon
+TAIL_SRCS := $(wildcard tools/tail/*.c tools/collect/*.c)
+TAIL_OBJS := $(patsubst tools/%.c,$(OUTPUT)/tools/%.o,$(TAIL_SRCS))
+TOOL_INCLUDES := $(INCLUDES) -Itools/tail -Itools/collect
 # Each binary links only the objects it uses: the linker takes from an archive
 # just the members that resolve a reference (shared libraries: --as-needed).
 DAEMON_LIB := $(OUTPUT)/libnanwatch.a
@@ -39,7 +40,7 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/%,$(FUZZ_SRCS))
 
 # C sources make format-check holds to .clang-format
 FORMAT_SRCS := $(wildcard bpf/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.c tools/tail/*.[ch] \
-	       tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch])
+	       tools/collect/*.[ch] tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch])
 
 # make asan: daemon, tools and unit tests with ASan+UBSan in their own output directory, then
 # the unit tests and a few fast integration cases (real BPF) under them.
@@ -112,8 +113,9 @@ $(OUTPUT)/daemon/%.o: daemon/%.c | $(OUTPUT)/daemon
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) -c $< -o $@
 
-$(OUTPUT)/tools/tail/%.o: tools/tail/%.c | $(OUTPUT)/tools/tail
+$(OUTPUT)/tools/%.o: tools/%.c | $(OUTPUT)/tools/tail
 	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) -c $< -o $@
 
 $(DAEMON_LIB): $(LIB_OBJS) | $(OUTPUT)
@@ -238,6 +240,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(OUTPUT)/nanwatchd $(DESTDIR)$(PREFIX)/sbin/nanwatchd
 	install -m 0755 $(OUTPUT)/nanwatch-tail $(DESTDIR)$(PREFIX)/bin/nanwatch-tail
+	install -m 0755 $(OUTPUT)/nanwatch-collect $(DESTDIR)$(PREFIX)/bin/nanwatch-collect
 	install -m 0755 tools/nanwatch-layout $(DESTDIR)$(PREFIX)/bin/nanwatch-layout
 	install -m 0755 tools/nanwatch-repro $(DESTDIR)$(PREFIX)/bin/nanwatch-repro
 	install -d $(DESTDIR)$(PREFIX)/share/nanwatch/layouts
@@ -247,4 +250,5 @@ install: all
 clean:
 	rm -rf $(OUTPUT) $(ASAN_OUTPUT) $(FUZZ_OUTPUT)
 
--include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tools/tail/*.d)
+-include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tools/tail/*.d \
+	$(OUTPUT)/tools/collect/*.d)
