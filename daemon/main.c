@@ -17,6 +17,7 @@
 #include "output/sink.h"
 #include "util/utf8.h"
 #include "resolve/target.h"
+#include "service/service.h"
 
 #ifndef NW_LAYOUT_DIR
 #define NW_LAYOUT_DIR "/usr/local/share/nanwatch/layouts"
@@ -28,6 +29,7 @@ static volatile sig_atomic_t reopen; /* SIGHUP: reopen file outputs */
 
 struct args {
 	pid_t pid;
+	const char *check_config; /* --check-config: check the file and exit */
 	const char *outputs[SINKS_MAX];
 	int noutputs;
 	size_t queue_bytes; /* per output, for a reader that falls behind */
@@ -36,6 +38,7 @@ struct args {
 
 static const char usage[] =
 	"Usage: nanwatchd --pid PID [options]\n"
+	"       nanwatchd --check-config FILE\n"
 	"Watch a running PyTorch process and report the first layer whose output holds\n"
 	"NaN or +-Inf, as JSON lines (schema nanwatch/1).\n"
 	"\n"
@@ -71,6 +74,8 @@ static const char usage[] =
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
 	"                           (turns on kernel-wide BPF run-time accounting)\n"
 	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
+	"      --check-config FILE  check FILE, print a one-line summary, exit 0 (or the\n"
+	"                           error as FILE: line N: KEY: reason, exit 1)\n"
 	"  -h, --help               this help\n"
 	"  -V, --version            print the version\n"
 	"\n"
@@ -162,6 +167,9 @@ static void parse_opt(int c, struct args *a)
 		else
 			die_usage("--backward takes off, norms or on");
 		break;
+	case 'K':
+		a->check_config = optarg;
+		break;
 	case 'v':
 		a->o.verbose = 1;
 		break;
@@ -191,6 +199,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"capture-dir", required_argument, NULL, 'C'},
 		{"capture-max-mb", required_argument, NULL, 'X'},
 		{"backward", required_argument, NULL, 'G'},
+		{"check-config", required_argument, NULL, 'K'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -207,6 +216,8 @@ static void parse_args(int argc, char **argv, struct args *a)
 		parse_opt(c, a);
 	if (optind < argc)
 		die_usage("unexpected argument");
+	if (a->check_config)
+		exit(service__check_config(a->check_config) ? 1 : 0);
 	if (!a->pid)
 		die_usage("--pid is required");
 	if (!a->noutputs)
