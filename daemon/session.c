@@ -108,6 +108,8 @@ struct session *session__open(pid_t pid, const struct session_opts *o, char *err
 		errno = -ret;
 		return NULL;
 	}
+	if (o->job && o->job[0])
+		snprintf(s->t.job, sizeof(s->t.job), "%s", o->job);
 	return s;
 }
 
