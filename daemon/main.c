@@ -29,6 +29,7 @@ static volatile sig_atomic_t reopen; /* SIGHUP: reopen file outputs */
 
 struct args {
 	pid_t pid;
+	const char *config;	  /* --config: service mode */
 	const char *check_config; /* --check-config: check the file and exit */
 	const char *outputs[SINKS_MAX];
 	int noutputs;
@@ -38,6 +39,7 @@ struct args {
 
 static const char usage[] =
 	"Usage: nanwatchd --pid PID [options]\n"
+	"       nanwatchd --config FILE [-v]      (service mode)\n"
 	"       nanwatchd --check-config FILE\n"
 	"Watch a running PyTorch process and report the first layer whose output holds\n"
 	"NaN or +-Inf, as JSON lines (schema nanwatch/1).\n"
@@ -74,6 +76,9 @@ static const char usage[] =
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
 	"                           (turns on kernel-wide BPF run-time accounting)\n"
 	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
+	"  -c, --config FILE        service mode: watch every process a rule of FILE\n"
+	"                           (YAML) matches, found by a /proc scan, attached once\n"
+	"                           it has loaded torch; other options are left to FILE\n"
 	"      --check-config FILE  check FILE, print a one-line summary, exit 0 (or the\n"
 	"                           error as FILE: line N: KEY: reason, exit 1)\n"
 	"  -h, --help               this help\n"
@@ -167,6 +172,9 @@ static void parse_opt(int c, struct args *a)
 		else
 			die_usage("--backward takes off, norms or on");
 		break;
+	case 'c':
+		a->config = optarg;
+		break;
 	case 'K':
 		a->check_config = optarg;
 		break;
@@ -199,6 +207,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"capture-dir", required_argument, NULL, 'C'},
 		{"capture-max-mb", required_argument, NULL, 'X'},
 		{"backward", required_argument, NULL, 'G'},
+		{"config", required_argument, NULL, 'c'},
 		{"check-config", required_argument, NULL, 'K'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -212,14 +221,18 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->o.max_scan_bytes = 1024ULL << 20;
 	a->o.capture_max_bytes = CAPTURE_DEFAULT_BYTES;
 	a->o.backward = 1; /* norms */
-	while ((c = getopt_long(argc, argv, "p:o:m:L:vhV", opts, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "p:o:m:L:c:vhV", opts, NULL)) != -1)
 		parse_opt(c, a);
 	if (optind < argc)
 		die_usage("unexpected argument");
 	if (a->check_config)
 		exit(service__check_config(a->check_config) ? 1 : 0);
+	if (a->config && a->pid)
+		die_usage("--config and --pid exclude each other");
+	if (a->config)
+		return;
 	if (!a->pid)
-		die_usage("--pid is required");
+		die_usage("--pid (or --config) is required");
 	if (!a->noutputs)
 		a->outputs[a->noutputs++] = "-";
 	if (strcmp(a->o.mode, "full") && strcmp(a->o.mode, "sample") && strcmp(a->o.mode, "loss"))
@@ -369,6 +382,12 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if (a.config) {
+		struct service_opts so = {a.config,	    a.o.verbose, a.o.bpf_stats,
+					  check_privileges, &exiting,	 &reopen};
+
+		return service__run(&so);
+	}
 	ret = start(&a, &s, &out, err, sizeof(err));
 	if (ret) {
 		/* messages name the target's files and comm: never raw on a terminal */
