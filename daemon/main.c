@@ -44,7 +44,7 @@ static const char usage[] =
 	"Watch a running PyTorch process and report the first layer whose output holds\n"
 	"NaN or +-Inf, as JSON lines (schema nanwatch/1).\n"
 	"\n"
-	"  -p, --pid PID            process to watch (required)\n"
+	"  -p, --pid PID            process to watch (required without --config)\n"
 	"  -o, --output DEST        '-' (stdout, default), a file, or unix:/path/to/socket;\n"
 	"                           repeat for several outputs (at most 8)\n"
 	"      --output-queue-kb N  KiB of lines each output holds back for a slow reader\n"
