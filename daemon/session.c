@@ -409,7 +409,7 @@ enum session_stop session__tick(struct session *s)
 		s->next_stats += s->o.stats_interval;
 	}
 	report_sink_losses(s, 0);
-	if (s->e.failed || sinks__failed(s->sinks)) {
+	if (!s->o.outlive_sinks && (s->e.failed || sinks__failed(s->sinks))) {
 		s->error = -EPIPE;
 		return SESSION_ERROR;
 	}

@@ -292,3 +292,50 @@ def test_service_check_config(ctx):
                 not p.stderr.startswith(line):
             raise Fail("bad config: exit %d, stdout %r, stderr %r; wanted exit 1 and %r" %
                        (p.returncode, p.stdout, p.stderr, line))
+
+
+@environments(*HOST_ONLY)
+def test_service_broken_output(ctx):
+    """A collector that goes away breaks its output only: the watch goes on to the file, to
+    the target's exit (reason target_exit, not error), and the daemon to SIGTERM (exit 0)."""
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "broken-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: t\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token])
+    collector = os.path.join(tmp, "collector.sock")
+    with open(config, "a") as f:
+        f.write("output_queue_kb: 1\n")
+    with open(config) as f:
+        text = f.read().replace("output:\n", "output:\n  - unix: %s\n" % collector)
+    with open(config, "w") as f:
+        f.write(text)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(collector)
+        server.listen(1)
+        server.settimeout(READY_TIMEOUT)
+        daemon = start_service(ctx, config)
+        try:
+            conn, _ = server.accept()
+        except socket.timeout:
+            raise Fail("the daemon did not connect to the collector:\n%s" % daemon.stderr_tail())
+        conn.close()  # the collector goes away before any line
+    finally:
+        server.close()
+    t = start_trainer(ctx, {"NW_SERVICE_TEST": token})
+    wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
+                ATTACH_TIMEOUT)
+    t.send(b"fault\n")
+    if t.wait(TRAINER_TIMEOUT) != 0:
+        raise Fail("trainer %d failed under the daemon:\n%s" % (t.pid, t.stderr_tail()))
+    events = wait_events(events_path, daemon, has_event("detach", t.pid), "detach of %d" % t.pid,
+                         DETACH_TIMEOUT)
+    if not any("failed to write to output unix:" in line for line in daemon.stderr_lines()):
+        raise Fail("the collector's output never broke (test does not test):\n%s" %
+                   daemon.stderr_tail())
+    detach = [e for e in events if e["pid"] == t.pid and e["event"] == "detach"]
+    if detach[0]["reason"] != "target_exit":
+        raise Fail("detach reason %r, not target_exit" % detach[0]["reason"])
+    if not any(e["event"] == "anomaly" and e["pid"] == t.pid for e in events):
+        raise Fail("no anomaly in the file after the collector broke")
+    stop_service(daemon)
