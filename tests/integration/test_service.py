@@ -1,6 +1,6 @@
 """Service mode (nanwatchd --config FILE): discovery, many targets in one daemon, the config.
 
-service_discovery: a daemon started from a temporary config (events to a file) before the
+service_discovery (host, and the trainers in a mount-namespace container): a daemon started from a temporary config (events to a file) before the
 processes it is to find; READY=1 arrives on a socket the test binds as NOTIFY_SOCKET once the
 config is loaded and the first scan ran. Then two matching trainers (rules told apart by an
 environment marker) with different RANK, LOCAL_RANK, WORLD_SIZE and job variables, a matching
@@ -129,7 +129,7 @@ def attach_latencies(daemon):
     return [line.split(" attached ")[1] for line in daemon.stderr_lines() if " attached " in line]
 
 
-@environments(*HOST_ONLY)
+@environments("host", "container")
 def test_service_discovery(ctx):
     tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
     token = "svc-%d" % os.getpid()
