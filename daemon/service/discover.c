@@ -51,11 +51,12 @@ int discover__stat(pid_t pid, struct proc_stat *st)
 	if (open && close && close > open) {
 		snprintf(st->comm, sizeof(st->comm), "%.*s", (int)(close - open - 1), open + 1);
 		/* after ')': state ppid pgrp session tty tpgid flags minflt cminflt majflt
-		 * cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime */
+		 * cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime
+		 * vsize rss rsslim startcode endcode startstack */
 		if (sscanf(close + 1,
 			   " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-			   "%*d %*d %llu",
-			   &st->state, &st->ppid, &st->start) == 3)
+			   "%*d %*d %llu %*u %*d %*u %*u %*u %llu",
+			   &st->state, &st->ppid, &st->start, &st->startstack) == 4)
 			ret = 0;
 	}
 	free(buf);

@@ -17,7 +17,8 @@
 
 struct proc_stat {
 	pid_t ppid;
-	unsigned long long start; /* clock ticks after boot: with the pid, names one process */
+	unsigned long long start;      /* clock ticks after boot: with the pid, names one process */
+	unsigned long long startstack; /* its stack's start, randomized at each exec */
 	char comm[32];
 	char state;
 };

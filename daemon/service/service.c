@@ -4,7 +4,8 @@
  * watched process's session, all writing to the same outputs.
  *
  * A process is looked at when it first appears in a scan, again while it is young (a fork
- * that execs soon after) and whenever its comm changes (an exec); a matching process is
+ * that execs soon after) and whenever it execs (its comm or its stack's address, randomized
+ * at each exec, changes); a matching process is
  * attached once its maps show libtorch_python, and resolving it is retried for a while since
  * torch's import is still running when the library appears. Forked children that did not
  * exec (same exe and command line as their parent: DataLoader workers) are left alone unless
@@ -46,7 +47,8 @@ enum slot_state {
 
 struct slot {
 	pid_t pid;
-	unsigned long long start; /* with pid, names the process */
+	unsigned long long start;      /* with pid, names the process */
+	unsigned long long startstack; /* with comm, tells an exec */
 	char comm[32];
 	enum slot_state state;
 	int rule;
@@ -246,6 +248,24 @@ static struct slot *add_slot(struct service *sv, pid_t pid)
 	return sl;
 }
 
+/* Whether to match the process against the rules (again). */
+static int rematch(const struct slot *sl, const struct proc_stat *st, double now)
+{
+	int execed = strcmp(st->comm, sl->comm) || st->startstack != sl->startstack;
+
+	switch (sl->state) {
+	case SLOT_NEW:
+		return 1;
+	case SLOT_IGNORED:
+		return execed || now - sl->first_seen < YOUNG_S;
+	case SLOT_WAITING: /* a launcher that execs the trainer */
+	case SLOT_DONE:
+		return execed;
+	default:
+		return 0; /* the session sees its exec */
+	}
+}
+
 static void visit(struct service *sv, pid_t pid, double now)
 {
 	struct proc_stat st;
@@ -269,11 +289,10 @@ static void visit(struct service *sv, pid_t pid, double now)
 		sl->first_seen = now;
 	}
 	sl->gen = sv->gen;
-	if (sl->state == SLOT_NEW ||
-	    (sl->state == SLOT_IGNORED &&
-	     (strcmp(st.comm, sl->comm) || now - sl->first_seen < YOUNG_S)))
+	if (rematch(sl, &st, now))
 		evaluate(sv, sl, &st, now);
 	memcpy(sl->comm, st.comm, sizeof(sl->comm));
+	sl->startstack = st.startstack;
 	if (sl->state == SLOT_WAITING && now >= sl->next_check)
 		try_attach(sv, sl, now);
 }

@@ -13,6 +13,11 @@ when it exits; SIGTERM then ends the daemon with exit 0 and STOPPING=1.
 service_leak: 20 trainers started and stopped (two at a time) while one daemon runs: its open
 descriptors, and among them its BPF programs, maps and links, are the same before and after.
 
+service_broken_output: a unix collector that goes away ends no watch; the file output goes on.
+
+service_exec: a python that matches no rule execs, after its first seconds, a python that does:
+the new program is attached.
+
 service_check_config: --check-config on a good file (exit 0, a one-line summary) and on bad
 ones (exit 1, one line "FILE: line N: KEY: ..." on stderr).
 """
@@ -338,4 +343,39 @@ def test_service_broken_output(ctx):
         raise Fail("detach reason %r, not target_exit" % detach[0]["reason"])
     if not any(e["event"] == "anomaly" and e["pid"] == t.pid for e in events):
         raise Fail("no anomaly in the file after the collector broke")
+    stop_service(daemon)
+
+
+@environments(*HOST_ONLY)
+def test_service_exec(ctx):
+    """A python that matches no rule and, past its first seconds, execs a python that does
+    (same comm, so only the exec itself tells): the new program is attached."""
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "exec-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: t\n    match: {cmdline: 'inflight\\.py .*--variant %s'}\n" % token])
+    sock, path = notify_socket(tmp)
+    try:
+        daemon = start_service(ctx, config, notify=path)
+        expect_notify(sock, "READY=1")
+    finally:
+        sock.close()
+    argv = trainer_argv(ctx, "inflight", "--live", "--pace", "0.02", "--variant", token)
+    launcher = start_process(ctx, {"NW_SERVICE_ARGV": json.dumps(argv)}, [
+        "/usr/bin/python3", "-c",
+        "import json, os, time\n"
+        "argv = json.loads(os.environ['NW_SERVICE_ARGV'])\n"
+        "print('WAITING', flush=True)\n"
+        "time.sleep(4)\n"
+        "os.execv(argv[0], argv)\n"])
+    if launcher.wait_out(lambda l: l.startswith(b"STEP "), 120) is None:
+        raise Fail("the execed trainer did not train:\n%s" % launcher.stderr_tail())
+    wait_events(events_path, daemon, has_event("attach", launcher.pid),
+                "attach of %d after its exec" % launcher.pid, ATTACH_TIMEOUT)
+    launcher.send(b"fault\n")
+    if launcher.wait(TRAINER_TIMEOUT) != 0:
+        raise Fail("trainer %d failed under the daemon:\n%s" % (launcher.pid,
+                                                              launcher.stderr_tail()))
+    wait_events(events_path, daemon, has_event("detach", launcher.pid),
+                "detach of %d" % launcher.pid, DETACH_TIMEOUT)
     stop_service(daemon)
