@@ -31,6 +31,7 @@ struct args {
 	pid_t pid;
 	const char *config;	  /* --config: service mode */
 	const char *check_config; /* --check-config: check the file and exit */
+	int watch_opts;		  /* options of one watch given: FILE has them in service mode */
 	const char *outputs[SINKS_MAX];
 	int noutputs;
 	size_t queue_bytes; /* per output, for a reader that falls behind */
@@ -129,6 +130,8 @@ static uint64_t parse_mb(const char *s, const char *what)
 /* One option of the command line; exits on --help, --version and bad values. */
 static void parse_opt(int c, struct args *a)
 {
+	if (strchr("poQmLMSCXG", c))
+		a->watch_opts++;
 	switch (c) {
 	case 'p':
 		a->pid = parse_num(optarg, "pid", 1, INT_MAX);
@@ -227,8 +230,9 @@ static void parse_args(int argc, char **argv, struct args *a)
 		die_usage("unexpected argument");
 	if (a->check_config)
 		exit(service__check_config(a->check_config) ? 1 : 0);
-	if (a->config && a->pid)
-		die_usage("--config and --pid exclude each other");
+	if (a->config && a->watch_opts)
+		die_usage("--config takes the watch's options from FILE (only -v and --bpf-stats "
+			  "go with it)");
 	if (a->config)
 		return;
 	if (!a->pid)

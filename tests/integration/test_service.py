@@ -280,6 +280,11 @@ def test_service_check_config(ctx):
             not p.stdout.startswith(path + ": 1 rule (ddp), 1 output"):
         raise Fail("good config: exit %d, stdout %r, stderr %r" % (p.returncode, p.stdout,
                                                                   p.stderr))
+    for extra in (["--pid", "1"], ["--output", "-"], ["--mode", "loss"]):
+        p = subprocess.run([ctx.daemon, "--config", path] + extra, capture_output=True,
+                           text=True, timeout=30)
+        if p.returncode != 2 or "--config takes the watch's options from FILE" not in p.stderr:
+            raise Fail("--config with %s: exit %d, stderr %r" % (extra, p.returncode, p.stderr))
     bad = [
         ("watch:\n  - name: a\n    match:\n      cmdline: 'a(b'\n",
          "line 4: cmdline: invalid regular expression"),
