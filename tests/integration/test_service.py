@@ -18,6 +18,8 @@ service_broken_output: a unix collector that goes away ends no watch; the file o
 service_exec: a python that matches no rule execs, after its first seconds, a python that does:
 the new program is attached.
 
+service_sighup: the event file renamed and SIGHUP sent: a new file (0640) gets the next lines.
+
 service_check_config: --check-config on a good file (exit 0, a one-line summary) and on bad
 ones (exit 1, one line "FILE: line N: KEY: ..." on stderr).
 """
@@ -384,3 +386,38 @@ def test_service_exec(ctx):
     wait_events(events_path, daemon, has_event("detach", launcher.pid),
                 "detach of %d" % launcher.pid, DETACH_TIMEOUT)
     stop_service(daemon)
+
+
+@environments(*HOST_ONLY)
+def test_service_sighup(ctx):
+    """logrotate's way: the event file renamed, SIGHUP; the next target's lines go to a new
+    file at the path, created 0640."""
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "hup-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: t\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token])
+    sock, path = notify_socket(tmp)
+    try:
+        daemon = start_service(ctx, config, notify=path)
+        expect_notify(sock, "READY=1")
+    finally:
+        sock.close()
+    os.rename(events_path, events_path + ".1")
+    daemon.p.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + DETACH_TIMEOUT
+    while not os.path.exists(events_path):
+        if time.monotonic() > deadline or not daemon.running():
+            raise Fail("no new %s after SIGHUP:\n%s" % (events_path, daemon.stderr_tail()))
+        time.sleep(0.1)
+    if os.stat(events_path).st_mode & 0o777 != 0o640:
+        raise Fail("the new event file has mode %o, not 640" % (os.stat(events_path).st_mode &
+                                                                0o777))
+    t = start_trainer(ctx, {"NW_SERVICE_TEST": token})
+    wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
+                ATTACH_TIMEOUT)
+    t.kill()
+    wait_events(events_path, daemon, has_event("detach", t.pid), "detach of %d" % t.pid,
+                DETACH_TIMEOUT)
+    stop_service(daemon)
+    if read_events(events_path + ".1"):
+        raise Fail("lines in the renamed file after SIGHUP: %s" % read_events(events_path + ".1"))
