@@ -20,6 +20,9 @@ the new program is attached.
 
 service_sighup: the event file renamed and SIGHUP sent: a new file (0640) gets the next lines.
 
+service_target_error: a matching target that cannot be watched (no layout table) gets one error
+event with its pid and rank; the daemon goes on.
+
 service_check_config: --check-config on a good file (exit 0, a one-line summary) and on bad
 ones (exit 1, one line "FILE: line N: KEY: ..." on stderr).
 """
@@ -421,3 +424,30 @@ def test_service_sighup(ctx):
     stop_service(daemon)
     if read_events(events_path + ".1"):
         raise Fail("lines in the renamed file after SIGHUP: %s" % read_events(events_path + ".1"))
+
+
+@environments(*HOST_ONLY)
+def test_service_target_error(ctx):
+    """A target that cannot be watched (here: no layout table for its versions) costs one
+    error event naming it, with its rank; the daemon goes on and stops with exit 0."""
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "err-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: t\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token])
+    empty = os.path.join(tmp, "no-layouts")
+    os.mkdir(empty)
+    with open(config) as f:
+        text = f.read().replace("layouts: %s\n" % ctx.layouts, "layouts: %s\n" % empty)
+    with open(config, "w") as f:
+        f.write(text)
+    daemon = start_service(ctx, config)
+    t = start_trainer(ctx, {"NW_SERVICE_TEST": token, "RANK": "3"})
+    events = wait_events(events_path, daemon, has_event("error", t.pid), "error for %d" % t.pid,
+                         ATTACH_TIMEOUT)
+    errors = [e for e in events if e["event"] == "error"]
+    if len(errors) != 1 or errors[0].get("rank") != 3 or "layout" not in errors[0]["message"]:
+        raise Fail("error events %s: not one for pid %d with rank 3 naming the layout" %
+                   (errors, t.pid))
+    if any(e["event"] == "attach" for e in events):
+        raise Fail("an attach without layout tables")
+    stop_service(daemon)
