@@ -80,6 +80,24 @@ static void test_good(void **state)
 	config__free(c);
 }
 
+/* Usual regexes are not too complex. */
+static void test_usual_regex(void **state)
+{
+	char err[256];
+	struct config *c;
+
+	(void)state;
+	c = parse("watch:\n  - match:\n      cmdline: '^(/usr/bin/)?python3(\\.[0-9]+)? "
+		  "([^ ]+/)?train_[a-z]{2,12}\\.py( --[a-z-]+(=[^ ]*)?)*$'\n"
+		  "      exe: '[[:alnum:]_.-]+/python3\\.[0-9]{1,2}$'\n",
+		  err, sizeof(err));
+	if (!c)
+		fail_msg("%s", err);
+	assert_true(config__rule_match(&c->rules[0], "/usr/bin/python3.11 train_mlp.py --lr=3",
+				       "/usr/bin/python3.11", NULL, 0, NULL));
+	config__free(c);
+}
+
 static void test_defaults(void **state)
 {
 	char err[256];
@@ -142,6 +160,12 @@ static void test_refused(void **state)
 		"line 2: 'scan_interval_ms' is 1, outside");
 	refused("output: [{stdout: true}]\n", "line 1: watch: no rules");
 	refused("watch: [{match: {cmdline: x}}]\nwatchh: []\n", "line 2: unknown key 'watchh'");
+	/* glibc's regcomp copies repeated atoms: these would take gigabytes */
+	refused("watch: [{match: {cgroup: 'slur+++++++++++++++++++++++++++++'}}]\n",
+		"line 1: cgroup: regular expression 'slur+++");
+	refused("watch: [{match: {cmdline: '((a{1,100}){1,100}){1,100}'}}]\n",
+		"too complex (its repetitions expand it past 4096 atoms)");
+	refused("watch: [{match: {exe: '([[:alpha:]]{1,99}[]x]{1,99}){99}'}}]\n", "exe: regular");
 }
 
 static void test_missing_file(void **state)
@@ -157,9 +181,8 @@ static void test_missing_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good),
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_good),	     cmocka_unit_test(test_usual_regex),
+		cmocka_unit_test(test_defaults),     cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_missing_file),
 	};
 

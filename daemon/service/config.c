@@ -115,10 +115,110 @@ static const struct yamlmap_field *env_lookup(void *ctx, const char *key, char *
 	return &env_field;
 }
 
+#define REGEX_MAX_COST 4096 /* atoms after repetitions are expanded */
+#define REGEX_MAX_NEST 32
+
+static unsigned long sat_mul(unsigned long a, unsigned long b)
+{
+	return a && b > REGEX_MAX_COST * 2UL / a ? REGEX_MAX_COST * 2UL : a * b;
+}
+
+/* "{m}", "{m,}" or "{m,n}" at *p: how many copies of the atom glibc's regcomp makes. */
+static unsigned long interval_copies(const char **p)
+{
+	unsigned long m = strtoul(*p + 1, (char **)p, 10), n = m;
+
+	if (**p == ',')
+		n = **p && (*p)[1] != '}' ? strtoul(*p + 1, (char **)p, 10) : (++*p, m + 1);
+	if (**p == '}')
+		++*p;
+	return (m > n ? m : n) + 1;
+}
+
+/* Past the bracket expression at p ("[a-z]", "[]x]", "[^[:digit:]]"). */
+static const char *skip_bracket(const char *p)
+{
+	p += p[1] == '^' ? 2 : 1;
+	if (*p == ']')
+		p++; /* a leading ']' is a member */
+	while (*p && *p != ']') {
+		const char *end = NULL;
+
+		if (*p == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '='))
+			end = strstr(p + 2, (const char[]){p[1], ']', 0});
+		p = end ? end + 2 : p + 1;
+	}
+	return *p ? p + 1 : p;
+}
+
+/*
+ * How many atoms a regex becomes once regcomp copies each repeated atom or group ("x+" is "xx*",
+ * "x{2,5}" five copies): glibc builds that tree, so "a++++++++++++++++++++" or nested intervals
+ * take memory exponential in their length. An estimate, kept high on purpose.
+ */
+static unsigned long regex_cost(const char *p)
+{
+	unsigned long sum[REGEX_MAX_NEST + 1] = {0}, last = 0, f;
+	int depth = 0;
+
+	while (*p) {
+		switch (*p) {
+		case '(':
+			if (depth == REGEX_MAX_NEST)
+				return REGEX_MAX_COST * 2UL;
+			sum[++depth] = 0;
+			last = 0;
+			p++;
+			continue;
+		case ')':
+			last = depth ? sum[depth--] : 0;
+			sum[depth] += last;
+			p++;
+			continue;
+		case '*':
+		case '+':
+		case '?':
+		case '{':
+			if (*p == '{')
+				f = interval_copies(&p);
+			else
+				f = *p++ == '+' ? 2 : 1;
+			sum[depth] += sat_mul(last, f - 1);
+			last = sat_mul(last, f);
+			break;
+		case '[': /* a bracket expression: one atom */
+			p = skip_bracket(p);
+			sum[depth] += last = 1;
+			break;
+		case '\\':
+			p += p[1] ? 2 : 1;
+			sum[depth] += last = 1;
+			break;
+		default:
+			p++;
+			sum[depth] += last = 1;
+		}
+		if (sum[depth] > REGEX_MAX_COST)
+			return sum[depth];
+	}
+	while (depth)
+		sum[depth - 1] += sum[depth], depth--;
+	return sum[0];
+}
+
 static int compile(regex_t *re, const struct yamlmap_value *v, char *why, size_t whylen)
 {
 	char msg[160];
-	int ret = regcomp(re, v->s, REG_EXTENDED | REG_NOSUB);
+	int ret;
+
+	if (regex_cost(v->s) > REGEX_MAX_COST) {
+		snprintf(why, whylen,
+			 "%s: regular expression '%.80s' too complex (its repetitions expand it "
+			 "past %d atoms)",
+			 v->key, v->s, REGEX_MAX_COST);
+		return -E2BIG;
+	}
+	ret = regcomp(re, v->s, REG_EXTENDED | REG_NOSUB);
 
 	if (!ret)
 		return 0;
