@@ -164,7 +164,10 @@ static void test_refused(void **state)
 	refused("watch: [{match: {cgroup: 'slur+++++++++++++++++++++++++++++'}}]\n",
 		"line 1: cgroup: regular expression 'slur+++");
 	refused("watch: [{match: {cmdline: '((a{1,100}){1,100}){1,100}'}}]\n",
-		"too complex (its repetitions expand it past 4096 atoms)");
+		"too complex (a repetition repeated, or repetitions that expand it past 4096 "
+		"atoms)");
+	refused("watch: [{match: {cmdline: 'ab???????????????????????++++++++'}}]\n",
+		"cmdline: regular expression 'ab?");
 	refused("watch: [{match: {exe: '([[:alpha:]]{1,99}[]x]{1,99}){99}'}}]\n", "exe: regular");
 }
 

@@ -154,14 +154,19 @@ static const char *skip_bracket(const char *p)
 /*
  * How many atoms a regex becomes once regcomp copies each repeated atom or group ("x+" is "xx*",
  * "x{2,5}" five copies): glibc builds that tree, so "a++++++++++++++++++++" or nested intervals
- * take memory exponential in their length. An estimate, kept high on purpose.
+ * take memory exponential in their length. An estimate, kept high on purpose; a repetition of
+ * a repetition ("a?+", undefined in POSIX) counts as too many.
  */
 static unsigned long regex_cost(const char *p)
 {
 	unsigned long sum[REGEX_MAX_NEST + 1] = {0}, last = 0, f;
-	int depth = 0;
+	int depth = 0, repeated = 0; /* the last atom has a repetition already */
 
 	while (*p) {
+		if (repeated && strchr("*+?{", *p))
+			return REGEX_MAX_COST *
+			       2UL; /* "a**", "a?+": undefined in POSIX, and slow */
+		repeated = 0;
 		switch (*p) {
 		case '(':
 			if (depth == REGEX_MAX_NEST)
@@ -185,6 +190,7 @@ static unsigned long regex_cost(const char *p)
 				f = *p++ == '+' ? 2 : 1;
 			sum[depth] += sat_mul(last, f - 1);
 			last = sat_mul(last, f);
+			repeated = 1;
 			break;
 		case '[': /* a bracket expression: one atom */
 			p = skip_bracket(p);
@@ -213,8 +219,8 @@ static int compile(regex_t *re, const struct yamlmap_value *v, char *why, size_t
 
 	if (regex_cost(v->s) > REGEX_MAX_COST) {
 		snprintf(why, whylen,
-			 "%s: regular expression '%.80s' too complex (its repetitions expand it "
-			 "past %d atoms)",
+			 "%s: regular expression '%.80s' too complex (a repetition repeated, or "
+			 "repetitions that expand it past %d atoms)",
 			 v->key, v->s, REGEX_MAX_COST);
 		return -E2BIG;
 	}
