@@ -79,7 +79,8 @@ static const char usage[] =
 	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
 	"  -c, --config FILE        service mode: watch every process a rule of FILE\n"
 	"                           (YAML) matches, found by a /proc scan, attached once\n"
-	"                           it has loaded torch; other options are left to FILE\n"
+	"                           it has loaded torch; FILE holds the options of\n"
+	"                           the watches (only -v and --bpf-stats go with it)\n"
 	"      --check-config FILE  check FILE, print a one-line summary, exit 0 (or the\n"
 	"                           error as FILE: line N: KEY: reason, exit 1)\n"
 	"  -h, --help               this help\n"
@@ -387,8 +388,12 @@ int main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (a.config) {
-		struct service_opts so = {a.config,	    a.o.verbose, a.o.bpf_stats,
-					  check_privileges, &exiting,	 &reopen};
+		struct service_opts so = {.config = a.config,
+					  .verbose = a.o.verbose,
+					  .bpf_stats = a.o.bpf_stats,
+					  .may_watch = check_privileges,
+					  .exiting = &exiting,
+					  .reopen = &reopen};
 
 		return service__run(&so);
 	}
