@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Bounded reads of /proc/PID/{stat,cmdline,exe,environ,cgroup,maps} for discovery. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
