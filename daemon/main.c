@@ -19,6 +19,7 @@
 #include "output/sink.h"
 #include "util/utf8.h"
 #include "resolve/target.h"
+#include "service/service.h"
 
 #ifndef NW_LAYOUT_DIR
 #define NW_LAYOUT_DIR "/usr/local/share/nanwatch/layouts"
@@ -30,6 +31,9 @@ static volatile sig_atomic_t reopen; /* SIGHUP: reopen file outputs */
 
 struct args {
 	pid_t pid;
+	const char *config;	  /* --config: service mode */
+	const char *check_config; /* --check-config: check the file and exit */
+	int watch_opts;		  /* options of one watch given: FILE has them in service mode */
 	const char *outputs[SINKS_MAX];
 	int noutputs;
 	size_t queue_bytes; /* per output, for a reader that falls behind */
@@ -39,10 +43,12 @@ struct args {
 
 static const char usage[] =
 	"Usage: nanwatchd --pid PID [options]\n"
+	"       nanwatchd --config FILE [-v]      (service mode)\n"
+	"       nanwatchd --check-config FILE\n"
 	"Watch a running PyTorch process and report the first layer whose output holds\n"
 	"NaN or +-Inf, as JSON lines (schema nanwatch/1).\n"
 	"\n"
-	"  -p, --pid PID            process to watch (required)\n"
+	"  -p, --pid PID            process to watch (required without --config)\n"
 	"  -o, --output DEST        '-' (stdout, default), a file, or unix:/path/to/socket;\n"
 	"                           repeat for several outputs (at most 8)\n"
 	"      --output-queue-kb N  KiB of lines each output holds back for a slow reader\n"
@@ -76,6 +82,12 @@ static const char usage[] =
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
 	"                           (turns on kernel-wide BPF run-time accounting)\n"
 	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
+	"  -c, --config FILE        service mode: watch every process a rule of FILE\n"
+	"                           (YAML) matches, found by a /proc scan, attached once\n"
+	"                           it has loaded torch; FILE holds the options of\n"
+	"                           the watches (only -v and --bpf-stats go with it)\n"
+	"      --check-config FILE  check FILE, print a one-line summary, exit 0 (or the\n"
+	"                           error as FILE: line N: KEY: reason, exit 1)\n"
 	"  -h, --help               this help\n"
 	"  -V, --version            print the version\n"
 	"\n"
@@ -124,6 +136,8 @@ static uint64_t parse_mb(const char *s, const char *what)
 /* One option of the command line; exits on --help, --version and bad values. */
 static void parse_opt(int c, struct args *a)
 {
+	if (strchr("poQmLMSCXGP", c))
+		a->watch_opts++;
 	switch (c) {
 	case 'p':
 		a->pid = parse_num(optarg, "pid", 1, INT_MAX);
@@ -170,6 +184,12 @@ static void parse_opt(int c, struct args *a)
 		else
 			die_usage("--backward takes off, norms or on");
 		break;
+	case 'c':
+		a->config = optarg;
+		break;
+	case 'K':
+		a->check_config = optarg;
+		break;
 	case 'v':
 		a->o.verbose = 1;
 		break;
@@ -200,6 +220,8 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"capture-dir", required_argument, NULL, 'C'},
 		{"capture-max-mb", required_argument, NULL, 'X'},
 		{"backward", required_argument, NULL, 'G'},
+		{"config", required_argument, NULL, 'c'},
+		{"check-config", required_argument, NULL, 'K'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -212,12 +234,19 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->o.max_scan_bytes = 1024ULL << 20;
 	a->o.capture_max_bytes = CAPTURE_DEFAULT_BYTES;
 	a->o.backward = 1; /* norms */
-	while ((c = getopt_long(argc, argv, "p:o:m:L:vhV", opts, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "p:o:m:L:c:vhV", opts, NULL)) != -1)
 		parse_opt(c, a);
 	if (optind < argc)
 		die_usage("unexpected argument");
+	if (a->check_config)
+		exit(service__check_config(a->check_config) ? 1 : 0);
+	if (a->config && a->watch_opts)
+		die_usage("--config takes the watch's options from FILE (only -v and --bpf-stats "
+			  "go with it)");
+	if (a->config)
+		return;
 	if (!a->pid)
-		die_usage("--pid is required");
+		die_usage("--pid (or --config) is required");
 	if (!a->noutputs)
 		a->outputs[a->noutputs++] = "-";
 	if (strcmp(a->o.mode, "full") && strcmp(a->o.mode, "sample") && strcmp(a->o.mode, "loss"))
@@ -412,6 +441,16 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if (a.config) {
+		struct service_opts so = {.config = a.config,
+					  .verbose = a.o.verbose,
+					  .bpf_stats = a.o.bpf_stats,
+					  .may_watch = check_privileges,
+					  .exiting = &exiting,
+					  .reopen = &reopen};
+
+		return service__run(&so);
+	}
 	ret = start(&a, &s, &out, &sv, err, sizeof(err));
 	if (ret) {
 		/* messages name the target's files and comm: never raw on a terminal */

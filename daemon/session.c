@@ -108,6 +108,8 @@ struct session *session__open(pid_t pid, const struct session_opts *o, char *err
 		errno = -ret;
 		return NULL;
 	}
+	if (o->job && o->job[0])
+		snprintf(s->t.job, sizeof(s->t.job), "%s", o->job);
 	return s;
 }
 
@@ -407,7 +409,7 @@ enum session_stop session__tick(struct session *s)
 		s->next_stats += s->o.stats_interval;
 	}
 	report_sink_losses(s, 0);
-	if (s->e.failed || sinks__failed(s->sinks)) {
+	if (!s->o.outlive_sinks && (s->e.failed || sinks__failed(s->sinks))) {
 		s->error = -EPIPE;
 		return SESSION_ERROR;
 	}

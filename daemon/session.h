@@ -25,7 +25,11 @@ struct session_opts {
 	int bpf_stats;
 	const char *capture_dir; /* NULL: no capture */
 	uint64_t capture_max_bytes;
-	int backward; /* 0 off, 1 norms, 2 on */
+	int backward;	 /* 0 off, 1 norms, 2 on */
+	const char *job; /* the job's name in event lines; NULL: from the target's environment */
+	/* a broken output does not end the watch (the others still get every line): outputs
+	 * shared by many watches */
+	int outlive_sinks;
 	/* called once the process is known to exist, before it is read; NULL: not asked */
 	int (*may_watch)(char *err, size_t errlen);
 };

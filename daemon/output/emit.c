@@ -71,10 +71,14 @@ struct json *emit__begin(struct emitter *e, const char *event, uint64_t mono_ns)
 	json__string(j, "host", e->host);
 	json__int(j, "pid", e->t->pid);
 	json__string(j, "comm", e->t->comm);
-	if (e->t->rank[0])
-		json__string(j, "rank", e->t->rank);
-	if (e->t->local_rank[0])
-		json__string(j, "local_rank", e->t->local_rank);
+	if (e->t->rank >= 0)
+		json__int(j, "rank", e->t->rank);
+	if (e->t->local_rank >= 0)
+		json__int(j, "local_rank", e->t->local_rank);
+	if (e->t->world_size >= 0)
+		json__int(j, "world_size", e->t->world_size);
+	if (e->t->job[0])
+		json__string(j, "job", e->t->job);
 	return j;
 }
 

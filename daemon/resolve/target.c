@@ -428,21 +428,44 @@ int target__tensor_type(struct target *t, const struct remote *r, int64_t type_n
 	return 0;
 }
 
-static void read_env(struct target *t)
+/* A rank or size: a whole decimal 0..INT_MAX, else -1. */
+static int env_int(const char *v)
 {
-	char path[64], *buf, *p;
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n < 0 || n > INT_MAX)
+		return -1;
+	return n;
+}
+
+void target__read_env(struct target *t)
+{
+	char path[64], *buf, *p, slurm[sizeof(t->job)] = "";
 	size_t n;
 
+	t->rank = t->local_rank = t->world_size = -1;
+	t->job[0] = 0;
 	snprintf(path, sizeof(path), "/proc/%d/environ", t->pid);
 	buf = file__read(path, 1 << 20, &n);
 	if (!buf)
 		return;
 	for (p = buf; p < buf + n; p += strlen(p) + 1) {
 		if (!strncmp(p, "RANK=", 5))
-			snprintf(t->rank, sizeof(t->rank), "%s", p + 5);
+			t->rank = env_int(p + 5);
 		else if (!strncmp(p, "LOCAL_RANK=", 11))
-			snprintf(t->local_rank, sizeof(t->local_rank), "%s", p + 11);
+			t->local_rank = env_int(p + 11);
+		else if (!strncmp(p, "WORLD_SIZE=", 11))
+			t->world_size = env_int(p + 11);
+		else if (!strncmp(p, "TORCHELASTIC_RUN_ID=", 20))
+			snprintf(t->job, sizeof(t->job), "%s", p + 20);
+		else if (!strncmp(p, "SLURM_JOB_ID=", 13))
+			snprintf(slurm, sizeof(slurm), "%s", p + 13);
 	}
+	if (!t->job[0])
+		memcpy(t->job, slurm, sizeof(slurm));
 	free(buf);
 }
 
@@ -504,7 +527,7 @@ int target__resolve(pid_t pid, struct target *t, char *err, size_t errlen)
 	if (!ret)
 		ret = find_torch(t, &m, err, errlen);
 	if (!ret) {
-		read_env(t);
+		target__read_env(t);
 		strip_root(t, t->python_path, sizeof(t->python_path));
 		strip_root(t, t->torch_path, sizeof(t->torch_path));
 	}

@@ -21,8 +21,10 @@ struct target {
 	char python_series[8];		  /* "3.11" */
 	char torch_version[64];		  /* "1.13.0a0" */
 	char torch_series[16];		  /* "1.13" */
-	char rank[16];			  /* RANK / LOCAL_RANK from the environment, "" if unset */
-	char local_rank[16];
+	/* the job: TORCHELASTIC_RUN_ID, else SLURM_JOB_ID, from the environment; "" if unset */
+	char job[128];
+	/* RANK, LOCAL_RANK, WORLD_SIZE from the environment; -1 if unset or not an integer */
+	int rank, local_rank, world_size;
 	uint64_t py_version_hex; /* Py_Version: PY_VERSION_HEX */
 	uint64_t runtime;	 /* &_PyRuntime (0 if not exported) */
 	uint64_t tuple_type;	 /* runtime addresses in the target */
@@ -52,6 +54,9 @@ struct remote;
  */
 int target__tensor_type(struct target *t, const struct remote *r, int64_t type_name,
 			int64_t type_base, char *err, size_t errlen);
+
+/* Read t->pid's rank, local rank, world size and job from /proc/PID/environ (unset: -1, ""). */
+void target__read_env(struct target *t);
 
 /* The process (thread group) pid belongs to: pid itself for a process, its leader for a thread. */
 pid_t target__tgid(pid_t pid);

@@ -27,7 +27,8 @@
 
 /* Fields every event carries; the generic printer leaves them out. */
 static const char *const tf_common[] = {
-	"schema", "event", "time", "seq", "host", "pid", "comm", "rank", "local_rank", NULL,
+	"schema", "event", "time",	 "seq",	       "host", "pid",
+	"comm",	  "rank",  "local_rank", "world_size", "job",  NULL,
 };
 
 static void tf__on(const struct tailfmt *t, FILE *out, const char *code)

@@ -1,0 +1,453 @@
+"""Service mode (nanwatchd --config FILE): discovery, many targets in one daemon, the config.
+
+service_discovery (host, and the trainers in a mount-namespace container): a daemon started from a temporary config (events to a file) before the
+processes it is to find; READY=1 arrives on a socket the test binds as NOTIFY_SOCKET once the
+config is loaded and the first scan ran. Then two matching trainers (rules told apart by an
+environment marker) with different RANK, LOCAL_RANK, WORLD_SIZE and job variables, a matching
+launcher-like python that never imports torch, and a trainer that matches no rule: exactly the
+two matching trainers are attached (by pid), their anomalies carry their own rank, world_size
+and job (the launcher's TORCHELASTIC_RUN_ID for one, the rule's job key over SLURM_JOB_ID for
+the other), the launcher costs no error event, and each is detached with reason target_exit
+when it exits; SIGTERM then ends the daemon with exit 0 and STOPPING=1.
+
+service_leak: 20 trainers started and stopped (two at a time) while one daemon runs: its open
+descriptors, and among them its BPF programs, maps and links, are the same before and after.
+
+service_broken_output: a unix collector that goes away ends no watch; the file output goes on.
+
+service_exec: a python that matches no rule execs, after its first seconds, a python that does:
+the new program is attached.
+
+service_sighup: the event file renamed and SIGHUP sent: a new file (0640) gets the next lines.
+
+service_target_error: a matching target that cannot be watched (no layout table) gets one error
+event with its pid and rank; the daemon goes on.
+
+service_check_config: --check-config on a good file (exit 0, a one-line summary) and on bad
+ones (exit 1, one line "FILE: line N: KEY: ..." on stderr).
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, Proc, trainer_argv
+from nwchecks import HOST_ONLY, environments
+
+READY_TIMEOUT = 60
+LEAK_TRAINERS = 20
+
+
+def write_config(ctx, tmp, rules, scan_ms=100):
+    """A config with these rule texts (YAML list items), events to tmp/events.ndjson."""
+    events = os.path.join(tmp, "events.ndjson")
+    path = os.path.join(tmp, "nanwatch.yaml")
+    with open(path, "w") as f:
+        f.write("watch:\n%s" % "".join(rules))
+        f.write("output:\n  - file: %s\n" % events)
+        f.write("layouts: %s\nscan_interval_ms: %d\n" % (ctx.layouts, scan_ms))
+    return path, events
+
+
+def notify_socket(tmp):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    path = os.path.join(tmp, "notify")
+    sock.bind(path)
+    sock.settimeout(READY_TIMEOUT)
+    return sock, path
+
+
+def expect_notify(sock, want):
+    try:
+        got = sock.recv(256).decode()
+    except socket.timeout:
+        raise Fail("no %s on NOTIFY_SOCKET in %d s" % (want, READY_TIMEOUT))
+    if want not in got.split("\n"):
+        raise Fail("NOTIFY_SOCKET got %r, not %s" % (got, want))
+
+
+def start_service(ctx, config, notify=None):
+    env = ["env", "NOTIFY_SOCKET=" + notify] if notify else []
+    daemon = Proc(env + [ctx.daemon, "--config", config, "--verbose"], term_timeout=10)
+    ctx.current_daemon = daemon
+    ctx.log("started nanwatchd --config %s (pid %d)" % (config, daemon.pid))
+    return daemon
+
+
+def start_process(ctx, env, argv):
+    """argv run with env (a dict) added to this environment, stdin a pipe."""
+    return Proc(["env"] + ["%s=%s" % kv for kv in env.items()] + argv, stdin=True)
+
+
+def start_trainer(ctx, env):
+    """inflight --live: trains until told "fault", then three more steps, and exits."""
+    return start_process(ctx, env, trainer_argv(ctx, "inflight", "--live", "--pace", "0.02"))
+
+
+def read_events(path):
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def wait_events(path, daemon, pred, what, timeout):
+    """The events once pred(events) holds; Fail after timeout seconds or if the daemon ends."""
+    deadline = time.monotonic() + timeout
+    while True:
+        events = read_events(path)
+        if pred(events):
+            return events
+        if not daemon.running():
+            raise Fail("daemon exited %s waiting for %s:\n%s" % (daemon.p.returncode, what,
+                                                               daemon.stderr_tail(8)))
+        if time.monotonic() > deadline:
+            raise Fail("no %s in %d s; events: %s\n%s" % (
+                what, timeout, [(e["event"], e["pid"]) for e in events][-10:],
+                daemon.stderr_tail(8)))
+        time.sleep(0.1)
+
+
+def has_event(name, pid):
+    return lambda events: any(e["event"] == name and e["pid"] == pid for e in events)
+
+
+def stop_service(daemon, sock=None):
+    daemon.p.send_signal(signal.SIGTERM)
+    rc = daemon.wait(DETACH_TIMEOUT)
+    if rc != 0:
+        raise Fail("daemon exited %r on SIGTERM, not 0:\n%s" % (rc, daemon.stderr_tail(8)))
+    if sock is not None:
+        expect_notify(sock, "STOPPING=1")
+
+
+def usage(pid):
+    """CPU seconds used and peak RSS in KiB of process pid."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    with open("/proc/%d/status" % pid) as f:
+        hwm = [line.split()[1] for line in f if line.startswith("VmHWM:")][0]
+    return cpu, int(hwm)
+
+
+def attach_latencies(daemon):
+    return [line.split(" attached ")[1] for line in daemon.stderr_lines() if " attached " in line]
+
+
+@environments("host", "container")
+def test_service_discovery(ctx):
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "svc-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: a\n    match: {env: {NW_SERVICE_TEST: '^%s-a$'}}\n" % token,
+        "  - name: b\n    match: {env: {NW_SERVICE_TEST: '^%s-b$'}}\n"
+        "    job: named-job\n" % token,
+    ])
+    sock, path = notify_socket(tmp)
+    try:
+        daemon = start_service(ctx, config, notify=path)
+        expect_notify(sock, "READY=1")
+        a = start_trainer(ctx, {"NW_SERVICE_TEST": token + "-a", "RANK": "0", "WORLD_SIZE": "2",
+                                "TORCHELASTIC_RUN_ID": "elastic-7"})
+        b = start_trainer(ctx, {"NW_SERVICE_TEST": token + "-b", "RANK": "1", "LOCAL_RANK": "1",
+                                "WORLD_SIZE": "2", "SLURM_JOB_ID": "99"})
+        launcher = start_process(ctx, {"NW_SERVICE_TEST": token + "-a"},
+                                 ["/usr/bin/python3", "-c", "import time; time.sleep(600)"])
+        other = start_trainer(ctx, {"RANK": "5"})
+        for t in (a, b, other):
+            if t.wait_out(lambda l: l.startswith(b"STEP "), 120) is None:
+                raise Fail("trainer %d did not train:\n%s" % (t.pid, t.stderr_tail()))
+        for t in (a, b):
+            wait_events(events_path, daemon, has_event("attach", t.pid),
+                        "attach of %d" % t.pid, ATTACH_TIMEOUT)
+            t.send(b"fault\n")
+        for t in (a, b):
+            if t.wait(TRAINER_TIMEOUT) != 0:
+                raise Fail("trainer %d failed under the daemon:\n%s" % (t.pid, t.stderr_tail()))
+            wait_events(events_path, daemon, has_event("detach", t.pid),
+                        "detach of %d" % t.pid, DETACH_TIMEOUT)
+        cpu, hwm = usage(daemon.pid)
+        ctx.log("daemon: %.2f s CPU, peak RSS %d KiB with 2 targets; attach latency: %s" %
+                (cpu, hwm, "; ".join(attach_latencies(daemon))))
+        if not launcher.running() or not other.running():
+            raise Fail("the launcher or the unmatched trainer ended early (test too slow)")
+        stop_service(daemon, sock)
+    finally:
+        sock.close()
+    events = read_events(events_path)
+    attached = sorted(e["pid"] for e in events if e["event"] == "attach")
+    if attached != sorted([a.pid, b.pid]):
+        raise Fail("attached %s, not exactly the matching trainers %s (launcher %d, other %d)" %
+                   (attached, sorted([a.pid, b.pid]), launcher.pid, other.pid))
+    errors = [e for e in events if e["event"] == "error"]
+    if errors:
+        raise Fail("error events: %s" % errors)
+    want = {a.pid: {"rank": 0, "world_size": 2, "job": "elastic-7", "local_rank": None},
+            b.pid: {"rank": 1, "world_size": 2, "job": "named-job", "local_rank": 1}}
+    for pid, fields in want.items():
+        mine = [e for e in events if e["pid"] == pid]
+        anomalies = [e for e in mine if e["event"] == "anomaly"]
+        if not anomalies:
+            raise Fail("no anomaly from pid %d" % pid)
+        for e in mine:
+            got = {k: e.get(k) for k in fields}
+            if got != fields:
+                raise Fail("pid %d: %s event has %s, not %s" % (pid, e["event"], got, fields))
+        detach = [e for e in mine if e["event"] == "detach"]
+        if len(detach) != 1 or detach[0]["reason"] != "target_exit":
+            raise Fail("pid %d: detach events %s, not one with reason target_exit" %
+                       (pid, detach))
+
+
+def bpf_fds(pid):
+    """The daemon's descriptors by kind: bpf-prog, bpf-map, bpf_link, perf_event, other."""
+    kinds = {}
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except FileNotFoundError:
+            continue
+        kind = target[len("anon_inode:"):].strip("[]") if target.startswith("anon_inode:") \
+            else "other"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+@environments(*HOST_ONLY)
+def test_service_leak(ctx):
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "leak-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: leak\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token])
+    sock, path = notify_socket(tmp)
+    try:
+        daemon = start_service(ctx, config, notify=path)
+        expect_notify(sock, "READY=1")
+    finally:
+        sock.close()
+    idle = bpf_fds(daemon.pid)
+
+    def cycle(n):
+        """n trainers at once, each attached, told to fault, exited and detached."""
+        ts = [start_trainer(ctx, {"NW_SERVICE_TEST": token}) for _ in range(n)]
+        for t in ts:
+            wait_events(events_path, daemon, has_event("attach", t.pid),
+                        "attach of %d" % t.pid, ATTACH_TIMEOUT)
+            t.send(b"fault\n")
+        for t in ts:
+            if t.wait(TRAINER_TIMEOUT) != 0:
+                raise Fail("trainer %d failed under the daemon:\n%s" % (t.pid, t.stderr_tail()))
+            wait_events(events_path, daemon, has_event("detach", t.pid),
+                        "detach of %d" % t.pid, DETACH_TIMEOUT)
+        return ts
+
+    cycle(1)  # what libbpf keeps once per process (kernel BTF, feature probes) is not a leak
+    before = bpf_fds(daemon.pid)
+    started = time.monotonic()
+    pids = []
+    for _ in range(LEAK_TRAINERS // 2):
+        pids += [t.pid for t in cycle(2)]
+    after = bpf_fds(daemon.pid)
+    cpu, hwm = usage(daemon.pid)
+    ctx.log("%d trainers in %.0f s; daemon fds idle %s, after the first %s, after all %s; "
+            "%.2f s CPU, peak RSS %d KiB" % (LEAK_TRAINERS, time.monotonic() - started, idle,
+                                             before, after, cpu, hwm))
+    stop_service(daemon)
+    events = read_events(events_path)
+    for pid in pids:
+        detach = [e for e in events if e["pid"] == pid and e["event"] == "detach"]
+        if len(detach) != 1:
+            raise Fail("pid %d: %d detach events" % (pid, len(detach)))
+    if after != before:
+        raise Fail("the daemon's descriptors changed over %d trainers: %s before, %s after" %
+                   (LEAK_TRAINERS, before, after))
+
+
+def check_config(ctx, text):
+    path = os.path.join(tempfile.mkdtemp(dir=ctx.tmp, prefix="config-"), "nw.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    p = subprocess.run([ctx.daemon, "--check-config", path], capture_output=True, text=True,
+                       timeout=30)
+    return path, p
+
+
+@environments(*HOST_ONLY)
+def test_service_check_config(ctx):
+    path, p = check_config(ctx, "watch:\n  - name: ddp\n    match: {cmdline: 'train\\.py'}\n"
+                                "output:\n  - stdout: true\nmetrics: {listen: '127.0.0.1:9464'}\n")
+    if p.returncode != 0 or p.stderr or p.stdout.count("\n") != 1 or \
+            not p.stdout.startswith(path + ": 1 rule (ddp), 1 output"):
+        raise Fail("good config: exit %d, stdout %r, stderr %r" % (p.returncode, p.stdout,
+                                                                  p.stderr))
+    for extra in (["--pid", "1"], ["--output", "-"], ["--mode", "loss"]):
+        p = subprocess.run([ctx.daemon, "--config", path] + extra, capture_output=True,
+                           text=True, timeout=30)
+        if p.returncode != 2 or "--config takes the watch's options from FILE" not in p.stderr:
+            raise Fail("--config with %s: exit %d, stderr %r" % (extra, p.returncode, p.stderr))
+    bad = [
+        ("watch:\n  - name: a\n    match:\n      cmdline: 'a(b'\n",
+         "line 4: cmdline: invalid regular expression"),
+        ("watch:\n  - name: a\n    match: {cmdline: x}\n    colour: red\n",
+         "line 4: unknown key 'colour'"),
+        ("watch:\n  - name: a\n    match: {cmdline: x}\nmetrics:\n  listen: 0.0.0.0:9464\n",
+         "line 5: listen: '0.0.0.0' is not a loopback address"),
+        ("watch:\n  - name: a\n    match: {cmdline: x}\n    mode: fast\n",
+         "line 4: mode: 'fast' is not full, sample or loss"),
+    ]
+    for text, want in bad:
+        path, p = check_config(ctx, text)
+        line = "nanwatchd: %s: %s" % (path, want)
+        if p.returncode != 1 or p.stdout or p.stderr.count("\n") != 1 or \
+                not p.stderr.startswith(line):
+            raise Fail("bad config: exit %d, stdout %r, stderr %r; wanted exit 1 and %r" %
+                       (p.returncode, p.stdout, p.stderr, line))
+
+
+@environments(*HOST_ONLY)
+def test_service_broken_output(ctx):
+    """A collector that goes away breaks its output only: the watch goes on to the file, to
+    the target's exit (reason target_exit, not error), and the daemon to SIGTERM (exit 0)."""
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "broken-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: t\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token])
+    collector = os.path.join(tmp, "collector.sock")
+    with open(config, "a") as f:
+        f.write("output_queue_kb: 1\n")
+    with open(config) as f:
+        text = f.read().replace("output:\n", "output:\n  - unix: %s\n" % collector)
+    with open(config, "w") as f:
+        f.write(text)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(collector)
+        server.listen(1)
+        server.settimeout(READY_TIMEOUT)
+        daemon = start_service(ctx, config)
+        try:
+            conn, _ = server.accept()
+        except socket.timeout:
+            raise Fail("the daemon did not connect to the collector:\n%s" % daemon.stderr_tail())
+        conn.close()  # the collector goes away before any line
+    finally:
+        server.close()
+    t = start_trainer(ctx, {"NW_SERVICE_TEST": token})
+    wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
+                ATTACH_TIMEOUT)
+    t.send(b"fault\n")
+    if t.wait(TRAINER_TIMEOUT) != 0:
+        raise Fail("trainer %d failed under the daemon:\n%s" % (t.pid, t.stderr_tail()))
+    events = wait_events(events_path, daemon, has_event("detach", t.pid), "detach of %d" % t.pid,
+                         DETACH_TIMEOUT)
+    if not any("failed to write to output unix:" in line for line in daemon.stderr_lines()):
+        raise Fail("the collector's output never broke (test does not test):\n%s" %
+                   daemon.stderr_tail())
+    detach = [e for e in events if e["pid"] == t.pid and e["event"] == "detach"]
+    if detach[0]["reason"] != "target_exit":
+        raise Fail("detach reason %r, not target_exit" % detach[0]["reason"])
+    if not any(e["event"] == "anomaly" and e["pid"] == t.pid for e in events):
+        raise Fail("no anomaly in the file after the collector broke")
+    stop_service(daemon)
+
+
+@environments(*HOST_ONLY)
+def test_service_exec(ctx):
+    """A python that matches no rule and, past its first seconds, execs a python that does
+    (same comm, so only the exec itself tells): the new program is attached."""
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "exec-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: t\n    match: {cmdline: 'inflight\\.py .*--variant %s'}\n" % token])
+    sock, path = notify_socket(tmp)
+    try:
+        daemon = start_service(ctx, config, notify=path)
+        expect_notify(sock, "READY=1")
+    finally:
+        sock.close()
+    argv = trainer_argv(ctx, "inflight", "--live", "--pace", "0.02", "--variant", token)
+    launcher = start_process(ctx, {"NW_SERVICE_ARGV": json.dumps(argv)}, [
+        "/usr/bin/python3", "-c",
+        "import json, os, time\n"
+        "argv = json.loads(os.environ['NW_SERVICE_ARGV'])\n"
+        "print('WAITING', flush=True)\n"
+        "time.sleep(4)\n"
+        "os.execv(argv[0], argv)\n"])
+    if launcher.wait_out(lambda l: l.startswith(b"STEP "), 120) is None:
+        raise Fail("the execed trainer did not train:\n%s" % launcher.stderr_tail())
+    wait_events(events_path, daemon, has_event("attach", launcher.pid),
+                "attach of %d after its exec" % launcher.pid, ATTACH_TIMEOUT)
+    launcher.send(b"fault\n")
+    if launcher.wait(TRAINER_TIMEOUT) != 0:
+        raise Fail("trainer %d failed under the daemon:\n%s" % (launcher.pid,
+                                                              launcher.stderr_tail()))
+    wait_events(events_path, daemon, has_event("detach", launcher.pid),
+                "detach of %d" % launcher.pid, DETACH_TIMEOUT)
+    stop_service(daemon)
+
+
+@environments(*HOST_ONLY)
+def test_service_sighup(ctx):
+    """logrotate's way: the event file renamed, SIGHUP; the next target's lines go to a new
+    file at the path, created 0640."""
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "hup-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: t\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token])
+    sock, path = notify_socket(tmp)
+    try:
+        daemon = start_service(ctx, config, notify=path)
+        expect_notify(sock, "READY=1")
+    finally:
+        sock.close()
+    os.rename(events_path, events_path + ".1")
+    daemon.p.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + DETACH_TIMEOUT
+    while not os.path.exists(events_path):
+        if time.monotonic() > deadline or not daemon.running():
+            raise Fail("no new %s after SIGHUP:\n%s" % (events_path, daemon.stderr_tail()))
+        time.sleep(0.1)
+    if os.stat(events_path).st_mode & 0o777 != 0o640:
+        raise Fail("the new event file has mode %o, not 640" % (os.stat(events_path).st_mode &
+                                                                0o777))
+    t = start_trainer(ctx, {"NW_SERVICE_TEST": token})
+    wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
+                ATTACH_TIMEOUT)
+    t.kill()
+    wait_events(events_path, daemon, has_event("detach", t.pid), "detach of %d" % t.pid,
+                DETACH_TIMEOUT)
+    stop_service(daemon)
+    if read_events(events_path + ".1"):
+        raise Fail("lines in the renamed file after SIGHUP: %s" % read_events(events_path + ".1"))
+
+
+@environments(*HOST_ONLY)
+def test_service_target_error(ctx):
+    """A target that cannot be watched (here: no layout table for its versions) costs one
+    error event naming it, with its rank; the daemon goes on and stops with exit 0."""
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "err-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: t\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token])
+    empty = os.path.join(tmp, "no-layouts")
+    os.mkdir(empty)
+    with open(config) as f:
+        text = f.read().replace("layouts: %s\n" % ctx.layouts, "layouts: %s\n" % empty)
+    with open(config, "w") as f:
+        f.write(text)
+    daemon = start_service(ctx, config)
+    t = start_trainer(ctx, {"NW_SERVICE_TEST": token, "RANK": "3"})
+    events = wait_events(events_path, daemon, has_event("error", t.pid), "error for %d" % t.pid,
+                         ATTACH_TIMEOUT)
+    errors = [e for e in events if e["event"] == "error"]
+    if len(errors) != 1 or errors[0].get("rank") != 3 or "layout" not in errors[0]["message"]:
+        raise Fail("error events %s: not one for pid %d with rank 3 naming the layout" %
+                   (errors, t.pid))
+    if any(e["event"] == "attach" for e in events):
+        raise Fail("an attach without layout tables")
+    stop_service(daemon)
