@@ -23,6 +23,10 @@ service_sighup: the event file renamed and SIGHUP sent: a new file (0640) gets t
 service_target_error: a matching target that cannot be watched (no layout table) gets one error
 event with its pid and rank; the daemon goes on.
 
+service_metrics: metrics.listen in the config: the endpoint counts the target while it is
+watched, its series carry its pid, rank and job, its anomaly count equals the anomaly events it
+wrote, and once it exits nanwatch_targets is 0 and the totals keep its anomalies.
+
 service_check_config: --check-config on a good file (exit 0, a one-line summary) and on bad
 ones (exit 1, one line "FILE: line N: KEY: ..." on stderr).
 """
@@ -33,6 +37,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, Proc, trainer_argv
 from nwchecks import HOST_ONLY, environments
@@ -41,7 +46,7 @@ READY_TIMEOUT = 60
 LEAK_TRAINERS = 20
 
 
-def write_config(ctx, tmp, rules, scan_ms=100):
+def write_config(ctx, tmp, rules, scan_ms=100, extra=""):
     """A config with these rule texts (YAML list items), events to tmp/events.ndjson."""
     events = os.path.join(tmp, "events.ndjson")
     path = os.path.join(tmp, "nanwatch.yaml")
@@ -49,6 +54,7 @@ def write_config(ctx, tmp, rules, scan_ms=100):
         f.write("watch:\n%s" % "".join(rules))
         f.write("output:\n  - file: %s\n" % events)
         f.write("layouts: %s\nscan_interval_ms: %d\n" % (ctx.layouts, scan_ms))
+        f.write(extra)
     return path, events
 
 
@@ -451,3 +457,87 @@ def test_service_target_error(ctx):
     if any(e["event"] == "attach" for e in events):
         raise Fail("an attach without layout tables")
     stop_service(daemon)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port):
+    """The endpoint's samples: {(name, frozenset of label pairs): value}."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        text = r.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        series, value = line.rsplit(" ", 1)
+        name, _, labels = series.partition("{")
+        pairs = frozenset(tuple(kv.split("=", 1)) for kv in labels.rstrip("}").split(",") if kv)
+        samples[(name, pairs)] = float(value)
+    return samples
+
+
+def metric(samples, name, **labels):
+    """The sum of name's samples whose labels include these."""
+    want = {(k, '"%s"' % v) for k, v in labels.items()}
+    return sum(v for (n, pairs), v in samples.items() if n == name and want <= pairs)
+
+
+def wait_metric(daemon, port, pred, what, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        samples = scrape(port)
+        if pred(samples):
+            return samples
+        if not daemon.running():
+            raise Fail("daemon exited %s waiting for %s" % (daemon.p.returncode, what))
+        if time.monotonic() > deadline:
+            raise Fail("metrics never showed %s in %d s: %s" % (
+                what, timeout, {k[0]: v for k, v in samples.items() if "target" in k[0]}))
+        time.sleep(0.2)
+
+
+@environments(*HOST_ONLY)
+def test_service_metrics(ctx):
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "metrics-%d" % os.getpid()
+    port = free_port()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: m\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n    job: mjob\n" % token],
+        extra="metrics:\n  listen: 127.0.0.1:%d\n" % port)
+    sock, path = notify_socket(tmp)
+    try:
+        daemon = start_service(ctx, config, notify=path)
+        expect_notify(sock, "READY=1")
+    finally:
+        sock.close()
+    if metric(scrape(port), "nanwatch_targets") != 0:
+        raise Fail("nanwatch_targets is not 0 before any target")
+    t = start_trainer(ctx, {"NW_SERVICE_TEST": token, "RANK": "3", "WORLD_SIZE": "4"})
+    wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
+                ATTACH_TIMEOUT)
+    samples = wait_metric(daemon, port, lambda s: metric(s, "nanwatch_targets") == 1,
+                          "nanwatch_targets 1", ATTACH_TIMEOUT)
+    series = [dict(pairs) for (n, pairs) in samples if n == "nanwatch_target_steps_total"]
+    want = {"pid": '"%d"' % t.pid, "rank": '"3"', "job_id": '"mjob"'}
+    if series != [want]:
+        raise Fail("nanwatch_target_steps_total series %s, want one labelled %s" % (series, want))
+    t.send(b"fault\n")
+    if t.wait(TRAINER_TIMEOUT) != 0:
+        raise Fail("trainer %d failed under the daemon:\n%s" % (t.pid, t.stderr_tail()))
+    wait_events(events_path, daemon, has_event("detach", t.pid), "detach of %d" % t.pid,
+                DETACH_TIMEOUT)
+    anomalies = [e for e in read_events(events_path)
+                 if e["event"] == "anomaly" and e["pid"] == t.pid]
+    if not anomalies:
+        raise Fail("no anomaly from the target")
+    samples = wait_metric(daemon, port, lambda s: metric(s, "nanwatch_targets") == 0,
+                          "nanwatch_targets 0 after the exit", DETACH_TIMEOUT)
+    total = metric(samples, "nanwatch_anomalies_total")
+    stop_service(daemon)
+    if total != len(anomalies):
+        raise Fail("nanwatch_anomalies_total %r, the stream has %d anomaly events" %
+                   (total, len(anomalies)))
