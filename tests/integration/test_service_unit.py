@@ -15,26 +15,32 @@ score is printed for information, not asserted.
 
 service_unit_sandbox: the daemon as root inside the unit's capability bounding set with
 no_new_privs (`setpriv --bounding-set=-all,+CAP... --no-new-privs`, what CapabilityBoundingSet=
-and NoNewPrivileges= do), under `strace -f -c`, watches nan_input and finds the oracle's first
-anomaly; every system call it made is allowed by the unit's SystemCallFilter (expanded with
-`systemd-analyze syscall-filter`), so the filter cannot break a watch. With CAP_SYS_ADMIN or
-CAP_SYS_PTRACE taken out of the set the daemon refuses, naming it: both are needed.
+and NoNewPrivileges= do) watches frozen_norm run as uid 65534 with --capture-dir, finds the
+oracle's first anomaly and captures it, handed to that uid (CAP_CHOWN); run so again under
+`strace -f -c`, every system call it made is allowed by the unit's SystemCallFilter (expanded
+with `systemd-analyze syscall-filter`), so the filter cannot break a watch. With CAP_SYS_ADMIN or CAP_SYS_PTRACE taken out of the set the daemon refuses,
+naming it; without CAP_CHOWN the capture fails (EPERM: the capture part fails); without
+CAP_DAC_READ_SEARCH it cannot watch a trainer whose interpreter lies in a 0700 directory of
+its user's (a copy of the interpreter there), which it watches with the whole set. (The watch is the single-target `--pid` one.)
 """
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 
-from nwharness import (Fail, Proc, finish_trainer, oracle_of, read_comm, start_waiting_trainer,
-                       tail, wait_attach, wait_daemon_exit)
-from nwchecks import (HOST_ONLY, check_anomalies, check_envelope, environments, expect_refusal,
-                      parse_stream)
+from nwharness import (ERROR_TIMEOUT, TRAINERS, Fail, Proc, finish_trainer, is_event, oracle_of,
+                       read_comm, start_waiting_trainer, tail, trainer_argv, wait_attach,
+                       wait_daemon_exit)
+from nwchecks import (HOST_ONLY, NOBODY, check_anomalies, check_envelope, environments,
+                      expect_refusal, parse_stream)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UNIT = os.path.join(REPO, "config", "nanwatchd.service")
 PREFIX = "/usr/local"  # make install's default, which the unit in the tree names
 CONFIG = "/etc/nanwatch/nanwatch.yaml"
+CAPTURED = "frozen_norm"  # a first anomaly that is an origin: captured (test_capture.py)
 
 
 def unit_settings(path, section="Service"):
@@ -143,6 +149,70 @@ def strace_calls(path):
     return calls
 
 
+def sandboxed_watch(ctx, caps, name, trace, wrap=()):
+    """name run as uid NOBODY (--linger 1: the capture reads the live target) under the daemon
+    inside the bounding set caps with no_new_privs, capturing into a fresh directory, the
+    daemon's command line after wrap; the parsed stream, the trainer's pid and the directory."""
+    argv = trainer_argv(ctx, name, "--wait", "--linger", "1")
+    trainer = Proc(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                    "--clear-groups"] + argv, stdin=True)
+    line = trainer.wait_out(lambda l: l.startswith(b"READY "), 60)
+    if line is None:
+        raise Fail("%s --wait as uid %d printed no READY line:\n%s" %
+                   (name, NOBODY, tail(trainer.stderr_lines())))
+    pid = int(line.split()[1])
+    comm = read_comm(pid)
+    os.chmod(ctx.tmp, 0o711)
+    captures = tempfile.mkdtemp(prefix="captures-", dir=ctx.tmp)
+    daemon = Proc(sandboxed(caps, list(wrap) + [
+        ctx.daemon, "--pid", str(pid), "--layouts", ctx.layouts, "--capture-dir", captures]))
+    ctx.current_daemon = daemon
+    wait_attach(daemon)
+    trainer.send(b"go\n")
+    finish_trainer(ctx, trainer, name, trace)
+    wait_daemon_exit(daemon)
+    events = parse_stream(daemon, pid, comm)
+    check_envelope(events, "target_exit")
+    return events, pid, captures
+
+
+def private_interpreter(ctx, caps):
+    """A trainer whose interpreter only its user may reach (a copy in a 0700 directory of uid
+    NOBODY's, as a virtualenv in a private home): watched inside caps, not without
+    CAP_DAC_READ_SEARCH (the daemon as root then cannot open the interpreter to probe it)."""
+    if "dac_read_search" not in caps:
+        raise Fail("the unit's CapabilityBoundingSet lacks CAP_DAC_READ_SEARCH")
+    os.chmod(ctx.tmp, 0o711)
+    home = tempfile.mkdtemp(prefix="private-", dir=ctx.tmp)
+    python = os.path.join(home, "python3")
+    shutil.copy(os.path.realpath(ctx.python), python)
+    os.chown(python, NOBODY, NOBODY)
+    os.chown(home, NOBODY, NOBODY)
+    os.chmod(home, 0o700)
+    trainer = Proc(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+                    python, os.path.join(TRAINERS, "healthy.py"), "--wait"], stdin=True)
+    if trainer.wait_out(lambda l: l.startswith(b"READY "), 60) is None:
+        raise Fail("healthy.py with %s printed no READY line:\n%s" %
+                   (python, tail(trainer.stderr_lines())))
+    argv = [ctx.daemon, "--pid", str(trainer.pid), "--layouts", ctx.layouts]
+    fewer = [c for c in caps if c != "dac_read_search"]
+    ctx.log("interpreter in a 0700 directory; bounding set %s" % ",".join(fewer))
+    daemon = Proc(sandboxed(fewer, argv))
+    rc = daemon.wait(ERROR_TIMEOUT)
+    if rc in (None, 0) or any(is_event("attach")(line) for line in daemon.out):
+        daemon.kill()
+        raise Fail("without CAP_DAC_READ_SEARCH the daemon attached to a process whose "
+                   "interpreter it cannot read (exit %s): the test's premise is wrong" % rc)
+    ctx.log("exit %d: %s" % (rc, " ".join(daemon.stderr_lines())))
+    ctx.log("bounding set %s" % ",".join(caps))
+    daemon = Proc(sandboxed(caps, argv))
+    ctx.current_daemon = daemon
+    wait_attach(daemon)
+    daemon.p.send_signal(signal.SIGTERM)
+    wait_daemon_exit(daemon)
+    trainer.kill()
+
+
 @environments(*HOST_ONLY)
 def test_service_unit_sandbox(ctx):
     caps = bounding_caps()
@@ -150,29 +220,31 @@ def test_service_unit_sandbox(ctx):
     if not filters or any(f.startswith("~") for f in filters):
         raise Fail("the unit's SystemCallFilter is not an allow list: %r" % filters)
     allowed = expand_filter(filters)
-    oracle, trace = oracle_of(ctx, "nan_input")
-    trainer = start_waiting_trainer(ctx, "nan_input")
-    comm = read_comm(trainer.pid)
-    summary = os.path.join(tempfile.mkdtemp(prefix="strace-", dir=ctx.tmp), "calls")
-    daemon_argv = [ctx.daemon, "--pid", str(trainer.pid), "--layouts", ctx.layouts]
+    trainer = start_waiting_trainer(ctx, "healthy")
+    argv = [ctx.daemon, "--pid", str(trainer.pid), "--layouts", ctx.layouts]
     for drop in ("sys_admin", "sys_ptrace"):
         if drop not in caps:
             raise Fail("the unit's CapabilityBoundingSet lacks CAP_%s" % drop.upper())
         fewer = [c for c in caps if c != drop]
         ctx.log("bounding set %s" % ",".join(fewer))
-        expect_refusal(ctx, Proc(sandboxed(fewer, daemon_argv)), ["CAP_" + drop.upper()])
-    ctx.log("bounding set %s, no_new_privs, strace -f -c" % ",".join(caps))
-    daemon = Proc(sandboxed(caps, ["strace", "-f", "-c", "-o", summary] + daemon_argv))
-    ctx.current_daemon = daemon
-    wait_attach(daemon)
-    trainer.send(b"go\n")
-    finish_trainer(ctx, trainer, "nan_input", trace)
-    wait_daemon_exit(daemon)
-    events = parse_stream(daemon, trainer.pid, comm)
-    check_envelope(events, "target_exit")
-    check_anomalies(events, oracle, trainer.pid)
+        expect_refusal(ctx, Proc(sandboxed(fewer, argv)), ["CAP_" + drop.upper()])
+    trainer.kill()
+    ctx.log("bounding set %s, no_new_privs; %s as uid %d" % (",".join(caps), CAPTURED, NOBODY))
+    oracle, trace = oracle_of(ctx, CAPTURED)
+    events, pid, captures = sandboxed_watch(ctx, caps, CAPTURED, trace)
+    check_anomalies(events, oracle, pid)
+    made = [os.path.join(captures, d) for d in os.listdir(captures)]
+    owners = [(os.lstat(d).st_uid, os.lstat(d).st_gid) for d in made]
+    if len(made) != 1 or owners != [(NOBODY, NOBODY)]:
+        raise Fail("captures %s owned by %s: want one, handed to uid %d" % (made, owners, NOBODY))
+    private_interpreter(ctx, caps)
+    # again under strace, which slows the daemon enough that a name read from the target
+    # can come too late: here only the system calls are judged
+    ctx.log("the same under strace -f -c")
+    summary = os.path.join(tempfile.mkdtemp(prefix="strace-", dir=ctx.tmp), "calls")
+    sandboxed_watch(ctx, caps, CAPTURED, trace, ["strace", "-f", "-c", "-o", summary])
     used = strace_calls(summary)
-    for call in ("bpf", "perf_event_open"):
+    for call in ("bpf", "perf_event_open", "process_vm_readv"):
         if call not in used:
             raise Fail("strace saw no %s call: not the daemon's summary? %s" % (call, sorted(used)))
     outside = sorted(used - allowed)
