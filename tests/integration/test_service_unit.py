@@ -24,7 +24,6 @@ CAP_DAC_READ_SEARCH it cannot watch a trainer whose interpreter lies in a 0700 d
 its user's (a copy of the interpreter there), which it watches with the whole set. (The watch is the single-target `--pid` one.)
 """
 import os
-import re
 import shutil
 import signal
 import subprocess
