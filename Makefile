@@ -236,6 +236,9 @@ demo: all
 bench: all
 	$(Q)$(PYTHON) tools/bench.py --daemon $(OUTPUT)/nanwatchd
 
+# The systemd unit goes to PREFIX/lib/systemd/system (for /usr/local, systemd's path for
+# locally installed units), its paths rewritten to this PREFIX; the example configuration to
+# /etc/nanwatch, never over one already there.
 install: all
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(OUTPUT)/nanwatchd $(DESTDIR)$(PREFIX)/sbin/nanwatchd
@@ -246,6 +249,13 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/share/nanwatch/layouts
 	install -m 0644 config/layouts/*.yaml $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
 	install -m 0644 daemon/resolve/layout_keys.def $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	sed 's#/usr/local/#$(PREFIX)/#g' config/nanwatchd.service > \
+		$(DESTDIR)$(PREFIX)/lib/systemd/system/nanwatchd.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/nanwatchd.service
+	install -d $(DESTDIR)/etc/nanwatch
+	test -e $(DESTDIR)/etc/nanwatch/nanwatch.yaml || \
+		install -m 0644 config/nanwatch.yaml $(DESTDIR)/etc/nanwatch/nanwatch.yaml
 
 clean:
 	rm -rf $(OUTPUT) $(ASAN_OUTPUT) $(FUZZ_OUTPUT)
