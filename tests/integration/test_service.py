@@ -291,7 +291,13 @@ def test_service_check_config(ctx):
             not p.stdout.startswith(path + ": 1 rule (ddp), 1 output"):
         raise Fail("good config: exit %d, stdout %r, stderr %r" % (p.returncode, p.stdout,
                                                                   p.stderr))
-    for extra in (["--pid", "1"], ["--output", "-"], ["--mode", "loss"]):
+    shipped = os.path.join(os.path.dirname(__file__), "..", "..", "config", "nanwatch.yaml")
+    p = subprocess.run([ctx.daemon, "--check-config", shipped], capture_output=True, text=True,
+                       timeout=30)
+    if p.returncode != 0 or p.stderr:
+        raise Fail("the shipped example config/nanwatch.yaml: exit %d, stderr %r" %
+                   (p.returncode, p.stderr))
+    for extra in (["--pid", "1"], ["--output", "-"], ["--mode", "loss"], ["--metrics", "x"]):
         p = subprocess.run([ctx.daemon, "--config", path] + extra, capture_output=True,
                            text=True, timeout=30)
         if p.returncode != 2 or "--config takes the watch's options from FILE" not in p.stderr:
