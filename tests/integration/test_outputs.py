@@ -481,7 +481,7 @@ def test_output_collector_reconnect(ctx):
     """The collector goes while the target runs: the daemon keeps watching (no exit), queues
     and drops for that output only, says so on stderr, and connects to the next collector
     at the path, which gets the queued lines, a lost event and the later lines."""
-    path = os.path.join(ctx.tmp, "collector.sock")
+    path = os.path.join(tempfile.mkdtemp(prefix="reconnect-", dir=ctx.tmp), "collector.sock")
     name = "unix:" + path
     trainer = start_waiting_trainer(ctx, "healthy", "--steps", "1000000", "--pace", "0.05")
     comm = read_comm(trainer.pid)
