@@ -2,12 +2,14 @@
 /*
  * Output sinks on real sockets and files: a collector that stops reading
  * costs counted drops and never blocks a write, its lines arrive whole, a
- * collector gone breaks only its own sink, a file sink is reopened after a
- * rename.
+ * collector gone is connected to again once one listens at its path, a stdout
+ * gone breaks only its own sink, a file sink is reopened after a rename.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,7 +97,8 @@ static uint64_t stat_of(struct sinks *ss, int i, const char *key)
 	snprintf(needle, sizeof(needle), "\"%s\":", key);
 	p = strstr(p, needle);
 	assert_non_null(p);
-	k = atoi(p + strlen(needle));
+	p += strlen(needle);
+	k = !strncmp(p, "true", 4) ? 1 : atoi(p);
 	json__free(&j);
 	return k;
 }
@@ -189,32 +192,174 @@ static void test_stalled_whole_lines(void **state)
 	assert_int_equal(since_nl, 0);
 }
 
-/* The collector goes: its sink breaks, the file sink beside it still gets every line. */
-static void test_broken_collector(void **state)
+/* A listening socket at the fixture's path again, as a collector restarted makes it. */
+static void listen_again(struct fix *f)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", f->sock + 5);
+	f->srv = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(bind(f->srv, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(f->srv, 1), 0);
+}
+
+/* The collector goes for good: its socket closed and its path removed. */
+static void collector_goes(struct fix *f)
+{
+	close(f->peer);
+	f->peer = -1;
+	close(f->srv);
+	assert_int_equal(unlink(f->sock + 5), 0);
+}
+
+/* Flush until the sink connects to the collector listening again (bounded: 20 s of tries). */
+static void accept_reconnect(struct fix *f, struct sinks *ss)
+{
+	struct pollfd p = {.fd = f->srv, .events = POLLIN};
+	int i;
+
+	for (i = 0; i < 400 && !poll(&p, 1, 0); i++) {
+		sinks__flush(ss);
+		poll(&p, 1, 50);
+	}
+	f->peer = accept(f->srv, NULL, NULL);
+	assert_true(f->peer >= 0);
+}
+
+/* What the collector has to read now, up to buf's size, NUL-terminated. */
+static size_t read_now(struct fix *f, struct sinks *ss, char *buf, size_t size)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	for (;;) {
+		sinks__flush(ss);
+		n = recv(f->peer, buf + got, size - 1 - got, MSG_DONTWAIT);
+		if (n <= 0 && !sinks__pending(ss))
+			break;
+		if (n > 0)
+			got += n;
+	}
+	buf[got] = 0;
+	return got;
+}
+
+/*
+ * The collector goes while lines keep coming, and a new one listens at the
+ * path: the file sink beside it gets every line, the collector's sink is never
+ * broken, queues what fits (the oldest kept), counts the rest as dropped and
+ * says so only once it is back; the new collector gets the queue, then the
+ * lines written after.
+ */
+static void test_collector_reconnect(void **state)
 {
 	struct fix *f = *state;
-	char err[256], buf[4096];
+	char err[256], line[32], buf[8192], *p;
+	uint64_t dropped;
 	struct sinks *ss;
-	int i, fd;
+	int i, k, fd;
 
-	ss = sinks__new(1 << 20);
+	ss = sinks__new(1000); /* 100 lines of 10 bytes */
 	assert_int_equal(sinks__add(ss, f->sock, err, sizeof(err)), 0);
 	assert_int_equal(sinks__add(ss, f->file, err, sizeof(err)), 0);
 	assert_int_equal(sinks__add(ss, f->file, err, sizeof(err)), -EEXIST);
 	f->peer = accept(f->srv, NULL, NULL);
 	assert_int_equal(sinks__write(ss, "one", 3), 0);
-	close(f->peer);
-	f->peer = -1;
-	for (i = 0; i < 3; i++)
-		sinks__write(ss, "more", 4);
-	assert_true(sinks__failed(ss));
-	assert_int_equal(sinks__write(ss, "last", 4), -EPIPE);
-	assert_int_equal(stat_of(ss, 1, "written"), 5);
+	assert_int_equal(read_now(f, ss, buf, sizeof(buf)), 4);
+	collector_goes(f);
+	for (i = 0; i < 300; i++) {
+		snprintf(line, sizeof(line), "line-%04d", i);
+		assert_int_equal(sinks__write(ss, line, 9), 0);
+		assert_int_equal(sinks__flush(ss), 0); /* no collector at the path: still queuing */
+	}
+	assert_false(sinks__failed(ss));
+	assert_int_equal(stat_of(ss, 0, "connected"), 0);
+	assert_int_equal(sinks__pending(ss), 0); /* nothing a reader could take now */
+	dropped = sinks__dropped(ss, 0);
+	assert_int_equal(dropped, 200);
+	assert_int_equal(sinks__take_dropped(ss, 0), 0); /* said once it is back */
+	listen_again(f);
+	accept_reconnect(f, ss);
+	assert_int_equal(sinks__write(ss, "after", 5), 0);
+	read_now(f, ss, buf, sizeof(buf));
+	/* the oldest 100 lines, in order, then the line written after */
+	for (p = buf, k = 0; k < 100; k++, p += 10) {
+		snprintf(line, sizeof(line), "line-%04d\n", k);
+		assert_memory_equal(p, line, 10);
+	}
+	assert_string_equal(p, "after\n");
+	assert_int_equal(sinks__take_dropped(ss, 0), 200);
+	assert_int_equal(stat_of(ss, 0, "reconnects"), 1);
+	assert_int_equal(stat_of(ss, 0, "connected"), 1);
+	assert_int_equal(stat_of(ss, 0, "written"), 102);
+	assert_int_equal(stat_of(ss, 1, "written"), 302);
+	assert_int_equal(stat_of(ss, 1, "dropped"), 0);
 	fd = open(f->file, O_RDONLY);
-	assert_int_equal(read(fd, buf, sizeof(buf)), 24);
-	assert_memory_equal(buf, "one\nmore\nmore\nmore\nlast\n", 24);
+	assert_int_equal(read(fd, buf, sizeof(buf)), 4 + 3000 + 6);
 	close(fd);
+	assert_false(sinks__failed(ss));
 	sinks__free(ss);
+}
+
+/*
+ * A line too long for the socket to take at once is begun when the collector
+ * goes: the next collector gets none of it (a dropped line), only whole lines.
+ */
+static void test_reconnect_cut_line(void **state)
+{
+	struct fix *f = *state;
+	size_t big = 1 << 20;
+	char err[256], buf[64], *line = malloc(big);
+	struct sinks *ss;
+
+	assert_non_null(line);
+	memset(line, 'z', big);
+	ss = sinks__new(4 << 20);
+	assert_int_equal(sinks__add(ss, f->sock, err, sizeof(err)), 0);
+	f->peer = accept(f->srv, NULL, NULL);
+	assert_int_equal(sinks__write(ss, line, big), 0);
+	assert_int_equal(stat_of(ss, 0, "written"), 0); /* begun, not done */
+	assert_true(sinks__pending(ss) > 0 && sinks__pending(ss) <= big);
+	assert_int_equal(sinks__write(ss, "next", 4), 0);
+	collector_goes(f);
+	assert_int_equal(sinks__flush(ss), 0);
+	assert_int_equal(sinks__dropped(ss, 0), 1);
+	listen_again(f);
+	accept_reconnect(f, ss);
+	assert_int_equal(read_now(f, ss, buf, sizeof(buf)), 5);
+	assert_string_equal(buf, "next\n");
+	assert_false(sinks__failed(ss));
+	sinks__free(ss);
+	free(line);
+}
+
+/* A stdout that fails breaks its sink (no reconnect but for collectors); the file goes on. */
+static void test_broken_pipe(void **state)
+{
+	struct fix *f = *state;
+	char err[256], buf[64];
+	struct sinks *ss;
+	int pfd[2], saved, fd;
+
+	signal(SIGPIPE, SIG_IGN); /* as the daemon does */
+	assert_int_equal(pipe(pfd), 0);
+	saved = dup(STDOUT_FILENO);
+	dup2(pfd[1], STDOUT_FILENO);
+	close(pfd[1]);
+	close(pfd[0]);
+	ss = sinks__new(1 << 20);
+	assert_int_equal(sinks__add(ss, "-", err, sizeof(err)), 0);
+	assert_int_equal(sinks__add(ss, f->file, err, sizeof(err)), 0);
+	assert_int_equal(sinks__write(ss, "one", 3), -EPIPE);
+	assert_true(sinks__failed(ss));
+	assert_int_equal(sinks__write(ss, "two", 3), -EPIPE);
+	sinks__free(ss);
+	dup2(saved, STDOUT_FILENO);
+	close(saved);
+	fd = open(f->file, O_RDONLY);
+	assert_int_equal(read(fd, buf, sizeof(buf)), 8);
+	assert_memory_equal(buf, "one\ntwo\n", 8);
+	close(fd);
 }
 
 /* SIGHUP after logrotate's rename: new lines in a new file at the path, mode 0640. */
@@ -253,7 +398,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_stalled_collector, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stalled_whole_lines, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_broken_collector, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collector_reconnect, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reconnect_cut_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_broken_pipe, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
 	};
 

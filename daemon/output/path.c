@@ -197,7 +197,7 @@ int path__connect_unix(const char *path, char *err, size_t errlen)
 	}
 	if (!ret) {
 		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
 			ret = -errno;
 	}

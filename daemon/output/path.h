@@ -22,7 +22,11 @@ int path__open_dir_walk(const char *path);
  */
 int path__open_output(const char *path, char *err, size_t errlen);
 
-/* A connected unix stream socket at path, reached without following a symlink; as above. */
+/*
+ * A connected unix stream socket at path, reached without following a symlink;
+ * as above. The socket is non-blocking: a listener whose backlog is full is
+ * -EAGAIN, never a wait.
+ */
 int path__connect_unix(const char *path, char *err, size_t errlen);
 
 /* Why an open failed, in words; -ELOOP says a symlink was in the way. */

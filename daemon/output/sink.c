@@ -19,16 +19,26 @@
 
 struct sink {
 	char spec[PATH_MAX + 8];
-	const char *name; /* "stdout", the path, or "unix:PATH" */
-	const char *path; /* a file sink's path: reopened on SIGHUP; NULL for others */
-	int fd;
+	const char *name;      /* "stdout", the path, or "unix:PATH" */
+	const char *path;      /* a file sink's path: reopened on SIGHUP; NULL for others */
+	const char *unix_path; /* a collector's socket: connected again when it goes; or NULL */
+	int fd;		       /* -1 while the collector is away */
 	int owned;
-	int socket;  /* sendmsg with MSG_DONTWAIT: no flag on a shared description */
-	int restore; /* stdout's file status flags before O_NONBLOCK; -1: untouched */
-	int err;     /* the errno that broke it; 0: working */
+	int socket;	  /* sendmsg with MSG_DONTWAIT: no flag on a shared description */
+	int restore;	  /* stdout's file status flags before O_NONBLOCK; -1: untouched */
+	int err;	  /* the errno that broke it; 0: working */
+	int partial;	  /* the first queued line is begun: its rest belongs to this connection */
+	int retry_ms;	  /* the wait before the next connect after a failed one */
+	int conn_err;	  /* the connect error last said on stderr while away */
+	int64_t retry_at; /* CLOCK_MONOTONIC ms of the next connect while away */
 	struct lineq q;
 	uint64_t written, dropped, dropped_taken;
+	uint64_t reconnects, dropped_gone; /* dropped when the collector went */
 };
+
+/* A collector gone is tried again after 100 ms, then twice as long each time up to 5 s. */
+#define RETRY_MIN_MS 100
+#define RETRY_MAX_MS 5000
 
 struct sinks {
 	struct sink *s[SINKS_MAX];
@@ -36,6 +46,14 @@ struct sinks {
 	size_t queue_bytes;
 	int failed;
 };
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 struct sinks *sinks__new(size_t queue_bytes)
 {
@@ -105,8 +123,16 @@ static int open_sink(struct sink *s, char *err, size_t errlen)
 	s->name = s->spec;
 	s->owned = 1;
 	if (!strncmp(s->spec, "unix:", 5)) {
-		s->fd = path__connect_unix(s->spec + 5, err, errlen);
+		s->unix_path = s->spec + 5;
 		s->socket = 1;
+		s->retry_ms = RETRY_MIN_MS;
+		s->fd = path__connect_unix(s->unix_path, err, errlen);
+		/* a listener there with its backlog full: connected from the loop */
+		if (s->fd == -EAGAIN) {
+			s->fd = -1;
+			s->retry_at = now_ms();
+			return 0;
+		}
 	} else {
 		s->path = s->spec;
 		s->fd = path__open_output(s->spec, err, errlen);
@@ -168,6 +194,75 @@ static void sink_break(struct sinks *ss, struct sink *s, int e)
 	fprintf(stderr, "nanwatchd: failed to write to output %s: %s\n", s->name, strerror(e));
 }
 
+/* A send error that says the collector is gone, not that the socket is unusable. */
+static int collector_gone(const struct sink *s, int e)
+{
+	return s->unix_path && (e == EPIPE || e == ECONNRESET || e == ENOTCONN);
+}
+
+static void next_retry(struct sink *s, int64_t now)
+{
+	s->retry_at = now + s->retry_ms;
+	s->retry_ms = s->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : s->retry_ms * 2;
+}
+
+/*
+ * The collector went: the socket is closed, the queue kept for the next one
+ * (lines that do not fit while it is away are dropped, the newest first), a
+ * line begun on this connection dropped, since its start went to the old one.
+ */
+static void sink_disconnect(struct sink *s, int e)
+{
+	const char *q, *nl;
+	size_t len;
+
+	close(s->fd);
+	s->fd = -1;
+	s->conn_err = 0;
+	next_retry(s, now_ms());
+	s->dropped_gone = s->dropped;
+	if (s->partial) {
+		q = lineq__peek(&s->q, &len);
+		nl = memchr(q, '\n', len);
+		lineq__consume(&s->q, nl ? (size_t)(nl + 1 - q) : len);
+		s->partial = 0;
+		s->dropped++;
+	}
+	fprintf(stderr, "nanwatchd: collector of output %s went away (%s); reconnecting\n", s->name,
+		strerror(e));
+}
+
+/* 0 once connected again; -EAGAIN while the collector is away or the next try is not due. */
+static int sink_connect(struct sink *s)
+{
+	int64_t now = now_ms();
+	char err[512];
+	int fd;
+
+	if (now < s->retry_at)
+		return -EAGAIN;
+	fd = path__connect_unix(s->unix_path, err, sizeof(err));
+	if (fd < 0) {
+		next_retry(s, now);
+		if (fd != -EAGAIN && -fd != s->conn_err) /* each new reason once */
+			fprintf(stderr, "nanwatchd: %s; retrying\n", err);
+		s->conn_err = -fd;
+		return -EAGAIN;
+	}
+	s->fd = fd;
+	s->reconnects++;
+	fprintf(stderr, "nanwatchd: reconnected output %s; lines dropped while away: %llu\n",
+		s->name, (unsigned long long)(s->dropped - s->dropped_gone));
+	return 0;
+}
+
+/* n > 0 bytes of the first queued line were taken, len of them its whole. */
+static void sink_took(struct sink *s, ssize_t n, size_t len)
+{
+	s->partial = (size_t)n < len;
+	s->retry_ms = RETRY_MIN_MS; /* a collector that takes lines is not one that flaps */
+}
+
 /*
  * 0, or -EAGAIN while the reader does not take more. One line per write: a
  * pipe takes a write of up to PIPE_BUF bytes, a unix socket one of up to half
@@ -179,19 +274,28 @@ static int sink_flush(struct sinks *ss, struct sink *s)
 	struct iovec iov;
 	const char *nl;
 	ssize_t n;
+	int e;
 
+	if (s->fd < 0 && sink_connect(s))
+		return -EAGAIN;
 	while (!s->err && lineq__len(&s->q)) {
 		iov.iov_base = (void *)lineq__peek(&s->q, &iov.iov_len);
 		nl = memchr(iov.iov_base, '\n', iov.iov_len);
 		if (nl)
 			iov.iov_len = nl + 1 - (const char *)iov.iov_base;
 		n = sink_out(s, &iov, 1);
-		if (!n || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
+		e = n < 0 ? errno : 0;
+		if (!n || e == EAGAIN || e == EWOULDBLOCK)
 			return -EAGAIN;
+		if (collector_gone(s, e)) {
+			sink_disconnect(s, e);
+			return -EAGAIN;
+		}
 		if (n < 0) {
-			sink_break(ss, s, errno);
+			sink_break(ss, s, e);
 			break;
 		}
+		sink_took(s, n, iov.iov_len);
 		s->written += lineq__consume(&s->q, n);
 	}
 	return 0;
@@ -204,26 +308,32 @@ static void sink_line(struct sinks *ss, struct sink *s, const char *line, size_t
 		{.iov_base = "\n", .iov_len = 1},
 	};
 	ssize_t n;
+	int e;
 
 	if (s->err)
 		return;
-	/* behind a queue, a line waits its turn */
-	if (lineq__len(&s->q) && (sink_flush(ss, s) || s->err)) {
+	/* behind a queue, or while the collector is away, a line waits its turn */
+	if ((lineq__len(&s->q) || s->fd < 0) && (sink_flush(ss, s) || s->err)) {
 		if (!s->err && lineq__push_line(&s->q, line, len))
 			s->dropped++;
 		return;
 	}
 	n = sink_out(s, iov, 2);
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+	e = n < 0 ? errno : 0;
+	if (collector_gone(s, e))
+		sink_disconnect(s, e);
+	if (e == EAGAIN || e == EWOULDBLOCK || collector_gone(s, e)) {
 		if (lineq__push_line(&s->q, line, len))
 			s->dropped++;
 	} else if (n < 0) {
-		sink_break(ss, s, errno);
+		sink_break(ss, s, e);
 	} else if ((size_t)n == len + 1) {
+		sink_took(s, n, n);
 		s->written++;
 	} else if (lineq__push_tail(&s->q, line, len, n)) {
 		sink_break(ss, s, ENOMEM);
 	} else {
+		sink_took(s, n, len + 1);
 		sink_flush(ss, s); /* a file's short write: its error comes now */
 	}
 }
@@ -252,16 +362,8 @@ size_t sinks__pending(const struct sinks *ss)
 	int i;
 
 	for (i = 0; i < ss->n; i++)
-		n += ss->s[i]->err ? 0 : lineq__len(&ss->s[i]->q);
+		n += ss->s[i]->err || ss->s[i]->fd < 0 ? 0 : lineq__len(&ss->s[i]->q);
 	return n;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void sinks__drain(struct sinks *ss, int timeout_ms)
@@ -273,7 +375,7 @@ void sinks__drain(struct sinks *ss, int timeout_ms)
 	for (;;) {
 		sinks__flush(ss);
 		for (i = n = 0; i < ss->n; i++) {
-			if (!ss->s[i]->err && lineq__len(&ss->s[i]->q))
+			if (!ss->s[i]->err && ss->s[i]->fd >= 0 && lineq__len(&ss->s[i]->q))
 				pfd[n++] = (struct pollfd){.fd = ss->s[i]->fd, .events = POLLOUT};
 		}
 		left = end - now_ms();
@@ -335,6 +437,8 @@ uint64_t sinks__take_dropped(struct sinks *ss, int i)
 	struct sink *s = ss->s[i];
 	uint64_t n = s->dropped - s->dropped_taken;
 
+	if (s->fd < 0) /* said once the collector is back, so that it reads it too */
+		return 0;
 	s->dropped_taken = s->dropped;
 	return n;
 }
@@ -349,6 +453,10 @@ void sinks__json(const struct sinks *ss, struct json *j)
 		json__string(j, "name", ss->s[i]->name);
 		json__uint(j, "written", ss->s[i]->written);
 		json__uint(j, "dropped", ss->s[i]->dropped);
+		if (ss->s[i]->unix_path) {
+			json__bool(j, "connected", ss->s[i]->fd >= 0);
+			json__uint(j, "reconnects", ss->s[i]->reconnects);
+		}
 		if (ss->s[i]->err)
 			json__string(j, "error", strerror(ss->s[i]->err));
 		else

@@ -4,8 +4,10 @@
  * once. No sink can stall the daemon: writes never block, a sink whose reader
  * is slow holds back a bounded queue of whole lines and drops (and counts)
  * the lines that do not fit. A sink whose writes fail (a closed pipe, a full
- * disk, a collector gone) is broken: one line on stderr, nothing more is
- * written to it, and the others carry on.
+ * disk) is broken: one line on stderr, nothing more is written to it, and the
+ * others carry on. A collector that goes away breaks nothing: its sink queues
+ * lines (dropping the newest when full) and connects again from sinks__flush,
+ * 100 ms after, then twice as long each time up to 5 s, never waiting.
  */
 #ifndef __SINK_H
 #define __SINK_H
@@ -32,10 +34,13 @@ int sinks__add(struct sinks *ss, const char *spec, char *err, size_t errlen);
 /* One line (a newline is added) to every working sink; -EPIPE once any sink is broken. */
 int sinks__write(struct sinks *ss, const char *line, size_t len);
 
-/* Hand queued lines to the sinks that take them now; -EPIPE once any sink is broken. */
+/*
+ * Hand queued lines to the sinks that take them now, connecting again to
+ * collectors gone whose next try is due; -EPIPE once any sink is broken.
+ */
 int sinks__flush(struct sinks *ss);
 
-/* Bytes queued over all working sinks. */
+/* Bytes queued over all working sinks whose reader is there. */
 size_t sinks__pending(const struct sinks *ss);
 
 /* Flush, waiting for readers at most timeout_ms; what is still queued then is left. */
@@ -51,10 +56,13 @@ const char *sinks__name(const struct sinks *ss, int i);
 /* Lines sink i dropped since it was added. */
 uint64_t sinks__dropped(const struct sinks *ss, int i);
 
-/* Lines sink i dropped since the last call. */
+/*
+ * Lines sink i dropped since the last call; 0 while its collector is away:
+ * what it dropped meanwhile is taken once it is back.
+ */
 uint64_t sinks__take_dropped(struct sinks *ss, int i);
 
-/* "sinks": [{name, written, dropped, error}] into an open object. */
+/* "sinks": [{name, written, dropped, error, and for a socket connected, reconnects}]. */
 void sinks__json(const struct sinks *ss, struct json *j);
 
 #endif /* __SINK_H */

@@ -14,7 +14,10 @@ the attach line and closes it; output_full_disk: a file output on a filled 64 Ki
 (mounted and unmounted by the case) next to stdout: one stderr line naming the output and the
 reason, exit 1 (with stats and detach, reason error, on stdout), the trainer's trace unchanged.
 output_sighup: the output file renamed and SIGHUP sent: a new file at the path, seq continuous
-over both.
+over both. output_collector_reconnect: the collector reads a few lines and goes (socket closed,
+path removed) while stats lines keep coming; the watch goes on, and a new collector listening at
+the path gets the lines queued meanwhile, then a lost event counting those its 4 KiB queue
+dropped, then the later lines, to the detach (seq increasing, whole JSON lines).
 """
 import errno
 import json
@@ -360,3 +363,181 @@ def test_output_sighup(ctx):
         raise Fail("stderr: %r" % daemon.stderr_lines())
     ctx.log("%d lines before the rotation, %d after" % (len(old), len(new)))
     finish_trainer(ctx, trainer, "healthy", trace)
+
+
+RECONNECT_TIMEOUT = 60  # the daemon's tries are at most 5 s apart
+
+
+class Reader:
+    """A collector that accepts one connection at path and reads it to EOF in a thread."""
+
+    def __init__(self, path):
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(1)
+        self.srv.settimeout(RECONNECT_TIMEOUT)
+        self.data = b""
+        self.conn = None
+        self.cond = threading.Condition()
+        self.done = False
+
+    def accept(self):
+        try:
+            self.conn = self.srv.accept()[0]
+        except socket.timeout:
+            return False
+        threading.Thread(target=self._read, daemon=True).start()
+        return True
+
+    def _read(self):
+        while True:
+            try:
+                chunk = self.conn.recv(1 << 16)
+            except OSError:
+                chunk = b""
+            with self.cond:
+                self.data += chunk
+                self.done = not chunk
+                self.cond.notify_all()
+            if not chunk:
+                return
+
+    def events(self):
+        """The whole lines read so far, parsed (Fail on one that is not JSON)."""
+        with self.cond:
+            lines = self.data.split(b"\n")[:-1]
+        try:
+            return [json.loads(line) for line in lines]
+        except ValueError as e:
+            raise Fail("the collector read a line that is not JSON (%s): %r" % (e, lines[-3:]))
+
+    def wait(self, pred, timeout):
+        """The events read once pred(events) holds, or None at EOF or timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            events = self.events()
+            if pred(events):
+                return events
+            with self.cond:
+                left = deadline - time.monotonic()
+                if self.done or left <= 0:
+                    return None
+                self.cond.wait(min(left, 0.2))
+
+    def wait_eof(self, timeout):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not self.done and time.monotonic() < deadline:
+                self.cond.wait(0.2)
+            return self.done
+
+    def close(self, path):
+        """The collector goes: its connection shut (which also ends the reading thread's
+        recv) and closed, its socket closed, its path removed."""
+        if self.conn is not None:
+            try:
+                self.conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self.conn.close()
+        self.srv.close()
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+def sink_entry(ev, name):
+    """stats.sinks' entry for output name in event ev, or None when ev is not stats."""
+    if ev["event"] != "stats":
+        return None
+    return {s["name"]: s for s in ev["sinks"]}[name]
+
+
+def stdout_stats(name, want):
+    """pred on a stdout line: a stats line whose entry for output name satisfies want."""
+    def check(line):
+        return is_event("stats")(line) and want(sink_entry(json.loads(line), name))
+    return check
+
+
+def check_reconnected_stream(events, name, start_seq):
+    """The second collector's stream: seq increasing from past the first collector's, the
+    lines queued while away, then a lost event for this output, then the rest to detach."""
+    seqs = [ev["seq"] for ev in events]
+    if seqs != sorted(set(seqs)) or seqs[0] <= start_seq:
+        raise Fail("the new collector's seq run %s... after %d" % (seqs[:8], start_seq))
+    lost = [i for i, ev in enumerate(events) if ev["event"] == "lost"]
+    if not lost or events[lost[0]]["where"] != "sink" or events[lost[0]]["sink"] != name:
+        raise Fail("no lost event for %s in the new collector's stream: %s" %
+                   (name, [ev["event"] for ev in events][:20]))
+    if events[lost[0]]["count"] < 1 or lost[0] == 0:
+        raise Fail("lost event %s, at %d: want a count and the queued lines before it" %
+                   (json.dumps(events[lost[0]]), lost[0]))
+    if events[-1]["event"] != "detach" or events[-1]["reason"] != "signal":
+        raise Fail("the new collector's stream ends with %s" % json.dumps(events[-1])[:200])
+
+
+@environments(*HOST_ONLY)
+def test_output_collector_reconnect(ctx):
+    """The collector goes while the target runs: the daemon keeps watching (no exit), queues
+    and drops for that output only, says so on stderr, and connects to the next collector
+    at the path, which gets the queued lines, a lost event and the later lines."""
+    path = os.path.join(tempfile.mkdtemp(prefix="reconnect-", dir=ctx.tmp), "collector.sock")
+    name = "unix:" + path
+    trainer = start_waiting_trainer(ctx, "healthy", "--steps", "1000000", "--pace", "0.05")
+    comm = read_comm(trainer.pid)
+    collectors = [Reader(path)]
+    try:
+        daemon = start_daemon(ctx, trainer.pid, extra=["-o", "-", "-o", name,
+                                                       "--output-queue-kb", "4",
+                                                       "--stats-interval", "1"])
+        first, new = away_and_back(ctx, daemon, trainer, path, name, collectors)
+        daemon.p.send_signal(signal.SIGTERM)
+        wait_daemon_exit(daemon)
+        if not new.wait_eof(10):
+            raise Fail("the new collector's connection stays open after the daemon exited")
+    finally:
+        for c in collectors:
+            c.close(path)
+    target_untouched(trainer)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope([ev for ev in events if ev["event"] != "lost"], "signal")
+    sink = sink_entry(last_stats(events), name)
+    if sink["error"] is not None or sink["reconnects"] != 1 or not sink["connected"]:
+        raise Fail("stats.sinks for the collector: %s" % json.dumps(sink))
+    lost = sum(ev["count"] for ev in events if ev["event"] == "lost" and ev["sink"] == name)
+    if not 0 < lost <= sink["dropped"]:
+        raise Fail("lost events count %d, stats.sinks dropped %d" % (lost, sink["dropped"]))
+    check_reconnected_stream(new.events(), name, first["seq"])
+    err = "\n".join(daemon.stderr_lines())
+    if "went away" not in err or "reconnected output " + name not in err:
+        raise Fail("stderr does not say the collector went and came back: %r" % err)
+    ctx.log("first collector to seq %d, the new one %d lines from seq %d; stats.sinks %s" % (
+        first["seq"], len(new.events()), new.events()[0]["seq"], json.dumps(sink)))
+
+
+def away_and_back(ctx, daemon, trainer, path, name, collectors):
+    """The first collector reads two stats lines and goes; once stdout's stats say its output
+    is away and dropping, a new one listens: its last event read and the new collector."""
+    old = collectors[0]
+    if not old.accept():
+        raise Fail("the daemon never connected to the collector")
+    trainer.send(b"go\n")
+    if old.wait(lambda evs: [ev["event"] for ev in evs].count("stats") >= 2, 60) is None:
+        raise Fail("the collector got no two stats lines: %r" % old.data[-300:])
+    old.close(path)
+    away = stdout_stats(name, lambda s: not s["connected"] and s["dropped"] > 0)
+    if daemon.wait_out(away, 60) is None:
+        raise Fail("no stats line with the collector away and lines dropped (daemon %s):\n%s" %
+                   ("running" if daemon.running() else "exited %s" % daemon.p.returncode,
+                    daemon.stderr_tail()))
+    new = Reader(path)
+    collectors.append(new)
+    if not new.accept():
+        raise Fail("the daemon did not connect to the new collector in %ds:\n%s" %
+                   (RECONNECT_TIMEOUT, daemon.stderr_tail()))
+
+    def back(ev):
+        return (sink_entry(ev, name) or {}).get("reconnects") == 1
+    if new.wait(lambda evs: any(back(ev) for ev in evs), 60) is None:
+        raise Fail("the new collector got no stats line written after the reconnect")
+    return old.events()[-1], new

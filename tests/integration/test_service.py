@@ -13,7 +13,9 @@ when it exits; SIGTERM then ends the daemon with exit 0 and STOPPING=1.
 service_leak: 20 trainers started and stopped (two at a time) while one daemon runs: its open
 descriptors, and among them its BPF programs, maps and links, are the same before and after.
 
-service_broken_output: a unix collector that goes away ends no watch; the file output goes on.
+service_broken_output: a unix collector that goes away ends no watch; the file output goes on,
+and a new collector at the same path gets the target's lines from its attach (queued) on, with a
+lost event for those its queue dropped meanwhile.
 
 service_exec: a python that matches no rule execs, after its first seconds, a python that does:
 the new program is attached.
@@ -323,49 +325,124 @@ def test_service_check_config(ctx):
 
 @environments(*HOST_ONLY)
 def test_service_broken_output(ctx):
-    """A collector that goes away breaks its output only: the watch goes on to the file, to
-    the target's exit (reason target_exit, not error), and the daemon to SIGTERM (exit 0)."""
+    """A collector that goes away ends no watch: the daemon queues for it (4 KiB: the stats
+    lines each second overflow it), the file output goes on, and a new collector at the path
+    gets the queued attach, a lost event, the anomalies and the detach (target_exit, not
+    error) of the target, seq increasing; the daemon exits 0 on SIGTERM."""
     tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
     token = "broken-%d" % os.getpid()
     config, events_path = write_config(ctx, tmp, [
-        "  - name: t\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token])
+        "  - name: t\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token],
+        extra="output_queue_kb: 4\nstats_interval: 1\n")
     collector = os.path.join(tmp, "collector.sock")
-    with open(config, "a") as f:
-        f.write("output_queue_kb: 1\n")
+    name = "unix:" + collector
     with open(config) as f:
         text = f.read().replace("output:\n", "output:\n  - unix: %s\n" % collector)
     with open(config, "w") as f:
         f.write(text)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    servers = [listen_unix(collector)]
     try:
-        server.bind(collector)
-        server.listen(1)
-        server.settimeout(READY_TIMEOUT)
         daemon = start_service(ctx, config)
-        try:
-            conn, _ = server.accept()
-        except socket.timeout:
-            raise Fail("the daemon did not connect to the collector:\n%s" % daemon.stderr_tail())
-        conn.close()  # the collector goes away before any line
+        accept_collector(daemon, servers[0]).close()  # the collector goes before any line
+        servers[0].close()
+        os.unlink(collector)
+        t = start_trainer(ctx, {"NW_SERVICE_TEST": token})
+        wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
+                    ATTACH_TIMEOUT)
+        wait_stderr(daemon, "collector of output %s went away" % name)
+        wait_events(events_path, daemon, away_dropping(t.pid, name),
+                    "a stats line with the collector away and lines dropped", 60)
+        servers.append(listen_unix(collector))
+        conn = accept_collector(daemon, servers[1])
+        t.send(b"fault\n")
+        if t.wait(TRAINER_TIMEOUT) != 0:
+            raise Fail("trainer %d failed under the daemon:\n%s" % (t.pid, t.stderr_tail()))
+        events = wait_events(events_path, daemon, has_event("detach", t.pid),
+                             "detach of %d" % t.pid, DETACH_TIMEOUT)
+        stop_service(daemon)
+        got = read_to_eof(conn)
     finally:
-        server.close()
-    t = start_trainer(ctx, {"NW_SERVICE_TEST": token})
-    wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
-                ATTACH_TIMEOUT)
-    t.send(b"fault\n")
-    if t.wait(TRAINER_TIMEOUT) != 0:
-        raise Fail("trainer %d failed under the daemon:\n%s" % (t.pid, t.stderr_tail()))
-    events = wait_events(events_path, daemon, has_event("detach", t.pid), "detach of %d" % t.pid,
-                         DETACH_TIMEOUT)
-    if not any("failed to write to output unix:" in line for line in daemon.stderr_lines()):
-        raise Fail("the collector's output never broke (test does not test):\n%s" %
-                   daemon.stderr_tail())
-    detach = [e for e in events if e["pid"] == t.pid and e["event"] == "detach"]
-    if detach[0]["reason"] != "target_exit":
-        raise Fail("detach reason %r, not target_exit" % detach[0]["reason"])
-    if not any(e["event"] == "anomaly" and e["pid"] == t.pid for e in events):
-        raise Fail("no anomaly in the file after the collector broke")
-    stop_service(daemon)
+        for srv in servers:
+            srv.close()
+        if os.path.exists(collector):
+            os.unlink(collector)
+    check_reconnected(ctx, got, events, t.pid, name)
+    if "reconnected output " + name not in "\n".join(daemon.stderr_lines()):
+        raise Fail("stderr does not say the output reconnected:\n%s" % daemon.stderr_tail())
+
+
+def away_dropping(pid, name):
+    """pred: a stats line of pid says output name is away and dropped lines."""
+    def pred(events):
+        for e in events:
+            if e["pid"] == pid and e["event"] == "stats":
+                sink = {s["name"]: s for s in e["sinks"]}[name]
+                if not sink["connected"] and sink["dropped"]:
+                    return True
+        return False
+    return pred
+
+
+def listen_unix(path):
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    server.settimeout(READY_TIMEOUT)
+    return server
+
+
+def accept_collector(daemon, server):
+    try:
+        return server.accept()[0]
+    except socket.timeout:
+        raise Fail("the daemon did not connect to the collector:\n%s" % daemon.stderr_tail())
+
+
+def wait_stderr(daemon, text):
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not any(text in line for line in daemon.stderr_lines()):
+        if time.monotonic() > deadline or not daemon.running():
+            raise Fail("no %r on stderr:\n%s" % (text, daemon.stderr_tail()))
+        time.sleep(0.1)
+
+
+def read_to_eof(conn):
+    conn.settimeout(DETACH_TIMEOUT)
+    data = b""
+    while True:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            conn.close()
+            return data
+        data += chunk
+
+
+def check_reconnected(ctx, got, events, pid, name):
+    """What the new collector read: whole JSON lines, the target's attach (queued while the
+    output was away), a lost event counting the lines dropped meanwhile, anomalies and detach
+    (target_exit), seq increasing; the file ends at the same seq."""
+    if not got.endswith(b"\n"):
+        raise Fail("the new collector's stream ends in a cut line: %r" % got[-100:])
+    mine = [e for e in (json.loads(line) for line in got.splitlines()) if e["pid"] == pid]
+    names = [e["event"] for e in mine]
+    seqs = [e["seq"] for e in mine]
+    if not names or names[0] != "attach" or names[-1] != "detach" or "anomaly" not in names:
+        raise Fail("the new collector got %s for pid %d" % (names[:12], pid))
+    if seqs != sorted(set(seqs)) or mine[-1]["reason"] != "target_exit":
+        raise Fail("the new collector's seq %s..., detach reason %r" % (seqs[:8],
+                                                                      mine[-1]["reason"]))
+    stats = [e for e in events if e["pid"] == pid and e["event"] == "stats"][-1]
+    sink = {s["name"]: s for s in stats["sinks"]}[name]
+    if sink["reconnects"] != 1 or sink["error"] is not None:
+        raise Fail("stats.sinks for the collector: %s" % json.dumps(sink))
+    lost = [e for e in mine if e["event"] == "lost" and e["sink"] == name]
+    if not lost or not 0 < sum(e["count"] for e in lost) <= sink["dropped"]:
+        raise Fail("lost events %s read by the new collector, %d lines dropped" % (
+            json.dumps(lost)[:300], sink["dropped"]))
+    if [e["seq"] for e in events if e["pid"] == pid][-1] != seqs[-1]:
+        raise Fail("the file and the collector end at different seq")
+    ctx.log("the new collector read %d lines of pid %d (%s), stats.sinks %s" % (
+        len(mine), pid, ", ".join(sorted(set(names))), json.dumps(sink)))
 
 
 @environments(*HOST_ONLY)
