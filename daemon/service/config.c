@@ -523,9 +523,9 @@ fail:
 	return NULL;
 }
 
-struct config *config__load(const char *path, char *err, size_t errlen)
+/* The config of a parsed document; y is freed. */
+static struct config *from_doc(struct yamlmap *y, char *err, size_t errlen)
 {
-	struct yamlmap *y = yamlmap__load(path, &limits, err, errlen);
 	struct config *c;
 	int saved;
 
@@ -538,20 +538,15 @@ struct config *config__load(const char *path, char *err, size_t errlen)
 	return c;
 }
 
+struct config *config__load(const char *path, char *err, size_t errlen)
+{
+	return from_doc(yamlmap__load(path, &limits, err, errlen), err, errlen);
+}
+
 struct config *config__parse(const char *name, const char *text, size_t len, char *err,
 			     size_t errlen)
 {
-	struct yamlmap *y = yamlmap__parse(name, text, len, &limits, err, errlen);
-	struct config *c;
-	int saved;
-
-	if (!y)
-		return NULL;
-	c = read_doc(y, err, errlen);
-	saved = errno;
-	yamlmap__free(y);
-	errno = saved;
-	return c;
+	return from_doc(yamlmap__parse(name, text, len, &limits, err, errlen), err, errlen);
 }
 
 void config__free(struct config *c)

@@ -85,6 +85,17 @@ def start_service(ctx, config, notify=None):
     return daemon
 
 
+def start_ready(ctx, tmp, config):
+    """start_service, returned once READY=1 has arrived."""
+    sock, path = notify_socket(tmp)
+    try:
+        daemon = start_service(ctx, config, notify=path)
+        expect_notify(sock, "READY=1")
+    finally:
+        sock.close()
+    return daemon
+
+
 def start_process(ctx, env, argv):
     """argv run with env (a dict) added to this environment, stdin a pipe."""
     return Proc(["env"] + ["%s=%s" % kv for kv in env.items()] + argv, stdin=True)
@@ -232,12 +243,7 @@ def test_service_leak(ctx):
     token = "leak-%d" % os.getpid()
     config, events_path = write_config(ctx, tmp, [
         "  - name: leak\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token])
-    sock, path = notify_socket(tmp)
-    try:
-        daemon = start_service(ctx, config, notify=path)
-        expect_notify(sock, "READY=1")
-    finally:
-        sock.close()
+    daemon = start_ready(ctx, tmp, config)
     idle = bpf_fds(daemon.pid)
 
     def cycle(n):
@@ -453,12 +459,7 @@ def test_service_exec(ctx):
     token = "exec-%d" % os.getpid()
     config, events_path = write_config(ctx, tmp, [
         "  - name: t\n    match: {cmdline: 'inflight\\.py .*--variant %s'}\n" % token])
-    sock, path = notify_socket(tmp)
-    try:
-        daemon = start_service(ctx, config, notify=path)
-        expect_notify(sock, "READY=1")
-    finally:
-        sock.close()
+    daemon = start_ready(ctx, tmp, config)
     argv = trainer_argv(ctx, "inflight", "--live", "--pace", "0.02", "--variant", token)
     launcher = start_process(ctx, {"NW_SERVICE_ARGV": json.dumps(argv)}, [
         "/usr/bin/python3", "-c",
@@ -488,12 +489,7 @@ def test_service_sighup(ctx):
     token = "hup-%d" % os.getpid()
     config, events_path = write_config(ctx, tmp, [
         "  - name: t\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token])
-    sock, path = notify_socket(tmp)
-    try:
-        daemon = start_service(ctx, config, notify=path)
-        expect_notify(sock, "READY=1")
-    finally:
-        sock.close()
+    daemon = start_ready(ctx, tmp, config)
     os.rename(events_path, events_path + ".1")
     daemon.p.send_signal(signal.SIGHUP)
     deadline = time.monotonic() + DETACH_TIMEOUT
@@ -591,12 +587,7 @@ def test_service_metrics(ctx):
     config, events_path = write_config(ctx, tmp, [
         "  - name: m\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n    job: mjob\n" % token],
         extra="metrics:\n  listen: 127.0.0.1:%d\n" % port)
-    sock, path = notify_socket(tmp)
-    try:
-        daemon = start_service(ctx, config, notify=path)
-        expect_notify(sock, "READY=1")
-    finally:
-        sock.close()
+    daemon = start_ready(ctx, tmp, config)
     if metric(scrape(port), "nanwatch_targets") != 0:
         raise Fail("nanwatch_targets is not 0 before any target")
     t = start_trainer(ctx, {"NW_SERVICE_TEST": token, "RANK": "3", "WORLD_SIZE": "4"})
