@@ -10,22 +10,22 @@ and job (the launcher's TORCHELASTIC_RUN_ID for one, the rule's job key over SLU
 the other), the launcher costs no error event, and each is detached with reason target_exit
 when it exits; SIGTERM then ends the daemon with exit 0 and STOPPING=1.
 
-service_leak: 20 trainers started and stopped (two at a time) while one daemon runs: its open
+service_leak (host and container): 20 trainers started and stopped (two at a time) while one daemon runs: its open
 descriptors, and among them its BPF programs, maps and links, are the same before and after.
 
-service_broken_output: a unix collector that goes away ends no watch; the file output goes on,
+service_broken_output (host and container): a unix collector that goes away ends no watch; the file output goes on,
 and a new collector at the same path gets the target's lines from its attach (queued) on, with a
 lost event for those its queue dropped meanwhile.
 
 service_exec: a python that matches no rule execs, after its first seconds, a python that does:
 the new program is attached.
 
-service_sighup: the event file renamed and SIGHUP sent: a new file (0640) gets the next lines.
+service_sighup (host and container): the event file renamed and SIGHUP sent: a new file (0640) gets the next lines.
 
 service_target_error: a matching target that cannot be watched (no layout table) gets one error
 event with its pid and rank; the daemon goes on.
 
-service_metrics: metrics.listen in the config: the endpoint counts the target while it is
+service_metrics (host and container): metrics.listen in the config: the endpoint counts the target while it is
 watched, its series carry its pid, rank and job, its anomaly count equals the anomaly events it
 wrote, and once it exits nanwatch_targets is 0 and the totals keep its anomalies.
 
@@ -237,7 +237,7 @@ def bpf_fds(pid):
     return kinds
 
 
-@environments(*HOST_ONLY)
+@environments("host", "container")
 def test_service_leak(ctx):
     tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
     token = "leak-%d" % os.getpid()
@@ -329,7 +329,7 @@ def test_service_check_config(ctx):
                        (p.returncode, p.stdout, p.stderr, line))
 
 
-@environments(*HOST_ONLY)
+@environments("host", "container")
 def test_service_broken_output(ctx):
     """A collector that goes away ends no watch: the daemon queues for it (4 KiB: the stats
     lines each second overflow it), the file output goes on, and a new collector at the path
@@ -481,7 +481,7 @@ def test_service_exec(ctx):
     stop_service(daemon)
 
 
-@environments(*HOST_ONLY)
+@environments("host", "container")
 def test_service_sighup(ctx):
     """logrotate's way: the event file renamed, SIGHUP; the next target's lines go to a new
     file at the path, created 0640."""
@@ -579,7 +579,7 @@ def wait_metric(daemon, port, pred, what, timeout):
         time.sleep(0.2)
 
 
-@environments(*HOST_ONLY)
+@environments("host", "container")
 def test_service_metrics(ctx):
     tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
     token = "metrics-%d" % os.getpid()

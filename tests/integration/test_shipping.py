@@ -5,7 +5,9 @@ follows FILE with imfile and forwards each line over TCP on loopback (omfwd, RFC
 octet-counted framing, so a line is one frame whatever it holds) to instance B (imtcp on a port
 the kernel picks, read back from listenPortFileName), which writes only each message's text,
 one line each (template "%msg%\\n"). Every line of FILE must arrive: the same bytes, in the
-same order, each a JSON object with consecutive seq, attach first and detach last. Both
+same order, each a JSON object with consecutive seq, attach first and detach last; and
+nanwatch-collect, run on what arrived, names the pid, step, iteration, layer and cause of the
+daemon's first anomaly and its diagnosis. Both
 rsyslogd run in the foreground (-n) with their own configuration, work directory and pid file
 in a private directory; the system's rsyslog service is never used or started. Afterwards both
 are stopped (SIGTERM, then the harness's SIGKILL) and the directory removed.
@@ -19,6 +21,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 
@@ -181,9 +184,27 @@ def test_shipping_rsyslog(ctx):
         stream = parse_stream(daemon, trainer.pid, comm)  # JSON objects, seq consecutive
         check_envelope(stream, "target_exit")
         check_anomalies(stream, oracle, trainer.pid)
+        check_collect(ctx, ship.received, stream, trainer.pid)
         ctx.log(summary(daemon.out))
     finally:
         ship.close()
+
+
+def check_collect(ctx, received, stream, pid):
+    """nanwatch-collect --json on the shipped file: one job, named at the stream's first
+    anomaly (nan_input's is the first layer, fed non-finite data) and its diagnosis."""
+    collect = os.path.join(os.path.dirname(ctx.daemon), "nanwatch-collect")
+    r = subprocess.run([collect, "--json", received], capture_output=True, timeout=60)
+    if r.returncode != 0:
+        raise Fail("nanwatch-collect exited %d: %s" % (r.returncode, r.stderr.decode()[-500:]))
+    verdicts = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    first = [e for e in stream if e["event"] == "anomaly"][0]
+    diag = [e for e in stream if e["event"] == "diagnosis"][0]
+    want = {"pid": pid, "step": first["step"], "iteration": first["iteration"],
+            "layer": first["layer"], "module": first["module"], "cause": diag["cause"]}
+    got = {k: verdicts[0].get(k) for k in want} if len(verdicts) == 1 else verdicts
+    if got != want:
+        raise Fail("nanwatch-collect on what rsyslog delivered: %s, want %s" % (got, want))
 
 
 @environments(*HOST_ONLY)
