@@ -25,6 +25,10 @@ service_sighup (host and container): the event file renamed and SIGHUP sent: a n
 service_target_error: a matching target that cannot be watched (no layout table) gets one error
 event with its pid and rank; the daemon goes on.
 
+service_children: a torch process that forks a child which does not exec (as DataLoader
+workers are made): under a rule without `children` only the parent is attached; under one with
+`children: true` the child too.
+
 service_metrics (host and container): metrics.listen in the config: the endpoint counts the target while it is
 watched, its series carry its pid, rank and job, its anomaly count equals the anomaly events it
 wrote, and once it exits nanwatch_targets is 0 and the totals keep its anomalies.
@@ -615,3 +619,54 @@ def test_service_metrics(ctx):
     if total != len(anomalies):
         raise Fail("nanwatch_anomalies_total %r, the stream has %d anomaly events" %
                    (total, len(anomalies)))
+
+
+FORKER = """import os, sys, time, torch
+child = os.fork()
+if child == 0:
+    time.sleep(120)
+    os._exit(0)
+print("CHILD %d" % child, flush=True)
+sys.stdin.read()
+os.kill(child, 9)
+os.waitpid(child, 0)
+"""
+
+
+@environments(*HOST_ONLY)
+def test_service_children(ctx):
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+    token = "fork-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: parents\n    match: {env: {NW_SERVICE_TEST: '^%s-a$'}}\n" % token,
+        "  - name: families\n    match: {env: {NW_SERVICE_TEST: '^%s-b$'}}\n"
+        "    children: true\n" % token])
+    daemon = start_ready(ctx, tmp, config)
+    procs = {}
+    for k in "ab":
+        p = start_process(ctx, {"NW_SERVICE_TEST": "%s-%s" % (token, k)},
+                          ["/usr/bin/python3", "-c", FORKER])
+        line = p.wait_out(lambda l: l.startswith(b"CHILD "), TRAINER_TIMEOUT)
+        if line is None:
+            raise Fail("forking python %s did not start:\n%s" % (k, p.stderr_tail()))
+        procs[k] = (p, int(line.split()[1]))
+    (pa, ca), (pb, cb) = procs["a"], procs["b"]
+    for pid in (pa.pid, pb.pid, cb):
+        wait_events(events_path, daemon, has_event("attach", pid), "attach of %d" % pid,
+                    ATTACH_TIMEOUT)
+    # the forked child of rule "parents" was found in the same scans as cb: give it the
+    # time cb took and two more scans, then it must still be unwatched
+    time.sleep(1.0)
+    for p, _ in procs.values():
+        p.send(b"")
+    for p, child in procs.values():
+        if p.wait(TRAINER_TIMEOUT) != 0:
+            raise Fail("forking python %d failed:\n%s" % (p.pid, p.stderr_tail()))
+    for pid in (pa.pid, pb.pid, cb):
+        wait_events(events_path, daemon, has_event("detach", pid), "detach of %d" % pid,
+                    DETACH_TIMEOUT)
+    stop_service(daemon)
+    attached = sorted(e["pid"] for e in read_events(events_path) if e["event"] == "attach")
+    if attached != sorted([pa.pid, pb.pid, cb]):
+        raise Fail("attached %s, want the parents %d, %d and rule families' child %d (not %d)" %
+                   (attached, pa.pid, pb.pid, cb, ca))
