@@ -145,7 +145,7 @@ static uint64_t sym_addr(struct elfsym *e, const struct image *img, const char *
 static int resolve_image(struct target *t, const struct image *img, int *through_root)
 {
 	const char *cand[2] = {t->proc_root, ""};
-	int i, pass;
+	int i, pass, denied = 0;
 
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0; i < 2; i++) {
@@ -153,9 +153,12 @@ static int resolve_image(struct target *t, const struct image *img, int *through
 			struct stat st;
 
 			if (snprintf(file, sizeof(file), "%s%s", cand[i], img->path) >=
-				    (int)sizeof(file) ||
-			    stat(file, &st))
+			    (int)sizeof(file))
 				continue;
+			if (stat(file, &st)) {
+				denied |= errno == EACCES;
+				continue;
+			}
 			/* overlay filesystems may report other numbers: then take what exists */
 			if (pass == 0 && (st.st_ino != img->ino || st.st_dev != img->dev))
 				continue;
@@ -163,7 +166,7 @@ static int resolve_image(struct target *t, const struct image *img, int *through
 			return 0;
 		}
 	}
-	return -ENOENT;
+	return denied ? -EACCES : -ENOENT;
 }
 
 static void image_file(const struct target *t, const char *path, int through_root, char *out,
@@ -203,6 +206,7 @@ static int is_python_name(const char *path)
 /* Find the image exporting the frame evaluator and read the interpreter's facts from it. */
 static int find_python(struct target *t, const struct maps *m, char *err, size_t errlen)
 {
+	const char *denied = NULL; /* a Python image the daemon may not read */
 	struct remote r;
 	size_t i;
 
@@ -211,9 +215,14 @@ static int find_python(struct target *t, const struct maps *m, char *err, size_t
 		const struct image *img = &m->img[i];
 		struct elfsym *e = NULL;
 		uint64_t dummy, ver_addr, ver = 0;
-		int root;
+		int root, ret;
 
-		if (!is_python_name(img->path) || open_image(t, img, &e, &root))
+		if (!is_python_name(img->path))
+			continue;
+		ret = open_image(t, img, &e, &root);
+		if (ret == -EACCES || ret == -EPERM)
+			denied = img->path;
+		if (ret)
 			continue;
 		if (elfsym__find(e, "_PyEval_EvalFrameDefault", &dummy)) {
 			elfsym__close(e);
@@ -245,6 +254,16 @@ static int find_python(struct target *t, const struct maps *m, char *err, size_t
 			return -ENOENT;
 		}
 		return 0;
+	}
+	if (denied) {
+		/* a file its owner keeps private (a 0700 home, a virtualenv): root needs
+		 * CAP_DAC_READ_SEARCH to reach it */
+		snprintf(
+			err, errlen,
+			"failed to open pid %d (%s)'s interpreter %s: permission denied (the "
+			"daemon needs CAP_DAC_READ_SEARCH to read files their owner keeps private)",
+			t->pid, t->comm, denied);
+		return -EACCES;
 	}
 	snprintf(err, errlen,
 		 "pid %d (%s) is not a Python process: no mapped file exports "

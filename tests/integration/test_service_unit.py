@@ -202,7 +202,10 @@ def private_interpreter(ctx, caps):
         daemon.kill()
         raise Fail("without CAP_DAC_READ_SEARCH the daemon attached to a process whose "
                    "interpreter it cannot read (exit %s): the test's premise is wrong" % rc)
-    ctx.log("exit %d: %s" % (rc, " ".join(daemon.stderr_lines())))
+    said = " ".join(daemon.stderr_lines())
+    ctx.log("exit %d: %s" % (rc, said))
+    if "permission denied" not in said or "CAP_DAC_READ_SEARCH" not in said:
+        raise Fail("without CAP_DAC_READ_SEARCH the refusal does not name the cause: %r" % said)
     ctx.log("bounding set %s" % ",".join(caps))
     daemon = Proc(sandboxed(caps, argv))
     ctx.current_daemon = daemon
