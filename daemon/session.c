@@ -147,6 +147,7 @@ static void take_capture(struct session *s)
 		return;
 	capture__consume(s->cap);
 	s->x.capture = capture__path(s->cap);
+	diagnose__facts(&s->x.diag, capture__facts(s->cap));
 	msg = capture__error(s->cap);
 	if (msg)
 		output__error(&s->e, msg);
@@ -202,13 +203,14 @@ static int setup_capture(struct session *s, struct probe_opts *po, char *err, si
 		.tuple_type = s->t.tuple_type,
 	};
 
-	if (!s->o.capture_dir)
-		return 0;
+	/* without a directory the call is still copied, for the diagnosis' evidence only */
+	if (!s->o.capture_dir && co.max_bytes > CAPTURE_FACTS_BYTES)
+		co.max_bytes = CAPTURE_FACTS_BYTES;
 	s->cap = capture__new(&co, err, errlen);
 	if (!s->cap)
 		return -errno;
-	po->capture_max_bytes = s->o.capture_max_bytes;
-	po->capture_ring_bytes = capture__ring_bytes(s->o.capture_max_bytes);
+	po->capture_max_bytes = co.max_bytes;
+	po->capture_ring_bytes = capture__ring_bytes(co.max_bytes);
 	if (!po->capture_ring_bytes) {
 		snprintf(err, errlen, "--capture-max-mb too large for one ring buffer");
 		return -EINVAL;

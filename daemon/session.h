@@ -23,7 +23,7 @@ struct session_opts {
 	double stats_interval; /* seconds between stats lines; 0: only at the detach */
 	int verbose;
 	int bpf_stats;
-	const char *capture_dir; /* NULL: no capture */
+	const char *capture_dir; /* NULL: no capture files (the call is copied for evidence) */
 	uint64_t capture_max_bytes;
 	int backward;	 /* 0 off, 1 norms, 2 on */
 	const char *job; /* the job's name in event lines; NULL: from the target's environment */

@@ -70,7 +70,8 @@ static void test_model_inputs_decide_not_the_loss_module(void **state)
 	struct diagnosis g;
 
 	(void)state;
-	assert_string_equal(cause_of(&g, as, 3, 0), "norm_zero_variance");
+	/* finite inputs to the model: not the batch; nothing captured: no name decides */
+	assert_string_equal(cause_of(&g, as, 3, 0), "unknown");
 }
 
 static void test_attention(void **state)
@@ -79,7 +80,8 @@ static void test_attention(void **state)
 	struct diagnosis g;
 
 	(void)state;
-	assert_string_equal(cause_of(&g, as, 1, 0), "attention_fully_masked");
+	/* a class name alone, nothing captured: not enough to name a cause */
+	assert_string_equal(cause_of(&g, as, 1, 0), "unknown");
 }
 
 static void test_fp16(void **state)
@@ -111,7 +113,8 @@ static void test_division_exp_domain(void **state)
 	as[0].posinf = as[0].neginf = 0;
 	as[0].nan = 2;
 	as[0].finite_max_abs = 1;
-	assert_string_equal(cause_of(&g, as, 1, 0), "invalid_domain");
+	/* NaN from finite inputs, nothing captured: 0/0, Inf-Inf and sqrt(-1) look the same */
+	assert_string_equal(cause_of(&g, as, 1, 0), "unknown");
 }
 
 static void test_params_and_loss(void **state)

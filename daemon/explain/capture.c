@@ -15,6 +15,7 @@
 #include "explain/capture_priv.h"
 #include "util/dtype.h"
 #include "resolve/pyobject.h"
+#include "output/npy.h"
 
 __attribute__((format(printf, 2, 3))) static void fail(struct capture *c, const char *fmt, ...)
 {
@@ -37,8 +38,8 @@ struct capture *capture__new(const struct capture_opts *o, char *err, size_t err
 	}
 	c->o = *o;
 	c->dirfd = -1;
-	snprintf(c->dir, sizeof(c->dir), "%s", o->dir);
-	ret = capture_output__open_dir(c, err, errlen);
+	snprintf(c->dir, sizeof(c->dir), "%s", o->dir ? o->dir : "");
+	ret = o->dir ? capture_output__open_dir(c, err, errlen) : 0;
 	if (ret) {
 		capture__free(c);
 		errno = -ret;
@@ -64,6 +65,11 @@ void capture__free(struct capture *c)
 const char *capture__path(const struct capture *c)
 {
 	return c && c->path[0] ? c->path : NULL;
+}
+
+const struct evidence_facts *capture__facts(const struct capture *c)
+{
+	return c && c->have_facts ? &c->facts : NULL;
 }
 
 const char *capture__error(struct capture *c)
@@ -152,6 +158,75 @@ static void on_data(struct capture *c, const struct nw_cap_data *r)
 	p->received += r->len;
 }
 
+/* A tensor's name as the manifest gives it: input[1], input[0][2], or its attribute name. */
+static void facts_name(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name)
+{
+	if (d->role == NW_CAP_PARAM || d->role == NW_CAP_BUFFER)
+		snprintf(buf, len, "%s", name ? name : "?");
+	else if (d->pos1 == NW_NO_INDEX)
+		snprintf(buf, len, "input[%u]", d->pos0);
+	else
+		snprintf(buf, len, "input[%u][%u]", d->pos0, d->pos1);
+}
+
+/* Facts of one whole tensor of the call (not the output); 0 or a negative errno. */
+static int tensor_facts(const struct pending *p, const char *name, struct tensor_facts *f)
+{
+	const struct nw_cap_tensor *d = &p->d;
+	const struct dtype *dt = dtype__scalar(d->scalar_type);
+	void *dense;
+	int err;
+
+	if (d->role == NW_CAP_OUTPUT || d->flags || !dt || dt->size != d->elem_size || !p->buf ||
+	    p->received != d->bytes || d->ndim > NW_MAX_DIMS)
+		return -ENODATA;
+	dense = malloc(d->bytes ? d->bytes : 1);
+	if (!dense)
+		return -ENOMEM;
+	memset(f, 0, sizeof(*f));
+	err = npy__c_order(dense, p->buf, dt->size, d->ndim, d->shape, d->strides, d->numel);
+	if (!err)
+		err = evidence__scan(dense, d->bytes, dt->name, d->shape, d->ndim, f);
+	free(dense);
+	f->role = d->role == NW_CAP_INPUT   ? EVIDENCE_INPUT
+		  : d->role == NW_CAP_PARAM ? EVIDENCE_PARAM
+					    : EVIDENCE_BUFFER;
+	facts_name(f->name, sizeof(f->name), d, name);
+	return err;
+}
+
+/* The evidence the diagnosis reads, from the tensors as they are before any is written. */
+static void take_facts(struct capture *c, const struct nw_cap_end *e)
+{
+	struct py_named_list *l = calloc(2, sizeof(*l));
+	struct evidence_facts *x = &c->facts;
+	int i;
+
+	memset(x, 0, sizeof(*x));
+	x->module = e->module;
+	x->root = e->root;
+	x->iteration = e->iteration;
+	if (l && c->o.remote) {
+		pyobject__list_dict(c->o.remote, e->module, "_parameters", NULL, &l[0]);
+		pyobject__list_dict(c->o.remote, e->module, "_buffers", NULL, &l[1]);
+	}
+	for (i = 0; i < NW_CAP_MAX_TENSORS && (uint32_t)i < e->ntensors; i++) {
+		const struct pending *p = &c->t[i];
+		const char *name = NULL;
+
+		if (!p->have || x->n >= EVIDENCE_MAX_TENSORS)
+			continue;
+		if (l && p->d.role == NW_CAP_PARAM)
+			name = pyobject__name_of(&l[0], p->d.obj);
+		else if (l && p->d.role == NW_CAP_BUFFER)
+			name = pyobject__name_of(&l[1], p->d.obj);
+		if (!tensor_facts(p, name, &x->t[x->n]))
+			x->n++;
+	}
+	free(l);
+	c->have_facts = 1;
+}
+
 static int on_record(void *ctx, void *data, size_t size)
 {
 	return capture__record(ctx, data, size);
@@ -169,8 +244,11 @@ int capture__record(struct capture *c, const void *data, size_t size)
 	} else if (size == sizeof(struct nw_cap_end) &&
 		   ((const struct nw_cap_end *)data)->type == NW_EV_CAP_END) {
 		if (!c->done) {
-			int err = capture_output__write(c, data);
+			int err = 0;
 
+			take_facts(c, data);
+			if (c->o.dir)
+				err = capture_output__write(c, data);
 			if (err)
 				fail(c, "failed to write the capture into %.256s: %s", c->dir,
 				     strerror(-err));

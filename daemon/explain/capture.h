@@ -21,9 +21,12 @@ struct capture;
 #define CAPTURE_MAX_ATTRS 256 /* module attributes written to the manifest */
 #define CAPTURE_MAX_RING (1u << 30)
 #define CAPTURE_DEFAULT_BYTES (60ull << 20) /* with the records' overhead: a 64 MiB ring */
+#define CAPTURE_FACTS_BYTES (6ull << 20) /* without --capture-dir: evidence only, an 8 MiB ring */
+
+struct evidence_facts;
 
 struct capture_opts {
-	const char *dir;    /* where capture directories are made */
+	const char *dir;    /* where capture directories are made; NULL: facts only, no files */
 	uint64_t max_bytes; /* tensor data budget */
 	pid_t pid;
 	const char *comm;
@@ -47,6 +50,11 @@ int capture__record(struct capture *c, const void *data, size_t size);
 int capture__consume(struct capture *c);
 /* The capture directory once written (as the daemon sees it), else NULL. */
 const char *capture__path(const struct capture *c);
+/*
+ * Facts about the captured call's inputs, parameters and buffers (the evidence the
+ * diagnosis reads), once a capture ended, with or without a directory; else NULL.
+ */
+const struct evidence_facts *capture__facts(const struct capture *c);
 /* A failure to report once (then NULL). */
 const char *capture__error(struct capture *c);
 

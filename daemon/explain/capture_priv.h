@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <sys/types.h>
 #include "explain/capture.h"
+#include "explain/evidence.h"
 
 struct ring_buffer;
 
@@ -32,6 +33,8 @@ struct capture {
 	char path[PATH_MAX + 256];
 	char error[512];
 	int error_pending;
+	struct evidence_facts facts; /* of the last capture */
+	int have_facts;
 };
 
 /* Open c->o.dir safely and learn the target's owner; 0 or a negative errno, err written. */

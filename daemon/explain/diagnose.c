@@ -319,8 +319,8 @@ static const struct diag_loss *loss_before(const struct diag *d, uint64_t iterat
 }
 
 /*
- * Divergence: the losses just before `iteration` rose at every step for at
- * least two steps and by DIAG_GROWTH overall. Returns the index of the lowest
+ * Divergence: the losses just before `iteration` rose at every step, for at
+ * least two steps and by DIAG_GROWTH overall, or in one step by DIAG_JUMP. Returns the index of the lowest
  * one (where it began) and sets *end to the last, or -1.
  */
 static int diverging(const struct diag *d, uint64_t iteration, int *end)
@@ -332,7 +332,7 @@ static int diverging(const struct diag *d, uint64_t iteration, int *end)
 			last = i;
 			break;
 		}
-	if (last < 2)
+	if (last < 1)
 		return -1;
 	for (i = last; i > 0; i--) {
 		const struct diag_loss *a = loss_at(d, i - 1), *b = loss_at(d, i);
@@ -341,8 +341,11 @@ static int diverging(const struct diag *d, uint64_t iteration, int *end)
 		    b->iteration != a->iteration + 1)
 			break;
 	}
-	if (last - i < 2 || !(loss_at(d, i)->value > 0) ||
-	    loss_at(d, last)->value < DIAG_GROWTH * loss_at(d, i)->value)
+	if (last - i < 1 || !(loss_at(d, i)->value > 0))
+		return -1;
+	/* two points suffice when the growth alone is beyond any noise */
+	if (loss_at(d, last)->value <
+	    (last - i < 2 ? DIAG_JUMP : DIAG_GROWTH) * loss_at(d, i)->value)
 		return -1;
 	*end = last;
 	return i;
@@ -520,6 +523,237 @@ static int rule_input(const struct diag *d, struct diagnosis *g)
 	return 1;
 }
 
+void diagnose__facts(struct diag *d, const struct evidence_facts *f)
+{
+	if (!f || d->facts_known)
+		return;
+	d->facts = *f;
+	d->facts_known = 1;
+}
+
+/* The captured call's facts when they are of the first anomaly's call, else NULL. */
+static const struct evidence_facts *facts_of(const struct diag *d, const struct diag_anomaly *a)
+{
+	if (!d->facts_known || !a->module_id || d->facts.module != a->module_id ||
+	    d->facts.iteration != a->iteration)
+		return NULL;
+	return &d->facts;
+}
+
+/* What the tensors the layer received say, one pointer per fact (the first that shows it). */
+struct signs {
+	const struct tensor_facts *exp;		  /* a value above exp's overflow threshold */
+	const struct tensor_facts *zeros;	  /* a float 0 */
+	const struct tensor_facts *zero_rows;	  /* all-zero rows (float), all-false rows (mask) */
+	const struct tensor_facts *const_rows;	  /* constant non-zero rows */
+	const struct tensor_facts *masked;	  /* all-true mask rows, all -Inf rows */
+	const struct tensor_facts *negative;	  /* negative values */
+	const struct tensor_facts *rare_negative; /* a parameter or buffer mostly >= 0 */
+	int n;					  /* tensors with facts */
+};
+
+static void read_signs(const struct evidence_facts *x, struct signs *s)
+{
+	int i;
+
+	memset(s, 0, sizeof(*s));
+	for (i = 0; x && i < x->n; i++) {
+		const struct tensor_facts *t = &x->t[i];
+		int flt = t->kind == EVIDENCE_FLOAT, in = t->role == EVIDENCE_INPUT;
+
+		s->n++;
+		if (flt && t->has_finite && t->max > t->exp_limit &&
+		    (!s->exp || t->max > s->exp->max))
+			s->exp = t;
+		if (flt && t->zeros && !s->zeros)
+			s->zeros = t;
+		/* rows are the data's: a parameter initialised to ones or zeros is no sign */
+		if (in && t->zero_rows && !s->zero_rows)
+			s->zero_rows = t;
+		if (in && t->const_rows && !s->const_rows)
+			s->const_rows = t;
+		if (in && (t->true_rows || t->neginf_rows) && !s->masked)
+			s->masked = t;
+		if (flt && t->negatives && !s->negative)
+			s->negative = t;
+		if (flt && t->negatives && t->role != EVIDENCE_INPUT &&
+		    t->negatives * 10 < t->numel && !s->rare_negative)
+			s->rare_negative = t;
+	}
+}
+
+static const char *role_of(const struct tensor_facts *t)
+{
+	return t->role == EVIDENCE_INPUT   ? ""
+	       : t->role == EVIDENCE_PARAM ? "parameter "
+					   : "buffer ";
+}
+
+/* Confidence from the number of independent facts that agree, and whether the name does. */
+static double agree(int facts, int name)
+{
+	double c = 0.35 + 0.2 * facts + (name ? 0.1 : 0);
+
+	return c > 0.95 ? 0.95 : c;
+}
+
+static int named(const struct diag_anomaly *a, const char *w1, const char *w2)
+{
+	return has(a->module, w1) || (w2 && has(a->module, w2));
+}
+
+static void out_counts(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	evidence(g,
+		 "%s (%s) returned %llu NaN, %llu +Inf, %llu -Inf from finite inputs and "
+		 "parameters",
+		 name(a->layer), a->module ? a->module : "?", (unsigned long long)a->nan,
+		 (unsigned long long)a->posinf, (unsigned long long)a->neginf);
+}
+
+static void exp_fact(const struct signs *s, struct diagnosis *g)
+{
+	evidence(g,
+		 "largest finite value of %s%s: %.4g, above exp's overflow threshold %.2f for %s",
+		 role_of(s->exp), s->exp->name, s->exp->max, s->exp->exp_limit, s->exp->dtype);
+}
+
+static void rows_fact(const struct tensor_facts *t, uint64_t n, const char *what,
+		      struct diagnosis *g)
+{
+	evidence(g, "%s%s (%s): %llu of %llu rows along the last dimension are %s", role_of(t),
+		 t->name, t->dtype, (unsigned long long)n, (unsigned long long)t->rows, what);
+}
+
+static void zeros_fact(const struct tensor_facts *t, struct diagnosis *g)
+{
+	evidence(g, "%s%s holds %llu zeros of %llu values", role_of(t), t->name,
+		 (unsigned long long)t->zeros, (unsigned long long)t->numel);
+}
+
+static void verdict_exp(const struct diag_anomaly *a, const struct signs *s, int facts,
+			struct diagnosis *g)
+{
+	exp_fact(s, g);
+	conclude(g, "exp_overflow", agree(facts, named(a, "Softmax", "Exp")));
+	fix(g, "subtract the row maximum before exp (as torch.softmax does), or use logsumexp");
+	fix(g, "clamp the exponent: torch.exp(x.clamp(max=80))");
+}
+
+static void verdict_div(const struct diag_anomaly *a, const struct signs *s, int facts,
+			struct diagnosis *g)
+{
+	if (s->zero_rows)
+		rows_fact(s->zero_rows, s->zero_rows->zero_rows,
+			  s->zero_rows->kind == EVIDENCE_BOOL ? "all false (nothing selected)"
+							      : "all zero",
+			  g);
+	if (s->zeros && s->zeros != s->zero_rows)
+		zeros_fact(s->zeros, g);
+	evidence(g, "%s",
+		 a->nan && s->zero_rows
+			 ? "0/0: a sum, count, norm or variance over a row that is all zero "
+			   "divides by 0"
+			 : "a division by 0");
+	conclude(g, "division_by_zero", agree(facts, 0));
+	fix(g,
+	    "add an epsilon to the denominator, or clamp it away from 0 (x / n.clamp_min(1e-12))");
+	if (s->zero_rows)
+		fix(g, "look for empty or all-padding rows reaching this layer");
+}
+
+/* Output with ±Inf from finite inputs: an exp past its threshold, or a division by 0. */
+static int rule_inf(const struct diag_anomaly *a, const struct signs *s, struct diagnosis *g)
+{
+	int only_pos = a->posinf && !a->neginf;
+	int exp_n = !!s->exp + (s->exp && only_pos) + (a->finite_max_abs > NEAR_OVERFLOW);
+	int div_n = !!s->zeros + !!s->zero_rows + (a->posinf && a->neginf);
+
+	if (!(a->posinf + a->neginf))
+		return 0;
+	out_counts(a, g);
+	if (s->exp && exp_n > div_n) {
+		verdict_exp(a, s, exp_n, g);
+		return 1;
+	}
+	if (s->zeros || s->zero_rows) {
+		verdict_div(a, s, div_n, g);
+		return 1;
+	}
+	evidence(g,
+		 "no input, parameter or buffer holds a zero or a value above exp's "
+		 "threshold; largest finite |output| %g",
+		 a->finite_max_abs);
+	conclude(g, "unknown", 0.3);
+	fix(g, "replay the capture with nanwatch-repro --explain to find the operation");
+	return 1;
+}
+
+/* Output with NaN (and no Inf) from finite inputs. */
+static int rule_nan(const struct diag_anomaly *a, const struct signs *s, struct diagnosis *g)
+{
+	out_counts(a, g);
+	if (s->masked) {
+		rows_fact(s->masked,
+			  s->masked->true_rows ? s->masked->true_rows : s->masked->neginf_rows,
+			  s->masked->true_rows ? "all true (every position masked)" : "all -Inf",
+			  g);
+		conclude(g, "attention_fully_masked", agree(1, named(a, "Attention", "Attn")));
+		fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
+		fix(g, "mask with a large negative finite value instead of -inf");
+		return 1;
+	}
+	if (s->exp) {
+		evidence(g, "exp of it is +Inf, and Inf/Inf or Inf-Inf after it is NaN");
+		verdict_exp(a, s, 1, g);
+		return 1;
+	}
+	if (s->zero_rows || (s->zeros && s->zeros->role != EVIDENCE_INPUT)) {
+		verdict_div(a, s, !!s->zero_rows + !!s->zeros, g);
+		return 1;
+	}
+	if (s->const_rows) {
+		rows_fact(s->const_rows, s->const_rows->const_rows, "constant (non-zero)", g);
+		evidence(g, "a constant row has a variance of 0 but a norm that is not: the layer "
+			    "divides by a variance or standard deviation");
+		conclude(g, "norm_zero_variance", agree(1, named(a, "Norm", NULL)));
+		fix(g, "add an epsilon to the variance (eps=1e-5 in the norm)");
+		fix(g, "look for constant or all-zero rows (padding) reaching the norm");
+		return 1;
+	}
+	return 0;
+}
+
+/* Only weak facts: negatives (sqrt/log of them), or a class name with nothing against it. */
+static int rule_weak(const struct diag_anomaly *a, const struct signs *s, struct diagnosis *g)
+{
+	if (named(a, "Attention", "Attn")) {
+		evidence(g, "no zero, constant or above-threshold row among the captured tensors; "
+			    "a key mask passed by keyword is not captured: a fully masked row "
+			    "fits, by the class name");
+		conclude(g, "attention_fully_masked", 0.35);
+		fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
+		fix(g, "replay the capture with nanwatch-repro --explain to find the operation");
+		return 1;
+	}
+	if (!s->negative)
+		return 0;
+	if (s->rare_negative)
+		evidence(g, "%s%s, otherwise non-negative, holds %llu negative values (min %.4g)",
+			 role_of(s->rare_negative), s->rare_negative->name,
+			 (unsigned long long)s->rare_negative->negatives, s->rare_negative->min);
+	evidence(g,
+		 "negative values reach it (%s%s: %llu of %llu, min %.4g) and no zero or "
+		 "overflow explains the NaN: sqrt/log/pow of a negative",
+		 role_of(s->negative), s->negative->name,
+		 (unsigned long long)s->negative->negatives, (unsigned long long)s->negative->numel,
+		 s->negative->min);
+	conclude(g, "invalid_domain", agree(!!s->rare_negative, 0));
+	fix(g, "clamp the argument into the op's domain (x.clamp_min(0) before sqrt, "
+	       "x.clamp_min(1e-12) before log)");
+	return 1;
+}
+
 static int rule_fp16(const struct diag_anomaly *a, struct diagnosis *g)
 {
 	if (strcmp(a->dtype, "float16") || !(a->posinf + a->neginf) || a->inputs_finite != 1)
@@ -533,63 +767,53 @@ static int rule_fp16(const struct diag_anomaly *a, struct diagnosis *g)
 	return 1;
 }
 
-static int rule_module(const struct diag_anomaly *a, struct diagnosis *g)
+/* A forward origin: decided by what its captured inputs, parameters and buffers hold. */
+static int rule_values(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
-	if (a->inputs_finite != 1)
+	const struct evidence_facts *x = facts_of(d, a);
+	struct signs s;
+
+	if (a->inputs_finite != 1 || !x)
 		return 0;
-	if (has(a->module, "Norm") && a->nan) {
-		evidence(g,
-			 "%s (%s) normalizes by a variance; its inputs were finite and it produced "
-			 "NaN (0/0 on a constant or all-zero row)",
-			 name(a->layer), a->module);
-		conclude(g, "norm_zero_variance", 0.75);
-		fix(g, "add an epsilon to the variance (eps=1e-5 in the norm)");
-		fix(g, "look for constant or all-zero rows (padding) reaching the norm");
+	read_signs(x, &s);
+	if (!s.n)
+		return 0;
+	if (rule_inf(a, &s, g) || rule_nan(a, &s, g) || rule_weak(a, &s, g))
 		return 1;
-	}
-	if (has(a->module, "Attention") && a->nan) {
-		evidence(g,
-			 "%s (%s) produced NaN from finite inputs: a softmax over scores that are "
-			 "all -inf (a fully masked row)",
-			 name(a->layer), a->module);
-		conclude(g, "attention_fully_masked", 0.7);
-		fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
-		fix(g, "mask with a large negative finite value instead of -inf");
-		return 1;
-	}
-	return 0;
+	evidence(g,
+		 "none of its %d captured tensors holds a zero, a negative, a value above "
+		 "exp's threshold or a masked row",
+		 s.n);
+	conclude(g, "unknown", 0.25);
+	fix(g, "replay the capture with nanwatch-repro --explain to find the operation");
+	return 1;
 }
 
-static int rule_arith(const struct diag_anomaly *a, struct diagnosis *g)
+/* No capture of the call: the output's own counts, and less said. */
+static int rule_output(const struct diag_anomaly *a, struct diagnosis *g)
 {
 	if (a->inputs_finite != 1)
 		return 0;
+	out_counts(a, g);
 	if (a->posinf + a->neginf && a->finite_max_abs > NEAR_OVERFLOW) {
-		evidence(g,
-			 "%s made +-Inf from finite inputs next to values near the float range "
-			 "(|x| up to %g)",
-			 name(a->layer), a->finite_max_abs);
-		conclude(g, "exp_overflow", 0.6);
+		evidence(g, "finite values next to the Inf reach %g, near the float range",
+			 a->finite_max_abs);
+		conclude(g, "exp_overflow", 0.45);
 		fix(g, "subtract the maximum before exp (as softmax does), or use logsumexp");
-		fix(g, "clamp the exponent: torch.exp(x.clamp(max=80))");
 		return 1;
 	}
 	if (a->posinf + a->neginf) {
 		evidence(g,
-			 "%s made %llu +-Inf from finite inputs, finite values up to %g: a "
-			 "division by zero",
-			 name(a->layer), (unsigned long long)(a->posinf + a->neginf),
+			 "finite values up to %g beside the Inf: not an overflow of large "
+			 "values, most likely a division by 0",
 			 a->finite_max_abs);
-		conclude(g, "division_by_zero", 0.6);
+		conclude(g, "division_by_zero", 0.4);
 		fix(g, "add an epsilon to the denominator, or clamp it away from 0");
 		return 1;
 	}
-	evidence(g,
-		 "%s made NaN from finite inputs: an operation outside its domain "
-		 "(sqrt/log of a negative, 0/0, inf-inf)",
-		 name(a->layer));
-	conclude(g, "invalid_domain", 0.5);
-	fix(g, "clamp the argument into the op's domain (x.clamp_min(0) before sqrt)");
+	evidence(g, "its inputs were not captured: 0/0, Inf-Inf and sqrt/log of a negative "
+		    "all make NaN (run with --capture-dir and nanwatch-repro --explain)");
+	conclude(g, "unknown", 0.25);
 	return 1;
 }
 
@@ -635,7 +859,7 @@ int diagnose__conclude(struct diag *d, struct diagnosis *out)
 		conclude(out, "unknown", 0.2);
 		return 0;
 	}
-	if (rule_fp16(a, out) || rule_module(a, out) || rule_arith(a, out))
+	if (rule_fp16(a, out) || rule_values(d, a, out) || rule_output(a, out))
 		return 0;
 	evidence(out,
 		 "the first non-finite output, of %s, had inputs that were non-finite or "

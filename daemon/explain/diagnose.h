@@ -4,6 +4,7 @@
 #define __DIAGNOSE_H
 
 #include <stdint.h>
+#include "explain/evidence.h"
 
 #define DIAG_MAX_EVIDENCE 10
 #define DIAG_MAX_FIXES 4
@@ -13,6 +14,7 @@
 #define DIAG_TREND 8	      /* losses in a diagnosis' loss_trend */
 #define DIAG_GROWTH 100.0     /* x per iteration: a run-up */
 #define DIAG_HORIZON 10	      /* iterations to overflow at which a run-up is worth a warning */
+#define DIAG_JUMP 1e5 /* x from the first finite loss to the last: a divergence, two points do */
 
 /* The scalar backward() started from, one per iteration. */
 struct diag_loss {
@@ -99,6 +101,8 @@ struct diag {
 	struct diag_grad grads[DIAG_MAX_GRADS]; /* the last passes, oldest first */
 	int ngrads;
 	char first_node[64];
+	struct evidence_facts facts; /* of the captured origin call, if facts_known */
+	int facts_known;
 };
 
 void diagnose__init(struct diag *d);
@@ -115,6 +119,11 @@ int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iter
 		   double limit, struct diag_warning *w);
 /* The gradient norms of the last backward passes, oldest first (replaces the ones given before). */
 void diagnose__grads(struct diag *d, const struct diag_grad *g, int n);
+/*
+ * Facts about the inputs, parameters and buffers of the captured origin call (NULL: none
+ * yet); the rules use them when they are of the first anomaly's module and iteration.
+ */
+void diagnose__facts(struct diag *d, const struct evidence_facts *f);
 /* Apply the rules to what was observed; 0, or -ENOENT if there is no incident to diagnose. */
 int diagnose__conclude(struct diag *d, struct diagnosis *out);
 

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Facts about the tensors a layer received (inputs, parameters, buffers), computed from the
+ * bytes the capture copied: what tells the causes of a non-finite output apart (magnitudes
+ * against the dtype's range and exp's overflow threshold, zeros, negatives, -Inf, all-zero,
+ * constant and fully masked rows along the last dimension).
+ */
+#ifndef __EVIDENCE_H
+#define __EVIDENCE_H
+
+#include <stdint.h>
+#include <linux/types.h>
+
+#define EVIDENCE_MAX_TENSORS 32
+#define EVIDENCE_NAME_LEN 48
+
+enum evidence_role {
+	EVIDENCE_INPUT = 0,
+	EVIDENCE_PARAM = 1,
+	EVIDENCE_BUFFER = 2,
+};
+
+enum evidence_kind {
+	EVIDENCE_FLOAT = 0, /* float16, bfloat16, float32, float64 */
+	EVIDENCE_BOOL = 1,  /* bool, or an integer tensor read as 0 / non-zero (a mask) */
+};
+
+struct tensor_facts {
+	char name[EVIDENCE_NAME_LEN]; /* "input[1]", "temperature" */
+	int role;		      /* enum evidence_role */
+	int kind;		      /* enum evidence_kind */
+	const char *dtype;	      /* "float32" */
+	double exp_limit;	      /* log of the dtype's largest value: exp overflows above it */
+	uint64_t numel;
+	uint64_t nan, posinf, neginf;
+	uint64_t zeros, negatives; /* finite values == 0, < 0 (kind bool: false values, 0) */
+	int has_finite;
+	double max_abs, min, max; /* over the finite values */
+	/* rows along the last dimension (a 0-d or 1-d tensor is one row); rows of 1 value count
+	 * as no zero, constant or masked row */
+	uint64_t rows, row_len;
+	uint64_t zero_rows;   /* every value 0 (kind bool: every value false) */
+	uint64_t const_rows;  /* longer than 1, one finite non-zero value throughout */
+	uint64_t neginf_rows; /* every value -Inf */
+	uint64_t true_rows;   /* kind bool: every value true (a key_padding_mask masking all) */
+};
+
+struct evidence_facts {
+	uint64_t module, root; /* the captured call's module object and its root */
+	uint64_t iteration;
+	int n;
+	struct tensor_facts t[EVIDENCE_MAX_TENSORS];
+};
+
+/*
+ * Facts of a C-order tensor of torch dtype name (float16, bfloat16, float32, float64, bool,
+ * uint8, int8, int16, int32, int64); -EINVAL for another dtype or a size that does not match.
+ */
+int evidence__scan(const void *data, uint64_t bytes, const char *dtype, const __u64 *shape,
+		   uint32_t ndim, struct tensor_facts *f);
+
+/* exp's overflow threshold in a floating dtype (88.72 for float32); 0 if not one. */
+double evidence__exp_limit(const char *dtype);
+
+#endif /* __EVIDENCE_H */

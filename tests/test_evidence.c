@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Evidence: facts scanned from captured bytes, and the causes the diagnosis draws from them
+ * (values decide, class names only add confidence).
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+#include "explain/diagnose.h"
+#include "explain/evidence.h"
+
+#define MODULE 0x7f0010ULL
+
+static void scan_f32(struct tensor_facts *f, const float *v, __u64 rows, __u64 cols,
+		     const char *name, int role)
+{
+	__u64 shape[2] = {rows, cols};
+
+	memset(f, 0, sizeof(*f));
+	assert_int_equal(evidence__scan(v, rows * cols * 4, "float32", shape, 2, f), 0);
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	f->role = role;
+}
+
+static void test_scan_float(void **state)
+{
+	const float v[] = {0, 0, 0, 2, 2, 2, -1, 3, INFINITY, -INFINITY, -INFINITY, -INFINITY};
+	struct tensor_facts f;
+
+	(void)state;
+	scan_f32(&f, v, 4, 3, "input[0]", EVIDENCE_INPUT);
+	assert_int_equal(f.rows, 4);
+	assert_int_equal(f.zero_rows, 1);
+	assert_int_equal(f.const_rows, 1);
+	assert_int_equal(f.neginf_rows, 1);
+	assert_int_equal(f.zeros, 3);
+	assert_int_equal(f.negatives, 1);
+	assert_int_equal(f.posinf, 1);
+	assert_int_equal(f.neginf, 3);
+	assert_true(f.max == 3 && f.min == -1 && f.max_abs == 3);
+	assert_true(fabs(f.exp_limit - 88.7228) < 1e-3);
+}
+
+static void test_scan_half_and_mask(void **state)
+{
+	/* float16 bits: 12.0 (0x4a00), -0.0 (0x8000), 1.0 (0x3c00), NaN (0x7e00) */
+	const uint16_t h[] = {0x4a00, 0x8000, 0x3c00, 0x7e00};
+	const uint8_t mask[] = {1, 1, 0, 1, 0, 0};
+	__u64 hs[1] = {4}, ms[2] = {3, 2};
+	struct tensor_facts f;
+
+	(void)state;
+	memset(&f, 0, sizeof(f));
+	assert_int_equal(evidence__scan(h, sizeof(h), "float16", hs, 1, &f), 0);
+	assert_true(f.max == 12 && f.nan == 1 && f.zeros == 1 && f.rows == 1);
+	assert_true(f.max > f.exp_limit); /* exp(12) overflows float16 (limit 11.09) */
+	memset(&f, 0, sizeof(f));
+	assert_int_equal(evidence__scan(mask, sizeof(mask), "bool", ms, 2, &f), 0);
+	assert_int_equal(f.kind, EVIDENCE_BOOL);
+	assert_int_equal(f.true_rows, 1);
+	assert_int_equal(f.zero_rows, 1);
+	assert_int_equal(evidence__scan(mask, 5, "bool", ms, 2, &f), -EINVAL);
+	assert_int_equal(evidence__scan(mask, 6, "complex64", ms, 2, &f), -EINVAL);
+}
+
+static struct diag_anomaly origin(const char *module, uint64_t nan, uint64_t pos, uint64_t neg)
+{
+	struct diag_anomaly a = {
+		.step = 4,
+		.iteration = 4,
+		.nan = nan,
+		.posinf = pos,
+		.neginf = neg,
+		.finite_max_abs = 2.5,
+		.phase = "forward",
+		.layer = "blocks.0.f",
+		.module = module,
+		.dtype = "float32",
+		.module_id = MODULE,
+		.inputs_finite = 1,
+		.params_finite = 1,
+		.depth = 3,
+	};
+
+	return a;
+}
+
+/* One incident: the anomaly, its call's facts, the next iteration; the cause. */
+static const char *conclude_with(struct diagnosis *g, struct diag_anomaly *a,
+				 struct evidence_facts *x)
+{
+	struct diag_anomaly next = origin("Linear", 1, 0, 0);
+	struct diag d;
+
+	diagnose__init(&d);
+	assert_int_equal(diagnose__observe(&d, a), 0);
+	if (x) {
+		x->module = MODULE;
+		x->iteration = a->iteration;
+		diagnose__facts(&d, x);
+	}
+	next.iteration = a->iteration + 1;
+	assert_int_equal(diagnose__observe(&d, &next), 1);
+	assert_int_equal(diagnose__conclude(&d, g), 0);
+	assert_true(g->nevidence > 0 && g->confidence > 0 && g->confidence <= 1);
+	return g->cause;
+}
+
+static int said(const struct diagnosis *g, const char *part)
+{
+	int i;
+
+	for (i = 0; i < g->nevidence; i++)
+		if (strstr(g->evidence[i], part))
+			return 1;
+	return 0;
+}
+
+static void test_zero_norm_in_a_norm_class(void **state)
+{
+	/* x / x.norm(dim=-1): an all-zero row is 0/0; nothing computed a variance */
+	const float x[] = {0.5, -1, 2, 0, 0, 0, 1, 1.5, -2};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("L2Norm", 3, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 3, 3, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "1 of 3 rows along the last dimension are all zero"));
+}
+
+static void test_softmax_exp_overflow_in_attention_class(void **state)
+{
+	/* exp(s) / exp(s).sum(): 104.2 > 88.72, Inf/Inf; no -inf anywhere */
+	const float s[] = {1, 104.2f, -3, 2, 0.5f, 7};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("SelfAttention", 3, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], s, 2, 3, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	assert_true(said(&g, "104.2") && said(&g, "88.72"));
+}
+
+static void test_masked_average_zero_over_zero(void **state)
+{
+	/* (x * m).sum(-1) / m.sum(-1), a mask row with nothing selected */
+	const float x[] = {-1, 2, -3, 4, 5, -6};
+	const float m[] = {1, 0, 1, 0, 0, 0};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("MaskedMean", 1, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 3, "input[0]", EVIDENCE_INPUT);
+	scan_f32(&fx.t[1], m, 2, 3, "input[1]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "input[1] (float32): 1 of 2 rows"));
+}
+
+static void test_constant_rows_and_the_name(void **state)
+{
+	const float x[] = {3, 3, 3, 1, 2, 4};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Standardize", 3, 0, 0);
+	struct diagnosis g;
+	double plain;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 3, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	plain = g.confidence;
+	a.module = "MyLayerNorm"; /* the name agrees: more confidence, same cause */
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_true(g.confidence > plain);
+}
+
+static void test_mask_rows_decide_attention(void **state)
+{
+	const uint8_t pad[] = {0, 0, 1, 1, 1, 1};
+	const float x[] = {0.1f, -0.2f, 0.3f, 0.4f};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("Mixer", 2, 0, 0);
+	__u64 shape[2] = {2, 3};
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	assert_int_equal(evidence__scan(pad, 6, "bool", shape, 2, &fx.t[1]), 0);
+	snprintf(fx.t[1].name, sizeof(fx.t[1].name), "input[1]");
+	assert_string_equal(conclude_with(&g, &a, &fx), "attention_fully_masked");
+	assert_true(said(&g, "1 of 2 rows along the last dimension are all true"));
+}
+
+static void test_inf_zero_parameter_or_large_one(void **state)
+{
+	const float x[] = {0.3f, -0.7f, 0.9f, -0.1f};
+	const float t[] = {0};
+	const float k[] = {95};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("Scale", 0, 2, 2);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	scan_f32(&fx.t[1], t, 1, 1, "temperature", EVIDENCE_PARAM);
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "parameter temperature holds 1 zeros"));
+	scan_f32(&fx.t[1], k, 1, 1, "k", EVIDENCE_BUFFER);
+	a = origin("Gate", 0, 3, 0);
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	assert_true(said(&g, "buffer k: 95"));
+}
+
+static void test_negatives(void **state)
+{
+	const float x[] = {0.5f, -0.2f, 1.5f, 2};
+	const float var[] = {1, 0.5f, -0.5f, 1, 2, 1, 1, 1, 1, 1, 1, 1};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Feature", 4, 0, 0);
+	struct diagnosis g;
+	double weak;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 1, 4, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	weak = g.confidence;
+	/* a negative in a buffer otherwise >= 0 (a running variance): a second fact */
+	fx.n = 2;
+	scan_f32(&fx.t[1], var, 1, 12, "running_var", EVIDENCE_BUFFER);
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	assert_true(g.confidence > weak);
+	assert_true(said(&g, "buffer running_var, otherwise non-negative, holds 1 negative"));
+}
+
+static void test_nothing_or_another_call(void **state)
+{
+	const float x[] = {0.5f, 0.2f, 1.5f, 2};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Feature", 4, 0, 0);
+	struct diagnosis g;
+	struct diag d;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 1, 4, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "unknown");
+	assert_true(said(&g, "none of its 1 captured tensors"));
+	/* facts of another module's call are not this one's */
+	diagnose__init(&d);
+	fx.module = MODULE + 8;
+	fx.iteration = 4;
+	diagnose__observe(&d, &a);
+	diagnose__facts(&d, &fx);
+	a.iteration = 5;
+	diagnose__observe(&d, &a);
+	assert_int_equal(diagnose__conclude(&d, &g), 0);
+	assert_string_equal(g.cause, "unknown");
+	assert_true(said(&g, "not captured"));
+}
+
+static void test_loss_jump_two_points(void **state)
+{
+	/* the loss grew x1e10 in one step, then +Inf: fewer than three finite points */
+	struct diag_anomaly loss = {.step = 2,
+				    .iteration = 2,
+				    .posinf = 1,
+				    .phase = "loss",
+				    .dtype = "float32",
+				    .inputs_finite = -1,
+				    .params_finite = -1};
+	struct diag_anomaly next = origin("Linear", 1, 0, 0);
+	struct diagnosis g;
+	struct diag d;
+	double small[] = {2.0, 30.0};
+	double jump[] = {2.0, 2e10};
+	int k, i;
+
+	(void)state;
+	for (k = 0; k < 2; k++) {
+		diagnose__init(&d);
+		for (i = 0; i < 2; i++)
+			diagnose__loss(&d, i, i, k ? jump[i] : small[i]);
+		diagnose__observe(&d, &loss);
+		next.iteration = 3;
+		diagnose__observe(&d, &next);
+		assert_int_equal(diagnose__conclude(&d, &g), 0);
+		assert_string_equal(g.cause, k ? "lr_too_high" : "loss_log_zero");
+	}
+	assert_int_equal(g.origin_step, 0);
+	assert_true(said(&g, "2 at step 0, 2e+10 at step 1"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_scan_float),
+		cmocka_unit_test(test_scan_half_and_mask),
+		cmocka_unit_test(test_zero_norm_in_a_norm_class),
+		cmocka_unit_test(test_softmax_exp_overflow_in_attention_class),
+		cmocka_unit_test(test_masked_average_zero_over_zero),
+		cmocka_unit_test(test_constant_rows_and_the_name),
+		cmocka_unit_test(test_mask_rows_decide_attention),
+		cmocka_unit_test(test_inf_zero_parameter_or_large_one),
+		cmocka_unit_test(test_negatives),
+		cmocka_unit_test(test_nothing_or_another_call),
+		cmocka_unit_test(test_loss_jump_two_points),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
