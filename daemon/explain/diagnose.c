@@ -708,8 +708,8 @@ static int rule_nan(const struct diag_anomaly *a, const struct signs *s, struct 
 		verdict_exp(a, s, 1, g);
 		return 1;
 	}
-	if (s->zero_rows || (s->zeros && s->zeros->role != EVIDENCE_INPUT)) {
-		verdict_div(a, s, !!s->zero_rows + !!s->zeros, g);
+	if (s->zero_rows) {
+		verdict_div(a, s, 1 + !!s->zeros, g);
 		return 1;
 	}
 	if (s->const_rows) {

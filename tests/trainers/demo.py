@@ -78,7 +78,8 @@ class TinyLM(nn.Module):
 class Demo(common.Trainer):
     """Tiny transformer whose eps-less RMSNorm meets padding at step 12."""
 
-    expected_cause = "norm_zero_variance"  # what the daemon's diagnosis must say
+    # live: 0/0 on all-zero rows (a norm or a variance of them: the replay tells which)
+    expected_cause = "division_by_zero"
 
     steps = 20
     fault_step = FAULT_STEP
