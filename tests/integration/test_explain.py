@@ -1,0 +1,130 @@
+"""Causes from evidence, and the operation by replay.
+
+Each case runs a seeded trainer (tests/trainers/) in one of its forms (--variant: a different
+layer class, the fault written inline or through a helper, a custom or a built-in module) as
+uid 65534 under `nanwatchd --capture-dir`. The first anomaly must be the forward-hook oracle's,
+and the live diagnosis must name the cause the fault was built to produce, from the captured
+values (no class name decides). Then `nanwatch-repro --explain --json --class-from TRAINER`
+replays the capture under the dispatch-level tracer: its `explanation` event (schema
+nanwatch/1) must name the aten operation that first made the value, the cause, and
+`reproducible: true`. nonrepro's layer reads a global the trainer sets to 0 for the fault step
+only: the replay of the same bits is finite, and the event says `reproducible: false`.
+"""
+import json
+import os
+
+from nwharness import Fail, oracle_of
+from nwchecks import HOST_AND_TRIXIE, case_test, describe
+from test_capture import capture_dir, run_repro, watch_capture
+
+# (trainer, variant): (live cause, replayed op or None: not checked, replayed cause, reproducible)
+CASES = {
+    ("zero_norm", "a"): ("division_by_zero", "aten::div", "division_by_zero", True),
+    ("zero_norm", "b"): ("division_by_zero", "aten::div", "division_by_zero", True),
+    ("softmax_overflow", "a"): ("exp_overflow", "aten::exp", "exp_overflow", True),
+    ("softmax_overflow", "b"): ("exp_overflow", "aten::exp", "exp_overflow", True),
+    ("masked_mean", "a"): ("division_by_zero", "aten::div", "division_by_zero", True),
+    ("masked_mean", "b"): ("division_by_zero", "aten::div", "division_by_zero", True),
+    ("zero_variance", "a"): ("norm_zero_variance", "aten::div", "norm_zero_variance", True),
+    ("zero_variance", "b"): ("norm_zero_variance", "aten::div", "norm_zero_variance", True),
+    ("domain", "a"): ("invalid_domain", "aten::log", "invalid_domain", True),
+    ("domain", "b"): ("invalid_domain", None, "invalid_domain", True),
+    ("masked_attention", "a"): ("attention_fully_masked", "aten::_softmax",
+                                "attention_fully_masked", True),
+    ("masked_attention", "b"): ("attention_fully_masked", "aten::_softmax",
+                                "attention_fully_masked", True),
+    ("exp_overflow", None): ("exp_overflow", "aten::exp", "exp_overflow", True),
+    ("div_zero", None): ("division_by_zero", "aten::div", "division_by_zero", True),
+    ("nonrepro", None): ("unknown", None, "unknown", False),
+}
+
+
+def variant_args(variant):
+    return ("--variant", variant) if variant else ()
+
+
+def check_live(events, oracle, cause):
+    first = [ev for ev in events if ev["event"] == "anomaly"][0]
+    diffs = ["%s %r, oracle %r" % (f, first[f], oracle[f])
+             for f in ("step", "layer", "module", "tensor", "origin") if first[f] != oracle[f]]
+    diags = [ev for ev in events if ev["event"] == "diagnosis"]
+    if len(diags) != 1:
+        raise Fail("%d diagnosis events, want 1" % len(diags))
+    d = diags[0]
+    if d["cause"] != cause:
+        diffs.append("cause %r, the fault is %r (evidence: %s)" % (d["cause"], cause,
+                                                                   d["evidence"]))
+    if not d["evidence"] or not 0 < d["confidence"] <= 1:
+        diffs.append("no evidence or confidence: %s" % json.dumps(d))
+    if diffs:
+        raise Fail("live diagnosis differs: " + "; ".join(diffs))
+    return d
+
+
+def check_explanation(ev, man, op, cause, reproducible):
+    diffs = []
+    if ev.get("schema") != "nanwatch/1" or ev.get("event") != "explanation":
+        diffs.append("schema/event %r/%r" % (ev.get("schema"), ev.get("event")))
+    for f in ("layer", "module", "step"):
+        if ev.get(f) != man[f]:
+            diffs.append("%s %r, the capture's %r" % (f, ev.get(f), man[f]))
+    if op is not None and ev.get("op") != op:
+        diffs.append("op %r, want %r" % (ev.get("op"), op))
+    if ev.get("cause") != cause:
+        diffs.append("cause %r, want %r" % (ev.get("cause"), cause))
+    if ev.get("reproducible") is not reproducible:
+        diffs.append("reproducible %r, want %r" % (ev.get("reproducible"), reproducible))
+    if not ev.get("evidence") or not 0 < ev.get("confidence", 0) <= 1:
+        diffs.append("no evidence or confidence")
+    if reproducible and not ev.get("op_inputs"):
+        diffs.append("no facts about the operation's inputs")
+    if diffs:
+        raise Fail("explanation differs: %s; event %s" % ("; ".join(diffs), json.dumps(ev)))
+
+
+def case_explain(ctx, name, variant):
+    """Live cause from the captured values; the operation, cause and verdict by replay."""
+    cause, op, replay_cause, reproducible = CASES[(name, variant)]
+    extra = variant_args(variant)
+    oracle, trace = oracle_of(ctx, name, *extra)
+    if oracle is None or not oracle["origin"]:
+        raise Fail("%s %s --oracle has no origin anomaly first (the trainer lost its fault)" %
+                   (name, " ".join(extra)))
+    ctx.log("oracle: %s step %d" % (describe(oracle), oracle["step"]))
+    dirpath, inside_dir = capture_dir(ctx)
+    events, _ = watch_capture(ctx, name, trace, dirpath, trainer_args=extra)
+    d = check_live(events, oracle, cause)
+    ctx.log("live: %s (%s): %s" % (d["cause"], d["confidence"], d["evidence"]))
+    made = os.listdir(dirpath)
+    if len(made) != 1:
+        raise Fail("capture directory holds %s, want one capture" % made)
+    with open(os.path.join(dirpath, made[0], "manifest.json"), encoding="utf-8") as f:
+        man = json.load(f)
+    r = run_repro(ctx, os.path.join(inside_dir, made[0]), "--explain", "--json", "--class-from",
+                  os.path.join(ctx.env.trainers, name + ".py"))
+    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
+    if r.returncode != (0 if reproducible else 1) or not lines:
+        raise Fail("nanwatch-repro --explain exited %d: %s" % (r.returncode,
+                                                              (r.stdout + r.stderr)[-600:]))
+    check_explanation(json.loads(lines[-1]), man, op, replay_cause, reproducible)
+
+
+def case_live_only(ctx, name, variant):
+    """A divergence seen in the loss: the live cause alone (no layer made the value)."""
+    extra = variant_args(variant)
+    oracle, trace = oracle_of(ctx, name, *extra)
+    if oracle is None:
+        raise Fail("%s --oracle found no anomaly" % name)
+    dirpath, _ = capture_dir(ctx)
+    events, _ = watch_capture(ctx, name, trace, dirpath, trainer_args=extra)
+    d = check_live(events, oracle, oracle["expected_cause"])
+    if d.get("origin_step") != 0:
+        raise Fail("origin_step %r: the first update (step 0) began the divergence: %s" %
+                   (d.get("origin_step"), d["evidence"]))
+
+
+for (_name, _variant) in CASES:
+    globals()["test_explain_%s%s" % (_name, "_" + _variant if _variant else "")] = case_test(
+        case_explain, _name, _variant, envs=HOST_AND_TRIXIE)
+test_explain_loss_jump_a = case_test(case_live_only, "loss_jump", "a", envs=HOST_AND_TRIXIE)
+test_explain_loss_jump_b = case_test(case_live_only, "loss_jump", "b", envs=HOST_AND_TRIXIE)
