@@ -257,6 +257,34 @@ static void test_diagnosis(void **state)
 			    "         capture: /var/lib/nanwatch/c1.pt\n");
 }
 
+static void test_explanation(void **state)
+{
+	assert_string_equal(
+		fmt(state, 0,
+		    "{\"event\":\"explanation\"," COMMON ",\"step\":4,"
+		    "\"iteration\":4,\"layer\":\"norm\",\"module\":\"L2Norm\","
+		    "\"op\":\"aten::div\",\"cause\":\"division_by_zero\",\"confidence\":0.9,"
+		    "\"evidence\":[\"aten::div: 8 of 48 denominators are 0\"],\"fixes\":[\"add "
+		    "eps\"],\"reproducible\":true,\"capture\":\"/c/1\"}"),
+		"14:40:07 explanation step 4 iter 4  norm (L2Norm)  aten::div  cause "
+		"division_by_zero (confidence 0.9)  reproducible\n"
+		"         evidence: aten::div: 8 of 48 denominators are 0\n"
+		"         fix: add eps\n"
+		"         capture: /c/1\n");
+}
+
+static void test_explanation_not_reproduced(void **state)
+{
+	assert_string_equal(fmt(state, 0,
+				"{\"event\":\"explanation\"," COMMON ",\"step\":4,\"iteration\":4,"
+				"\"layer\":\"\",\"module\":\"Net\",\"op\":null,\"cause\":"
+				"\"unknown\",\"confidence\":0.3,\"evidence\":[],\"fixes\":[],"
+				"\"reproducible\":false,\"capture\":null}"),
+			    "14:40:07 explanation step 4 iter 4  <root> (Net)  no operation  cause "
+			    "unknown (confidence 0.3)  NOT reproducible (hardware, race or "
+			    "uninitialised memory suspected)\n");
+}
+
 static void test_unknown_event_generic(void **state)
 {
 	assert_string_equal(
@@ -411,6 +439,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stats_small_and_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_detach_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_diagnosis, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_explanation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_explanation_not_reproduced, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_event_generic, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_passthrough, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_passthrough_sanitized, setup, teardown),

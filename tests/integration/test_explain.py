@@ -12,6 +12,7 @@ only: the replay of the same bits is finite, and the event says `reproducible: f
 """
 import json
 import os
+import subprocess
 
 from nwharness import Fail, oracle_of
 from nwchecks import HOST_AND_TRIXIE, case_test, describe
@@ -106,7 +107,23 @@ def case_explain(ctx, name, variant):
     if r.returncode != (0 if reproducible else 1) or not lines:
         raise Fail("nanwatch-repro --explain exited %d: %s" % (r.returncode,
                                                               (r.stdout + r.stderr)[-600:]))
-    check_explanation(json.loads(lines[-1]), man, op, replay_cause, reproducible)
+    ev = json.loads(lines[-1])
+    check_explanation(ev, man, op, replay_cause, reproducible)
+    check_tail(ctx, lines[-1], ev)
+
+
+def check_tail(ctx, line, ev):
+    """nanwatch-tail (beside the daemon) shows the event appended to a stream."""
+    tail = os.path.join(os.path.dirname(ctx.daemon), "nanwatch-tail")
+    r = subprocess.run([tail, "--no-color"], input=line + "\n", capture_output=True, text=True,
+                       timeout=30)
+    head = r.stdout.splitlines()[0] if r.stdout else ""
+    want = ["explanation", ev["cause"], ev["op"] or "no operation",
+            "reproducible" if ev["reproducible"] else "NOT reproducible"]
+    if r.returncode != 0 or not all(w in head for w in want) or \
+            "evidence: " + ev["evidence"][0] not in r.stdout:
+        raise Fail("nanwatch-tail shows the explanation as %r (exit %d)" % (r.stdout,
+                                                                           r.returncode))
 
 
 def case_live_only(ctx, name, variant):

@@ -500,6 +500,47 @@ static void tf__diagnosis(const struct tailfmt *t, FILE *out, const struct jv *e
 	}
 }
 
+/* nanwatch-repro --explain: the operation a replay of the capture found, and its verdict. */
+static void tf__explanation(const struct tailfmt *t, FILE *out, const struct jv *ev)
+{
+	const struct jv *op = jv__get(ev, "op"), *rep = jv__get(ev, "reproducible");
+	const char *capture = jv__string(jv__get(ev, "capture"));
+
+	tf__head(t, out, ev, "explanation", TF_RED);
+	tf__step_iter(out, ev);
+	fputs("  ", out);
+	tf__layer(out, ev);
+	fputs("  ", out);
+	if (jv__string(op))
+		tf__value(out, op);
+	else
+		fputs("no operation", out);
+	fputs("  cause ", out);
+	tf__on(t, out, TF_BOLD);
+	tf__field(out, ev, "cause");
+	tf__off(t, out);
+	fputs(" (confidence ", out);
+	tf__field(out, ev, "confidence");
+	fputc(')', out);
+	if (tf__is_true(rep)) {
+		fputs("  reproducible", out);
+	} else if (tf__is_false(rep)) {
+		fputs("  ", out);
+		tf__on(t, out, TF_BOLD);
+		fputs("NOT reproducible", out);
+		tf__off(t, out);
+		fputs(" (hardware, race or uninitialised memory suspected)", out);
+	}
+	fputc('\n', out);
+	tf__list(out, ev, "evidence", "evidence");
+	tf__list(out, ev, "fixes", "fix");
+	if (capture) {
+		fputs("         capture: ", out);
+		tf__str(out, capture);
+		fputc('\n', out);
+	}
+}
+
 static void tf__warning(const struct tailfmt *t, FILE *out, const struct jv *ev)
 {
 	tf__head(t, out, ev, "warning", TF_YELLOW);
@@ -522,9 +563,15 @@ static void tf__event(const struct tailfmt *t, FILE *out, const struct jv *ev, c
 		const char *name;
 		void (*fn)(const struct tailfmt *t, FILE *out, const struct jv *ev);
 	} table[] = {
-		{"attach", tf__attach},	      {"anomaly", tf__anomaly}, {"stats", tf__stats},
-		{"lost", tf__lost},	      {"detach", tf__detach},	{"error", tf__error},
-		{"diagnosis", tf__diagnosis}, {"warning", tf__warning},
+		{"attach", tf__attach},
+		{"anomaly", tf__anomaly},
+		{"stats", tf__stats},
+		{"lost", tf__lost},
+		{"detach", tf__detach},
+		{"error", tf__error},
+		{"diagnosis", tf__diagnosis},
+		{"warning", tf__warning},
+		{"explanation", tf__explanation},
 	};
 	size_t i;
 
