@@ -667,7 +667,9 @@ static int rule_inf(const struct diag_anomaly *a, const struct signs *s, struct 
 {
 	int only_pos = a->posinf && !a->neginf;
 	int exp_n = !!s->exp + (s->exp && only_pos) + (a->finite_max_abs > NEAR_OVERFLOW);
-	int div_n = !!s->zeros + !!s->zero_rows + (a->posinf && a->neginf);
+	/* zero rows hold zeros: the two count once unless they are in different tensors */
+	int div_n =
+		!!s->zeros + (s->zero_rows && s->zero_rows != s->zeros) + (a->posinf && a->neginf);
 
 	if (!(a->posinf + a->neginf))
 		return 0;
@@ -709,7 +711,7 @@ static int rule_nan(const struct diag_anomaly *a, const struct signs *s, struct 
 		return 1;
 	}
 	if (s->zero_rows) {
-		verdict_div(a, s, 1 + !!s->zeros, g);
+		verdict_div(a, s, 1 + (s->zeros && s->zeros != s->zero_rows), g);
 		return 1;
 	}
 	if (s->const_rows) {

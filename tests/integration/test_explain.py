@@ -34,6 +34,8 @@ CASES = {
                                 "attention_fully_masked", True),
     ("masked_attention", "b"): ("attention_fully_masked", "aten::_softmax",
                                 "attention_fully_masked", True),
+    ("half_overflow", "a"): ("fp16_overflow", "aten::mul", "fp16_overflow", True),
+    ("half_overflow", "b"): ("fp16_overflow", "aten::sum", "fp16_overflow", True),
     ("exp_overflow", None): ("exp_overflow", "aten::exp", "exp_overflow", True),
     ("div_zero", None): ("division_by_zero", "aten::div", "division_by_zero", True),
     ("nonrepro", None): ("unknown", None, "unknown", False),
