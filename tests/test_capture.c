@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "explain/capture.h"
+#include "explain/evidence.h"
 #include "util/file.h"
 #include "jsonread.h"
 #include "resolve/pyobject.h"
@@ -227,11 +228,53 @@ static void test_assemble(void **state)
 	jv__free(man);
 	free(buf);
 
+	/* the evidence, from the tensors whose data arrived, in C order: rows (1,4) (2,5) (3,6) */
+	{
+		const struct evidence_facts *x = capture__facts(f->c);
+
+		assert_non_null(x);
+		assert_int_equal(x->n, 1);
+		assert_int_equal(x->module, 0x2000);
+		assert_int_equal(x->iteration, 9);
+		assert_string_equal(x->t[0].name, "input[0]");
+		assert_int_equal(x->t[0].rows, 3);
+		assert_true(x->t[0].max == 6 && x->t[0].min == 1);
+	}
+
 	/* one capture per watch: a second one is not written */
 	send_tensor(f->c, 0, NW_CAP_INPUT, 0, 0);
 	send_data(f->c, 0, 0, data, 24);
 	send_end(f->c, 1);
 	assert_string_equal(capture__path(f->c), sub);
+}
+
+/* Without a directory: nothing written, the facts still taken. */
+static void test_facts_only(void **state)
+{
+	/* stored transposed: C-order rows (0, 0) (2, 5) (3, 6) */
+	float data[6] = {0, 2, 3, 0, 5, 6};
+	struct capture_opts o = {.max_bytes = 1 << 20, .pid = getpid(), .comm = "test"};
+	const struct evidence_facts *x;
+	struct remote r = {.read = no_read};
+	struct capture *c;
+	char err[128];
+
+	(void)state;
+	o.remote = &r;
+	c = capture__new(&o, err, sizeof(err));
+	assert_non_null(c);
+	assert_null(capture__facts(c));
+	send_tensor(c, 0, NW_CAP_INPUT, 0, 0);
+	send_data(c, 0, 0, data, 24);
+	send_end(c, 1);
+	assert_null(capture__path(c));
+	assert_null(capture__error(c));
+	x = capture__facts(c);
+	assert_non_null(x);
+	assert_int_equal(x->n, 1);
+	assert_int_equal(x->t[0].zero_rows, 1);
+	assert_int_equal(x->t[0].zeros, 2);
+	capture__free(c);
 }
 
 static void test_refuses_dirs(void **state)
@@ -441,6 +484,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_assemble, setup, teardown),
+		cmocka_unit_test(test_facts_only),
 		cmocka_unit_test(test_refuses_dirs),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_ring_bytes),
