@@ -135,8 +135,9 @@ int evidence__scan(const void *data, uint64_t bytes, const char *dtype, const __
 	if (!e)
 		return -EINVAL;
 	for (d = 0; d < ndim; d++)
-		numel *= shape[d];
-	if (bytes != numel * e->size)
+		if (__builtin_mul_overflow(numel, shape[d], &numel))
+			return -EINVAL;
+	if (numel > bytes / e->size || bytes != numel * e->size)
 		return -EINVAL;
 	f->kind = e->kind;
 	f->dtype = e->name;
