@@ -200,6 +200,22 @@ static void test_mask_rows_decide_attention(void **state)
 	assert_true(said(&g, "1 of 2 rows along the last dimension are all true"));
 }
 
+static void test_mask_buffer_row_all_neginf(void **state)
+{
+	const float x[] = {0.1f, -0.2f, 0.3f, 0.4f};
+	const float m[] = {0, -INFINITY, -INFINITY, -INFINITY};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("Block", 2, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	scan_f32(&fx.t[1], m, 2, 2, "causal", EVIDENCE_BUFFER);
+	assert_string_equal(conclude_with(&g, &a, &fx), "attention_fully_masked");
+	assert_true(said(&g, "buffer causal (float32): 1 of 2 rows along the last dimension are "
+			     "all -Inf"));
+}
+
 static void test_inf_zero_parameter_or_large_one(void **state)
 {
 	const float x[] = {0.3f, -0.7f, 0.9f, -0.1f};
@@ -308,6 +324,7 @@ int main(void)
 		cmocka_unit_test(test_masked_average_zero_over_zero),
 		cmocka_unit_test(test_constant_rows_and_the_name),
 		cmocka_unit_test(test_mask_rows_decide_attention),
+		cmocka_unit_test(test_mask_buffer_row_all_neginf),
 		cmocka_unit_test(test_inf_zero_parameter_or_large_one),
 		cmocka_unit_test(test_negatives),
 		cmocka_unit_test(test_nothing_or_another_call),

@@ -572,7 +572,8 @@ static void read_signs(const struct evidence_facts *x, struct signs *s)
 			s->zero_rows = t;
 		if (in && t->const_rows && !s->const_rows)
 			s->const_rows = t;
-		if (in && (t->true_rows || t->neginf_rows) && !s->masked)
+		/* a -Inf mask row counts in a buffer too (a registered mask is not checked) */
+		if (((in && t->true_rows) || t->neginf_rows) && !s->masked)
 			s->masked = t;
 		if (flt && t->negatives && !s->negative)
 			s->negative = t;
