@@ -7,8 +7,10 @@ and the live diagnosis must name the cause the fault was built to produce, from 
 values (no class name decides). Then `nanwatch-repro --explain --json --class-from TRAINER`
 replays the capture under the dispatch-level tracer: its `explanation` event (schema
 nanwatch/1) must name the aten operation that first made the value, the cause, and
-`reproducible: true`. nonrepro's layer reads a global the trainer sets to 0 for the fault step
+`reproducible: true`, and nanwatch-tail must show it. nonrepro's layer reads a global the trainer sets to 0 for the fault step
 only: the replay of the same bits is finite, and the event says `reproducible: false`.
+loss_jump (two forms) checks the live cause alone: a loss that grows x1e10 in one step and is
++Inf at the next, with two finite losses before it, is lr_too_high from the first update.
 """
 import json
 import os
