@@ -22,7 +22,7 @@ LIB_OBJS := $(filter-out $(OUTPUT)/daemon/main.o,$(DAEMON_OBJS))
 # model): never in the daemon
 TAIL_SRCS := $(wildcard tools/tail/*.c tools/collect/*.c)
 TAIL_OBJS := $(patsubst tools/%.c,$(OUTPUT)/tools/%.o,$(TAIL_SRCS))
-TOOL_INCLUDES := $(INCLUDES) -Itools/tail -Itools/collect
+TOOL_INCLUDES := $(INCLUDES) -Itools/tail -Itools/collect -Icupti
 # Each binary links only the objects it uses: the linker takes from an archive
 # just the members that resolve a reference (shared libraries: --as-needed).
 DAEMON_LIB := $(OUTPUT)/libnanwatch.a
@@ -40,7 +40,24 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/%,$(FUZZ_SRCS))
 
 # C sources make format-check holds to .clang-format
 FORMAT_SRCS := $(wildcard bpf/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.c tools/tail/*.[ch] \
-	       tools/collect/*.[ch] tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch])
+	       tools/collect/*.[ch] tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch] cupti/*.[ch] cupti/*.cu)
+
+# The GPU library, built when the CUDA toolkit is there (CUDA_HOME, default /usr/local/cuda,
+# or NVCC): cupti/*.c and the scan kernel's fatbin (every SM nvcc offers from sm_75 through
+# sm_90, and the highest one's PTX) in libnanwatch_cupti.so. Nothing from CUDA is linked: the
+# library opens libcuda and libcupti at run time.
+ifdef NVCC
+CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null)))
+else
+CUDA_HOME ?= /usr/local/cuda
+NVCC := $(CUDA_HOME)/bin/nvcc
+endif
+HAVE_CUDA := $(shell command -v $(NVCC) 2>/dev/null)
+GPU_LIB := $(OUTPUT)/libnanwatch_cupti.so
+CUPTI_OBJS := $(patsubst cupti/%.c,$(OUTPUT)/cupti/%.o,$(wildcard cupti/*.c))
+CUDA_SMS = $(sort $(shell $(NVCC) --list-gpu-code | sed -n 's/^sm_\([0-9]*\)$$/\1/p' | \
+	   awk '$$1 >= 75 && $$1 <= 90'))
+NVCC_FLAGS := -O3 -std=c++17 -Ibpf -Icupti --no-compress
 
 # make asan: daemon, tools and unit tests with ASan+UBSan in their own output directory, then
 # the unit tests and a few fast integration cases (real BPF) under them.
@@ -71,9 +88,9 @@ endif
 .SECONDARY:
 .PHONY: all deps test unit integration demo bench install clean check-cflags asan fuzz verifier-stats \
 	format-check format test-deps \
-	sanitized-build fuzz-build bpf-headers-check
+	sanitized-build fuzz-build bpf-headers-check gpu gpu-check
 
-all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS)
+all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS) gpu
 
 deps:
 	$(Q)tools/install-deps
@@ -81,7 +98,7 @@ deps:
 test-deps:
 	$(Q)tools/install-deps --test
 
-$(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/tests $(OUTPUT)/tools/tail:
+$(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/tests $(OUTPUT)/tools/tail $(OUTPUT)/cupti:
 	$(Q)mkdir -p $@
 
 $(OUTPUT)/vmlinux.h: | $(OUTPUT)
@@ -157,6 +174,7 @@ $(OUTPUT)/tests/%: tests/%.c $(TEST_LIB) $(LINK_LIBS) | $(OUTPUT)/tests
 
 test: all test-deps $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
+	$(Q)$(MAKE) --no-print-directory gpu-check
 	$(Q)tests/check-cflags
 	$(Q)$(MAKE) --no-print-directory format-check
 	$(Q)$(MAKE) --no-print-directory bpf-headers-check
@@ -205,6 +223,38 @@ format-check: deps
 format: deps
 	$(Q)clang-format -i $(FORMAT_SRCS)
 
+ifneq ($(HAVE_CUDA),)
+gpu: $(GPU_LIB)
+
+# nvcc runs only when scan.cu or a header it includes changed (-MD)
+$(OUTPUT)/cupti/scan.fatbin: cupti/scan.cu | $(OUTPUT)/cupti
+	$(call msg,NVCC,$@)
+	$(Q)$(NVCC) -fatbin $(NVCC_FLAGS) $(foreach s,$(CUDA_SMS),-gencode arch=compute_$(s),code=sm_$(s)) \
+		-gencode arch=compute_$(lastword $(CUDA_SMS)),code=compute_$(lastword $(CUDA_SMS)) \
+		-MD -MP -MF $(OUTPUT)/cupti/scan.d -o $@ $<
+
+$(OUTPUT)/cupti/fatbin.o: cupti/fatbin.S $(OUTPUT)/cupti/scan.fatbin
+	$(call msg,AS,$@)
+	$(Q)$(CC) -c -Wa,-I$(OUTPUT)/cupti $< -o $@
+
+$(OUTPUT)/cupti/%.o: cupti/%.c | $(OUTPUT)/cupti
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) -fPIC -Ibpf -Icupti -I$(CUDA_HOME)/include -c $< -o $@
+
+$(GPU_LIB): $(CUPTI_OBJS) $(OUTPUT)/cupti/fatbin.o
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,-z,defs $^ -ldl -lpthread -o $@
+
+# the fatbin in the library holds every SM of CUDA_SMS and the PTX
+gpu-check: gpu
+	$(Q)$(PYTHON) tests/check-fatbin $(GPU_LIB) $(OUTPUT)/cupti/scan.fatbin $(CUDA_SMS)
+else
+gpu:
+	@echo "  SKIP     $(GPU_LIB): no CUDA toolkit ($(NVCC) not found; set CUDA_HOME or NVCC)"
+
+gpu-check: gpu
+endif
+
 # make CFLAGS=... keeps the required flags, and the tools it builds work
 check-cflags:
 	$(Q)tests/check-cflags
@@ -249,6 +299,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/share/nanwatch/layouts
 	install -m 0644 config/layouts/*.yaml $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
 	install -m 0644 daemon/resolve/layout_keys.def $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
+	test ! -f $(GPU_LIB) || { install -d $(DESTDIR)$(PREFIX)/lib/nanwatch && \
+		install -m 0755 $(GPU_LIB) $(DESTDIR)$(PREFIX)/lib/nanwatch/libnanwatch_cupti.so; }
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
 	sed 's#/usr/local/#$(PREFIX)/#g' config/nanwatchd.service > \
 		$(DESTDIR)$(PREFIX)/lib/systemd/system/nanwatchd.service
@@ -261,4 +313,4 @@ clean:
 	rm -rf $(OUTPUT) $(ASAN_OUTPUT) $(FUZZ_OUTPUT)
 
 -include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tools/tail/*.d \
-	$(OUTPUT)/tools/collect/*.d)
+	$(OUTPUT)/tools/collect/*.d $(OUTPUT)/cupti/*.d)
