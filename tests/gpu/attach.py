@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 """Run one trainer under nanwatchd and summarise the events as one JSON line.
 
-usage: attach.py --python PY --daemon NANWATCHD --layouts DIR --events FILE TRAINER.py [ARGS...]
+usage: attach.py --python PY --daemon NANWATCHD --layouts DIR --events FILE
+                 [--daemon-arg ARG]... TRAINER.py [ARGS...]
 
 The trainer runs with --wait: it prints READY <pid> and blocks on stdin; the daemon attaches
 (-v: libbpf's messages, the verifier log on a load failure, go to the daemon's stderr); once
@@ -107,6 +108,9 @@ def summary(args, rc_daemon, daemon, trainer, attached, attach_s):
         "attach_s": attach_s,
         "attach": (pick("attach") or [None])[0],
         "first_anomaly": anomalies[0] if anomalies else None,
+        "first_gpu_anomaly": next((e for e in anomalies
+                                   if str(e.get("device", "")).startswith("cuda")), None),
+        "errors": [e.get("message") for e in pick("error")][:5],
         "anomalies": len(anomalies),
         "stats": stats[-1] if stats else None,
         "detach": (pick("detach") or [None])[0],
@@ -123,6 +127,7 @@ def main():
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--layouts", required=True)
     ap.add_argument("--events", required=True)
+    ap.add_argument("--daemon-arg", action="append", default=[])
     ap.add_argument("trainer", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     trainer = Proc([args.python] + args.trainer[:1] + ["--wait"] + args.trainer[1:], stdin=True)
@@ -134,6 +139,7 @@ def main():
         return 1
     pid = int(ready.split()[1])
     argv = [args.daemon, "--pid", str(pid), "--layouts", args.layouts, "-o", args.events, "-v"]
+    argv += args.daemon_arg
     t0 = time.monotonic()
     daemon = Proc(argv)
     attached = wait_attach(daemon, args.events, ATTACH_TIMEOUT)
