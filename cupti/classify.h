@@ -250,19 +250,26 @@ NW_HD int nw_gate_bad(__u64 nan, __u64 posinf, __u64 neginf)
 }
 
 /*
- * What the kernel decides before it reads any data: 0 to scan, else the one flag it
- * answers with at once. The gate's answer was written by an earlier kernel on the
- * same stream, so it is complete here, and every block reads the same.
+ * Whether the gate lets the scan run: no gate, or a gate answer with NaN/±Inf. The
+ * gate's answer was written by an earlier kernel on the same stream, so it is complete
+ * here and every block reads the same; on the device one thread a block reads it (mapped
+ * host memory: a read crosses the bus).
  */
-NW_HD __u32 nw_scan_precheck(const struct nw_scan_args *a, __u32 block_threads)
+NW_HD int nw_gate_open(const struct nw_scan_args *a)
 {
 	const volatile struct nw_scan_out *g = (const volatile struct nw_scan_out *)a->gate;
 
+	return !a->gate || nw_gate_bad(g->nan, g->posinf, g->neginf);
+}
+
+/* What the kernel decides before it reads any data: 0 to scan, else the one flag it answers. */
+NW_HD __u32 nw_scan_precheck(const struct nw_scan_args *a, __u32 block_threads, int gate_open)
+{
 	if (!block_threads || block_threads % 32 || block_threads > NW_SCAN_THREADS)
 		return NW_GPU_R_LAUNCH_ERROR; /* the block fold needs whole warps */
 	if (!nw_dtype_size(a->dtype))
 		return NW_GPU_R_DTYPE;
-	if (a->gate && !nw_gate_bad(g->nan, g->posinf, g->neginf))
+	if (!gate_open)
 		return NW_GPU_R_GATED_OUT;
 	return 0;
 }

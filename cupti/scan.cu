@@ -54,9 +54,14 @@ extern "C" __global__ void __launch_bounds__(NW_SCAN_THREADS) nw_scan(struct nw_
 	struct nw_scan_scratch *s = (struct nw_scan_scratch *)a.scratch;
 	__u64 g = (__u64)blockIdx.x * blockDim.x + threadIdx.x;
 	__u64 n = (__u64)gridDim.x * blockDim.x;
-	__u32 early = nw_scan_precheck(&a, blockDim.x);
+	__shared__ int gate_open;
 	struct nw_acc acc;
+	__u32 early;
 
+	if (!threadIdx.x)
+		gate_open = nw_gate_open(&a);
+	__syncthreads();
+	early = nw_scan_precheck(&a, blockDim.x, gate_open);
 	nw_acc_init(&acc);
 	if (early) {
 		/* not scanned: block 0's thread 0 answers, the scratch is not touched */

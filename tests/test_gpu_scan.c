@@ -135,7 +135,7 @@ static void run_grid(const struct nw_scan_args *a, __u32 blocks, __u32 threads)
 {
 	volatile struct nw_scan_out *out = (volatile struct nw_scan_out *)(uintptr_t)a->out;
 	struct nw_scan_scratch *s = (struct nw_scan_scratch *)(uintptr_t)a->scratch;
-	__u32 early = nw_scan_precheck(a, threads), *order, i, j, t, b;
+	__u32 early = nw_scan_precheck(a, threads, nw_gate_open(a)), *order, i, j, t, b;
 	struct nw_acc blk, th;
 
 	if (early) {
