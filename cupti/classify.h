@@ -91,6 +91,25 @@ NW_HD void nw_acc_elem(struct nw_acc *a, __u64 bits, const struct nw_fmt *f)
 	}
 }
 
+/* The extremes of a word's lanes of 16 or 32 bits, all finite: keys fit 32-bit work. */
+NW_HD void nw_acc_word_narrow(struct nw_acc *a, __u64 w, const struct nw_fmt *f, __u32 size)
+{
+	__u32 width = size * 8, sign = (__u32)f->sign, all = (__u32)f->all, lo = ~0u, hi = 0, k;
+
+	NW_PRAGMA_UNROLL
+	for (k = 0; k < 8 / size; k++) {
+		__u32 bits = (__u32)(w >> (k * width)) & all;
+		__u32 key = (bits & sign) ? (~bits & all) : (bits | sign); /* nw_order_key_f */
+
+		lo = key < lo ? key : lo;
+		hi = key > hi ? key : hi;
+	}
+	if (lo < a->min_key)
+		a->min_key = lo;
+	if (hi > a->max_key)
+		a->max_key = hi;
+}
+
 /*
  * Every element of one little-endian 64-bit word (8 / size of them). A word with
  * no NaN/±Inf lane (the common case, three operations to tell) only updates the
@@ -100,18 +119,18 @@ NW_HD void nw_acc_word(struct nw_acc *a, __u64 w, const struct nw_fmt *f, const 
 		       __u32 size)
 {
 	__u32 width = size * 8, k;
-	__u64 bits, key;
+	__u64 key;
 
 	if (!nw_word_nonfinite(w, l)) {
-		NW_PRAGMA_UNROLL
-		for (k = 0; k < 8 / size; k++) {
-			bits = width == 64 ? w : (w >> (k * width)) & f->all;
-			key = nw_order_key_f(bits, f);
-			if (key < a->min_key)
-				a->min_key = key;
-			if (key > a->max_key)
-				a->max_key = key;
+		if (size < 8) {
+			nw_acc_word_narrow(a, w, f, size);
+			return;
 		}
+		key = nw_order_key_f(w, f);
+		if (key < a->min_key)
+			a->min_key = key;
+		if (key > a->max_key)
+			a->max_key = key;
 		return;
 	}
 	NW_PRAGMA_UNROLL
