@@ -57,14 +57,23 @@ def fatbin_of(lib):
 class Cuda:
     def __init__(self, fatbin):
         self.cu = ctypes.CDLL("libcuda.so.1")
+        vp, u = ctypes.c_void_p, ctypes.c_uint
+        for name, args in (("cuModuleLoadData", [ctypes.POINTER(vp), vp]),
+                           ("cuModuleGetFunction", [ctypes.POINTER(vp), vp, ctypes.c_char_p]),
+                           ("cuMemHostAlloc", [ctypes.POINTER(vp), ctypes.c_size_t, u]),
+                           ("cuMemHostGetDevicePointer_v2",
+                            [ctypes.POINTER(ctypes.c_uint64), vp, u]),
+                           ("cuLaunchKernel", [vp] + [u] * 7 + [vp, vp, vp])):
+            getattr(self.cu, name).argtypes = args
+            getattr(self.cu, name).restype = ctypes.c_int
         torch.zeros(1, device="cuda")  # the primary context, current on this thread
         self.image = ctypes.create_string_buffer(fatbin, len(fatbin))
         self.mod, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
-        self.ck(self.cu.cuModuleLoadData(ctypes.byref(self.mod), self.image), "cuModuleLoadData")
+        self.ck(self.cu.cuModuleLoadData(ctypes.byref(self.mod),
+                                         ctypes.cast(self.image, ctypes.c_void_p)),
+                "cuModuleLoadData")
         self.ck(self.cu.cuModuleGetFunction(ctypes.byref(self.fn), self.mod, b"nw_scan"),
                 "cuModuleGetFunction")
-        self.cu.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.keep = []
 
     @staticmethod
