@@ -24,6 +24,19 @@ ATTACH_TIMEOUT = 60
 RUN_TIMEOUT = 120
 
 
+CHILDREN = []
+
+
+def on_term(signum, frame):
+    """Killed by a caller's timeout: the children (their own sessions) go too."""
+    for p in CHILDREN:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(128 + signum)
+
+
 class Proc:
     """A child in its own session whose stdout and stderr are read into lists of lines."""
 
@@ -31,6 +44,7 @@ class Proc:
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                   stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE,
                                   start_new_session=True)
+        CHILDREN.append(self.p)
         self.out, self.err = [], []
         self.cond = threading.Condition()
         pipes = [(self.p.stderr, self.err)]
@@ -130,6 +144,7 @@ def main():
     ap.add_argument("--daemon-arg", action="append", default=[])
     ap.add_argument("trainer", nargs=argparse.REMAINDER)
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, on_term)
     trainer = Proc([args.python] + args.trainer[:1] + ["--wait"] + args.trainer[1:], stdin=True)
     ready = trainer.wait_line(lambda l: l.startswith("READY "), 90)
     if ready is None:

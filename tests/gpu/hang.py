@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nwring  # noqa: E402
 
-LAUNCHES, STREAMS, BAD_EVERY, WATCHDOG = 10000, 4, 97, 150
+LAUNCHES, STREAMS, BAD_EVERY, WATCHDOG = 10000, 4, 97, 75
 
 
 def run_stream(ring, stream, n, start, bad_seqs, lock):
