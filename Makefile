@@ -296,6 +296,7 @@ install: all
 	install -m 0755 $(OUTPUT)/nanwatch-collect $(DESTDIR)$(PREFIX)/bin/nanwatch-collect
 	install -m 0755 tools/nanwatch-layout $(DESTDIR)$(PREFIX)/bin/nanwatch-layout
 	install -m 0755 tools/nanwatch-repro $(DESTDIR)$(PREFIX)/bin/nanwatch-repro
+	install -m 0755 tools/nanwatch-run $(DESTDIR)$(PREFIX)/bin/nanwatch-run
 	install -d $(DESTDIR)$(PREFIX)/share/nanwatch/layouts
 	install -m 0644 config/layouts/*.yaml $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
 	install -m 0644 daemon/resolve/layout_keys.def $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
