@@ -36,11 +36,13 @@ TEST_LIB := $(OUTPUT)/tests/libfakemem.a
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOL_BINS := $(patsubst tools/%.c,$(OUTPUT)/%,$(TOOL_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+# the injection tests' target, library, tracer and driver (tests/inject/)
+INJECT_BINS := $(addprefix $(OUTPUT)/tests/inject/,counter traced nwinject libmarker.so)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/%,$(FUZZ_SRCS))
 
 # C sources make format-check holds to .clang-format
 FORMAT_SRCS := $(wildcard bpf/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.c tools/tail/*.[ch] \
-	       tools/collect/*.[ch] tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch])
+	       tools/collect/*.[ch] tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch] tests/inject/*.c)
 
 # make asan: daemon, tools and unit tests with ASan+UBSan in their own output directory, then
 # the unit tests and a few fast integration cases (real BPF) under them.
@@ -155,7 +157,27 @@ $(OUTPUT)/tests/%: tests/%.c $(TEST_LIB) $(LINK_LIBS) | $(OUTPUT)/tests
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) $(AS_NEEDED) $< $(TEST_LIB) $(LINK_LIBS) \
 		$(LDLIBS) -lcmocka -o $@
 
-test: all test-deps $(TEST_BINS) trixie-root
+$(OUTPUT)/tests/inject/libmarker.so: tests/inject/marker.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) -shared -fPIC $< -o $@
+
+$(OUTPUT)/tests/inject/counter: tests/inject/counter.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $< -pthread -o $@
+
+$(OUTPUT)/tests/inject/traced: tests/inject/traced.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $< -o $@
+
+$(OUTPUT)/tests/inject/nwinject: tests/inject/nwinject.c $(DAEMON_LIB) | $(OUTPUT)/tests
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) $(AS_NEEDED) $< $(DAEMON_LIB) $(LDLIBS) -o $@
+
+test: all test-deps $(TEST_BINS) $(INJECT_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
 	$(Q)tests/check-cflags
 	$(Q)$(MAKE) --no-print-directory format-check
@@ -165,7 +187,7 @@ test: all test-deps $(TEST_BINS) trixie-root
 	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \
 		--trixie-root $(TRIXIE_ROOT)
 
-unit: all $(TEST_BINS)
+unit: all $(TEST_BINS) $(INJECT_BINS)
 	$(Q)tests/run-unit $(TEST_BINS)
 
 # what sanitized-build and fuzz-build make, run in a sub-make with OUTPUT and CFLAGS set
@@ -260,5 +282,5 @@ install: all
 clean:
 	rm -rf $(OUTPUT) $(ASAN_OUTPUT) $(FUZZ_OUTPUT)
 
--include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tools/tail/*.d \
+-include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tests/inject/*.d $(OUTPUT)/tools/tail/*.d \
 	$(OUTPUT)/tools/collect/*.d)

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * A target for the injection tests. Prints "PID n" first, then:
+ *   sleep  a counter line every 2 ms from nanosleep, with helper threads (one waiting on a
+ *          condition variable, one allocating and freeing 1 MiB blocks), until killed
+ *   read   for each line read from stdin (blocked in read), "n LINE"; exits at EOF
+ *   phdr   as read, but the first line is read inside a dl_iterate_phdr callback (which
+ *          holds the loader's lock): "IN PHDR" before, "OUT PHDR" after
+ */
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void say(const char *fmt, long n, const char *s)
+{
+	char buf[4200];
+	int len = snprintf(buf, sizeof(buf), fmt, n, s);
+
+	if (len > 0 && write(1, buf, len) != len)
+		exit(3);
+}
+
+static void *waiter(void *arg)
+{
+	static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+
+	(void)arg;
+	pthread_mutex_lock(&m);
+	for (;;)
+		pthread_cond_wait(&c, &m);
+	return NULL;
+}
+
+static void *allocator(void *arg)
+{
+	struct timespec ts = {0, 1000000};
+
+	(void)arg;
+	for (;;) {
+		char *p = malloc(1 << 20); /* past the mmap threshold: mmap inside malloc */
+
+		if (p)
+			p[0] = 1;
+		free(p);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static int run_sleep(void)
+{
+	struct timespec ts = {0, 2000000};
+	pthread_t t1, t2;
+	long n;
+
+	if (pthread_create(&t1, NULL, waiter, NULL) || pthread_create(&t2, NULL, allocator, NULL))
+		return 1;
+	for (n = 0;; n++) {
+		say("%ld%s\n", n, "");
+		nanosleep(&ts, NULL);
+	}
+}
+
+static long lines;
+
+/* One line from stdin (blocking read of a byte at a time); 0 at EOF. */
+static int echo_line(void)
+{
+	char line[4096];
+	size_t k = 0;
+	ssize_t r;
+
+	while ((r = read(0, line + k, 1)) == 1 && line[k] != '\n' && k + 1 < sizeof(line))
+		k++;
+	if (r != 1 && !k)
+		return 0;
+	line[k] = 0;
+	say("%ld %s\n", lines++, line);
+	return 1;
+}
+
+static int in_phdr(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	(void)info;
+	(void)size;
+	(void)ctx;
+	say("IN PHDR%ld%s\n", 0, "");
+	echo_line();
+	say("OUT PHDR%ld%s\n", 0, "");
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "sleep";
+
+	say("PID %ld%s\n", getpid(), "");
+	if (!strcmp(mode, "sleep"))
+		return run_sleep();
+	if (!strcmp(mode, "phdr"))
+		dl_iterate_phdr(in_phdr, NULL);
+	else if (strcmp(mode, "read"))
+		return 2;
+	while (echo_line())
+		;
+	return 0;
+}
