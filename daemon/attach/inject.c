@@ -38,7 +38,15 @@
 
 #define RED_ZONE 128
 #define MAX_THREADS 4096
-#define SCAN_BYTES 8192		/* the top of a stack searched for return addresses */
+/*
+ * The top of a stack searched for return addresses into libc's hazards, and into the loader:
+ * without unwind tables, a word there may be a stale one in a live frame's uninitialised
+ * space. The loader runs its own system calls, so a thread in one has its PC there; left
+ * in a stack, its addresses are mostly stale ones of lazy binding, so only the first few
+ * frames are searched for them (a thread waiting for the loader's lock in libc).
+ */
+#define SCAN_BYTES 2048
+#define LOADER_SCAN_BYTES 256
 #define STOP_TIMEOUT_MS 3000	/* for a thread to reach the interrupt stop */
 #define CALL_TIMEOUT_MS 60000	/* for dlopen and the library's constructors */
 #define PICK_TRIES 50		/* stops, 20 ms apart, to find a thread at a safe point */
@@ -75,8 +83,8 @@ struct inject {
 	size_t nmaps;
 	uint64_t dlopen, dlerror; /* in the target; dlerror 0: none to ask */
 	int flags;		  /* dlopen's */
-	struct inject_range *hz;  /* malloc, dl*, the loader */
-	size_t nhz;
+	struct inject_range *hz;  /* the loader's code (nld ranges), then libc's malloc and dl* */
+	size_t nhz, nld;
 	struct thr *th;
 	size_t nth;
 	char *err;
@@ -154,8 +162,8 @@ int inject__in_ranges(const struct inject_range *r, size_t nr, const uint64_t *w
 	for (i = 0; i < n; i++)
 		for (j = 0; j < nr; j++)
 			if (words[i] >= r[j].lo && words[i] < r[j].hi)
-				return 1;
-	return 0;
+				return i;
+	return -1;
 }
 
 static int fail(struct inject *in, int ret, const char *fmt, ...)
@@ -449,6 +457,7 @@ static int resolve_syms(struct inject *in)
 	for (i = 0; i < in->nmaps && !ret; i++)
 		if (in->maps[i].exec && in->maps[i].path && is_loader(in->maps[i].path))
 			ret = hz_add(in, in->maps[i].start, in->maps[i].end);
+	in->nld = in->nhz;
 	m = find_image(in, libc_names);
 	if (!m)
 		return fail(in, -ENOEXEC, "no glibc libc.so.6 mapped (a static or musl program)");
@@ -713,6 +722,7 @@ static void describe(struct inject *in, const struct thr *t, struct inject_threa
 {
 	const struct map *m = map_at(in, t->regs.rsp);
 	size_t n = 0;
+	int hit;
 
 	*d = (struct inject_thread){.tid = t->tid,
 				    .orig_rax = (int64_t)t->regs.orig_rax,
@@ -729,7 +739,25 @@ static void describe(struct inject *in, const struct thr *t, struct inject_threa
 		n += read_words(in->pid, t->regs.rsp, words + 1,
 				avail < SCAN_BYTES / 8 ? avail : SCAN_BYTES / 8);
 	}
-	d->hazard = !m || inject__in_ranges(in->hz, in->nhz, words, n);
+	hit = m ? inject__in_ranges(in->hz, in->nhz, words, 1) : 0;
+	if (hit < 0 && n > 1) {
+		size_t near = n - 1 < LOADER_SCAN_BYTES / 8 ? n - 1 : LOADER_SCAN_BYTES / 8;
+		int k = inject__in_ranges(in->hz, in->nld, words + 1, near);
+
+		if (k < 0)
+			k = inject__in_ranges(in->hz + in->nld, in->nhz - in->nld, words + 1, n - 1);
+		hit = k < 0 ? -1 : k + 1;
+	}
+	d->hazard = hit >= 0;
+	if (!in->verbose)
+		return;
+	fprintf(stderr, "nanwatchd: thread %d: syscall %lld rax %lld pc 0x%llx%s", t->tid,
+		(long long)d->orig_rax, (long long)d->rax, (unsigned long long)t->regs.rip,
+		d->signalled ? " (signalled)" : "");
+	if (hit >= 0)
+		fprintf(stderr, " (0x%llx at %s: in malloc or the loader)",
+			(unsigned long long)words[hit], hit ? "its stack" : "its pc");
+	fputc('\n', stderr);
 }
 
 static struct thr *choose(struct inject *in)
@@ -1040,13 +1068,16 @@ int inject__load(pid_t pid, const char *lib, int verbose, char *err, size_t errl
 {
 	struct inject in = {.pid = pid, .verbose = verbose, .err = err, .errlen = errlen};
 	struct placed pl = {.tmpfd = -1};
+	sigset_t all, old;
 	struct thr *t = NULL;
 	int ret;
 
+	/* a tracer that dies while the call runs leaves the thread to return to address 0 */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+
 	in.th = calloc(MAX_THREADS, sizeof(*in.th));
-	if (!in.th)
-		return fail(&in, -ENOMEM, "out of memory");
-	ret = maps_read(&in);
+	ret = in.th ? maps_read(&in) : fail(&in, -ENOMEM, "out of memory");
 	if (!ret)
 		ret = resolve_syms(&in);
 	if (!ret)
@@ -1059,5 +1090,6 @@ int inject__load(pid_t pid, const char *lib, int verbose, char *err, size_t errl
 	maps_free(&in);
 	free(in.hz);
 	free(in.th);
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	return ret;
 }

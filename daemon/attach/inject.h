@@ -74,7 +74,7 @@ char inject__stat_state(const char *stat);
 /* TracerPid of /proc/PID/status text; -1 if absent. */
 long inject__tracer(const char *status);
 
-/* Is any of the n words (a stack's top, or a PC) inside one of the ranges [lo, hi)? */
+/* The index of the first of n words (a PC, a stack's top) inside a range [lo, hi); else -1. */
 struct inject_range {
 	uint64_t lo, hi;
 };

@@ -4,8 +4,8 @@
  *   sleep  a counter line every 2 ms from nanosleep, with helper threads (one waiting on a
  *          condition variable, one allocating and freeing 1 MiB blocks), until killed
  *   read   for each line read from stdin (blocked in read), "n LINE"; exits at EOF
- *   phdr   as read, but the first line is read inside a dl_iterate_phdr callback (which
- *          holds the loader's lock): "IN PHDR" before, "OUT PHDR" after
+ *   phdr   as read, but first a line is read (and dropped) inside a dl_iterate_phdr callback,
+ *          which holds the loader's lock: "IN PHDR" before, "OUT PHDR" after
  */
 #include <link.h>
 #include <pthread.h>
@@ -89,9 +89,12 @@ static int in_phdr(struct dl_phdr_info *info, size_t size, void *ctx)
 	(void)info;
 	(void)size;
 	(void)ctx;
-	say("IN PHDR%ld%s\n", 0, "");
-	echo_line();
-	say("OUT PHDR%ld%s\n", 0, "");
+	char c = 0;
+
+	say("%.0ldIN PHDR%s\n", 0, "");
+	while (read(0, &c, 1) == 1 && c != '\n')
+		;
+	say("%.0ldOUT PHDR%s\n", 0, "");
 	return 1;
 }
 
