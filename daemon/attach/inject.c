@@ -276,6 +276,13 @@ static int maps_read(struct inject *in)
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", in->pid);
 	buf = file__read(path, TARGET_MAX_MAPS, NULL);
+	if (!buf && errno == ENOENT)
+		return fail(in, -ESRCH, "no such process");
+	if (!buf && (errno == EACCES || errno == EPERM))
+		return fail(in, -EPERM,
+			    "ptrace not permitted: %s is not readable (another user's process: "
+			    "the daemon needs CAP_SYS_PTRACE)",
+			    path);
 	if (!buf)
 		return fail(in, -errno, "failed to read %s: %s", path, strerror(errno));
 	for (line = strtok_r(buf, "\n", &save); line && !ret; line = strtok_r(NULL, "\n", &save))
