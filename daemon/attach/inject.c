@@ -572,7 +572,14 @@ static int explain_eperm(struct inject *in, pid_t tid)
 {
 	char path[64], *buf;
 	long tracer = -1, scope = -1;
+	char state;
 
+	snprintf(path, sizeof(path), "/proc/%d/stat", in->pid);
+	buf = file__read(path, 64 << 10, NULL);
+	state = buf ? inject__stat_state(buf) : 'X';
+	free(buf);
+	if (state == 'Z' || state == 'X')
+		return fail(in, -ESRCH, "the process exited");
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", in->pid, tid);
 	buf = file__read(path, 64 << 10, NULL);
 	if (buf)

@@ -4,11 +4,14 @@
  *   sleep  a counter line every 2 ms from nanosleep, with helper threads (one waiting on a
  *          condition variable, one allocating and freeing 1 MiB blocks), until killed
  *   read   for each line read from stdin (blocked in read), "n LINE"; exits at EOF
+ *   xmm    as read, each byte read by a raw system call with values in xmm0-xmm3 that must
+ *          survive it (the system call ABI keeps them): a clobbered one exits 4
  *   phdr   as read, but first a line is read (and dropped) inside a dl_iterate_phdr callback,
  *          which holds the loader's lock: "IN PHDR" before, "OUT PHDR" after
  */
 #include <link.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +70,39 @@ static int run_sleep(void)
 }
 
 static long lines;
+static int raw_xmm;
+
+/* read(0, c, 1) with xmm0-xmm3 live across the syscall instruction. */
+static ssize_t read_xmm(char *c)
+{
+	uint64_t in[4] = {0x1122334455667788, 0x99aabbccddeeff00, 0x0123456789abcdef,
+			  0xfedcba9876543210};
+	uint64_t out[4];
+	long r;
+
+	__asm__ volatile("movq 0(%[in]), %%xmm0\n\t"
+			 "movq 8(%[in]), %%xmm1\n\t"
+			 "movq 16(%[in]), %%xmm2\n\t"
+			 "movq 24(%[in]), %%xmm3\n\t"
+			 "syscall\n\t"
+			 "movq %%xmm0, 0(%[out])\n\t"
+			 "movq %%xmm1, 8(%[out])\n\t"
+			 "movq %%xmm2, 16(%[out])\n\t"
+			 "movq %%xmm3, 24(%[out])\n\t"
+			 : "=a"(r)
+			 : "0"(0L), "D"(0L), "S"(c), "d"(1L), [in] "r"(in), [out] "r"(out)
+			 : "rcx", "r11", "memory", "xmm0", "xmm1", "xmm2", "xmm3");
+	if (memcmp(in, out, sizeof(in))) {
+		say("%.0ldXMM CLOBBERED%s\n", 0, "");
+		exit(4);
+	}
+	return r;
+}
+
+static ssize_t read_byte(char *c)
+{
+	return raw_xmm ? read_xmm(c) : read(0, c, 1);
+}
 
 /* One line from stdin (blocking read of a byte at a time); 0 at EOF. */
 static int echo_line(void)
@@ -75,7 +111,7 @@ static int echo_line(void)
 	size_t k = 0;
 	ssize_t r;
 
-	while ((r = read(0, line + k, 1)) == 1 && line[k] != '\n' && k + 1 < sizeof(line))
+	while ((r = read_byte(line + k)) == 1 && line[k] != '\n' && k + 1 < sizeof(line))
 		k++;
 	if (r != 1 && !k)
 		return 0;
@@ -105,9 +141,10 @@ int main(int argc, char **argv)
 	say("PID %ld%s\n", getpid(), "");
 	if (!strcmp(mode, "sleep"))
 		return run_sleep();
+	raw_xmm = !strcmp(mode, "xmm");
 	if (!strcmp(mode, "phdr"))
 		dl_iterate_phdr(in_phdr, NULL);
-	else if (strcmp(mode, "read"))
+	else if (strcmp(mode, "read") && !raw_xmm)
 		return 2;
 	while (echo_line())
 		;
