@@ -33,10 +33,10 @@ static void test_restart_kind(void **state)
 static void test_pick_prefers_blocked_then_main(void **state)
 {
 	struct inject_thread th[] = {
-		{.tid = 101, .orig_rax = 1, .rax = 5, .stack_room = ROOM},    /* returned */
-		{.tid = 103, .orig_rax = 0, .rax = -512, .stack_room = ROOM}, /* blocked */
+		{.tid = 101, .orig_rax = 1, .rax = 5, .stack_room = ROOM},     /* returned */
+		{.tid = 103, .orig_rax = 0, .rax = -512, .stack_room = ROOM},  /* blocked */
 		{.tid = 100, .orig_rax = 35, .rax = -516, .stack_room = ROOM}, /* main, blocked */
-		{.tid = 102, .orig_rax = -1, .rax = 0, .stack_room = ROOM},	/* running */
+		{.tid = 102, .orig_rax = -1, .rax = 0, .stack_room = ROOM},    /* running */
 	};
 
 	(void)state;

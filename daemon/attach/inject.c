@@ -11,6 +11,9 @@
  * orig_rax is -1 so that path leaves the call's registers alone (gdb's amd64_linux_write_pc).
  * Only x86-64.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* process_vm_readv */
+#endif
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
@@ -47,10 +50,10 @@
  */
 #define SCAN_BYTES 2048
 #define LOADER_SCAN_BYTES 256
-#define STOP_TIMEOUT_MS 3000	/* for a thread to reach the interrupt stop */
-#define CALL_TIMEOUT_MS 60000	/* for dlopen and the library's constructors */
-#define PICK_TRIES 50		/* stops, 20 ms apart, to find a thread at a safe point */
-#define XSTATE_MAX (64u << 10)	/* AVX-512 and AMX state fit */
+#define STOP_TIMEOUT_MS 3000	 /* for a thread to reach the interrupt stop */
+#define CALL_TIMEOUT_MS 60000	 /* for dlopen and the library's constructors */
+#define PICK_TRIES 50		 /* stops, 20 ms apart, to find a thread at a safe point */
+#define XSTATE_MAX (64u << 10)	 /* AVX-512 and AMX state fit */
 #define SYM_SPAN_MAX (64u << 10) /* a hazard function ends at the next symbol, at most this */
 #define RTLD_NOW_ 2
 #define RTLD_DLOPEN_ 0x80000000 /* __libc_dlopen_mode's flag (glibc < 2.34 without libdl) */
@@ -261,8 +264,12 @@ static int maps_add(struct inject *in, const char *line)
 		return -ENOMEM;
 	in->maps = m;
 	m += in->nmaps;
-	*m = (struct map){.start = start, .end = end, .off = off, .dev = makedev(major, minor),
-			  .ino = ino, .exec = perms[2] == 'x'};
+	*m = (struct map){.start = start,
+			  .end = end,
+			  .off = off,
+			  .dev = makedev(major, minor),
+			  .ino = ino,
+			  .exec = perms[2] == 'x'};
 	if (pos && line[pos] && !(m->path = strdup(line + pos)))
 		return -ENOMEM;
 	in->nmaps++;
@@ -413,14 +420,44 @@ static int hz_add(struct inject *in, uint64_t lo, uint64_t hi)
  * _int_malloc are not exported, and fall inside the exported function before them.
  */
 static const char *const libc_hazards[] = {
-	"malloc",	 "free",	"calloc",	     "realloc",	       "reallocarray",
-	"memalign",	 "valloc",	"pvalloc",	     "aligned_alloc",  "posix_memalign",
-	"malloc_trim",	 "mallinfo",	"mallinfo2",	     "malloc_stats",   "malloc_info",
-	"mallopt",	 "__libc_malloc", "__libc_free",     "__libc_calloc",  "__libc_realloc",
-	"__libc_memalign", "fork",	"_Fork",	     "dlopen",	       "dlclose",
-	"dlsym",	 "dlvsym",	"dlerror",	     "dladdr",	       "dladdr1",
-	"dlinfo",	 "dlmopen",	"dl_iterate_phdr",   "__libc_dlopen_mode", "__libc_dlsym",
-	"__libc_dlclose", "exit",	NULL,
+	"malloc",
+	"free",
+	"calloc",
+	"realloc",
+	"reallocarray",
+	"memalign",
+	"valloc",
+	"pvalloc",
+	"aligned_alloc",
+	"posix_memalign",
+	"malloc_trim",
+	"mallinfo",
+	"mallinfo2",
+	"malloc_stats",
+	"malloc_info",
+	"mallopt",
+	"__libc_malloc",
+	"__libc_free",
+	"__libc_calloc",
+	"__libc_realloc",
+	"__libc_memalign",
+	"fork",
+	"_Fork",
+	"dlopen",
+	"dlclose",
+	"dlsym",
+	"dlvsym",
+	"dlerror",
+	"dladdr",
+	"dladdr1",
+	"dlinfo",
+	"dlmopen",
+	"dl_iterate_phdr",
+	"__libc_dlopen_mode",
+	"__libc_dlsym",
+	"__libc_dlclose",
+	"exit",
+	NULL,
 };
 
 static int libc_ranges(struct inject *in, const struct image *libc)
@@ -624,8 +661,9 @@ static int precheck(struct inject *in, const pid_t *tids, size_t n)
 		state = buf ? inject__stat_state(buf) : 0;
 		free(buf);
 		if (state == 'T' || state == 't')
-			return fail(in, -EAGAIN, "the process is stopped (SIGSTOP); continue it "
-						 "first");
+			return fail(in, -EAGAIN,
+				    "the process is stopped (SIGSTOP); continue it "
+				    "first");
 	}
 	return 0;
 }
@@ -745,7 +783,7 @@ static void describe(struct inject *in, const struct thr *t, struct inject_threa
 				    .signalled = t->sig != 0};
 	if (m)
 		d->stack_room = m->path && !strcmp(m->path, "[stack]") ? UINT64_MAX / 2
-								     : t->regs.rsp - m->start;
+								       : t->regs.rsp - m->start;
 	words[n++] = t->regs.rip;
 	if (m) {
 		uint64_t avail = (m->end - t->regs.rsp) / 8;
@@ -759,7 +797,8 @@ static void describe(struct inject *in, const struct thr *t, struct inject_threa
 		int k = inject__in_ranges(in->hz, in->nld, words + 1, near);
 
 		if (k < 0)
-			k = inject__in_ranges(in->hz + in->nld, in->nhz - in->nld, words + 1, n - 1);
+			k = inject__in_ranges(in->hz + in->nld, in->nhz - in->nld, words + 1,
+					      n - 1);
 		hit = k < 0 ? -1 : k + 1;
 	}
 	d->hazard = hit >= 0;

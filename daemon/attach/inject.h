@@ -44,9 +44,9 @@ struct inject_thread {
 /* How the kernel will restart an interrupted system call (x86-64 entry code). */
 enum inject_restart {
 	INJECT_NOT_IN_SYSCALL = 0,
-	INJECT_SYSCALL_DONE,	 /* returned (a result or -EINTR): nothing to restart */
-	INJECT_RESTART,		 /* -ERESTARTSYS/NOINTR/NOHAND: re-executed */
-	INJECT_RESTART_BLOCK,	 /* -ERESTART_RESTARTBLOCK: restart_syscall */
+	INJECT_SYSCALL_DONE,  /* returned (a result or -EINTR): nothing to restart */
+	INJECT_RESTART,	      /* -ERESTARTSYS/NOINTR/NOHAND: re-executed */
+	INJECT_RESTART_BLOCK, /* -ERESTART_RESTARTBLOCK: restart_syscall */
 };
 enum inject_restart inject__restart_kind(int64_t orig_rax, int64_t rax);
 
