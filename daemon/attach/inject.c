@@ -604,19 +604,20 @@ static struct thr *find_thr(struct inject *in, pid_t tid)
 	return NULL;
 }
 
-/* Why ptrace is refused: another tracer, Yama, or a missing capability. */
+/* Why ptrace is refused: another tracer, Yama, or a missing capability; 0 for a thread that
+ * exited. */
 static int explain_eperm(struct inject *in, pid_t tid)
 {
 	char path[64], *buf;
 	long tracer = -1, scope = -1;
 	char state;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", in->pid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", in->pid, tid);
 	buf = file__read(path, 64 << 10, NULL);
 	state = buf ? inject__stat_state(buf) : 'X';
 	free(buf);
 	if (state == 'Z' || state == 'X')
-		return fail(in, -ESRCH, "the process exited");
+		return 0; /* a thread that exited (a main thread gone before the others) */
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", in->pid, tid);
 	buf = file__read(path, 64 << 10, NULL);
 	if (buf)
@@ -769,6 +770,29 @@ static size_t read_words(pid_t pid, uint64_t addr, uint64_t *w, size_t n)
 	return got > 0 ? (size_t)got / 8 : 0;
 }
 
+/*
+ * The call's return faults with SIGSEGV; the kernel forces a blocked or ignored one through by
+ * resetting its action to the default for good. Threads that block or ignore it are not used.
+ */
+static int segv_masked(pid_t pid, pid_t tid)
+{
+	char path[96], *buf, *p;
+	unsigned long long blk = ~0ULL, ign = ~0ULL;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	buf = file__read(path, 64 << 10, NULL);
+	if (!buf)
+		return 1;
+	p = strstr(buf, "\nSigBlk:");
+	if (p)
+		blk = strtoull(p + 8, NULL, 16);
+	p = strstr(buf, "\nSigIgn:");
+	if (p)
+		ign = strtoull(p + 8, NULL, 16);
+	free(buf);
+	return ((blk | ign) >> (SIGSEGV - 1)) & 1;
+}
+
 static void describe(struct inject *in, const struct thr *t, struct inject_thread *d,
 		     uint64_t *words)
 {
@@ -780,7 +804,7 @@ static void describe(struct inject *in, const struct thr *t, struct inject_threa
 				    .orig_rax = (int64_t)t->regs.orig_rax,
 				    .rax = (int64_t)t->regs.rax,
 				    .rsp = t->regs.rsp,
-				    .signalled = t->sig != 0};
+				    .signalled = t->sig != 0 || segv_masked(in->pid, t->tid)};
 	if (m)
 		d->stack_room = m->path && !strcmp(m->path, "[stack]") ? UINT64_MAX / 2
 								       : t->regs.rsp - m->start;
@@ -841,6 +865,8 @@ static int stop_and_choose(struct inject *in, struct thr **chosen)
 
 	for (tries = 0; tries < PICK_TRIES; tries++) {
 		ret = stop_all(in);
+		if (!ret && !in->nth)
+			ret = fail(in, -ESRCH, "the process exited");
 		if (ret) {
 			detach_all(in, NULL);
 			return ret;

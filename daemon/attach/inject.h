@@ -38,7 +38,7 @@ struct inject_thread {
 	uint64_t rsp;
 	uint64_t stack_room; /* bytes of stack below rsp it may use */
 	int hazard;	     /* PC or a recent return address in malloc or the loader */
-	int signalled;	     /* stopped for a signal, not by the interrupt */
+	int signalled; /* stopped for a signal, not by the interrupt; or SIGSEGV blocked/ignored */
 };
 
 /* How the kernel will restart an interrupted system call (x86-64 entry code). */

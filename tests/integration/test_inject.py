@@ -183,6 +183,24 @@ def test_inject_refused_inside_loader(ctx):
 
 
 @environments(*HOST_ONLY)
+def test_inject_dlopen_error(ctx):
+    """A file dlopen rejects: dlerror's message in one line, exit 1, and the target (its
+    thread's registers put back after two calls) counts on unbroken."""
+    proc = Proc([os.path.join(inject_dir(ctx), "counter"), "sleep"])
+    pid = started(proc)
+    bad = os.path.join(ctx.tmp, "notalib.so")
+    with open(bad, "w") as f:
+        f.write("not an ELF file\n" * 64)
+    rc, err = nwinject(ctx, pid, bad)
+    if rc != 1 or len(err) != 1 or "failed to load %s" % bad not in err[0] or \
+            "invalid ELF header" not in err[0]:
+        raise Fail("a non-ELF library: exit %d, stderr %r" % (rc, err))
+    ctx.log(err[0])
+    inject_ok(ctx, pid, lib_copy(ctx, "after-error"))
+    counter_unharmed(ctx, proc)
+
+
+@environments(*HOST_ONLY)
 def test_inject_refused_traced(ctx):
     """A target another tracer holds: one line naming that tracer, exit 1, nothing loaded,
     the target runs on under its tracer, its counter unbroken."""
