@@ -8,10 +8,13 @@
  *          survive it (the system call ABI keeps them): a clobbered one exits 4
  *   phdr   as read, but first a line is read (and dropped) inside a dl_iterate_phdr callback,
  *          which holds the loader's lock: "IN PHDR" before, "OUT PHDR" after
+ *   fork   as read, but first a line is read (and dropped) in a pthread_atfork prepare
+ *          handler, inside fork(): "IN FORK" before, "OUT FORK" once the child is reaped
  */
 #include <link.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,18 +123,44 @@ static int echo_line(void)
 	return 1;
 }
 
+static void drop_line(void)
+{
+	char c = 0;
+
+	while (read(0, &c, 1) == 1 && c != '\n')
+		;
+}
+
 static int in_phdr(struct dl_phdr_info *info, size_t size, void *ctx)
 {
 	(void)info;
 	(void)size;
 	(void)ctx;
-	char c = 0;
-
 	say("%.0ldIN PHDR%s\n", 0, "");
-	while (read(0, &c, 1) == 1 && c != '\n')
-		;
+	drop_line();
 	say("%.0ldOUT PHDR%s\n", 0, "");
 	return 1;
+}
+
+static void in_fork(void)
+{
+	say("%.0ldIN FORK%s\n", 0, "");
+	drop_line();
+}
+
+static int run_fork(void)
+{
+	pid_t child;
+
+	if (pthread_atfork(in_fork, NULL, NULL))
+		return 1;
+	child = fork();
+	if (child == 0)
+		_exit(0);
+	if (child < 0 || waitpid(child, NULL, 0) != child)
+		return 1;
+	say("%.0ldOUT FORK%s\n", 0, "");
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -144,7 +173,9 @@ int main(int argc, char **argv)
 	raw_xmm = !strcmp(mode, "xmm");
 	if (!strcmp(mode, "phdr"))
 		dl_iterate_phdr(in_phdr, NULL);
-	else if (strcmp(mode, "read") && !raw_xmm)
+	else if (!strcmp(mode, "fork") && run_fork())
+		return 1;
+	else if (strcmp(mode, "read") && strcmp(mode, "fork") && !raw_xmm)
 		return 2;
 	while (echo_line())
 		;

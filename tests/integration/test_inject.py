@@ -157,29 +157,41 @@ def test_inject_keeps_fpu_state(ctx):
     blocked_read(ctx, "xmm")
 
 
-@environments(*HOST_ONLY)
-def test_inject_refused_inside_loader(ctx):
-    """The only thread blocked inside dl_iterate_phdr (the loader's lock held): refused, the
-    library not loaded; once the callback returned, the injection goes through."""
-    proc = Proc([os.path.join(inject_dir(ctx), "counter"), "phdr"], stdin=True)
+def refused_inside(ctx, mode, word):
+    proc = Proc([os.path.join(inject_dir(ctx), "counter"), mode], stdin=True)
     pid = started(proc)
-    if proc.wait_out(lambda l: l == b"IN PHDR\n", 30) is None:
-        raise Fail("target printed no IN PHDR")
-    lib = lib_copy(ctx, "phdr")
+    if proc.wait_out(lambda l: l == b"IN %s\n" % word, 30) is None:
+        raise Fail("target printed no IN %s" % word.decode())
+    lib = lib_copy(ctx, mode)
     rc, err = nwinject(ctx, pid, lib)
     if rc == 0 or len(err) != 1 or "no thread at a safe point" not in err[0]:
-        raise Fail("inside dl_iterate_phdr: exit %d, stderr %r" % (rc, err))
+        raise Fail("inside %s: exit %d, stderr %r" % (word.decode(), rc, err))
     if os.path.exists(lib + ".loaded"):
         raise Fail("library loaded although refused")
     target_untouched(proc)
     proc.send(b"leave\n", close=False)
-    if proc.wait_out(lambda l: l == b"OUT PHDR\n", 30) is None:
+    if proc.wait_out(lambda l: l == b"OUT %s\n" % word, 30) is None:
         raise Fail("target did not leave the callback")
     inject_ok(ctx, pid, lib)
     proc.send(b"after\n", close=False)
     if proc.wait_out(lambda l: l == b"0 after\n", 30) is None:
         raise Fail("target did not read on after the injection: %r" % proc.out[-3:])
     target_untouched(proc)
+
+
+@environments(*HOST_ONLY)
+def test_inject_refused_inside_loader(ctx):
+    """The only thread blocked inside dl_iterate_phdr (the loader's lock held): refused, the
+    library not loaded; once the callback returned, the injection goes through."""
+    refused_inside(ctx, "phdr", b"PHDR")
+
+
+@environments(*HOST_ONLY)
+def test_inject_refused_inside_fork(ctx):
+    """The only thread blocked in a pthread_atfork handler inside fork() (which goes on to
+    take every malloc arena's lock): refused; once fork returned, the injection goes
+    through."""
+    refused_inside(ctx, "fork", b"FORK")
 
 
 @environments(*HOST_ONLY)
