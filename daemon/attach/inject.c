@@ -35,6 +35,7 @@
 #include <unistd.h>
 #include <linux/openat2.h>
 #include "attach/inject.h"
+#include "attach/unwind.h"
 #include "resolve/elfsym.h"
 #include "resolve/target.h"
 #include "util/file.h"
@@ -50,6 +51,7 @@
  */
 #define SCAN_BYTES 2048
 #define LOADER_SCAN_BYTES 256
+#define UNWIND_FRAMES 256
 #define STOP_TIMEOUT_MS 3000	 /* for a thread to reach the interrupt stop */
 #define CALL_TIMEOUT_MS 60000	 /* for dlopen and the library's constructors */
 #define PICK_TRIES 50		 /* stops, 20 ms apart, to find a thread at a safe point */
@@ -86,6 +88,7 @@ struct inject {
 	size_t nmaps;
 	uint64_t dlopen, dlerror; /* in the target; dlerror 0: none to ask */
 	int flags;		  /* dlopen's */
+	struct unwind *uw;	  /* the threads' call chains */
 	struct inject_range *hz;  /* the loader's code (nld ranges), then libc's malloc and dl* */
 	size_t nhz, nld;
 	struct thr *th;
@@ -295,6 +298,34 @@ static int maps_read(struct inject *in)
 	for (line = strtok_r(buf, "\n", &save); line && !ret; line = strtok_r(NULL, "\n", &save))
 		ret = maps_add(in, line);
 	free(buf);
+	return ret ? fail(in, ret, "out of memory") : 0;
+}
+
+/* Every executable file mapping, for the unwinder: its tables are read when a frame needs them. */
+static int unwind_setup(struct inject *in)
+{
+	size_t i, j;
+	int ret = 0;
+
+	in->uw = unwind__new(in->pid);
+	if (!in->uw)
+		return fail(in, -ENOMEM, "out of memory");
+	for (i = 0; i < in->nmaps && !ret; i++) {
+		const struct map *m = &in->maps[i];
+
+		if (!m->exec || !m->path || m->path[0] != '/' || strstr(m->path, " (deleted)"))
+			continue;
+		for (j = 0; j < in->nmaps; j++) {
+			const struct map *b = &in->maps[j];
+
+			if (b->off == 0 && b->dev == m->dev && b->ino == m->ino && b->path &&
+			    !strcmp(b->path, m->path)) {
+				ret = unwind__add(in->uw, m->start, m->end, b->start, m->path,
+						  m->dev, m->ino);
+				break;
+			}
+		}
+	}
 	return ret ? fail(in, ret, "out of memory") : 0;
 }
 
@@ -793,54 +824,79 @@ static int segv_masked(pid_t pid, pid_t tid)
 	return ((blk | ign) >> (SIGSEGV - 1)) & 1;
 }
 
+static void unwind_regs_of(const struct user_regs_struct *r, struct unwind_regs *u)
+{
+	const uint64_t v[17] = {r->rax, r->rdx, r->rcx, r->rbx, r->rsi, r->rdi,
+				r->rbp, r->rsp, r->r8,	r->r9,	r->r10, r->r11,
+				r->r12, r->r13, r->r14, r->r15, r->rip};
+
+	memcpy(u->r, v, sizeof(v));
+	u->known = (1u << 17) - 1;
+}
+
+/*
+ * The first of the thread's PCs (its own, then its callers' return addresses) in a hazard:
+ * the frames the unwind tables give; past the frame where they end, the words of the stack
+ * (loader addresses only in the first LOADER_SCAN_BYTES). Its index in w, or -1.
+ */
+static int find_hazard(struct inject *in, const struct thr *t, const struct map *m, uint64_t *w,
+		       size_t *nframes, int *whole)
+{
+	struct unwind_regs ur;
+	uint64_t rest, avail;
+	size_t n, k;
+	int hit;
+
+	unwind_regs_of(&t->regs, &ur);
+	n = unwind__walk(in->uw, &ur, m->start, m->end, w, UNWIND_FRAMES, &rest);
+	*nframes = n;
+	*whole = !rest;
+	hit = inject__in_ranges(in->hz, in->nhz, w, n);
+	if (hit >= 0 || !rest || rest < m->start || rest >= m->end)
+		return hit;
+	avail = (m->end - rest) / 8;
+	k = read_words(in->pid, rest, w + n, avail < SCAN_BYTES / 8 ? avail : SCAN_BYTES / 8);
+	hit = inject__in_ranges(in->hz, in->nld, w + n,
+				k < LOADER_SCAN_BYTES / 8 ? k : LOADER_SCAN_BYTES / 8);
+	if (hit < 0)
+		hit = inject__in_ranges(in->hz + in->nld, in->nhz - in->nld, w + n, k);
+	return hit < 0 ? -1 : (int)n + hit;
+}
+
 static void describe(struct inject *in, const struct thr *t, struct inject_thread *d,
 		     uint64_t *words)
 {
 	const struct map *m = map_at(in, t->regs.rsp);
-	size_t n = 0;
-	int hit;
+	size_t frames = 0;
+	int hit = -1, whole = 0;
 
 	*d = (struct inject_thread){.tid = t->tid,
 				    .orig_rax = (int64_t)t->regs.orig_rax,
 				    .rax = (int64_t)t->regs.rax,
 				    .rsp = t->regs.rsp,
 				    .signalled = t->sig != 0 || segv_masked(in->pid, t->tid)};
-	if (m)
+	if (m) {
 		d->stack_room = m->path && !strcmp(m->path, "[stack]") ? UINT64_MAX / 2
 								       : t->regs.rsp - m->start;
-	words[n++] = t->regs.rip;
-	if (m) {
-		uint64_t avail = (m->end - t->regs.rsp) / 8;
-
-		n += read_words(in->pid, t->regs.rsp, words + 1,
-				avail < SCAN_BYTES / 8 ? avail : SCAN_BYTES / 8);
+		hit = find_hazard(in, t, m, words, &frames, &whole);
 	}
-	hit = m ? inject__in_ranges(in->hz, in->nhz, words, 1) : 0;
-	if (hit < 0 && n > 1) {
-		size_t near = n - 1 < LOADER_SCAN_BYTES / 8 ? n - 1 : LOADER_SCAN_BYTES / 8;
-		int k = inject__in_ranges(in->hz, in->nld, words + 1, near);
-
-		if (k < 0)
-			k = inject__in_ranges(in->hz + in->nld, in->nhz - in->nld, words + 1,
-					      n - 1);
-		hit = k < 0 ? -1 : k + 1;
-	}
-	d->hazard = hit >= 0;
+	d->hazard = !m || hit >= 0;
 	if (!in->verbose)
 		return;
-	fprintf(stderr, "nanwatchd: thread %d: syscall %lld rax %lld pc 0x%llx%s", t->tid,
-		(long long)d->orig_rax, (long long)d->rax, (unsigned long long)t->regs.rip,
-		d->signalled ? " (signalled)" : "");
+	fprintf(stderr, "nanwatchd: thread %d: syscall %lld rax %lld pc 0x%llx, %zu frames%s%s",
+		t->tid, (long long)d->orig_rax, (long long)d->rax, (unsigned long long)t->regs.rip,
+		frames, whole ? "" : " and a stack scan", d->signalled ? " (signalled)" : "");
 	if (hit >= 0)
-		fprintf(stderr, " (0x%llx at %s: in malloc or the loader)",
-			(unsigned long long)words[hit], hit ? "its stack" : "its pc");
+		fprintf(stderr, " (0x%llx, %s: in malloc or the loader)",
+			(unsigned long long)words[hit],
+			(size_t)hit < frames ? "a frame" : "a stack word");
 	fputc('\n', stderr);
 }
 
 static struct thr *choose(struct inject *in)
 {
 	struct inject_thread *d = calloc(in->nth ? in->nth : 1, sizeof(*d));
-	uint64_t *words = malloc((SCAN_BYTES / 8 + 1) * sizeof(*words));
+	uint64_t *words = malloc((UNWIND_FRAMES + SCAN_BYTES / 8) * sizeof(*words));
 	struct thr *t = NULL;
 	size_t i;
 	int k;
@@ -1160,12 +1216,15 @@ int inject__load(pid_t pid, const char *lib, int verbose, char *err, size_t errl
 	if (!ret)
 		ret = resolve_syms(&in);
 	if (!ret)
+		ret = unwind_setup(&in);
+	if (!ret)
 		ret = place(&in, lib, &pl);
 	if (!ret)
 		ret = stop_and_choose(&in, &t);
 	if (!ret)
 		ret = run_dlopen(&in, t, pl.path);
 	unplace(&pl);
+	unwind__free(in.uw);
 	maps_free(&in);
 	free(in.hz);
 	free(in.th);

@@ -8,10 +8,14 @@
  *          survive it (the system call ABI keeps them): a clobbered one exits 4
  *   phdr   as read, but first a line is read (and dropped) inside a dl_iterate_phdr callback,
  *          which holds the loader's lock: "IN PHDR" before, "OUT PHDR" after
+ *   mstats prints "IN MSTATS", then blocks for good in malloc_stats(), writing to a full
+ *          pipe as stderr while it holds the main arena's lock, deep in stdio's frames
  *   fork   as read, but first a line is read (and dropped) in a pthread_atfork prepare
  *          handler, inside fork(): "IN FORK" before, "OUT FORK" once the child is reaped
  */
+#include <fcntl.h>
 #include <link.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -163,6 +167,25 @@ static int run_fork(void)
 	return 0;
 }
 
+static int run_mstats(void)
+{
+	char junk[4096];
+	int p[2];
+
+	memset(junk, 'x', sizeof(junk));
+	if (pipe(p) || fcntl(p[1], F_SETFL, O_NONBLOCK))
+		return 1;
+	while (write(p[1], junk, sizeof(junk)) > 0)
+		;
+	while (write(p[1], junk, 1) == 1)
+		;
+	if (fcntl(p[1], F_SETFL, 0) || dup2(p[1], 2) != 2)
+		return 1;
+	say("%.0ldIN MSTATS%s\n", 0, "");
+	malloc_stats();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "sleep";
@@ -170,6 +193,8 @@ int main(int argc, char **argv)
 	say("PID %ld%s\n", getpid(), "");
 	if (!strcmp(mode, "sleep"))
 		return run_sleep();
+	if (!strcmp(mode, "mstats"))
+		return run_mstats();
 	raw_xmm = !strcmp(mode, "xmm");
 	if (!strcmp(mode, "phdr"))
 		dl_iterate_phdr(in_phdr, NULL);

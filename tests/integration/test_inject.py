@@ -195,6 +195,24 @@ def test_inject_refused_inside_fork(ctx):
 
 
 @environments(*HOST_ONLY)
+def test_inject_refused_deep_in_malloc(ctx):
+    """The only thread blocked in a write deep in stdio's frames (more than 8 KiB of stack)
+    inside malloc_stats, which holds the main arena's lock that dlopen's malloc would wait for
+    in the same thread: its call chain, unwound, shows it; refused, the target untouched."""
+    proc = Proc([os.path.join(inject_dir(ctx), "counter"), "mstats"])
+    pid = started(proc)
+    if proc.wait_out(lambda l: l == b"IN MSTATS\n", 30) is None:
+        raise Fail("target printed no IN MSTATS")
+    lib = lib_copy(ctx, "mstats")
+    rc, err = nwinject(ctx, pid, lib)
+    if rc != 1 or len(err) != 1 or "no thread at a safe point" not in err[0]:
+        raise Fail("inside malloc_stats: exit %d, stderr %r" % (rc, err))
+    if os.path.exists(lib + ".loaded"):
+        raise Fail("library loaded although refused")
+    target_untouched(proc)
+
+
+@environments(*HOST_ONLY)
 def test_inject_dlopen_error(ctx):
     """A file dlopen rejects: dlerror's message in one line, exit 1, and the target (its
     thread's registers put back after two calls) counts on unbroken."""
