@@ -2,8 +2,8 @@
 /*
  * nanwatchd --inject: dlopen a library in a running process, as gdb's `call dlopen` and
  * linux-inject do. Every thread is seized and interrupted; one stopped in a system call,
- * with neither its PC nor a recent return address in the dynamic loader or libc's malloc and
- * dl* families, is chosen; the others are let go (a lock one of them holds is released, never
+ * with no frame of its call chain (attach/unwind.c) in the dynamic loader or libc's malloc
+ * and dl* families, is chosen; the others are let go (a lock one of them holds is released, never
  * waited on forever); the chosen one calls dlopen with a return address of 0, so the return
  * stops it with SIGSEGV; its registers, x87/SSE/AVX state included, are put back. Written
  * back with its orig_rax and -ERESTART* value, the interrupted call is restarted by the
