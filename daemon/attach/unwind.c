@@ -8,6 +8,9 @@
  * PC without a table ends the walk where it is (the caller then searches the rest of the
  * stack the cruder way). Everything read is bounded by the section it came from.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* process_vm_readv */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
