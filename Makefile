@@ -42,7 +42,8 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/%,$(FUZZ_SRCS))
 
 # C sources make format-check holds to .clang-format
 FORMAT_SRCS := $(wildcard bpf/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.c tools/tail/*.[ch] \
-	       tools/collect/*.[ch] tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch] tests/inject/*.c)
+	       tools/collect/*.[ch] tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch])
+FORMAT_SRCS += $(wildcard tests/inject/*.c)
 
 # make asan: daemon, tools and unit tests with ASan+UBSan in their own output directory, then
 # the unit tests and a few fast integration cases (real BPF) under them.
@@ -177,7 +178,10 @@ $(OUTPUT)/tests/inject/nwinject: tests/inject/nwinject.c $(DAEMON_LIB) | $(OUTPU
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) $(AS_NEEDED) $< $(DAEMON_LIB) $(LDLIBS) -o $@
 
-test: all test-deps $(TEST_BINS) $(INJECT_BINS) trixie-root
+# built with the unit tests, for tests/integration/test_inject.py
+test unit: $(INJECT_BINS)
+
+test: all test-deps $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
 	$(Q)tests/check-cflags
 	$(Q)$(MAKE) --no-print-directory format-check
@@ -187,7 +191,7 @@ test: all test-deps $(TEST_BINS) $(INJECT_BINS) trixie-root
 	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \
 		--trixie-root $(TRIXIE_ROOT)
 
-unit: all $(TEST_BINS) $(INJECT_BINS)
+unit: all $(TEST_BINS)
 	$(Q)tests/run-unit $(TEST_BINS)
 
 # what sanitized-build and fuzz-build make, run in a sub-make with OUTPUT and CFLAGS set
@@ -282,5 +286,6 @@ install: all
 clean:
 	rm -rf $(OUTPUT) $(ASAN_OUTPUT) $(FUZZ_OUTPUT)
 
--include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tests/inject/*.d $(OUTPUT)/tools/tail/*.d \
+-include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tools/tail/*.d \
 	$(OUTPUT)/tools/collect/*.d)
+-include $(wildcard $(OUTPUT)/tests/inject/*.d)
