@@ -36,6 +36,8 @@ TEST_LIB := $(OUTPUT)/tests/libfakemem.a
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOL_BINS := $(patsubst tools/%.c,$(OUTPUT)/%,$(TOOL_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+# the injection tests' target, library, tracer and driver (tests/inject/)
+INJECT_BINS := $(addprefix $(OUTPUT)/tests/inject/,counter traced nwinject libmarker.so)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/%,$(FUZZ_SRCS))
 
 # C sources make format-check holds to .clang-format
@@ -58,6 +60,7 @@ CUPTI_OBJS := $(patsubst cupti/%.c,$(OUTPUT)/cupti/%.o,$(wildcard cupti/*.c))
 CUDA_SMS = $(sort $(shell $(NVCC) --list-gpu-code | sed -n 's/^sm_\([0-9]*\)$$/\1/p' | \
 	   awk '$$1 >= 75 && $$1 <= 90'))
 NVCC_FLAGS := -O3 -std=c++17 -Ibpf -Icupti --no-compress
+FORMAT_SRCS += $(wildcard tests/inject/*.c)
 
 # make asan: daemon, tools and unit tests with ASan+UBSan in their own output directory, then
 # the unit tests and a few fast integration cases (real BPF) under them.
@@ -171,6 +174,29 @@ $(OUTPUT)/tests/%: tests/%.c $(TEST_LIB) $(LINK_LIBS) | $(OUTPUT)/tests
 	$(call msg,TEST-CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) $(AS_NEEDED) $< $(TEST_LIB) $(LINK_LIBS) \
 		$(LDLIBS) -lcmocka -o $@
+
+$(OUTPUT)/tests/inject/libmarker.so: tests/inject/marker.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) -shared -fPIC $< -o $@
+
+$(OUTPUT)/tests/inject/counter: tests/inject/counter.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $< -pthread -o $@
+
+$(OUTPUT)/tests/inject/traced: tests/inject/traced.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $< -o $@
+
+$(OUTPUT)/tests/inject/nwinject: tests/inject/nwinject.c $(DAEMON_LIB) | $(OUTPUT)/tests
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) $(AS_NEEDED) $< $(DAEMON_LIB) $(LDLIBS) -o $@
+
+# built with the unit tests, for tests/integration/test_inject.py
+test unit: $(INJECT_BINS)
 
 test: all test-deps $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
@@ -315,3 +341,4 @@ clean:
 
 -include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tools/tail/*.d \
 	$(OUTPUT)/tools/collect/*.d $(OUTPUT)/cupti/*.d)
+-include $(wildcard $(OUTPUT)/tests/inject/*.d)

@@ -18,6 +18,7 @@
 #include "resolve/names.h"
 #include "resolve/optstate.h"
 #include "output/event.h"
+#include "attach/inject.h"
 #include "attach/probe.h"
 #include "session_priv.h"
 #include "output/sink.h"
@@ -88,7 +89,8 @@ static int resolve(struct session *s, pid_t pid, char *err, size_t errlen)
 	if (s->o.verbose)
 		fprintf(stderr, "nanwatchd: tensor type 0x%llx from %s\n",
 			(unsigned long long)s->t.tensor_type, s->t.tensor_type_from);
-	return 0;
+	/* a process that is not what the watch needs is refused above, untouched */
+	return s->o.inject_lib ? inject__load(pid, s->o.inject_lib, s->o.verbose, err, errlen) : 0;
 }
 
 struct session *session__open(pid_t pid, const struct session_opts *o, char *err, size_t errlen)
