@@ -3,8 +3,8 @@
 
 Meta tensors have shapes and dtypes but no data, as CUDA tensors have data the daemon cannot
 read; with NANWATCH_TEST_GPU_DEVICE=meta in the daemon's environment (test only) BPF writes a
-request for each of them. The batch size changes with the iteration (4 + iteration % 5), so
-that the requests of one forward pass match the hooks' log of exactly one iteration.
+request for each of them. The batch size grows with the iteration (1 + iteration), so that
+the requests of one forward pass match the hooks' log of exactly one iteration.
 
   gpu_meta.py --live [--pace S] [--log FILE] [--fake-lib FILE --poison LAYER --after N]
   gpu_meta.py --live --device cpu --libcuda PATH
@@ -101,7 +101,7 @@ def main():
         for step in range(a.steps):
             state["step"] = step
             state["iteration"] = step
-            x = torch.randn(4 + step % 5, 16, device=a.device)
+            x = torch.randn(1 + step, 16, device=a.device)
             loss = model(x).square().mean()
             loss.backward()
             opt.step()
