@@ -5,6 +5,9 @@
  * is sent, then HELLO with a read-only descriptor of the request ring. Every message and
  * every ring slot read back is bounded and checked: the target may write either.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* struct ucred */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

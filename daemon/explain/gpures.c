@@ -22,6 +22,7 @@ void gpures__init(struct gpures *g, struct explain *x, struct names *names, cons
 	g->x = x;
 	g->names = names;
 	g->kind = kind;
+	g->write = explain__finding;
 }
 
 static uint64_t nonfinite(const struct nw_gpu_result *r)
@@ -138,7 +139,7 @@ static int write_one(struct gpures *g, const struct gpures_pending *p)
 	char dev[32];
 
 	gpures__finding(&p->req, &p->res, &p->g, g->kind, g->names, dev, sizeof(dev), &f);
-	return explain__finding(g->x, &f);
+	return g->write(g->x, &f);
 }
 
 /* The BPF side's rule: every anomaly of the first bad iteration, then one per iteration. */

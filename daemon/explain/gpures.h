@@ -46,6 +46,7 @@ struct gpures {
 	/* the ring's slot of a held output again: BPF finishes its gated counts after its seq */
 	int (*reread)(void *ctx, uint64_t seq, struct nw_gpu_req *out);
 	void *reread_ctx;
+	int (*write)(struct explain *x, const struct finding *f); /* explain__finding */
 };
 
 void gpures__init(struct gpures *g, struct explain *x, struct names *names, const char *kind);
