@@ -20,7 +20,6 @@
 #include "util/file.h"
 
 #define LIB_NAME "libnanwatch_cupti.so"
-#define MAX_NOTICES 16 /* notice lines a watch writes: the library says each once */
 /*
  * Test only: NANWATCH_TEST_GPU_DEVICE=meta makes BPF take tensors on torch's meta device
  * for GPU tensors, so that a CPU build of torch exercises the request path (with a
@@ -119,10 +118,18 @@ static void on_result(void *ctx, const struct nw_gpu_req *req, const struct nw_g
 static void on_notice(void *ctx, const char *text)
 {
 	struct session *s = ctx;
+	uint64_t h = 14695981039346656037ULL; /* FNV-1a */
+	int i;
 
-	if (s->gpu_notices >= MAX_NOTICES)
+	for (i = 0; text[i]; i++)
+		h = (h ^ (unsigned char)text[i]) * 1099511628211ULL;
+	for (i = 0; i < s->gpu_notices; i++)
+		if (s->gpu_notice_hash[i] == h)
+			return;
+	/* each text once (a library says its notices again after a reconnect), and so many */
+	if (s->gpu_notices >= (int)(sizeof(s->gpu_notice_hash) / sizeof(s->gpu_notice_hash[0])))
 		return;
-	s->gpu_notices++;
+	s->gpu_notice_hash[s->gpu_notices++] = h;
 	output__error_from(&s->e, "gpu", text);
 }
 
@@ -206,6 +213,7 @@ static void stats_fields(struct json *j, const void *ctx)
 	json__string(j, "device", s->gpu_kind);
 	json__bool(j, "connected", st.connected);
 	json__bool(j, "ready", st.ready);
+	json__uint(j, "connects", st.connects);
 	json__string(j, "mode", st.ready ? mode_name(st.mode) : NULL);
 	json__uint(j, "requests", st.written);
 	json__uint(j, "dropped", st.dropped);

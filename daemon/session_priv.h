@@ -56,11 +56,12 @@ struct session {
 	/* GPU tensors (session_gpu.c): the library's link, NULL when none are requested */
 	struct gpulink *gpu;
 	struct gpures gres;
-	const char *gpu_kind;	/* "cuda", or "meta" under the test switch */
-	const char *gpu_attach; /* what the attach line says of GPU tensors */
-	char gpu_message[512];	/* ... and how to have them checked; "" none */
-	int gpu_notices;	/* notice lines written */
-	long long device_cuda;	/* DeviceType codes from the torch table; -1: not there */
+	const char *gpu_kind;	      /* "cuda", or "meta" under the test switch */
+	const char *gpu_attach;	      /* what the attach line says of GPU tensors */
+	char gpu_message[512];	      /* ... and how to have them checked; "" none */
+	uint64_t gpu_notice_hash[16]; /* of the notice lines written: each once per watch */
+	int gpu_notices;
+	long long device_cuda; /* DeviceType codes from the torch table; -1: not there */
 	long long device_meta;
 	long long impl_device_index; /* TensorImpl offset of the device index; -1: not there */
 };

@@ -2,7 +2,8 @@
 test-only switch NANWATCH_TEST_GPU_DEVICE=meta (BPF takes meta tensors for GPU tensors), and a
 test-side stand-in for libnanwatch_cupti.so inside the trainer (tests/trainers/fake_cupti.py)
 that reads the request ring as the library does and answers by a plan. Checked: the requests
-against the trainer's forward hooks, and the anomaly event the daemon makes of a NaN result.
+against the trainer's forward hooks, the anomaly event the daemon makes of a NaN result, and
+the link made again after the stand-in hangs up.
 Also: what the attach line says of a process that maps libcuda without the library."""
 import json
 import os
@@ -48,6 +49,11 @@ def stop(trainer, daemon):
     rc = trainer.wait(60)
     if rc != 0:
         raise Fail("gpu_meta exited %r under the daemon:\n%s" % (rc, tail(trainer.stderr_lines())))
+
+
+def step_of(trainer):
+    steps = [l for l in trainer.out if l.startswith(b"STEP ")]
+    return int(steps[-1].split()[1]) if steps else 0
 
 
 def read_jsonl(path):
@@ -119,18 +125,27 @@ def test_gpu_requests_meta(ctx):
         wait_attach(daemon)
         if daemon.wait_out(is_event("anomaly"), 60) is None:
             raise Fail("no anomaly event in 60 s:\n%s" % tail(daemon.stderr_lines()))
-        with_lib = lambda l: is_event("stats")(l) and json.loads(l)["gpu"]["library"]
-        if daemon.wait_out(with_lib, 30) is None:
-            raise Fail("no stats line with the library's counters")
+        again = lambda l: is_event("stats")(l) and json.loads(l)["gpu"]["connects"] == 2 and \
+            json.loads(l)["gpu"]["library"]
+        if daemon.wait_out(again, 30) is None:
+            raise Fail("no stats line after the second connection with the library's counters")
+        # passes enough to compare on the second connection
+        until = step_of(trainer) + 40
+        if trainer.wait_out(lambda l: l.startswith(b"STEP ") and int(l.split()[1]) >= until,
+                            60) is None:
+            raise Fail("the trainer stopped training")
         stop(trainer, daemon)
         if os.path.exists(os.path.join(tmp, ".nanwatch-cupti-%d.sock" % trainer.pid)):
             raise Fail("the stand-in left its socket behind")
         events = parse_stream(daemon, trainer.pid, comm)
         records = read_jsonl(lib)
         check_stream(events, records, trainer.pid)
-        offset = check_requests([r["req"] for r in records if "req" in r], read_jsonl(hooks),
-                                trainer.pid)
-        ctx.log("requests match the hooks (trainer iteration = request iteration + %d)" % offset)
+        hooked = read_jsonl(hooks)
+        for conn in (1, 2):  # the stand-in hangs up once; the daemon connects again
+            offset = check_requests([r["req"] for r in records if r.get("conn") == conn],
+                                    hooked, trainer.pid)
+            ctx.log("connection %d: requests match the hooks (trainer iteration = request "
+                    "iteration + %d)" % (conn, offset))
     finally:
         shutil.rmtree(tmp)
 
@@ -165,13 +180,16 @@ def check_stream(events, records, pid):
     bad = {k: (ev.get(k), v) for k, v in want.items() if ev.get(k) != v}
     if bad:
         raise Fail("anomaly differs from the poisoned request (got, want): %s" % bad)
+    # said on both connections, written once
     notices = [e for e in events if e["event"] == "error"]
     if [(e.get("source"), e["message"]) for e in notices] != [("gpu", NOTICE)]:
         raise Fail("the library's notice came out as %s" % notices)
     gpu = [e for e in events if e["event"] == "stats"][-1]["gpu"]
     if not gpu["connected"] or gpu["mode"] != "interpose" or gpu["requests"] <= 0 or \
-            gpu["library"]["requests"] <= 0 or gpu["anomalies"] != 1:
+            gpu["library"]["requests"] <= 0 or gpu["anomalies"] != 1 or gpu["connects"] != 2:
         raise Fail("stats.gpu %s" % gpu)
+    if [r["hangup"] for r in records if "hangup" in r] != [1]:
+        raise Fail("the stand-in did not hang up once")
 
 
 @environments(*HOST_ONLY)

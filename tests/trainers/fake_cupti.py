@@ -8,8 +8,11 @@ request from the ring as the library would. It scans nothing (meta tensors have 
 results follow a plan. The first output request of module `poison` whose iteration is at least
 `after` iterations past the first one seen is answered as all NaN; the requests gated on it
 (its call's inputs and parameters) as scanned and finite; every other gated request as
-GATED_OUT, as the real library answers them. Every request and that choice go to a JSON-lines
-file for the test to compare with the trainer's forward hooks.
+GATED_OUT, as the real library answers them. Half a second after the poisoned output's answers
+it closes the connection once, as a library that restarts would, and serves the daemon's next
+one the same way (NOTICE again included). Every request (with the number of the connection it
+came in) and that choice go to a JSON-lines file for the test to compare with the trainer's
+forward hooks.
 """
 import json
 import mmap
@@ -67,6 +70,8 @@ class FakeLibrary(threading.Thread):
         self.listener.listen(1)
         self.stats = [0] * 11
         self.poisoned = None  # the poisoned output's seq
+        self.hung_up = None  # when the poisoned output's answers went out; then: done
+        self.conn = 0  # connections served
 
     def record(self, obj):
         self.out.write(json.dumps(obj) + "\n")
@@ -81,6 +86,7 @@ class FakeLibrary(threading.Thread):
     def run(self):
         while True:
             conn, _ = self.listener.accept()
+            self.conn += 1
             try:
                 self.serve(conn)
             except (OSError, ValueError) as e:
@@ -110,8 +116,15 @@ class FakeLibrary(threading.Thread):
     def serve(self, conn):
         ring = self.hello(conn)
         conn.setblocking(False)
-        pos, first_iter, last_stats, ready_head = 0, None, 0.0, 0
+        # what was written before this connection is an earlier reader's
+        pos = ready_head = struct.unpack_from("<Q", ring, 0)[0]
+        first_iter, last_stats = None, 0.0
         while True:
+            if self.hung_up is not None and self.hung_up is not True and \
+                    time.monotonic() - self.hung_up > 0.5:
+                self.hung_up = True
+                self.record({"hangup": self.conn})
+                return
             try:
                 if conn.recv(16) == b"":
                     return  # the daemon went away: idle again
@@ -144,7 +157,7 @@ class FakeLibrary(threading.Thread):
 
     def answer(self, req, first_iter):
         req["layer"] = self.names.get(req["module"])
-        self.record({"req": req})
+        self.record({"req": req, "conn": self.conn})
         n = req["numel"]
         if req["role"] == "output" and self.poisoned is None and \
                 req["module"] == self.poison and req["iteration"] >= first_iter + self.after:
@@ -153,6 +166,8 @@ class FakeLibrary(threading.Thread):
             return [RESULT.pack(req["seq"], n, n, 0, 0, (1 << 64) - 1, 0, R_SCANNED, 0)]
         if req["role"] in ("input", "param"):
             if req["gate"] == self.poisoned:
+                if self.hung_up is None:
+                    self.hung_up = time.monotonic()
                 # finite: min and max keys of 0.0 and 1.0 (nw_order_key of float32 bits)
                 lo, hi = 0x80000000, 0x80000000 | 0x3F800000
                 return [RESULT.pack(req["seq"], n, 0, 0, 0, lo, hi, R_SCANNED, 0)]
