@@ -195,15 +195,16 @@ static int open_dir(pid_t pid, const char *dir)
 static int connect_lib(struct gpulink *g)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	char dir[PATH_MAX], name[64];
+	char dir[PATH_MAX], full[PATH_MAX + 64], *name;
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
 	struct stat sb;
 	int dfd, fd, ret;
 
 	socket_dir(g->pid, dir, sizeof(dir));
-	snprintf(name, sizeof(name), NW_GPU_SOCK_FMT + 3, ns_pid(g->pid)); /* past "%s/" */
-	snprintf(g->st.socket, sizeof(g->st.socket), "%.60s/%s", dir, name);
+	snprintf(full, sizeof(full), NW_GPU_SOCK_FMT, dir, ns_pid(g->pid));
+	name = strrchr(full, '/') + 1; /* the format puts the name after the directory */
+	snprintf(g->st.socket, sizeof(g->st.socket), "%.127s", full);
 	dfd = open_dir(g->pid, dir);
 	if (dfd < 0)
 		return dfd;
