@@ -2,8 +2,8 @@
 test-only switch NANWATCH_TEST_GPU_DEVICE=meta (BPF takes meta tensors for GPU tensors), and a
 test-side stand-in for libnanwatch_cupti.so inside the trainer (tests/trainers/fake_cupti.py)
 that reads the request ring as the library does and answers by a plan. Checked: the requests
-against the trainer's forward hooks, the anomaly event the daemon makes of a NaN result, and
-the link made again after the stand-in hangs up.
+against the trainer's forward hooks, the anomaly events the daemon makes of NaN results (a
+module output, then a loss), and the link made again after the stand-in hangs up.
 Also: what the attach line says of a process that maps libcuda without the library."""
 import json
 import os
@@ -168,8 +168,8 @@ def check_stream(events, records, pid):
     if attach["event"] != "attach" or attach.get("gpu") != "connected":
         raise Fail("attach says gpu %r, want connected" % attach.get("gpu"))
     anomalies = [ev for ev in events if ev["event"] == "anomaly"]
-    if len(anomalies) != 1:
-        raise Fail("%d anomaly events, want the one NaN result" % len(anomalies))
+    if len(anomalies) != 2:
+        raise Fail("%d anomaly events, want the two NaN results" % len(anomalies))
     ev = anomalies[0]
     check_anomaly_fields(ev, pid)
     want = {"layer": POISON, "module": "Linear", "device": "meta", "phase": "forward",
@@ -180,13 +180,23 @@ def check_stream(events, records, pid):
     bad = {k: (ev.get(k), v) for k, v in want.items() if ev.get(k) != v}
     if bad:
         raise Fail("anomaly differs from the poisoned request (got, want): %s" % bad)
+    loss = [r["poisoned_loss"] for r in records if "poisoned_loss" in r]
+    ev = anomalies[1]
+    check_anomaly_fields(ev, pid)
+    want = {"phase": "loss", "tensor": "loss", "layer": None, "module": None, "device": "meta",
+            "step": loss[0]["step"], "iteration": loss[0]["iteration"], "numel": 1, "shape": [],
+            "nan": 1, "inputs_finite": None, "params_finite": None, "origin": True,
+            "first": False}
+    bad = {k: (ev.get(k), v) for k, v in want.items() if ev.get(k) != v}
+    if len(loss) != 1 or bad:
+        raise Fail("loss anomaly differs from the poisoned loss request (got, want): %s" % bad)
     # said on both connections, written once
     notices = [e for e in events if e["event"] == "error"]
     if [(e.get("source"), e["message"]) for e in notices] != [("gpu", NOTICE)]:
         raise Fail("the library's notice came out as %s" % notices)
     gpu = [e for e in events if e["event"] == "stats"][-1]["gpu"]
     if not gpu["connected"] or gpu["mode"] != "interpose" or gpu["requests"] <= 0 or \
-            gpu["library"]["requests"] <= 0 or gpu["anomalies"] != 1 or gpu["connects"] != 2:
+            gpu["library"]["requests"] <= 0 or gpu["anomalies"] != 2 or gpu["connects"] != 2:
         raise Fail("stats.gpu %s" % gpu)
     if [r["hangup"] for r in records if "hangup" in r] != [1]:
         raise Fail("the stand-in did not hang up once")

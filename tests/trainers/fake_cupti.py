@@ -8,7 +8,8 @@ request from the ring as the library would. It scans nothing (meta tensors have 
 results follow a plan. The first output request of module `poison` whose iteration is at least
 `after` iterations past the first one seen is answered as all NaN; the requests gated on it
 (its call's inputs and parameters) as scanned and finite; every other gated request as
-GATED_OUT, as the real library answers them. Half a second after the poisoned output's answers
+GATED_OUT, as the real library answers them. The loss request 10 iterations later is answered
+as NaN too. Half a second after the poisoned output's answers
 it closes the connection once, as a library that restarts would, and serves the daemon's next
 one the same way (NOTICE again included). Every request (with the number of the connection it
 came in) and that choice go to a JSON-lines file for the test to compare with the trainer's
@@ -70,6 +71,8 @@ class FakeLibrary(threading.Thread):
         self.listener.listen(1)
         self.stats = [0] * 11
         self.poisoned = None  # the poisoned output's seq
+        self.poisoned_iter = None
+        self.poisoned_loss = False
         self.hung_up = None  # when the poisoned output's answers went out; then: done
         self.conn = 0  # connections served
 
@@ -161,9 +164,14 @@ class FakeLibrary(threading.Thread):
         n = req["numel"]
         if req["role"] == "output" and self.poisoned is None and \
                 req["module"] == self.poison and req["iteration"] >= first_iter + self.after:
-            self.poisoned = req["seq"]
+            self.poisoned, self.poisoned_iter = req["seq"], req["iteration"]
             self.record({"poisoned": req})
             return [RESULT.pack(req["seq"], n, n, 0, 0, (1 << 64) - 1, 0, R_SCANNED, 0)]
+        if req["role"] == "loss" and not self.poisoned_loss and self.poisoned is not None \
+                and req["iteration"] >= self.poisoned_iter + 10:
+            self.poisoned_loss = True
+            self.record({"poisoned_loss": req})
+            return [RESULT.pack(req["seq"], 1, 1, 0, 0, (1 << 64) - 1, 0, R_SCANNED, 0)]
         if req["role"] in ("input", "param"):
             if req["gate"] == self.poisoned:
                 if self.hung_up is None:
