@@ -116,6 +116,7 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	s->fp.impl = 0;
 	s->single = is_tensor(read_u64((__u64)ret + L.obj_type));
 	s->out_ok = 0;
+	s->gpu_gate = 0;
 	check_result((__u64)ret);
 	s->deeper = 0; /* ev_tensor() of other programs must not see it */
 	if (rec.depth > 0) {

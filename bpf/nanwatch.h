@@ -400,4 +400,29 @@ struct nw_cap_end {
 	char class_name[NW_NAME_LEN];
 };
 
+/*
+ * The daemon's part of a GPU check request (nw_gpu_req.ctx in nwgpu.h): what BPF had at
+ * hand when it wrote the request, for the anomaly event the result may become. The
+ * library never reads it. A module output that gates its call's input and parameter
+ * requests gets ngated and the counts of what it could not request written after them.
+ */
+struct nw_gpu_ctx {
+	__u64 step;	 /* step word (NW_STEP_SHIFT) */
+	__u64 iteration; /* outermost-module forward passes (0-based) */
+	__u64 root;	 /* modules[0] of the call: names the module */
+	__u64 module;	 /* the module whose call returned; 0: the loss */
+	__u64 shape[NW_MAX_DIMS];
+	__u32 depth; /* the call's depth + 1 */
+	__u32 ndim;
+	__u32 flags;	      /* NW_FLAG_DEEPER */
+	__u32 ngated;	      /* requests gated on this one (its call's inputs and parameters) */
+	__u32 inputs_unknown; /* tensor inputs not requested (not on the GPU, unreadable) */
+	__u32 params_unknown; /* parameters not requested (or past the listed ones) */
+	__u8 phase;	      /* enum nw_phase */
+	__u8 params_known;    /* the module's parameters were listed */
+	__u8 gating;	      /* ngated and the unknown counts are final */
+	__u8 pad[5];
+	char class_name[NW_NAME_LEN]; /* tp_name of the module's type */
+};
+
 #endif /* __NANWATCH_H */

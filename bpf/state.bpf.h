@@ -13,6 +13,7 @@
 #include <bpf/bpf_helpers.h>
 #include "nanwatch.h"
 #include "nwfloat.h"
+#include "nwgpu.h"
 
 #define CHUNK_WORDS 1024 /* 8 KiB read per loop iteration */
 #define CHUNK_BYTES (CHUNK_WORDS * 8)
@@ -42,6 +43,10 @@ const volatile __u32 capture_int_codes = 0; /* the target numbers ScalarType as 
 const volatile __u32 backward_on = 0;
 const volatile __u32 backward_all = 0; /* every gradient; else parameter gradients only */
 const volatile struct nw_bwd_layout BL = {};
+/* GPU tensors get check requests (bpf/gpu.bpf.h): the target uses CUDA; 0: none are written */
+const volatile __u32 gpu_on = 0;
+const volatile __u32 gpu_device = 0;	 /* DeviceType code requested: CUDA's (a test: meta's) */
+const volatile __s64 gpu_index_off = -1; /* TensorImpl offset of the device index; -1: none */
 
 __u64 counters[NW_C_MAX] = {};
 __u32 stopped = 0; /* set by the daemon before it removes the probes: every count stops at once */
@@ -132,6 +137,8 @@ struct tensor_info {
 	__u32 dtype;	   /* enum nw_dtype of scalar_type */
 	__u32 flags;	   /* enum nw_skip */
 	__u32 scalar_type; /* the target's ScalarType code */
+	__u32 gpu;	   /* on gpu_device: data is a device address, never read here */
+	__s32 gpu_index;   /* its device index; -1: not known */
 };
 
 struct scan_ctx {
@@ -165,6 +172,7 @@ struct scratch {
 	__u32 out_ok;		/* ... fingerprinted and finite */
 	struct scan_ctx c;
 	struct nw_params np; /* a module's parameters as list_params found them */
+	__u64 gpu_gate;	     /* the returning call's request gating its inputs' and params' */
 	char str[STR_READ];
 };
 
@@ -205,6 +213,15 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps");
+
+/* GPU check requests: entry 0 the header, then a ring (see nwgpu.h); the daemon mmaps it */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, NW_GPU_SLOTS + 1);
+	__type(key, __u32);
+	__type(value, struct nw_gpu_req);
+} gpu_ring SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

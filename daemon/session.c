@@ -280,6 +280,8 @@ static int emit_attach(struct session *s)
 		.interpreter = s->t.python_path,
 		.torch_library = s->t.torch_path,
 		.published_offsets = s->published,
+		.gpu = s->gpu_attach,
+		.gpu_message = s->gpu_message[0] ? s->gpu_message : NULL,
 	};
 
 	return output__attach(&s->e, &a);
@@ -313,8 +315,11 @@ int session__attach(struct session *s, struct sinks *out, char *err, size_t errl
 	po.step_symbol = s->step_symbol[0] ? s->step_symbol : NULL;
 	po.backward_symbol = s->backward_symbol[0] ? s->backward_symbol : NULL;
 	ret = setup_backward(s, &po, err, errlen);
+	gpu_configure(s, &po);
 	if (!ret)
 		ret = open_probes(s, &po, err, errlen);
+	if (!ret)
+		ret = gpu_open(s, err, errlen);
 	if (ret)
 		return ret;
 	if (target_exited(s)) {
@@ -371,9 +376,11 @@ static void emit_stats(struct session *s, const uint64_t c[NW_C_MAX])
 {
 	struct probe_runtime rt;
 	int have = !probe__runtime(s->p, &rt), source;
-	uint64_t step = probe__step(s->p, &source);
+	uint64_t step = probe__step(s->p, &source), all[NW_C_MAX];
 
-	explain__stats(&s->x, c, probe__steps(s->p), probe__iterations(s->p), step, source,
+	memcpy(all, c, sizeof(all));
+	gpu_counts(s, all);
+	explain__stats(&s->x, all, probe__steps(s->p), probe__iterations(s->p), step, source,
 		       have ? &rt : NULL);
 }
 
@@ -401,6 +408,7 @@ enum session_stop session__tick(struct session *s)
 	uint64_t c[NW_C_MAX];
 
 	track_step_state(s);
+	gpu_tick(s, 0);
 	probe__counters(s->p, c);
 	explain__lost(&s->x, c);
 	/* iterations started - 1 is the one running: the incident's may be over */
@@ -472,6 +480,7 @@ void session__detach(struct session *s, enum session_stop reason)
 	probe__detach(s->p);
 	probe__consume(s->p);
 	take_capture(s);
+	gpu_tick(s, 1);
 	backward__flush(s->x.bwd);
 	explain__diagnose(&s->x, UINT64_MAX);
 	probe__counters(s->p, c);
@@ -492,6 +501,7 @@ void session__free(struct session *s)
 	if (!s)
 		return;
 	capture__free(s->cap);
+	gpu_free(s);
 	probe__close(s->p);
 	backward__free(s->x.bwd);
 	names__free(s->names);

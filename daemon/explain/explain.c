@@ -262,6 +262,8 @@ int explain__stats(struct explain *x, const uint64_t c[NW_C_MAX], uint64_t steps
 		.backward = !!x->bwd,
 		.norms = n,
 		.rt = rt,
+		.extra = x->stats_extra,
+		.extra_ctx = x->stats_ctx,
 	};
 	int i;
 

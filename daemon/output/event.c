@@ -108,6 +108,8 @@ int output__anomaly(struct emitter *e, const struct finding *f, const struct out
 	if (fwd)
 		json__bool(j, "nested_unchecked", f->nested_unchecked);
 	json__bool(j, "first", v->first);
+	if (f->device && strcmp(f->device, "cpu"))
+		json__string(j, "device", f->device);
 	json__null(j, "cause");
 	json__uint(j, "depth", f->depth);
 	json__uint(j, "scanned", f->scanned);
@@ -372,6 +374,8 @@ int output__stats(struct emitter *e, const struct output_stats *s)
 		grad_stats(j, s);
 	if (s->rt)
 		runtime_fields(j, s->rt);
+	if (s->extra)
+		s->extra(j, s->extra_ctx);
 	if (e->sinks)
 		sinks__json(e->sinks, j);
 	return emit__end(e);
@@ -390,9 +394,16 @@ int output__lost(struct emitter *e, uint64_t count, const char *where, const cha
 
 int output__error(struct emitter *e, const char *message)
 {
+	return output__error_from(e, NULL, message);
+}
+
+int output__error_from(struct emitter *e, const char *source, const char *message)
+{
 	struct json *j = emit__begin(e, "error", 0);
 
 	json__string(j, "message", message);
+	if (source)
+		json__string(j, "source", source);
 	return emit__end(e);
 }
 
@@ -409,6 +420,9 @@ int output__attach(struct emitter *e, const struct output_attach *a)
 	json__string(j, "interpreter", a->interpreter);
 	json__string(j, "torch_library", a->torch_library);
 	json__int(j, "published_offsets", a->published_offsets);
+	json__string(j, "gpu", a->gpu ? a->gpu : "none");
+	if (a->gpu_message)
+		json__string(j, "gpu_message", a->gpu_message);
 	return emit__end(e);
 }
 

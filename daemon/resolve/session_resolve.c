@@ -83,6 +83,17 @@ static int backward_layout(struct session *s, const struct layout *tl, char *err
 	return ret;
 }
 
+/* The torch table's device keys for GPU tensors; -1 for each it lacks. */
+static void gpu_layout(struct session *s, const struct layout *tl)
+{
+	if (layout__int(tl, LK_device_cuda, &s->device_cuda))
+		s->device_cuda = -1;
+	if (layout__int(tl, LK_device_meta, &s->device_meta))
+		s->device_meta = -1;
+	if (layout__int(tl, LK_impl_device_index, &s->impl_device_index))
+		s->impl_device_index = -1;
+}
+
 int load_layouts(struct session *s, char *err, size_t errlen)
 {
 	char dirbuf[PATH_MAX + 32], why[512];
@@ -143,6 +154,7 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 	}
 	s->published = ret;
 	ret = 0;
+	gpu_layout(s, tl);
 cleanup:
 	layout__free(py);
 	layout__free(tl);

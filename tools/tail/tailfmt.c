@@ -364,6 +364,10 @@ static void tf__anomaly(const struct tailfmt *t, FILE *out, const struct jv *ev)
 	tf__layer(out, ev);
 	fputs("  ", out);
 	tf__tensor(out, ev);
+	if (jv__string(jv__get(ev, "device"))) {
+		fputs(" on ", out);
+		tf__str(out, jv__string(jv__get(ev, "device")));
+	}
 	fputs("  ", out);
 	tf__counts(out, ev);
 	tf__flags(t, out, ev);
