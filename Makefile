@@ -160,6 +160,8 @@ $(OUTPUT)/tests/%: tests/%.c $(TEST_LIB) $(LINK_LIBS) | $(OUTPUT)/tests
 # test_cupti_* binaries load it as the driver would
 CUPTI_HOST_SRCS := cupti/inject.c cupti/launch.c cupti/proto.c cupti/worker.c
 CUPTI_TEST_FLAGS := -Ibpf -Icupti -Itests/cupti -fPIC
+# test_cupti_proto checks cupti/cuabi.h against CUDA's headers where they are installed
+CUPTI_CUDA_INC := $(wildcard /usr/local/cuda/include)
 CUPTI_MOCKS := $(OUTPUT)/tests/libnwmock_cupti.so $(OUTPUT)/tests/libnwmock_cuda.so
 FORMAT_SRCS += $(CUPTI_HOST_SRCS) cupti/cuabi.h cupti/nwcupti.h $(wildcard tests/cupti/*.[ch])
 
@@ -180,7 +182,8 @@ $(OUTPUT)/tests/libnwcupti_test.so: $(CUPTI_HOST_SRCS) tests/cupti/fatbin_standi
 $(OUTPUT)/tests/test_cupti_%: tests/test_cupti_%.c tests/cupti/daemon.c $(CUPTI_MOCKS) \
 		$(OUTPUT)/tests/libnwcupti_test.so
 	$(call msg,TEST-CC,$@)
-	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) $< tests/cupti/daemon.c cupti/proto.c \
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) $(CUPTI_CUDA_INC:%=-idirafter %) $< \
+		tests/cupti/daemon.c cupti/proto.c \
 		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' \
 		-ldl -lpthread -lm -lcmocka -o $@
 

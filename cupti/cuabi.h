@@ -4,7 +4,7 @@
  * out here so that the library builds without the toolkit and links to neither
  * (both are found at run time with dlopen/dlsym). Values and layouts are those
  * of CUDA 13.0's cuda.h, cupti_callbacks.h, cupti_driver_cbid.h and
- * generated_cuda_meta.h; tests/test_cupti_abi.c checks them against those
+ * generated_cuda_meta.h; tests/test_cupti_proto.c checks them against those
  * headers where the toolkit is installed.
  */
 #ifndef __NW_CUABI_H
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef int CUresult; /* CUDA_SUCCESS 0 */
+typedef int nwc_curesult; /* CUDA_SUCCESS 0 */
 typedef int CUdevice;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
@@ -56,7 +56,7 @@ typedef struct {
 } nwc_launch_ex_params;
 
 /* CUPTI */
-typedef int CUptiResult;
+typedef int nwc_cuptiresult;
 #define NWC_CUPTI_SUCCESS 0
 #define NWC_CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED 39
 #define NWC_CUPTI_API_ENTER 0
@@ -72,7 +72,7 @@ typedef int CUptiResult;
 #define NWC_CBID_cuLaunchKernelEx_ptsz 653
 
 typedef uint32_t CUpti_CallbackId;
-typedef int CUpti_CallbackDomain;
+typedef int nwc_cupti_domain;
 typedef struct CUpti_Subscriber_st *CUpti_SubscriberHandle;
 
 typedef struct {
@@ -87,7 +87,7 @@ typedef struct {
 	uint32_t correlationId;
 } nwc_callback_data;
 
-typedef void (*nwc_callback_fn)(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+typedef void (*nwc_callback_fn)(void *userdata, nwc_cupti_domain domain, CUpti_CallbackId cbid,
 				const void *cbdata);
 
 #endif /* __NW_CUABI_H */

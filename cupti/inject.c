@@ -53,8 +53,7 @@ static const CUpti_CallbackId nwc_launch_cbids[] = {
  * scan launches fire it too: nwc_busy makes them do nothing. active lets the
  * worker wait until no callback reads the ring before it unmaps it.
  */
-static void nwc_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-			 const void *data)
+static void nwc_callback(void *ud, nwc_cupti_domain domain, CUpti_CallbackId cbid, const void *data)
 {
 	const nwc_callback_data *cb = data;
 	struct nwc *g = ud;
@@ -159,7 +158,7 @@ static int load_cuda(struct nwc *g, void *h)
 static void attach_cupti(struct nwc *g)
 {
 	void *cuda = open_cuda(), *cupti;
-	CUptiResult r;
+	nwc_cuptiresult r;
 	size_t i;
 
 	if (!cuda || !load_cuda(g, cuda)) {

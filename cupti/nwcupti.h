@@ -29,30 +29,30 @@ extern const size_t nw_scan_fatbin_size;
 
 /* Driver entry points (dlsym; the _v2 names cuda.h maps the plain ones to). */
 struct nwc_cu {
-	CUresult (*DriverGetVersion)(int *);
-	CUresult (*DeviceGetCount)(int *);
-	CUresult (*DeviceGet)(CUdevice *, int);
-	CUresult (*DevicePrimaryCtxGetState)(CUdevice, unsigned int *, int *);
-	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-	CUresult (*CtxPushCurrent)(CUcontext);
-	CUresult (*CtxPopCurrent)(CUcontext *);
-	CUresult (*ModuleLoadData)(CUmodule *, const void *);
-	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
-	CUresult (*MemHostAlloc)(void **, size_t, unsigned int);
-	CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
-	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
-	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
-	CUresult (*StreamIsCapturing)(CUstream, int *);
-	CUresult (*LaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
-				 unsigned int, unsigned int, unsigned int, CUstream, void **,
-				 void **);
+	nwc_curesult (*DriverGetVersion)(int *);
+	nwc_curesult (*DeviceGetCount)(int *);
+	nwc_curesult (*DeviceGet)(CUdevice *, int);
+	nwc_curesult (*DevicePrimaryCtxGetState)(CUdevice, unsigned int *, int *);
+	nwc_curesult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+	nwc_curesult (*CtxPushCurrent)(CUcontext);
+	nwc_curesult (*CtxPopCurrent)(CUcontext *);
+	nwc_curesult (*ModuleLoadData)(CUmodule *, const void *);
+	nwc_curesult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	nwc_curesult (*MemHostAlloc)(void **, size_t, unsigned int);
+	nwc_curesult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
+	nwc_curesult (*MemAlloc)(CUdeviceptr *, size_t);
+	nwc_curesult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+	nwc_curesult (*StreamIsCapturing)(CUstream, int *);
+	nwc_curesult (*LaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int,
+				     unsigned int, unsigned int, unsigned int, unsigned int,
+				     CUstream, void **, void **);
 };
 
 struct nwc_cupti {
-	CUptiResult (*Subscribe)(CUpti_SubscriberHandle *, nwc_callback_fn, void *);
-	CUptiResult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
-				      CUpti_CallbackId);
-	CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle);
+	nwc_cuptiresult (*Subscribe)(CUpti_SubscriberHandle *, nwc_callback_fn, void *);
+	nwc_cuptiresult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, nwc_cupti_domain,
+					  CUpti_CallbackId);
+	nwc_cuptiresult (*Unsubscribe)(CUpti_SubscriberHandle);
 };
 
 /* A request as the library uses it (the first 64 bytes of struct nw_gpu_req). */

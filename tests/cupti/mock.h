@@ -38,19 +38,18 @@ extern const void *mock_module_image;
 void mock_cuda_set_capturing(CUstream s, int on);
 void mock_cuda_reset_log(void);
 int mock_cuda_scans(void);
-CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-			unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
-			CUstream s, void **params, void **extra);
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-			     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
-			     CUstream s, void **params, void **extra);
-CUresult cuLaunchKernelEx(const nwc_launch_config *config, CUfunction f, void **params,
-			  void **extra);
+nwc_curesult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+			    unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
+			    CUstream s, void **params, void **extra);
+nwc_curesult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+				 unsigned int bx, unsigned int by, unsigned int bz,
+				 unsigned int shm, CUstream s, void **params, void **extra);
+nwc_curesult cuLaunchKernelEx(const nwc_launch_config *config, CUfunction f, void **params,
+			      void **extra);
 
 /* mock libcupti */
 extern int mock_cupti_subscribed;
 int mock_cupti_enabled(CUpti_CallbackId cbid);
-void mock_cupti_fire(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-		     const nwc_callback_data *d);
+void mock_cupti_fire(nwc_cupti_domain domain, CUpti_CallbackId cbid, const nwc_callback_data *d);
 
 #endif /* __NW_CUPTI_MOCK_H */

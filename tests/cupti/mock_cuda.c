@@ -37,28 +37,28 @@ static struct {
 			__atomic_fetch_add(&mock_nested_calls, 1, __ATOMIC_RELAXED); \
 	} while (0)
 
-CUresult cuDriverGetVersion(int *v)
+nwc_curesult cuDriverGetVersion(int *v)
 {
 	ENTER();
 	*v = 13000;
 	return 0;
 }
 
-CUresult cuDeviceGetCount(int *n)
+nwc_curesult cuDeviceGetCount(int *n)
 {
 	ENTER();
 	*n = 1;
 	return 0;
 }
 
-CUresult cuDeviceGet(CUdevice *d, int i)
+nwc_curesult cuDeviceGet(CUdevice *d, int i)
 {
 	ENTER();
 	*d = i;
 	return i == 0 ? 0 : 101;
 }
 
-CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active)
+nwc_curesult cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active)
 {
 	ENTER();
 	*flags = 0;
@@ -66,14 +66,14 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active
 	return 0;
 }
 
-CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+nwc_curesult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
 	ENTER();
 	*c = MOCK_PRIMARY;
 	return d == 0 ? 0 : 101;
 }
 
-CUresult cuCtxPushCurrent_v2(CUcontext c)
+nwc_curesult cuCtxPushCurrent_v2(CUcontext c)
 {
 	ENTER();
 	if (depth >= 7)
@@ -82,7 +82,7 @@ CUresult cuCtxPushCurrent_v2(CUcontext c)
 	return 0;
 }
 
-CUresult cuCtxPopCurrent_v2(CUcontext *c)
+nwc_curesult cuCtxPopCurrent_v2(CUcontext *c)
 {
 	ENTER();
 	if (!depth)
@@ -91,7 +91,7 @@ CUresult cuCtxPopCurrent_v2(CUcontext *c)
 	return 0;
 }
 
-CUresult cuModuleLoadData(CUmodule *m, const void *image)
+nwc_curesult cuModuleLoadData(CUmodule *m, const void *image)
 {
 	ENTER();
 	mock_module_image = image;
@@ -100,7 +100,7 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image)
 	return 0;
 }
 
-CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+nwc_curesult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
 	ENTER();
 	if (m != (CUmodule)0x3d || strcmp(name, NW_SCAN_KERNEL))
@@ -109,7 +109,7 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 	return 0;
 }
 
-CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags)
+nwc_curesult cuMemHostAlloc(void **p, size_t size, unsigned int flags)
 {
 	ENTER();
 	mock_host_alloc_flags = flags;
@@ -118,14 +118,14 @@ CUresult cuMemHostAlloc(void **p, size_t size, unsigned int flags)
 	return *p ? 0 : 2;
 }
 
-CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned int flags)
+nwc_curesult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned int flags)
 {
 	ENTER();
 	*d = (CUdeviceptr)(uintptr_t)p;
 	return flags ? 1 : 0;
 }
 
-CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t size)
+nwc_curesult cuMemAlloc_v2(CUdeviceptr *d, size_t size)
 {
 	ENTER();
 	__atomic_fetch_add(&mock_mem_allocs, 1, __ATOMIC_RELAXED);
@@ -133,7 +133,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t size)
 	return *d ? 0 : 2;
 }
 
-CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
+nwc_curesult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
 {
 	ENTER();
 	memset((void *)(uintptr_t)d, v, n);
@@ -152,7 +152,7 @@ void mock_cuda_set_capturing(CUstream s, int on)
 		}
 }
 
-CUresult cuStreamIsCapturing(CUstream s, int *status)
+nwc_curesult cuStreamIsCapturing(CUstream s, int *status)
 {
 	int i;
 
@@ -216,8 +216,8 @@ static void run_scan(const struct nw_scan_args *a)
 	__atomic_store_n(&o->done, a->seq, __ATOMIC_RELEASE);
 }
 
-static CUresult launch(CUpti_CallbackId cbid, const void *params, CUfunction f, CUstream s,
-		       unsigned int grid, void **kp)
+static nwc_curesult launch(CUpti_CallbackId cbid, const void *params, CUfunction f, CUstream s,
+			   unsigned int grid, void **kp)
 {
 	nwc_callback_data d = {.callbackSite = NWC_CUPTI_API_ENTER,
 			       .functionName = "cuLaunchKernel",
@@ -253,18 +253,18 @@ static CUresult launch(CUpti_CallbackId cbid, const void *params, CUfunction f, 
 	return 0;
 }
 
-CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-			unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
-			CUstream s, void **params, void **extra)
+nwc_curesult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+			    unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
+			    CUstream s, void **params, void **extra)
 {
 	nwc_launch_params p = {f, gx, gy, gz, bx, by, bz, shm, s, params, extra};
 
 	return launch(NWC_CBID_cuLaunchKernel, &p, f, s, gx, params);
 }
 
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-			     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
-			     CUstream s, void **params, void **extra)
+nwc_curesult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+				 unsigned int bx, unsigned int by, unsigned int bz,
+				 unsigned int shm, CUstream s, void **params, void **extra)
 {
 	nwc_launch_params p = {f, gx, gy, gz, bx, by, bz, shm, s, params, extra};
 
@@ -272,8 +272,8 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, uns
 		      params);
 }
 
-CUresult cuLaunchKernelEx(const nwc_launch_config *config, CUfunction f, void **params,
-			  void **extra)
+nwc_curesult cuLaunchKernelEx(const nwc_launch_config *config, CUfunction f, void **params,
+			      void **extra)
 {
 	nwc_launch_ex_params p = {config, f, params, extra};
 

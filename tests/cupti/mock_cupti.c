@@ -15,7 +15,7 @@ static nwc_callback_fn fn;
 static void *userdata;
 static int enabled[MAX_CBID];
 
-CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, nwc_callback_fn cb, void *ud)
+nwc_cuptiresult cuptiSubscribe(CUpti_SubscriberHandle *sub, nwc_callback_fn cb, void *ud)
 {
 	const char *r = getenv("NWMOCK_SUBSCRIBE_RESULT");
 
@@ -28,8 +28,8 @@ CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, nwc_callback_fn cb, void
 	return NWC_CUPTI_SUCCESS;
 }
 
-CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub,
-				CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+nwc_cuptiresult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub,
+				    nwc_cupti_domain domain, CUpti_CallbackId cbid)
 {
 	if (sub != (CUpti_SubscriberHandle)0x5b || domain != NWC_CUPTI_CB_DOMAIN_DRIVER_API ||
 	    cbid >= MAX_CBID)
@@ -38,7 +38,7 @@ CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub,
 	return NWC_CUPTI_SUCCESS;
 }
 
-CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub)
+nwc_cuptiresult cuptiUnsubscribe(CUpti_SubscriberHandle sub)
 {
 	(void)sub;
 	fn = NULL;
@@ -51,7 +51,7 @@ int mock_cupti_enabled(CUpti_CallbackId cbid)
 	return cbid < MAX_CBID && enabled[cbid];
 }
 
-void mock_cupti_fire(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const nwc_callback_data *d)
+void mock_cupti_fire(nwc_cupti_domain domain, CUpti_CallbackId cbid, const nwc_callback_data *d)
 {
 	if (fn && mock_cupti_enabled(cbid))
 		fn(userdata, domain, cbid, d);
