@@ -158,11 +158,12 @@ $(OUTPUT)/tests/%: tests/%.c $(TEST_LIB) $(LINK_LIBS) | $(OUTPUT)/tests
 # libnanwatch_cupti.so's host side without a GPU: its C sources built into a test copy of the
 # library (a stand-in fatbin), run against mock libcuda and libcupti (tests/cupti/); the
 # test_cupti_* binaries load it as the driver would
-CUPTI_HOST_SRCS := cupti/inject.c cupti/launch.c cupti/proto.c cupti/worker.c
+CUPTI_HOST_SRCS := cupti/inject.c cupti/interpose.c cupti/launch.c cupti/proto.c cupti/worker.c
 CUPTI_TEST_FLAGS := -Ibpf -Icupti -Itests/cupti -fPIC
 # test_cupti_proto checks cupti/cuabi.h against CUDA's headers where they are installed
 CUPTI_CUDA_INC := $(wildcard /usr/local/cuda/include)
-CUPTI_MOCKS := $(OUTPUT)/tests/libnwmock_cupti.so $(OUTPUT)/tests/libnwmock_cuda.so
+CUPTI_MOCKS := $(OUTPUT)/tests/libnwmock_cupti.so $(OUTPUT)/tests/libnwmock_cuda.so \
+	$(OUTPUT)/tests/libnwmock_app.so
 FORMAT_SRCS += $(CUPTI_HOST_SRCS) cupti/cuabi.h cupti/nwcupti.h $(wildcard tests/cupti/*.[ch])
 
 $(OUTPUT)/tests/libnwmock_cupti.so: tests/cupti/mock_cupti.c | $(OUTPUT)/tests
@@ -173,6 +174,11 @@ $(OUTPUT)/tests/libnwmock_cuda.so: tests/cupti/mock_cuda.c $(OUTPUT)/tests/libnw
 	$(call msg,MOCK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< \
 		-L$(OUTPUT)/tests -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' -lpthread -lm -o $@
+
+$(OUTPUT)/tests/libnwmock_app.so: tests/cupti/mock_app.c $(OUTPUT)/tests/libnwmock_cuda.so
+	$(call msg,MOCK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared -Wl,-z,now,-z,relro $< \
+		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -Wl,-rpath,'$$ORIGIN' -o $@
 
 $(OUTPUT)/tests/libnwcupti_test.so: $(CUPTI_HOST_SRCS) tests/cupti/fatbin_standin.c | $(OUTPUT)/tests
 	$(call msg,LIB,$@)

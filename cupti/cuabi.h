@@ -70,6 +70,21 @@ typedef int nwc_cuptiresult;
 #define NWC_CBID_cuLaunchCooperativeKernel_ptsz 478
 #define NWC_CBID_cuLaunchKernelEx 652
 #define NWC_CBID_cuLaunchKernelEx_ptsz 653
+#define NWC_CBID_cuGetProcAddress 626
+#define NWC_CBID_cuGetProcAddress_v2 677
+
+/* cuGetProcAddress_params (the _v2 one adds a last member) */
+typedef struct {
+	const char *symbol;
+	void **pfn;
+	int cudaVersion;
+	unsigned long long flags;
+} nwc_procaddr_params;
+
+/* the runtime's dim3, passed by value */
+typedef struct {
+	unsigned int x, y, z;
+} nwc_dim3;
 
 typedef uint32_t CUpti_CallbackId;
 typedef int nwc_cupti_domain;

@@ -17,6 +17,9 @@
  *   NANWATCH_CUPTI_DIR       directory of the socket (else /tmp)
  *   NANWATCH_CUPTI_DRAIN_MS  a request whose thread did not launch again
  *                            within this is scanned by the worker (200)
+ *   NANWATCH_CUPTI_LAUNCH    callback (the default: enqueue from the CUPTI
+ *                            launch callback, the way that passed the hang
+ *                            test on an H200) or interpose (interpose.c)
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -58,8 +61,14 @@ static void nwc_callback(void *ud, nwc_cupti_domain domain, CUpti_CallbackId cbi
 	const nwc_callback_data *cb = data;
 	struct nwc *g = ud;
 
-	if (!__atomic_load_n(&g->connected, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&g->connected, __ATOMIC_RELAXED)) {
+		/* interpose mode's only callback: cuGetProcAddress's exit */
+		if (cbid == NWC_CBID_cuGetProcAddress || cbid == NWC_CBID_cuGetProcAddress_v2)
+			nwc_ip_procaddr(data);
 		return;
+	}
+	if (cbid == NWC_CBID_cuGetProcAddress || cbid == NWC_CBID_cuGetProcAddress_v2)
+		return nwc_ip_procaddr(data);
 	if (domain != NWC_CUPTI_CB_DOMAIN_DRIVER_API || !cb ||
 	    cb->callbackSite != NWC_CUPTI_API_ENTER || nwc_busy)
 		return;
@@ -151,7 +160,24 @@ static int load_cuda(struct nwc *g, void *h)
 	       SYM(h, cu->MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2") &&
 	       SYM(h, cu->MemAlloc, "cuMemAlloc_v2") && SYM(h, cu->MemsetD8, "cuMemsetD8_v2") &&
 	       SYM(h, cu->StreamIsCapturing, "cuStreamIsCapturing") &&
+	       SYM(h, cu->CtxGetCurrent, "cuCtxGetCurrent") &&
 	       SYM(h, cu->LaunchKernel, "cuLaunchKernel");
+}
+
+/* The CUPTI callbacks a mode needs: the launches, or cuGetProcAddress's exit. */
+static void enable_callbacks(struct nwc *g)
+{
+	static const CUpti_CallbackId procaddr[] = {NWC_CBID_cuGetProcAddress,
+						    NWC_CBID_cuGetProcAddress_v2};
+	const CUpti_CallbackId *ids = nwc_launch_cbids;
+	size_t i, n = sizeof(nwc_launch_cbids) / sizeof(nwc_launch_cbids[0]);
+
+	if (g->mode == NW_GPU_MODE_INTERPOSE) {
+		ids = procaddr;
+		n = sizeof(procaddr) / sizeof(procaddr[0]);
+	}
+	for (i = 0; i < n; i++)
+		g->cupti.EnableCallback(1, g->sub, NWC_CUPTI_CB_DOMAIN_DRIVER_API, ids[i]);
 }
 
 /* Find both libraries and subscribe; the outcome goes to g->state and notices. */
@@ -159,7 +185,7 @@ static void attach_cupti(struct nwc *g)
 {
 	void *cuda = open_cuda(), *cupti;
 	nwc_cuptiresult r;
-	size_t i;
+	int syms;
 
 	if (!cuda || !load_cuda(g, cuda)) {
 		nwc_notice(g, NWC_N_NO_CUPTI);
@@ -168,24 +194,26 @@ static void attach_cupti(struct nwc *g)
 	if (g->cu.DriverGetVersion(&g->cuda_driver))
 		g->cuda_driver = 0;
 	cupti = open_cupti(cuda);
-	if (!cupti || !SYM(cupti, g->cupti.Subscribe, "cuptiSubscribe") ||
-	    !SYM(cupti, g->cupti.EnableCallback, "cuptiEnableCallback")) {
+	syms = cupti && SYM(cupti, g->cupti.Subscribe, "cuptiSubscribe") &&
+	       SYM(cupti, g->cupti.EnableCallback, "cuptiEnableCallback");
+	/* the GOTs need no CUPTI: interposing works beside another subscriber */
+	if (g->mode == NW_GPU_MODE_INTERPOSE && nwc_ip_init(g, cuda))
+		g->mode = NW_GPU_MODE_CALLBACK;
+	if (!syms) {
 		nwc_notice(g, NWC_N_NO_CUPTI);
 		return;
 	}
 	r = g->cupti.Subscribe(&g->sub, nwc_callback, g);
 	if (r == NWC_CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		g->state |= NW_GPU_ST_OTHER_SUB;
-		nwc_notice(g, NWC_N_OTHER_SUB);
+		nwc_notice(g, g->mode == NW_GPU_MODE_INTERPOSE ? NWC_N_PROCADDR : NWC_N_OTHER_SUB);
 		return;
 	}
 	if (r != NWC_CUPTI_SUCCESS) {
 		nwc_notice(g, NWC_N_NO_CUPTI);
 		return;
 	}
-	for (i = 0; i < sizeof(nwc_launch_cbids) / sizeof(nwc_launch_cbids[0]); i++)
-		g->cupti.EnableCallback(1, g->sub, NWC_CUPTI_CB_DOMAIN_DRIVER_API,
-					nwc_launch_cbids[i]);
+	enable_callbacks(g);
 	g->state |= NW_GPU_ST_SUBSCRIBED;
 }
 
@@ -230,12 +258,15 @@ int nwc_start(struct nwc *g, int late)
 {
 	sigset_t all, old;
 	const char *ms = getenv("NANWATCH_CUPTI_DRAIN_MS");
+	const char *launch = getenv("NANWATCH_CUPTI_LAUNCH");
 	int err;
 
 	if (__atomic_exchange_n(&nwc_started, 1, __ATOMIC_SEQ_CST))
 		return 0;
 	pin_self();
 	g->drain_ms = ms && atoi(ms) > 0 ? atoi(ms) : NWC_DRAIN_MS;
+	g->mode = launch && !strcmp(launch, "interpose") ? NW_GPU_MODE_INTERPOSE
+							 : NW_GPU_MODE_CALLBACK;
 	g->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (late)
 		g->state |= NW_GPU_ST_LATE;

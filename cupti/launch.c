@@ -297,15 +297,25 @@ static void drain_thread(struct nwc *g, struct nwc_thread *t, struct nwc_ctx *c,
 	t->cursor = head;
 }
 
-/* API enter of a launch, a daemon connected, not our own launch. */
+/* API enter of a launch (callback mode), a daemon connected, not our own launch. */
 void nwc_on_launch(struct nwc *g, CUpti_CallbackId cbid, const nwc_callback_data *cb)
+{
+	CUstream s;
+
+	if (!launch_stream(cbid, cb->functionParams, &s))
+		nwc_launch_enter(g, cb->context, s);
+}
+
+/*
+ * A launch on stream s in context ctx is about to be made by this thread:
+ * scan this thread's requests on the stream of its previous launch first.
+ */
+void nwc_launch_enter(struct nwc *g, CUcontext ctx, CUstream s)
 {
 	struct nwc_thread *t;
 	struct nwc_ctx *c;
-	CUstream s, prev;
+	CUstream prev;
 
-	if (launch_stream(cbid, cb->functionParams, &s))
-		return;
 	stat_add(g, NW_GPU_S_LAUNCHES, 1);
 	t = thread_self(g);
 	if (!t)
@@ -315,14 +325,14 @@ void nwc_on_launch(struct nwc *g, CUpti_CallbackId cbid, const nwc_callback_data
 		t->cursor = __atomic_load_n(&g->wpos, __ATOMIC_RELAXED);
 	}
 	/* the previous launch's stream, if it was in this context */
-	prev = t->stream_known && t->ctx == cb->context ? t->stream : s;
-	c = nwc_ctx_find(g, cb->context, 1);
+	prev = t->stream_known && t->ctx == ctx ? t->stream : s;
+	c = nwc_ctx_find(g, ctx, 1);
 	if (c && __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == NWC_CTX_READY)
 		drain_thread(g, t, c, prev);
-	if (!t->stream_known || t->stream != s || t->ctx != cb->context) {
+	if (!t->stream_known || t->stream != s || t->ctx != ctx) {
 		pthread_mutex_lock(&g->lock);
 		t->stream = s;
-		t->ctx = cb->context;
+		t->ctx = ctx;
 		t->stream_known = 1;
 		pthread_mutex_unlock(&g->lock);
 	}

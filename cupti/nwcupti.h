@@ -43,6 +43,7 @@ struct nwc_cu {
 	nwc_curesult (*MemAlloc)(CUdeviceptr *, size_t);
 	nwc_curesult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
 	nwc_curesult (*StreamIsCapturing)(CUstream, int *);
+	nwc_curesult (*CtxGetCurrent)(CUcontext *);
 	nwc_curesult (*LaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int,
 				     unsigned int, unsigned int, unsigned int, unsigned int,
 				     CUstream, void **, void **);
@@ -123,6 +124,7 @@ enum nwc_notice {
 	NWC_N_NO_MEMORY = 8,
 	NWC_N_NO_CUPTI = 16,
 	NWC_N_NO_KERNEL = 32,
+	NWC_N_PROCADDR = 64,
 };
 
 struct nwc {
@@ -130,6 +132,7 @@ struct nwc {
 	struct nwc_cupti cupti;
 	CUpti_SubscriberHandle sub;
 	__u32 state;	 /* enum nw_gpu_state */
+	__u32 mode;	 /* enum nw_gpu_mode: NANWATCH_CUPTI_LAUNCH */
 	int cuda_driver; /* cuDriverGetVersion */
 	int drain_ms;	 /* NANWATCH_CUPTI_DRAIN_MS */
 	char sock_path[108];
@@ -186,12 +189,18 @@ int nwc_start(struct nwc *g, int late);
 
 /* launch.c: the request consumer and scan enqueue */
 void nwc_on_launch(struct nwc *g, CUpti_CallbackId cbid, const nwc_callback_data *cb);
+void nwc_launch_enter(struct nwc *g, CUcontext ctx, CUstream s);
 void nwc_drain_stale(struct nwc *g, __u64 now_ns);
 void nwc_host_result(struct nwc *g, __u64 seq, __u32 flags);
 struct nwc_ctx *nwc_ctx_find(struct nwc *g, CUcontext ctx, int add);
 size_t nwc_collect(struct nwc *g, struct nw_gpu_result *res, size_t cap);
 int nwc_inflight(struct nwc *g);
 extern __thread int nwc_busy;
+
+/* interpose.c: NANWATCH_CUPTI_LAUNCH=interpose */
+int nwc_ip_init(struct nwc *g, void *cuda);
+int nwc_ip_patch(void);
+void nwc_ip_procaddr(const nwc_callback_data *cb);
 
 /* worker.c */
 void *nwc_worker_main(void *arg);

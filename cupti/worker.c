@@ -34,6 +34,8 @@ static const struct {
 			  "holds the launch callbacks: CUDA tensors are not checked"},
 	{NWC_N_NO_CUPTI, "libcupti or libcuda could not be loaded or subscribed to: CUDA tensors "
 			 "are not checked (set NANWATCH_CUPTI_LIB to libcupti.so.13)"},
+	{NWC_N_PROCADDR, "another CUPTI subscriber holds CUPTI: launches through entry points "
+			 "cuGetProcAddress hands out are not seen, imported ones are"},
 	{NWC_N_NO_KERNEL, "the scan kernel could not be loaded into a CUDA context: its tensors "
 			  "are not checked"},
 	{NWC_N_CAPTURING, "a stream was capturing a CUDA graph: tensors made during capture are "
@@ -258,12 +260,14 @@ static __u32 prepare_devices(struct nwc *g)
 
 static int connect_daemon(struct nwc *g, int fd)
 {
-	struct nw_gpu_ready rd = {.version = NW_GPU_VERSION, .mode = NW_GPU_MODE_CALLBACK};
+	struct nw_gpu_ready rd = {.version = NW_GPU_VERSION, .mode = g->mode};
 	const struct nw_gpu_head *h;
 
 	if (recv_hello(g, fd))
 		return -EPROTO;
 	rd.devices = prepare_devices(g);
+	if (g->mode == NW_GPU_MODE_INTERPOSE)
+		nwc_ip_patch();
 	h = (const struct nw_gpu_head *)g->ring;
 	/* no callback is inside the ring now (connected is 0) */
 	memset(g->taken, 0, sizeof(g->taken));
@@ -349,6 +353,8 @@ static void serve(struct nwc *g, int fd)
 		if (g->wake_fd >= 0 && (p[1].revents & POLLIN))
 			(void)!read(g->wake_fd, &v, sizeof(v));
 		prepare_wanted(g);
+		if (g->mode == NW_GPU_MODE_INTERPOSE)
+			nwc_ip_patch(); /* objects loaded since */
 		now = nwc_now_ns();
 		nwc_drain_stale(g, now);
 		if (send_results(g, fd) || send_notices(g, fd))

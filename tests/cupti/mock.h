@@ -47,6 +47,17 @@ nwc_curesult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
 nwc_curesult cuLaunchKernelEx(const nwc_launch_config *config, CUfunction f, void **params,
 			      void **extra);
 
+nwc_curesult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+				 unsigned long long flags, void *status);
+int cudaLaunchKernel(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args, size_t shm,
+		     CUstream s);
+
+/* mock application library (libnwmock_app.so): launches through its own imports */
+#define MOCK_APP_FN ((CUfunction)0xa99)
+int app_launch(CUstream s);
+int app_launch_ex(CUstream s);
+int app_runtime_launch(CUstream s);
+
 /* mock libcupti */
 extern int mock_cupti_subscribed;
 int mock_cupti_enabled(CUpti_CallbackId cbid);

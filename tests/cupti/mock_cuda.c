@@ -6,6 +6,7 @@
  * callbacks (API enter and exit), are logged, and for the scan kernel run the
  * scan on the host at once: gate first, then NaN/±Inf counts, then done = seq.
  */
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -298,4 +299,41 @@ int mock_cuda_scans(void)
 		n += mock_launches[i].f == MOCK_SCAN_FN;
 	pthread_mutex_unlock(&lock);
 	return n;
+}
+
+nwc_curesult cuCtxGetCurrent(CUcontext *c)
+{
+	ENTER();
+	*c = stack[depth];
+	return 0;
+}
+
+/* Any entry point of this library by name; the exit callback may rewrite *pfn. */
+nwc_curesult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+				 unsigned long long flags, void *status)
+{
+	struct {
+		nwc_procaddr_params p;
+		void *status;
+	} params = {{symbol, pfn, version, flags}, status};
+	nwc_callback_data d = {.callbackSite = NWC_CUPTI_API_ENTER,
+			       .functionName = "cuGetProcAddress_v2",
+			       .functionParams = &params,
+			       .context = stack[depth]};
+
+	mock_cupti_fire(NWC_CUPTI_CB_DOMAIN_DRIVER_API, NWC_CBID_cuGetProcAddress_v2, &d);
+	*pfn = dlsym(RTLD_DEFAULT, symbol);
+	d.callbackSite = NWC_CUPTI_API_EXIT;
+	mock_cupti_fire(NWC_CUPTI_CB_DOMAIN_DRIVER_API, NWC_CBID_cuGetProcAddress_v2, &d);
+	return *pfn ? 0 : 500;
+}
+
+/* The runtime's launch (libcudart's, here for the tests): the driver launch underneath. */
+int cudaLaunchKernel(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args, size_t shm,
+		     CUstream s)
+{
+	nwc_launch_params p = {(CUfunction)fn,	  grid.x, grid.y, grid.z, block.x, block.y, block.z,
+			       (unsigned int)shm, s,	  args,	  NULL};
+
+	return launch(NWC_CBID_cuLaunchKernel, &p, (CUfunction)fn, s, grid.x, args);
 }
