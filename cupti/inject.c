@@ -67,8 +67,10 @@ static void nwc_callback(void *ud, nwc_cupti_domain domain, CUpti_CallbackId cbi
 			nwc_ip_procaddr(data);
 		return;
 	}
-	if (cbid == NWC_CBID_cuGetProcAddress || cbid == NWC_CBID_cuGetProcAddress_v2)
-		return nwc_ip_procaddr(data);
+	if (cbid == NWC_CBID_cuGetProcAddress || cbid == NWC_CBID_cuGetProcAddress_v2) {
+		nwc_ip_procaddr(data);
+		return;
+	}
 	if (domain != NWC_CUPTI_CB_DOMAIN_DRIVER_API || !cb ||
 	    cb->callbackSite != NWC_CUPTI_API_ENTER || nwc_busy)
 		return;
@@ -232,6 +234,7 @@ static void nwc_atfork_child(void)
 {
 	/* the worker did not come along; the parent's daemon is not ours */
 	__atomic_store_n(&nwc_lib.connected, 0, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&nwc_fork_gen, 1, __ATOMIC_RELAXED);
 	nwc_lib.worker_started = 0;
 	if (nwc_lib.listen_fd >= 0)
 		close(nwc_lib.listen_fd);

@@ -16,6 +16,8 @@
 
 __thread int nwc_busy;		       /* in our own launch: its callback does nothing */
 static __thread struct nwc_thread *me; /* this thread's entry in g->threads */
+static __thread int my_tid, my_gen;    /* its tid, asked once per nwc_fork_gen */
+int nwc_fork_gen;		       /* a forked child's only thread must ask again */
 
 static void stat_add(struct nwc *g, int which, __u64 n)
 {
@@ -26,7 +28,12 @@ static struct nwc_thread *thread_self(struct nwc *g)
 {
 	int tid, i, n;
 
-	tid = gettid();
+	/* gettid() is a system call: once per thread (and per fork) */
+	if (!my_tid || my_gen != __atomic_load_n(&nwc_fork_gen, __ATOMIC_RELAXED)) {
+		my_gen = __atomic_load_n(&nwc_fork_gen, __ATOMIC_RELAXED);
+		my_tid = gettid();
+	}
+	tid = my_tid;
 	if (me && me->tid == tid)
 		return me;
 	me = NULL;
@@ -240,18 +247,21 @@ static void scan(struct nwc *g, struct nwc_ctx *c, CUstream s, const struct nwc_
 	if (!size) {
 		stat_add(g, NW_GPU_S_DTYPE, 1);
 		nwc_notice(g, NWC_N_DTYPE);
-		return skip(g, r, NW_GPU_R_DTYPE);
+		skip(g, r, NW_GPU_R_DTYPE);
+		return;
 	}
 	if (g->cu.StreamIsCapturing(s, &cap) || cap != NWC_CU_STREAM_CAPTURE_STATUS_NONE) {
 		stat_add(g, NW_GPU_S_CAPTURING, 1);
 		nwc_notice(g, NWC_N_CAPTURING);
-		return skip(g, r, NW_GPU_R_CAPTURING);
+		skip(g, r, NW_GPU_R_CAPTURING);
+		return;
 	}
 	pthread_mutex_lock(&g->lock);
 	if (!gate_lookup(g, r, &gate_idx)) {
 		pthread_mutex_unlock(&g->lock);
 		stat_add(g, NW_GPU_S_GATED_OUT, 1);
-		return skip(g, r, NW_GPU_R_GATED_OUT);
+		skip(g, r, NW_GPU_R_GATED_OUT);
+		return;
 	}
 	args.scratch = stream_scratch(c, s);
 	if (args.scratch)
@@ -262,14 +272,17 @@ static void scan(struct nwc *g, struct nwc_ctx *c, CUstream s, const struct nwc_
 	if (idx < 0) {
 		stat_add(g, NW_GPU_S_NO_MEMORY, 1);
 		nwc_notice(g, NWC_N_NO_MEMORY);
-		return skip(g, r, NW_GPU_R_NO_MEMORY);
+		skip(g, r, NW_GPU_R_NO_MEMORY);
+		return;
 	}
 	args.out = (__u64)(uintptr_t)&g->outs[idx];
 	args.gate = gate_idx >= 0 ? (__u64)(uintptr_t)&g->outs[gate_idx] : 0;
 	args.dtype = r->dtype;
 	if (g->cu.LaunchKernel(c->fn, nwc_scan_blocks(r->numel), 1, 1, NW_SCAN_THREADS, 1, 1, 0, s,
-			       params, NULL))
-		return launch_failed(g, r, idx);
+			       params, NULL)) {
+		launch_failed(g, r, idx);
+		return;
+	}
 	stat_add(g, NW_GPU_S_SCANS, 1);
 	stat_add(g, NW_GPU_S_BYTES, r->numel * size);
 }
@@ -358,8 +371,10 @@ static void enqueue_late(struct nwc *g, const struct nwc_req *r)
 		c = nwc_ctx_find(g, ctx, 0);
 	/* another thread's per-thread default stream is not ours to name */
 	if (!c || __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != NWC_CTX_READY ||
-	    s == NWC_CU_STREAM_PER_THREAD || g->cu.CtxPushCurrent(ctx))
-		return skip(g, r, NW_GPU_R_NO_STREAM);
+	    s == NWC_CU_STREAM_PER_THREAD || g->cu.CtxPushCurrent(ctx)) {
+		skip(g, r, NW_GPU_R_NO_STREAM);
+		return;
+	}
 	scan(g, c, s, r);
 	g->cu.CtxPopCurrent(&old);
 }
@@ -371,7 +386,6 @@ static void enqueue_late(struct nwc *g, const struct nwc_req *r)
  */
 void nwc_drain_stale(struct nwc *g, __u64 now_ns)
 {
-	static __thread __u64 seen_pos[NW_GPU_SLOTS], seen_ns[NW_GPU_SLOTS];
 	const struct nw_gpu_head *h = (const struct nw_gpu_head *)g->ring;
 	__u64 head = __atomic_load_n(&h->head, __ATOMIC_ACQUIRE), p, wpos = g->wpos;
 	__u64 drain_ns = (__u64)g->drain_ms * 1000000ULL;
@@ -391,11 +405,11 @@ void nwc_drain_stale(struct nwc *g, __u64 now_ns)
 			stat_add(g, NW_GPU_S_STALE, 1);
 			goto next;
 		}
-		if (seen_pos[i] != p + 1) {
-			seen_pos[i] = p + 1;
-			seen_ns[i] = now_ns;
+		if (g->seen_pos[i] != p + 1) {
+			g->seen_pos[i] = p + 1;
+			g->seen_ns[i] = now_ns;
 		}
-		if (now_ns - seen_ns[i] < drain_ns) {
+		if (now_ns - g->seen_ns[i] < drain_ns) {
 			settled = 0;
 			continue;
 		}

@@ -148,9 +148,11 @@ struct nwc {
 	__u64 epoch;
 	const struct nw_gpu_req *ring; /* NW_GPU_SLOTS + 1 entries, read-only */
 	size_t ring_len;
-	__u64 start_pos;	   /* ring head at HELLO */
-	__u64 wpos;		   /* positions below this are claimed or given up (worker's) */
-	__u64 taken[NW_GPU_SLOTS]; /* seq claimed at each ring index */
+	__u64 start_pos;	      /* ring head at HELLO */
+	__u64 wpos;		      /* positions below this are claimed or given up (worker's) */
+	__u64 taken[NW_GPU_SLOTS];    /* seq claimed at each ring index */
+	__u64 seen_pos[NW_GPU_SLOTS]; /* worker: position + 1 it first saw unclaimed there */
+	__u64 seen_ns[NW_GPU_SLOTS];  /* and when */
 
 	pthread_mutex_t lock; /* the members below */
 	struct nwc_ctx ctxs[NWC_CTXS];
@@ -196,6 +198,7 @@ struct nwc_ctx *nwc_ctx_find(struct nwc *g, CUcontext ctx, int add);
 size_t nwc_collect(struct nwc *g, struct nw_gpu_result *res, size_t cap);
 int nwc_inflight(struct nwc *g);
 extern __thread int nwc_busy;
+extern int nwc_fork_gen;
 
 /* interpose.c: NANWATCH_CUPTI_LAUNCH=interpose */
 int nwc_ip_init(struct nwc *g, void *cuda);

@@ -9,6 +9,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -315,6 +316,29 @@ static void test_drain(void **state)
 	assert_true(found);
 }
 
+/* A forked child is not connected (its CUDA is not the parent's) and leaves the socket be. */
+static void test_fork(void **state)
+{
+	struct stat st;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		mock_cuda_reset_log();
+		td_put(&dmn, nan3, 16, NW_DT_F32, gettid(), 0);
+		cuLaunchKernel(USER_FN, 1, 1, 1, 32, 1, 1, 0, S1, NULL, NULL);
+		cuLaunchKernel(USER_FN, 1, 1, 1, 32, 1, 1, 0, S1, NULL, NULL);
+		exit(mock_cuda_scans() || mock_capture_calls ? 1 : 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(stat(lib.sock, &st), 0);
+}
+
 /* The daemon goes: idle again (no CUDA call from a launch); a new daemon is served. */
 static void test_disconnect(void **state)
 {
@@ -356,7 +380,7 @@ int main(void)
 		cmocka_unit_test(test_reentry),	   cmocka_unit_test(test_per_thread),
 		cmocka_unit_test(test_capture),	   cmocka_unit_test(test_gating),
 		cmocka_unit_test(test_dtype),	   cmocka_unit_test(test_drain),
-		cmocka_unit_test(test_disconnect),
+		cmocka_unit_test(test_fork),	   cmocka_unit_test(test_disconnect),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
