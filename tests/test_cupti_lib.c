@@ -316,6 +316,62 @@ static void test_drain(void **state)
 	assert_true(found);
 }
 
+#define NTHREADS 8
+#define PER_THREAD 100
+
+struct worker_arg {
+	int k;
+	__u64 seqs[PER_THREAD];
+};
+
+/* Launch on its own stream, request, launch again: PER_THREAD times. */
+static void *busy_thread(void *arg)
+{
+	struct worker_arg *w = arg;
+	CUstream s = (CUstream)(uintptr_t)(0x100 + w->k);
+	int i;
+
+	for (i = 0; i < PER_THREAD; i++) {
+		cuLaunchKernel(USER_FN, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL);
+		w->seqs[i] = td_put(&dmn, nan3, 16, NW_DT_F32, gettid(), 0);
+	}
+	cuLaunchKernel(USER_FN, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL);
+	return NULL;
+}
+
+/* Threads at once: every request scanned exactly once, on its own thread's stream. */
+static void test_threads(void **state)
+{
+	static struct worker_arg w[NTHREADS];
+	struct nw_gpu_result r;
+	pthread_t t[NTHREADS];
+	int k, i, j, n;
+
+	(void)state;
+	mock_cuda_reset_log();
+	for (k = 0; k < NTHREADS; k++) {
+		w[k].k = k;
+		assert_int_equal(pthread_create(&t[k], NULL, busy_thread, &w[k]), 0);
+	}
+	for (k = 0; k < NTHREADS; k++)
+		pthread_join(t[k], NULL);
+	assert_int_equal(mock_cuda_scans(), NTHREADS * PER_THREAD);
+	for (k = 0; k < NTHREADS; k++)
+		for (i = 0; i < PER_THREAD; i++) {
+			for (j = 0, n = 0; j < mock_nlaunches; j++) {
+				if (mock_launches[j].f != MOCK_SCAN_FN ||
+				    mock_launches[j].args.seq != w[k].seqs[i])
+					continue;
+				assert_ptr_equal(mock_launches[j].stream,
+						 (CUstream)(uintptr_t)(0x100 + k));
+				n++;
+			}
+			assert_int_equal(n, 1);
+			assert_int_equal(td_result(&dmn, w[k].seqs[i], &r), 0);
+			assert_int_equal(r.nan, 3);
+		}
+}
+
 /* A forked child is not connected (its CUDA is not the parent's) and leaves the socket be. */
 static void test_fork(void **state)
 {
@@ -380,7 +436,8 @@ int main(void)
 		cmocka_unit_test(test_reentry),	   cmocka_unit_test(test_per_thread),
 		cmocka_unit_test(test_capture),	   cmocka_unit_test(test_gating),
 		cmocka_unit_test(test_dtype),	   cmocka_unit_test(test_drain),
-		cmocka_unit_test(test_fork),	   cmocka_unit_test(test_disconnect),
+		cmocka_unit_test(test_threads),	   cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_disconnect),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
