@@ -216,32 +216,38 @@ CUPTI_HOST_SRCS := cupti/inject.c cupti/interpose.c cupti/launch.c cupti/proto.c
 CUPTI_TEST_FLAGS := -Ibpf -Icupti -Itests/cupti -fPIC
 # test_cupti_proto checks cupti/cuabi.h against CUDA's headers where they are installed
 CUPTI_CUDA_INC := $(wildcard /usr/local/cuda/include)
+# gcc's -MMD names one source's headers when it compiles and links several at once
+CUPTI_TEST_HDRS := $(wildcard cupti/*.h tests/cupti/*.h) bpf/nwgpu.h bpf/nanwatch.h
 CUPTI_MOCKS := $(OUTPUT)/tests/libnwmock_cupti.so $(OUTPUT)/tests/libnwmock_cuda.so \
 	$(OUTPUT)/tests/libnwmock_app.so
 FORMAT_SRCS += $(filter-out $(FORMAT_SRCS),$(CUPTI_HOST_SRCS) cupti/cuabi.h cupti/nwcupti.h) \
 	       $(wildcard tests/cupti/*.[ch])
 
-$(OUTPUT)/tests/libnwmock_cupti.so: tests/cupti/mock_cupti.c | $(OUTPUT)/tests
+$(OUTPUT)/tests/libnwmock_cupti.so: tests/cupti/mock_cupti.c $(CUPTI_TEST_HDRS) | $(OUTPUT)/tests
 	$(call msg,MOCK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< -o $@
 
-$(OUTPUT)/tests/libnwmock_cuda.so: tests/cupti/mock_cuda.c $(OUTPUT)/tests/libnwmock_cupti.so
+$(OUTPUT)/tests/libnwmock_cuda.so: tests/cupti/mock_cuda.c $(OUTPUT)/tests/libnwmock_cupti.so \
+		$(CUPTI_TEST_HDRS)
 	$(call msg,MOCK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< \
 		-L$(OUTPUT)/tests -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' -lpthread -lm -o $@
 
-$(OUTPUT)/tests/libnwmock_app.so: tests/cupti/mock_app.c $(OUTPUT)/tests/libnwmock_cuda.so
+$(OUTPUT)/tests/libnwmock_app.so: tests/cupti/mock_app.c $(OUTPUT)/tests/libnwmock_cuda.so \
+		$(CUPTI_TEST_HDRS)
 	$(call msg,MOCK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared -Wl,-z,now,-z,relro $< \
 		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -Wl,-rpath,'$$ORIGIN' -o $@
 
-$(OUTPUT)/tests/libnwcupti_test.so: $(CUPTI_HOST_SRCS) tests/cupti/fatbin_standin.c | $(OUTPUT)/tests
+$(OUTPUT)/tests/libnwcupti_test.so: $(CUPTI_HOST_SRCS) tests/cupti/fatbin_standin.c \
+		$(CUPTI_TEST_HDRS) | $(OUTPUT)/tests
 	$(call msg,LIB,$@)
-	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -fvisibility=hidden -shared $^ \
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -fvisibility=hidden -shared \
+		$(filter %.c,$^) \
 		-ldl -lpthread -o $@
 
-$(OUTPUT)/tests/test_cupti_%: tests/test_cupti_%.c tests/cupti/daemon.c $(CUPTI_MOCKS) \
-		$(OUTPUT)/tests/libnwcupti_test.so
+$(OUTPUT)/tests/test_cupti_%: tests/test_cupti_%.c tests/cupti/daemon.c cupti/proto.c \
+		$(CUPTI_MOCKS) $(OUTPUT)/tests/libnwcupti_test.so $(CUPTI_TEST_HDRS)
 	$(call msg,TEST-CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) $(CUPTI_CUDA_INC:%=-idirafter %) $< \
 		tests/cupti/daemon.c cupti/proto.c \

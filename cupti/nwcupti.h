@@ -15,6 +15,9 @@
 #include "nwgpu.h"
 #include "scan.h"
 
+/* Nothing but InitializeInjection leaves the library (it says so itself). */
+#pragma GCC visibility push(hidden)
+
 /* The scan kernel's fatbin, embedded in the library by the build. */
 extern const unsigned char nw_scan_fatbin[];
 extern const size_t nw_scan_fatbin_size;
@@ -211,5 +214,7 @@ int nwc_ctx_prepare(struct nwc *g, struct nwc_ctx *c);
 void nwc_wake(struct nwc *g);
 void nwc_notice(struct nwc *g, __u32 which);
 __u64 nwc_now_ns(void);
+
+#pragma GCC visibility pop
 
 #endif /* __NW_CUPTI_H */

@@ -2,5 +2,5 @@
 /* The test copy of the library's fatbin: bytes the mock driver's cuModuleLoadData is handed. */
 #include <stddef.h>
 
-__attribute__((visibility("default"))) const unsigned char nw_scan_fatbin[] = "nw_scan stand-in";
+const unsigned char nw_scan_fatbin[] = "nw_scan stand-in";
 const size_t nw_scan_fatbin_size = sizeof(nw_scan_fatbin);
