@@ -233,11 +233,17 @@ $(OUTPUT)/tests/libnwmock_cuda.so: tests/cupti/mock_cuda.c $(OUTPUT)/tests/libnw
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< \
 		-L$(OUTPUT)/tests -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' -lpthread -lm -o $@
 
-$(OUTPUT)/tests/libnwmock_app.so: tests/cupti/mock_app.c $(OUTPUT)/tests/libnwmock_cuda.so \
+$(OUTPUT)/tests/libcudart.so.13: tests/cupti/mock_cudart.c $(OUTPUT)/tests/libnwmock_cuda.so \
+		$(CUPTI_TEST_HDRS)
+	$(call msg,MOCK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< \
+		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -Wl,-rpath,'$$ORIGIN' -o $@
+
+$(OUTPUT)/tests/libnwmock_app.so: tests/cupti/mock_app.c $(OUTPUT)/tests/libcudart.so.13 \
 		$(CUPTI_TEST_HDRS)
 	$(call msg,MOCK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared -Wl,-z,now,-z,relro $< \
-		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -Wl,-rpath,'$$ORIGIN' -o $@
+		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN' -o $@
 
 $(OUTPUT)/tests/libnwcupti_test.so: $(CUPTI_HOST_SRCS) tests/cupti/fatbin_standin.c \
 		$(CUPTI_TEST_HDRS) | $(OUTPUT)/tests

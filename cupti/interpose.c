@@ -13,6 +13,7 @@
  */
 #include <dlfcn.h>
 #include <elf.h>
+#include <limits.h>
 #include <link.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -195,6 +196,36 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
+/* A loaded libcudart's path (copied out: no dlopen under dl_iterate_phdr's lock). */
+static int find_runtime(struct dl_phdr_info *info, size_t size, void *data)
+{
+	char *path = data;
+
+	(void)size;
+	if (!info->dlpi_name || !strstr(info->dlpi_name, "/libcudart.so") ||
+	    strlen(info->dlpi_name) >= PATH_MAX)
+		return 0;
+	strcpy(path, info->dlpi_name);
+	return 1;
+}
+
+/*
+ * The runtime's cudaLaunchKernel: in the global scope, or (torch loads its
+ * libraries RTLD_LOCAL, from a Python extension) in a loaded libcudart.
+ */
+static void resolve_runtime(void)
+{
+	void *fn = dlsym(RTLD_DEFAULT, "cudaLaunchKernel"), *h;
+	char path[PATH_MAX] = "";
+
+	if (!fn && dl_iterate_phdr(find_runtime, path) &&
+	    (h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD))) {
+		fn = dlsym(h, "cudaLaunchKernel");
+		dlclose(h);
+	}
+	*(void **)&ip.cudaLaunchKernel = fn;
+}
+
 static int count_adds(struct dl_phdr_info *info, size_t size, void *data)
 {
 	(void)size;
@@ -213,6 +244,8 @@ int nwc_ip_patch(void)
 	if (adds == ip.adds)
 		return 0;
 	ip.adds = adds;
+	if (!ip.cudaLaunchKernel)
+		resolve_runtime();
 	dl_iterate_phdr(patch_object, NULL);
 	return 1;
 }
@@ -230,7 +263,6 @@ int nwc_ip_init(struct nwc *g, void *cuda)
 #ifdef NWC_R_JUMP_SLOT
 	ip.cuLaunchKernel = (nwc_launch_fn)g->cu.LaunchKernel;
 	*(void **)&ip.cuLaunchKernelEx = dlsym(cuda, "cuLaunchKernelEx");
-	*(void **)&ip.cudaLaunchKernel = dlsym(RTLD_DEFAULT, "cudaLaunchKernel");
 	ip.skip[0] = load_base((void *)nwc_ip_init);
 	ip.skip[1] = load_base((void *)g->cu.LaunchKernel);
 	ip.skip[2] = load_base(g->cupti.Subscribe ? (void *)g->cupti.Subscribe : NULL);

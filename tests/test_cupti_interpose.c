@@ -5,7 +5,8 @@
  * cuLaunchKernel, cuLaunchKernelEx and cudaLaunchKernel (bound at load,
  * RELRO) pointed at the library's wrappers, which enqueue the scan on the
  * previous launch's stream before the launch; cuGetProcAddress hands out the
- * wrapper. A runtime launch is one launch, not two.
+ * wrapper. A runtime launch is one launch, not two, and is found in a
+ * libcudart that is not in the global scope (torch loads its own RTLD_LOCAL).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -80,6 +81,7 @@ static void test_imports(void **state)
 {
 	char path[PATH_MAX];
 	struct nw_gpu_result r;
+	void *(*entry)(int);
 	void *app;
 	__u64 seq;
 	int i, at;
@@ -93,6 +95,8 @@ static void test_imports(void **state)
 	*(void **)&launch_ex = dlsym(app, "app_launch_ex");
 	*(void **)&runtime_launch = dlsym(app, "app_runtime_launch");
 	assert_true(launch && launch_ex && runtime_launch);
+	/* the runtime came in with the application, not into the global scope */
+	assert_null(dlsym(RTLD_DEFAULT, "cudaLaunchKernel"));
 	/* until the worker has patched it, a launch is only a launch */
 	mock_cuda_reset_log();
 	seq = td_put(&dmn, nan2, 8, NW_DT_F32, gettid(), 0);
@@ -102,6 +106,13 @@ static void test_imports(void **state)
 	}
 	at = scan_at(seq);
 	assert_true(at >= 0);
+	/* its imports now lead to the library's wrappers, not to the entry points themselves */
+	*(void **)&entry = dlsym(app, "app_entry");
+	assert_non_null(entry);
+	assert_ptr_not_equal(entry(0), dlsym(app, "cuLaunchKernel"));
+	assert_ptr_not_equal(entry(1), dlsym(app, "cuLaunchKernelEx"));
+	assert_ptr_not_equal(entry(2), dlsym(app, "cudaLaunchKernel"));
+	assert_non_null(dlsym(app, "cudaLaunchKernel"));
 	assert_ptr_equal(mock_launches[at].stream, S1);
 	assert_ptr_equal(mock_launches[at + 1].f, MOCK_APP_FN);
 	assert_int_equal(td_result(&dmn, seq, &r), 0);

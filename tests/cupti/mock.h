@@ -49,6 +49,8 @@ nwc_curesult cuLaunchKernelEx(const nwc_launch_config *config, CUfunction f, voi
 
 nwc_curesult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 				 unsigned long long flags, void *status);
+
+/* mock libcudart (libcudart.so.13 beside the tests, loaded only by the mock application) */
 int cudaLaunchKernel(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args, size_t shm,
 		     CUstream s);
 
@@ -57,6 +59,7 @@ int cudaLaunchKernel(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args,
 int app_launch(CUstream s);
 int app_launch_ex(CUstream s);
 int app_runtime_launch(CUstream s);
+void *app_entry(int which);
 
 /* mock libcupti */
 extern int mock_cupti_subscribed;

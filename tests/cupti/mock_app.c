@@ -30,3 +30,11 @@ int app_runtime_launch(CUstream s)
 
 	return cudaLaunchKernel((const void *)MOCK_APP_FN, one, one, NULL, 0, s);
 }
+
+/* The entry points as this library sees them (its GOT): 0 cuLaunchKernel, 1 the Ex, 2 runtime. */
+void *app_entry(int which)
+{
+	return which == 0   ? (void *)cuLaunchKernel
+	       : which == 1 ? (void *)cuLaunchKernelEx
+			    : (void *)cudaLaunchKernel;
+}

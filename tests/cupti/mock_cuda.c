@@ -327,13 +327,3 @@ nwc_curesult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 	mock_cupti_fire(NWC_CUPTI_CB_DOMAIN_DRIVER_API, NWC_CBID_cuGetProcAddress_v2, &d);
 	return *pfn ? 0 : 500;
 }
-
-/* The runtime's launch (libcudart's, here for the tests): the driver launch underneath. */
-int cudaLaunchKernel(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args, size_t shm,
-		     CUstream s)
-{
-	nwc_launch_params p = {(CUfunction)fn,	  grid.x, grid.y, grid.z, block.x, block.y, block.z,
-			       (unsigned int)shm, s,	  args,	  NULL};
-
-	return launch(NWC_CBID_cuLaunchKernel, &p, (CUfunction)fn, s, grid.x, args);
-}
