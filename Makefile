@@ -285,6 +285,57 @@ endif
 check-cflags:
 	$(Q)tests/check-cflags
 
+# libnanwatch_cupti.so's host side without a GPU: its C sources built into a test copy of the
+# library (a stand-in fatbin), run against mock libcuda and libcupti (tests/cupti/); the
+# test_cupti_* binaries load it as the driver would
+CUPTI_HOST_SRCS := cupti/inject.c cupti/interpose.c cupti/launch.c cupti/proto.c cupti/worker.c
+CUPTI_TEST_FLAGS := -Ibpf -Icupti -Itests/cupti -fPIC
+# test_cupti_proto checks cupti/cuabi.h against CUDA's headers where they are installed
+CUPTI_CUDA_INC := $(wildcard /usr/local/cuda/include)
+# gcc's -MMD names one source's headers when it compiles and links several at once
+CUPTI_TEST_HDRS := $(wildcard cupti/*.h tests/cupti/*.h) bpf/nwgpu.h bpf/nanwatch.h
+CUPTI_MOCKS := $(OUTPUT)/tests/libnwmock_cupti.so $(OUTPUT)/tests/libnwmock_cuda.so \
+	$(OUTPUT)/tests/libnwmock_app.so
+FORMAT_SRCS += $(filter-out $(FORMAT_SRCS),$(CUPTI_HOST_SRCS) cupti/cuabi.h cupti/nwcupti.h) \
+	       $(wildcard tests/cupti/*.[ch])
+
+$(OUTPUT)/tests/libnwmock_cupti.so: tests/cupti/mock_cupti.c $(CUPTI_TEST_HDRS) | $(OUTPUT)/tests
+	$(call msg,MOCK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< -o $@
+
+$(OUTPUT)/tests/libnwmock_cuda.so: tests/cupti/mock_cuda.c $(OUTPUT)/tests/libnwmock_cupti.so \
+		$(CUPTI_TEST_HDRS)
+	$(call msg,MOCK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< \
+		-L$(OUTPUT)/tests -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' -lpthread -lm -o $@
+
+$(OUTPUT)/tests/libcudart.so.13: tests/cupti/mock_cudart.c $(OUTPUT)/tests/libnwmock_cuda.so \
+		$(CUPTI_TEST_HDRS)
+	$(call msg,MOCK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< \
+		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -Wl,-rpath,'$$ORIGIN' -o $@
+
+$(OUTPUT)/tests/libnwmock_app.so: tests/cupti/mock_app.c $(OUTPUT)/tests/libcudart.so.13 \
+		$(CUPTI_TEST_HDRS)
+	$(call msg,MOCK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared -Wl,-z,now,-z,relro $< \
+		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN' -o $@
+
+$(OUTPUT)/tests/libnwcupti_test.so: $(CUPTI_HOST_SRCS) tests/cupti/fatbin_standin.c \
+		$(CUPTI_TEST_HDRS) | $(OUTPUT)/tests
+	$(call msg,LIB,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -fvisibility=hidden -shared \
+		$(filter %.c,$^) \
+		-ldl -lpthread -o $@
+
+$(OUTPUT)/tests/test_cupti_%: tests/test_cupti_%.c tests/cupti/daemon.c cupti/proto.c \
+		$(CUPTI_MOCKS) $(OUTPUT)/tests/libnwcupti_test.so $(CUPTI_TEST_HDRS)
+	$(call msg,TEST-CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) $(CUPTI_CUDA_INC:%=-idirafter %) $< \
+		tests/cupti/daemon.c cupti/proto.c \
+		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' \
+		-ldl -lpthread -lm -lcmocka -o $@
+
 # Every BPF program loaded with every feature on, for each shipped pair of tables: the
 # instructions the verifier processed (the kernel's limit is 1,000,000; older kernels need
 # more for the same program, so ours stay well under it).
