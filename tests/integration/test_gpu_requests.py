@@ -13,7 +13,7 @@ import tempfile
 
 from nwharness import (Fail, Proc, is_event, read_comm, tail, trainer_argv, wait_attach,
                        wait_daemon_exit)
-from nwchecks import HOST_ONLY, check_anomaly_fields, environments, parse_stream
+from nwchecks import HOST_AND_TRIXIE, HOST_ONLY, check_anomaly_fields, environments, parse_stream
 
 POISON = "blocks.1.lin"
 STUB_LIBCUDA = "/usr/local/cuda/lib64/stubs/libcuda.so"
@@ -112,14 +112,18 @@ def check_requests(reqs, hooks, pid):
     return offsets.pop()
 
 
-@environments(*HOST_ONLY)
+@environments(*HOST_AND_TRIXIE)
 def test_gpu_requests_meta(ctx):
     """Requests for meta tensors match the forward hooks; a NaN result becomes the anomaly."""
-    tmp = tempfile.mkdtemp(prefix="gpu-", dir=ctx.tmp)
+    base = ctx.tmp if ctx.env.root is None else os.path.join(ctx.env.root, "tmp")
+    tmp = tempfile.mkdtemp(prefix="gpu-", dir=base)
+    inside = tmp if ctx.env.root is None else "/" + os.path.relpath(tmp, ctx.env.root)
     hooks, lib = os.path.join(tmp, "hooks.jsonl"), os.path.join(tmp, "lib.jsonl")
     try:
-        trainer = live_trainer(ctx, ["NANWATCH_CUPTI_DIR=" + tmp], "--log", hooks,
-                               "--fake-lib", lib, "--poison", POISON, "--after", "30")
+        trainer = live_trainer(ctx, ["NANWATCH_CUPTI_DIR=" + inside], "--log",
+                               os.path.join(inside, "hooks.jsonl"), "--fake-lib",
+                               os.path.join(inside, "lib.jsonl"), "--poison", POISON,
+                               "--after", "30")
         comm = read_comm(trainer.pid)
         daemon = daemon_for(ctx, trainer.pid, ["NANWATCH_TEST_GPU_DEVICE=meta"])
         wait_attach(daemon)
