@@ -464,8 +464,8 @@ static int rule_masked_where(const struct diag_anomaly *a, struct diagnosis *g)
 		 a->node, op, op);
 	conclude(g, "invalid_domain", 0.8);
 	fix(g, "a masked branch of torch.where: mask or clamp the argument before the op, not "
-	       "after: torch.where(z > 0, torch.sqrt(torch.where(z > 0, z, 1)), 0), or "
-	       "torch.sqrt(z.clamp_min(eps))");
+	       "after: torch.where(m, op(torch.where(m, z, safe)), 0) with a safe value in its "
+	       "domain, or op(z.clamp_min(eps))");
 	fix(g, "reproduce with torch.autograd.detect_anomaly() around this step");
 	return 1;
 }
@@ -478,11 +478,10 @@ static int rule_backward(const struct diag_anomaly *a, struct diagnosis *g)
 	if (!a->phase || strcmp(a->phase, "backward"))
 		return 0;
 	evidence(g,
-		 "the forward pass and the loss of iteration %llu were finite; %s%s%s%s (made in "
-		 "%s) returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite ones",
-		 (unsigned long long)a->iteration, node, a->op ? " (the derivative of " : "",
-		 a->op ? a->op : "", a->op ? ")" : "",
-		 a->layer ? name(a->layer) : "an op outside every module call",
+		 "the forward pass and the loss of iteration %llu were finite; %s (%s%smade %s%s) "
+		 "returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite ones",
+		 (unsigned long long)a->iteration, node, a->op ? a->op : "", a->op ? ", " : "",
+		 a->layer ? "in " : "outside any module", a->layer ? name(a->layer) : "",
 		 (unsigned long long)a->nan, (unsigned long long)a->posinf,
 		 (unsigned long long)a->neginf);
 	if (rule_masked_where(a, g))
