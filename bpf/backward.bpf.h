@@ -121,14 +121,15 @@ static long span_match(__u32 k, void *data)
 
 /*
  * The innermost module call of this pass that made node: 1 with c->module (0: made
- * outside every module call), or 0 when the spans cannot tell (the counter is not read,
- * or spans that may have held the node were overwritten).
+ * outside every module call), or 0 when the spans cannot tell (not kept, the counter is
+ * not read, or spans that may have held the node were overwritten).
  */
 static __noinline int creator_of(__u64 node, struct creator_ctx *c)
 {
 	__u64 seq;
 
-	if (!BL.seq_modid || BL.node_sequence_nr < 0 || !node ||
+	/* spans are kept with every gradient checked (--backward on) only */
+	if (!backward_all || !BL.seq_modid || BL.node_sequence_nr < 0 || !node ||
 	    bpf_probe_read_user(&seq, sizeof(seq), (void *)(node + BL.node_sequence_nr)))
 		return 0;
 	c->seq = seq;

@@ -408,6 +408,7 @@ int output__attach(struct emitter *e, const struct output_attach *a)
 	json__int(j, "probes", a->probes);
 	json__string(j, "mode", a->mode);
 	json__string(j, "backward", a->backward);
+	json__string(j, "backward_layer", a->backward_layer);
 	json__null(j, "config");
 	json__string(j, "interpreter", a->interpreter);
 	json__string(j, "torch_library", a->torch_library);

@@ -210,6 +210,9 @@ def case_masked(ctx, variant):
         raise Fail("the forward pass was not finite: %s" % describe(fwd))
     events = watch(ctx, name, result["trace"], trainer_args=args,
                    daemon_args=("--backward", "on"))
+    if events[0].get("backward_layer") != "made":
+        raise Fail("attach says backward_layer %r: the autograd counter was not located" %
+                   events[0].get("backward_layer"))
     bwd = [ev for ev in events if ev["event"] == "anomaly" and ev["phase"] == "backward"]
     if not bwd:
         raise Fail("no backward anomaly; detect_anomaly: %s at step %d" % (anomaly["node"],
