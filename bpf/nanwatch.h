@@ -247,7 +247,8 @@ struct nw_event {
 	__u64 min_key; /* nw_order_key of the finite min; ~0 if none */
 	__u64 max_key; /* nw_order_key of the finite max; 0 if none */
 	__u64 module;  /* the module whose call returned (NW_EV_MODULE: the module) */
-	__u64 parent;  /* NW_EV_MODULE: its caller module (0 at depth 0) */
+	__u64 parent;  /* NW_EV_MODULE: its caller module (0 at depth 0); phase backward: the
+			* vtable pointer of the node that fed `node` its input 0's gradient */
 	__u32 type;    /* enum nw_event_type */
 	__u32 tid;
 	__u32 depth; /* entries used in modules[] */
@@ -304,6 +305,14 @@ struct nw_bwd_layout {
 	__s64 acc_variable;	  /* AccumulateGrad.variable (at::Tensor: TensorImpl*) */
 	__s64 inputbuf_items;	  /* InputBuffer.buffer (std::vector<Variable>: begin, end) */
 	__u64 acc_vptr;		  /* runtime vtable pointer of AccumulateGrad (daemon) */
+	/*
+	 * Node.sequence_nr_, and where the thread's at::sequence_number counter is: its
+	 * library's glibc TLS module id and the offset in that module's block (daemon,
+	 * daemon/resolve/seqtls.c). seq_modid 0: not known, nodes are named by outputs only.
+	 */
+	__s64 node_sequence_nr;
+	__u64 seq_modid;
+	__u64 seq_offset;
 };
 
 #define NW_HIST_BUCKETS 1024 /* float32 exponent and the top 2 mantissa bits */

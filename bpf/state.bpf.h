@@ -75,6 +75,8 @@ struct thread_state {
 	__u64 sp[NW_MAX_DEPTH];
 	/* per call in the stack: the output of its last child to return, if finite */
 	struct fingerprint kid[NW_MAX_DEPTH];
+	/* per call in the stack: at::sequence_number's count + 1 at its entry (0: unknown) */
+	__u64 seq_in[NW_MAX_DEPTH];
 	/* per call in the stack: a call nested in it was never checked (NW_FLAG_DEEPER) */
 	__u8 unchecked[NW_MAX_DEPTH];
 	__u32 depth;
@@ -196,6 +198,20 @@ struct gradfn_rec {
 	__u32 depth;
 	__u32 pad;
 };
+
+/*
+ * A module call that made autograd nodes: those numbered seq_in <= sequence_nr < seq_out
+ * in thread tid (see bpf/backward.bpf.h, creator_of()).
+ */
+struct call_span {
+	__u64 seq_in, seq_out;
+	__u64 module, root;
+	__u64 iteration;
+	__u32 tid;
+	__u32 depth;
+};
+
+#define NW_SPANS 16384 /* module calls remembered (in the order they returned) */
 
 /* The backward probe's own scratch (bpf/backward.bpf.h). */
 struct bwd_scratch {
@@ -329,6 +345,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct bwd_scratch);
 } bwd_scratch_map SEC(".maps");
+
+/* the last NW_SPANS module calls that made nodes, slot span_pos % NW_SPANS the next */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NW_SPANS);
+	__type(key, __u32);
+	__type(value, struct call_span);
+} spans SEC(".maps");
+
+__u64 span_pos = 0; /* spans written */
 
 static __always_inline void count(int c, __u64 n)
 {

@@ -277,6 +277,10 @@ static int emit_attach(struct session *s)
 		.backward = !s->node_symbol[0]	 ? "off"
 			    : s->o.backward == 2 ? "on"
 						 : "norms",
+		/* the module call that made a node, or (the counter not located) an output's */
+		.backward_layer = !s->node_symbol[0]			   ? NULL
+				  : s->o.backward == 2 && s->bwl.seq_modid ? "made"
+									   : "output",
 		.interpreter = s->t.python_path,
 		.torch_library = s->t.torch_path,
 		.published_offsets = s->published,

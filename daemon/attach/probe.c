@@ -18,7 +18,7 @@
 
 _Static_assert(sizeof(struct nw_event) == 576, "nw_event layout changed: update both sides");
 _Static_assert(sizeof(struct nw_grad) == 4168, "nw_grad layout changed: update both sides");
-_Static_assert(sizeof(struct nw_bwd_layout) == 64, "nw_bwd_layout changed: update both sides");
+_Static_assert(sizeof(struct nw_bwd_layout) == 88, "nw_bwd_layout changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_tensor) == 200, "nw_cap_tensor changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_data) == 8216, "nw_cap_data changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_end) == 152, "nw_cap_end changed: update both sides");
@@ -437,6 +437,8 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 	memcpy((void *)&s->rodata->L, l, sizeof(*l));
 	memcpy((void *)&s->rodata->BL, bl, sizeof(*bl));
 	s->rodata->BL.acc_vptr = 4ULL << 40;
+	s->rodata->BL.seq_modid = 1; /* the creator search on: its programs are verified too */
+	s->rodata->BL.node_sequence_nr = 24;
 	memcpy((void *)&s->rodata->RS, rs, sizeof(*rs));
 	s->rodata->step_by_marker = step_by_marker;
 	s->rodata->RS.on = 1;

@@ -69,8 +69,9 @@ static void loss_fields(struct json *j, const struct finding *f)
 
 /*
  * A gradient an autograd node produced (the first non-finite one of its backward pass,
- * whose forward and loss were finite). layer/module: the forward module whose output
- * carried that node as grad_fn, null when the node was made outside any module output.
+ * whose forward and loss were finite). layer/module: the innermost forward module call that
+ * made the node (bpf/backward.bpf.h), null when it was made outside any module call; op:
+ * the forward op it differentiates; upstream: the node that fed it its gradient.
  */
 static void backward_fields(struct json *j, const struct finding *f)
 {
@@ -78,6 +79,8 @@ static void backward_fields(struct json *j, const struct finding *f)
 	json__string(j, "layer", f->layer);
 	json__string(j, "module", f->module_class);
 	json__string(j, "node", f->node);
+	json__string(j, "op", f->op);
+	json__string(j, "upstream", f->upstream);
 	json__string(j, "consumer", f->consumer);
 	json__uint(j, "input_nr", f->input_nr);
 	json__uint(j, "producers", f->producers);
@@ -416,6 +419,7 @@ int output__attach(struct emitter *e, const struct output_attach *a)
 	json__int(j, "probes", a->probes);
 	json__string(j, "mode", a->mode);
 	json__string(j, "backward", a->backward);
+	json__string(j, "backward_layer", a->backward_layer);
 	json__null(j, "config");
 	json__string(j, "interpreter", a->interpreter);
 	json__string(j, "torch_library", a->torch_library);

@@ -61,6 +61,7 @@ struct output_attach {
 	const char *python, *torch; /* versions */
 	int probes;
 	const char *mode, *backward;
+	const char *backward_layer;		 /* "made", "output"; NULL: backward not watched */
 	const char *interpreter, *torch_library; /* paths as the target sees them */
 	int published_offsets;
 	/* GPU tensors: "none" (no CUDA in the process; NULL too), "not_checked", "waiting" (for

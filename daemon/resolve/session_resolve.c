@@ -80,6 +80,10 @@ static int backward_layout(struct session *s, const struct layout *tl, char *err
 		return 0;
 	if (!ret)
 		ret = layout__int(tl, LK_vtable_offset, &s->vtable_offset);
+	/* without the counter, nodes are named by the module outputs they are the grad_fn of */
+	if (!ret)
+		backward__seq_counter(tl, s->t.torch_cpu_file, s->t.torch_cpu_base, &s->remote,
+				      &s->bwl);
 	return ret;
 }
 

@@ -219,7 +219,7 @@ static void tf__layer(FILE *out, const struct jv *ev)
 		fputs("node ", out);
 		tf__field(out, ev, "node");
 		if (jv__is_null(layer)) {
-			fputs(" (outside the modules' outputs)", out);
+			fputs(" (made outside any module)", out);
 			return;
 		}
 		fputs(" of ", out);
