@@ -22,7 +22,7 @@ LIB_OBJS := $(filter-out $(OUTPUT)/daemon/main.o,$(DAEMON_OBJS))
 # model): never in the daemon
 TAIL_SRCS := $(wildcard tools/tail/*.c tools/collect/*.c)
 TAIL_OBJS := $(patsubst tools/%.c,$(OUTPUT)/tools/%.o,$(TAIL_SRCS))
-TOOL_INCLUDES := $(INCLUDES) -Itools/tail -Itools/collect
+TOOL_INCLUDES := $(INCLUDES) -Itools/tail -Itools/collect -Icupti
 # Each binary links only the objects it uses: the linker takes from an archive
 # just the members that resolve a reference (shared libraries: --as-needed).
 DAEMON_LIB := $(OUTPUT)/libnanwatch.a
@@ -36,11 +36,31 @@ TEST_LIB := $(OUTPUT)/tests/libfakemem.a
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOL_BINS := $(patsubst tools/%.c,$(OUTPUT)/%,$(TOOL_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+# the injection tests' target, library, tracer and driver (tests/inject/)
+INJECT_BINS := $(addprefix $(OUTPUT)/tests/inject/,counter traced nwinject libmarker.so)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/%,$(FUZZ_SRCS))
 
 # C sources make format-check holds to .clang-format
 FORMAT_SRCS := $(wildcard bpf/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.c tools/tail/*.[ch] \
-	       tools/collect/*.[ch] tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch])
+	       tools/collect/*.[ch] tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch] cupti/*.[ch] cupti/*.cu)
+
+# The GPU library, built when the CUDA toolkit is there (CUDA_HOME, default /usr/local/cuda,
+# or NVCC): cupti/*.c and the scan kernel's fatbin (every SM nvcc offers from sm_75 through
+# sm_90, and the highest one's PTX) in libnanwatch_cupti.so. Nothing from CUDA is linked: the
+# library opens libcuda and libcupti at run time.
+ifdef NVCC
+CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null)))
+else
+CUDA_HOME ?= /usr/local/cuda
+NVCC := $(CUDA_HOME)/bin/nvcc
+endif
+HAVE_CUDA := $(shell command -v $(NVCC) 2>/dev/null)
+GPU_LIB := $(OUTPUT)/libnanwatch_cupti.so
+CUPTI_OBJS := $(patsubst cupti/%.c,$(OUTPUT)/cupti/%.o,$(wildcard cupti/*.c))
+CUDA_SMS = $(sort $(shell $(NVCC) --list-gpu-code | sed -n 's/^sm_\([0-9]*\)$$/\1/p' | \
+	   awk '$$1 >= 75 && $$1 <= 90'))
+NVCC_FLAGS := -O3 -std=c++17 -Ibpf -Icupti --no-compress
+FORMAT_SRCS += $(wildcard tests/inject/*.c)
 
 # make asan: daemon, tools and unit tests with ASan+UBSan in their own output directory, then
 # the unit tests and a few fast integration cases (real BPF) under them.
@@ -71,9 +91,9 @@ endif
 .SECONDARY:
 .PHONY: all deps test unit integration demo bench install clean check-cflags asan fuzz verifier-stats \
 	format-check format test-deps \
-	sanitized-build fuzz-build bpf-headers-check
+	sanitized-build fuzz-build bpf-headers-check gpu gpu-check
 
-all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS)
+all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS) gpu
 
 deps:
 	$(Q)tools/install-deps
@@ -81,7 +101,7 @@ deps:
 test-deps:
 	$(Q)tools/install-deps --test
 
-$(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/tests $(OUTPUT)/tools/tail:
+$(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/tests $(OUTPUT)/tools/tail $(OUTPUT)/cupti:
 	$(Q)mkdir -p $@
 
 $(OUTPUT)/vmlinux.h: | $(OUTPUT)
@@ -155,8 +175,32 @@ $(OUTPUT)/tests/%: tests/%.c $(TEST_LIB) $(LINK_LIBS) | $(OUTPUT)/tests
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) $(AS_NEEDED) $< $(TEST_LIB) $(LINK_LIBS) \
 		$(LDLIBS) -lcmocka -o $@
 
+$(OUTPUT)/tests/inject/libmarker.so: tests/inject/marker.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) -shared -fPIC $< -o $@
+
+$(OUTPUT)/tests/inject/counter: tests/inject/counter.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $< -pthread -o $@
+
+$(OUTPUT)/tests/inject/traced: tests/inject/traced.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $< -o $@
+
+$(OUTPUT)/tests/inject/nwinject: tests/inject/nwinject.c $(DAEMON_LIB) | $(OUTPUT)/tests
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) $(AS_NEEDED) $< $(DAEMON_LIB) $(LDLIBS) -o $@
+
+# built with the unit tests, for tests/integration/test_inject.py
+test unit: $(INJECT_BINS)
+
 test: all test-deps $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
+	$(Q)$(MAKE) --no-print-directory gpu-check
 	$(Q)tests/check-cflags
 	$(Q)$(MAKE) --no-print-directory format-check
 	$(Q)$(MAKE) --no-print-directory bpf-headers-check
@@ -205,9 +249,92 @@ format-check: deps
 format: deps
 	$(Q)clang-format -i $(FORMAT_SRCS)
 
+ifneq ($(HAVE_CUDA),)
+gpu: $(GPU_LIB)
+
+# nvcc runs only when scan.cu or a header it includes changed (-MD)
+$(OUTPUT)/cupti/scan.fatbin: cupti/scan.cu | $(OUTPUT)/cupti
+	$(call msg,NVCC,$@)
+	$(Q)$(NVCC) -fatbin $(NVCC_FLAGS) $(foreach s,$(CUDA_SMS),-gencode arch=compute_$(s),code=sm_$(s)) \
+		-gencode arch=compute_$(lastword $(CUDA_SMS)),code=compute_$(lastword $(CUDA_SMS)) \
+		-MD -MP -MF $(OUTPUT)/cupti/scan.d -o $@ $<
+
+$(OUTPUT)/cupti/fatbin.o: cupti/fatbin.S $(OUTPUT)/cupti/scan.fatbin
+	$(call msg,AS,$@)
+	$(Q)$(CC) -c -Wa,-I$(OUTPUT)/cupti $< -o $@
+
+$(OUTPUT)/cupti/%.o: cupti/%.c | $(OUTPUT)/cupti
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) -fPIC -Ibpf -Icupti -I$(CUDA_HOME)/include -c $< -o $@
+
+$(GPU_LIB): $(CUPTI_OBJS) $(OUTPUT)/cupti/fatbin.o
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,-z,defs $^ -ldl -lpthread -o $@
+
+# the fatbin in the library holds every SM of CUDA_SMS and the PTX
+gpu-check: gpu
+	$(Q)$(PYTHON) tests/check-fatbin $(GPU_LIB) $(OUTPUT)/cupti/scan.fatbin $(CUDA_SMS)
+else
+gpu:
+	@echo "  SKIP     $(GPU_LIB): no CUDA toolkit ($(NVCC) not found; set CUDA_HOME or NVCC)"
+
+gpu-check: gpu
+endif
+
 # make CFLAGS=... keeps the required flags, and the tools it builds work
 check-cflags:
 	$(Q)tests/check-cflags
+
+# libnanwatch_cupti.so's host side without a GPU: its C sources built into a test copy of the
+# library (a stand-in fatbin), run against mock libcuda and libcupti (tests/cupti/); the
+# test_cupti_* binaries load it as the driver would
+CUPTI_HOST_SRCS := cupti/inject.c cupti/interpose.c cupti/launch.c cupti/proto.c cupti/worker.c
+CUPTI_TEST_FLAGS := -Ibpf -Icupti -Itests/cupti -fPIC
+# test_cupti_proto checks cupti/cuabi.h against CUDA's headers where they are installed
+CUPTI_CUDA_INC := $(wildcard /usr/local/cuda/include)
+# gcc's -MMD names one source's headers when it compiles and links several at once
+CUPTI_TEST_HDRS := $(wildcard cupti/*.h tests/cupti/*.h) bpf/nwgpu.h bpf/nanwatch.h
+CUPTI_MOCKS := $(OUTPUT)/tests/libnwmock_cupti.so $(OUTPUT)/tests/libnwmock_cuda.so \
+	$(OUTPUT)/tests/libnwmock_app.so
+FORMAT_SRCS += $(filter-out $(FORMAT_SRCS),$(CUPTI_HOST_SRCS) cupti/cuabi.h cupti/nwcupti.h) \
+	       $(wildcard tests/cupti/*.[ch])
+
+$(OUTPUT)/tests/libnwmock_cupti.so: tests/cupti/mock_cupti.c $(CUPTI_TEST_HDRS) | $(OUTPUT)/tests
+	$(call msg,MOCK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< -o $@
+
+$(OUTPUT)/tests/libnwmock_cuda.so: tests/cupti/mock_cuda.c $(OUTPUT)/tests/libnwmock_cupti.so \
+		$(CUPTI_TEST_HDRS)
+	$(call msg,MOCK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< \
+		-L$(OUTPUT)/tests -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' -lpthread -lm -o $@
+
+$(OUTPUT)/tests/libcudart.so.13: tests/cupti/mock_cudart.c $(OUTPUT)/tests/libnwmock_cuda.so \
+		$(CUPTI_TEST_HDRS)
+	$(call msg,MOCK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< \
+		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -Wl,-rpath,'$$ORIGIN' -o $@
+
+$(OUTPUT)/tests/libnwmock_app.so: tests/cupti/mock_app.c $(OUTPUT)/tests/libcudart.so.13 \
+		$(CUPTI_TEST_HDRS)
+	$(call msg,MOCK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared -Wl,-z,now,-z,relro $< \
+		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN' -o $@
+
+$(OUTPUT)/tests/libnwcupti_test.so: $(CUPTI_HOST_SRCS) tests/cupti/fatbin_standin.c \
+		$(CUPTI_TEST_HDRS) | $(OUTPUT)/tests
+	$(call msg,LIB,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -fvisibility=hidden -shared \
+		$(filter %.c,$^) \
+		-ldl -lpthread -o $@
+
+$(OUTPUT)/tests/test_cupti_%: tests/test_cupti_%.c tests/cupti/daemon.c cupti/proto.c \
+		$(CUPTI_MOCKS) $(OUTPUT)/tests/libnwcupti_test.so $(CUPTI_TEST_HDRS)
+	$(call msg,TEST-CC,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) $(CUPTI_CUDA_INC:%=-idirafter %) $< \
+		tests/cupti/daemon.c cupti/proto.c \
+		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' \
+		-ldl -lpthread -lm -lcmocka -o $@
 
 # Every BPF program loaded with every feature on, for each shipped pair of tables: the
 # instructions the verifier processed (the kernel's limit is 1,000,000; older kernels need
@@ -246,9 +373,12 @@ install: all
 	install -m 0755 $(OUTPUT)/nanwatch-collect $(DESTDIR)$(PREFIX)/bin/nanwatch-collect
 	install -m 0755 tools/nanwatch-layout $(DESTDIR)$(PREFIX)/bin/nanwatch-layout
 	install -m 0755 tools/nanwatch-repro $(DESTDIR)$(PREFIX)/bin/nanwatch-repro
+	install -m 0755 tools/nanwatch-run $(DESTDIR)$(PREFIX)/bin/nanwatch-run
 	install -d $(DESTDIR)$(PREFIX)/share/nanwatch/layouts
 	install -m 0644 config/layouts/*.yaml $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
 	install -m 0644 daemon/resolve/layout_keys.def $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
+	test ! -f $(GPU_LIB) || { install -d $(DESTDIR)$(PREFIX)/lib/nanwatch && \
+		install -m 0755 $(GPU_LIB) $(DESTDIR)$(PREFIX)/lib/nanwatch/libnanwatch_cupti.so; }
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
 	sed 's#/usr/local/#$(PREFIX)/#g' config/nanwatchd.service > \
 		$(DESTDIR)$(PREFIX)/lib/systemd/system/nanwatchd.service
@@ -261,4 +391,5 @@ clean:
 	rm -rf $(OUTPUT) $(ASAN_OUTPUT) $(FUZZ_OUTPUT)
 
 -include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/tools/tail/*.d \
-	$(OUTPUT)/tools/collect/*.d)
+	$(OUTPUT)/tools/collect/*.d $(OUTPUT)/cupti/*.d)
+-include $(wildcard $(OUTPUT)/tests/inject/*.d)

@@ -14,6 +14,7 @@
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include "nwfloat.h"
 #include "state.bpf.h"
 #include "tensor.bpf.h"
@@ -21,6 +22,127 @@
 
 #define BWD_INPUTS 8  /* inputs of one node checked */
 #define HIST_BLOCK 32 /* words of s->buf per hist_block() call */
+
+/*
+ * Which module call made a node: every autograd node takes its sequence_nr_ from its
+ * thread's at::sequence_number counter as it is made (get_and_increment), so the nodes a
+ * module call made, its children's included, are exactly those numbered from the counter's
+ * value at the call's entry up to (not including) its value at the return, and the
+ * innermost call whose span holds a node's number is the module whose forward made it,
+ * wherever inside forward() that was. Reading the counter costs a few word reads per call
+ * (below); the spans go into an array, and are searched only at a backward anomaly. The
+ * alternatives cost more or are not exact: a probe on node creation runs once per op,
+ * and bounds taken from the grad_fns of module outputs miss the nodes made between them.
+ */
+
+/*
+ * The counter + 1, 0 when it cannot be read. It is a thread_local of libtorch_cpu, a
+ * dlopen'ed library: glibc keeps it in the TLS block that the thread's DTV (the second
+ * word of the thread control block at %fs) points at for the library's module id; the
+ * DTV's entry before the first (entries are 16 bytes, glibc's dtv_t) holds its length.
+ * A DTV too short for the module, or whose entry is not allocated, belongs to a thread
+ * that never reached the library's TLS through __tls_get_addr, the only way peek()'s kind
+ * of access reaches it (daemon/resolve/seqtls.c): its counter is still the initial 0.
+ */
+static __always_inline __u64 seq_now(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 fs, dtv, len, blk, v = 0;
+
+	if (!BL.seq_modid)
+		return 0;
+	fs = BPF_CORE_READ(task, thread.fsbase);
+	dtv = fs ? read_u64(fs + 8) : 0;
+	if (!dtv || bpf_probe_read_user(&len, sizeof(len), (void *)(dtv - 16)))
+		return 0;
+	if (BL.seq_modid > len)
+		return 1;
+	blk = read_u64(dtv + 16 * BL.seq_modid);
+	if (!blk || blk == ~0ULL)
+		return 1;
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)(blk + BL.seq_offset)))
+		return 0;
+	return v + 1;
+}
+
+/* A module call returns: keep its span if it made nodes (in_p1: the counter + 1 at entry). */
+static __noinline int note_span(__u64 in_p1, __u32 depth, __u64 root, __u64 module)
+{
+	__u64 out_p1 = seq_now();
+	struct call_span *sp;
+	__u32 k;
+
+	if (!in_p1 || out_p1 <= in_p1)
+		return 0;
+	k = __sync_fetch_and_add(&span_pos, 1) % NW_SPANS;
+	sp = bpf_map_lookup_elem(&spans, &k);
+	if (!sp)
+		return 0;
+	sp->seq_in = in_p1 - 1;
+	sp->seq_out = out_p1 - 1;
+	sp->module = module;
+	sp->root = root;
+	sp->iteration = cur_iteration();
+	sp->tid = (__u32)bpf_get_current_pid_tgid();
+	sp->depth = depth;
+	return 0;
+}
+
+struct creator_ctx {
+	__u64 seq, iteration;
+	__u64 module, root;
+	__u32 tid, depth;
+	__u32 found, complete;
+};
+
+static long span_match(__u32 k, void *data)
+{
+	struct creator_ctx *c = data;
+	struct call_span *sp = bpf_map_lookup_elem(&spans, &k);
+
+	if (!sp || sp->tid != c->tid)
+		return 0;
+	/*
+	 * A span of this thread that ended at or before the node, or of an earlier pass:
+	 * every span overwritten was written before it, so ended before the node too.
+	 */
+	if (sp->iteration != c->iteration || sp->seq_out <= c->seq) {
+		c->complete = 1;
+		return 0;
+	}
+	if (sp->seq_in <= c->seq && (!c->found || sp->depth > c->depth)) {
+		c->found = 1;
+		c->module = sp->module;
+		c->root = sp->root;
+		c->depth = sp->depth;
+	}
+	return 0;
+}
+
+/*
+ * The innermost module call of this pass that made node: 1 with c->module (0: made
+ * outside every module call), or 0 when the spans cannot tell (not kept, the counter is
+ * not read, or spans that may have held the node were overwritten).
+ */
+static __noinline int creator_of(__u64 node, struct creator_ctx *c)
+{
+	__u64 seq;
+
+	/* spans are kept with every gradient checked (--backward on) only */
+	if (!backward_all || !BL.seq_modid || BL.node_sequence_nr < 0 || !node ||
+	    bpf_probe_read_user(&seq, sizeof(seq), (void *)(node + BL.node_sequence_nr)))
+		return 0;
+	c->seq = seq;
+	c->iteration = cur_iteration();
+	c->tid = (__u32)bpf_get_current_pid_tgid();
+	c->complete = span_pos <= NW_SPANS;
+	bpf_loop(NW_SPANS, span_match, c, 0);
+	if (!c->complete)
+		return 0;
+	if (!c->found)
+		c->module = c->root = c->depth = 0;
+	return 1;
+}
 
 /*
  * A module returned this tensor: remember which module made its grad_fn. The
@@ -102,6 +224,7 @@ static __noinline int report_bwd(__u64 node, __u32 nr)
 {
 	struct scratch *s = get_scratch();
 	struct bwd_scratch *b = get_bwd_scratch();
+	struct creator_ctx cr = {};
 	struct gradfn_rec *m;
 	__u64 iter = cur_iteration(), producer = 0, type;
 
@@ -136,14 +259,33 @@ static __noinline int report_bwd(__u64 node, __u32 nr)
 	s->ev.consumer_vptr = read_u64(node);
 	s->ev.producers = b->nfound;
 	s->ev.input_nr = nr;
-	m = producer ? bpf_map_lookup_elem(&gradfns, &producer) : NULL;
-	if (m && m->iteration == iter) {
-		s->ev.modules[0] = m->root;
-		s->ev.module = m->module;
-		s->ev.depth = m->depth;
-		type = read_u64(m->module + L.obj_type);
+	if (creator_of(producer, &cr)) {
+		if (cr.module) {
+			s->ev.modules[0] = cr.root;
+			s->ev.module = cr.module;
+			s->ev.depth = cr.depth + 1;
+		}
+	} else {
+		m = producer ? bpf_map_lookup_elem(&gradfns, &producer) : NULL;
+		if (m && m->iteration == iter) {
+			s->ev.modules[0] = m->root;
+			s->ev.module = m->module;
+			s->ev.depth = m->depth;
+		}
+	}
+	if (s->ev.module) {
+		type = read_u64(s->ev.module + L.obj_type);
 		bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN,
 					(void *)read_u64(type + L.type_name));
+	}
+	/* the node that fed the producer: WhereBackward0 for a masked branch (diagnosis) */
+	if (producer) {
+		b->target = producer;
+		b->target_nr = 0;
+		b->nfound = 0;
+		b->found = 0;
+		bpf_loop(BWD_RING, producer_edges, NULL, 0);
+		s->ev.parent = b->found ? read_u64(b->found) : 0;
 	}
 	s->ev.time_ns = bpf_ktime_get_ns();
 	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))

@@ -17,6 +17,7 @@
 #include "scan.bpf.h"
 #include "capture.bpf.h"
 #include "backward.bpf.h"
+#include "gpu.bpf.h"
 
 /* Check one input object (a tensor, or a tuple/list of tensors) into the event's input counts. */
 __noinline int check_input(__u64 obj)
@@ -294,6 +295,10 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	if (!s)
 		return 0;
 	r = read_tensor(obj);
+	if (r < 0 && gpu_on && s->ti.gpu) {
+		gpu_output(idx0, idx1);
+		return 0;
+	}
 	if (r < 0)
 		count_skip(s->ti.flags);
 	if (r != 0)

@@ -59,6 +59,8 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	if (!push_call(ts, &rec, (__u64)tstate, key.sp, key.tid, self))
 		return 0;
 	depth = rec.depth;
+	if (depth < NW_MAX_DEPTH)
+		ts->seq_in[depth & (NW_MAX_DEPTH - 1)] = backward_all ? seq_now() : 0;
 	capture_args(&rec, (__u64)frame);
 	count(NW_C_MODULE_CALLS, 1);
 	bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
@@ -103,6 +105,9 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	if (rec.depth < NW_MAX_DEPTH && ts->depth > rec.depth + 1)
 		ts->unchecked[rec.depth] = 1;
 	ts->depth = rec.depth; /* pop, exactly to where this call was pushed */
+	if (backward_all && rec.depth < NW_MAX_DEPTH)
+		note_span(ts->seq_in[rec.depth & (NW_MAX_DEPTH - 1)], rec.depth, ts->stack[0],
+			  ts->stack[rec.depth & (NW_MAX_DEPTH - 1)]);
 	if (!ret || rec.depth >= NW_MAX_DEPTH || (top_only && rec.depth > 0))
 		return 0;
 	s = get_scratch();
@@ -116,6 +121,7 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	s->fp.impl = 0;
 	s->single = is_tensor(read_u64((__u64)ret + L.obj_type));
 	s->out_ok = 0;
+	s->gpu_gate = 0;
 	check_result((__u64)ret);
 	s->deeper = 0; /* ev_tensor() of other programs must not see it */
 	if (rec.depth > 0) {

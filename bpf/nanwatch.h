@@ -247,7 +247,8 @@ struct nw_event {
 	__u64 min_key; /* nw_order_key of the finite min; ~0 if none */
 	__u64 max_key; /* nw_order_key of the finite max; 0 if none */
 	__u64 module;  /* the module whose call returned (NW_EV_MODULE: the module) */
-	__u64 parent;  /* NW_EV_MODULE: its caller module (0 at depth 0) */
+	__u64 parent;  /* NW_EV_MODULE: its caller module (0 at depth 0); phase backward: the
+			* vtable pointer of the node that fed `node` its input 0's gradient */
 	__u32 type;    /* enum nw_event_type */
 	__u32 tid;
 	__u32 depth; /* entries used in modules[] */
@@ -304,6 +305,14 @@ struct nw_bwd_layout {
 	__s64 acc_variable;	  /* AccumulateGrad.variable (at::Tensor: TensorImpl*) */
 	__s64 inputbuf_items;	  /* InputBuffer.buffer (std::vector<Variable>: begin, end) */
 	__u64 acc_vptr;		  /* runtime vtable pointer of AccumulateGrad (daemon) */
+	/*
+	 * Node.sequence_nr_, and where the thread's at::sequence_number counter is: its
+	 * library's glibc TLS module id and the offset in that module's block (daemon,
+	 * daemon/resolve/seqtls.c). seq_modid 0: not known, nodes are named by outputs only.
+	 */
+	__s64 node_sequence_nr;
+	__u64 seq_modid;
+	__u64 seq_offset;
 };
 
 #define NW_HIST_BUCKETS 1024 /* float32 exponent and the top 2 mantissa bits */
@@ -398,6 +407,31 @@ struct nw_cap_end {
 	__u8 index1;
 	__u8 pad[6];
 	char class_name[NW_NAME_LEN];
+};
+
+/*
+ * The daemon's part of a GPU check request (nw_gpu_req.ctx in nwgpu.h): what BPF had at
+ * hand when it wrote the request, for the anomaly event the result may become. The
+ * library never reads it. A module output that gates its call's input and parameter
+ * requests gets ngated and the counts of what it could not request written after them.
+ */
+struct nw_gpu_ctx {
+	__u64 step;	 /* step word (NW_STEP_SHIFT) */
+	__u64 iteration; /* outermost-module forward passes (0-based) */
+	__u64 root;	 /* modules[0] of the call: names the module */
+	__u64 module;	 /* the module whose call returned; 0: the loss */
+	__u64 shape[NW_MAX_DIMS];
+	__u32 depth; /* the call's depth + 1 */
+	__u32 ndim;
+	__u32 flags;	      /* NW_FLAG_DEEPER */
+	__u32 ngated;	      /* requests gated on this one (its call's inputs and parameters) */
+	__u32 inputs_unknown; /* tensor inputs not requested (not on the GPU, unreadable) */
+	__u32 params_unknown; /* parameters not requested (or past the listed ones) */
+	__u8 phase;	      /* enum nw_phase */
+	__u8 params_known;    /* the module's parameters were listed */
+	__u8 gating;	      /* ngated and the unknown counts are final */
+	__u8 pad[5];
+	char class_name[NW_NAME_LEN]; /* tp_name of the module's type */
 };
 
 #endif /* __NANWATCH_H */

@@ -45,17 +45,17 @@ enum nw_gpu_role {
  */
 struct nw_gpu_req {
 	/* read by the library */
-	__u64 seq;	/* ring position + 1; 0: never written. Written last */
-	__u64 data;	/* device address of the first element */
-	__u64 numel;	/* elements to scan (dense) */
-	__u64 gate;	/* seq of the request whose result gates this one; 0: none */
-	__u32 tid;	/* kernel thread id of the thread that made the tensor */
-	__u32 dtype;	/* enum nw_dtype */
-	__u8 role;	/* enum nw_gpu_role */
-	__s8 device;	/* CUDA device index */
-	__u8 index0;	/* output[index0] / input index0 / parameter index0 */
-	__u8 index1;	/* output[index0][index1]; NW_NO_INDEX: none */
-	__u32 flags;	/* enum nw_skip bits BPF already knows (truncated...) */
+	__u64 seq;   /* ring position + 1; 0: never written. Written last */
+	__u64 data;  /* device address of the first element */
+	__u64 numel; /* elements to scan (dense) */
+	__u64 gate;  /* seq of the request whose result gates this one; 0: none */
+	__u32 tid;   /* kernel thread id of the thread that made the tensor */
+	__u32 dtype; /* enum nw_dtype */
+	__u8 role;   /* enum nw_gpu_role */
+	__s8 device; /* CUDA device index */
+	__u8 index0; /* output[index0] / input index0 / parameter index0 */
+	__u8 index1; /* output[index0][index1]; NW_NO_INDEX: none */
+	__u32 flags; /* enum nw_skip bits BPF already knows (truncated...) */
 	__u64 reserved[2];
 	/* the daemon's: the event the result becomes */
 	__u64 ctx[(NW_GPU_REQ_SIZE - 64) / 8];
@@ -63,9 +63,9 @@ struct nw_gpu_req {
 
 /* Entry 0 of gpu_ring. */
 struct nw_gpu_head {
-	__u64 head;	/* next ring position BPF hands out */
-	__u64 dropped;	/* requests BPF did not write (tensor too large, ring disabled) */
-	__u64 magic;	/* NW_GPU_MAGIC once the daemon set the ring up */
+	__u64 head;    /* next ring position BPF hands out */
+	__u64 dropped; /* requests BPF did not write (tensor too large, ring disabled) */
+	__u64 magic;   /* NW_GPU_MAGIC once the daemon set the ring up */
 	__u64 pad[(NW_GPU_REQ_SIZE - 24) / 8];
 };
 
@@ -73,27 +73,27 @@ struct nw_gpu_head {
 
 /* Result flags (nw_gpu_result.flags). */
 enum nw_gpu_rflag {
-	NW_GPU_R_SCANNED = 1,	    /* the kernel ran: counts valid */
-	NW_GPU_R_GATED_OUT = 2,	    /* not scanned: its gate's result was finite */
-	NW_GPU_R_CAPTURING = 4,	    /* not scanned: the stream was capturing a CUDA graph */
-	NW_GPU_R_DTYPE = 8,	    /* not scanned: dtype the kernel does not read */
-	NW_GPU_R_NO_MEMORY = 16,    /* not scanned: no pinned result slot was free */
-	NW_GPU_R_NO_STREAM = 32,    /* not scanned: the thread never launched */
-	NW_GPU_R_STALE = 64,	    /* not scanned: the ring overtook it before a launch */
+	NW_GPU_R_SCANNED = 1,	     /* the kernel ran: counts valid */
+	NW_GPU_R_GATED_OUT = 2,	     /* not scanned: its gate's result was finite */
+	NW_GPU_R_CAPTURING = 4,	     /* not scanned: the stream was capturing a CUDA graph */
+	NW_GPU_R_DTYPE = 8,	     /* not scanned: dtype the kernel does not read */
+	NW_GPU_R_NO_MEMORY = 16,     /* not scanned: no pinned result slot was free */
+	NW_GPU_R_NO_STREAM = 32,     /* not scanned: the thread never launched */
+	NW_GPU_R_STALE = 64,	     /* not scanned: the ring overtook it before a launch */
 	NW_GPU_R_LAUNCH_ERROR = 128, /* not scanned: launching the scan kernel failed */
 };
 
 /* A result: sent for every request whose scan found NaN/±Inf, and for every
  * gated request (scanned or not), so that the daemon can tell origin. */
 struct nw_gpu_result {
-	__u64 seq;	/* the request's */
-	__u64 scanned;	/* elements scanned */
+	__u64 seq;     /* the request's */
+	__u64 scanned; /* elements scanned */
 	__u64 nan;
 	__u64 posinf;
 	__u64 neginf;
-	__u64 min_key;	/* nw_order_key of the finite min; ~0 if none */
-	__u64 max_key;	/* nw_order_key of the finite max; 0 if none */
-	__u32 flags;	/* enum nw_gpu_rflag */
+	__u64 min_key; /* nw_order_key of the finite min; ~0 if none */
+	__u64 max_key; /* nw_order_key of the finite max; 0 if none */
+	__u32 flags;   /* enum nw_gpu_rflag */
 	__u32 pad;
 };
 
@@ -123,8 +123,8 @@ struct nw_gpu_msg {
 };
 
 struct nw_gpu_hello {
-	__u32 version; /* NW_GPU_VERSION */
-	__u32 slots;   /* NW_GPU_SLOTS */
+	__u32 version;	/* NW_GPU_VERSION */
+	__u32 slots;	/* NW_GPU_SLOTS */
 	__u32 req_size; /* NW_GPU_REQ_SIZE */
 	__u32 pad;
 };
@@ -136,18 +136,18 @@ enum nw_gpu_mode {
 
 /* READY.state bits */
 enum nw_gpu_state {
-	NW_GPU_ST_SUBSCRIBED = 1,  /* CUPTI callbacks on */
-	NW_GPU_ST_OTHER_SUB = 2,   /* another CUPTI subscriber holds it: launches not seen */
-	NW_GPU_ST_KERNEL = 4,	   /* the scan kernel is loaded */
-	NW_GPU_ST_PINNED = 8,	   /* pinned result memory allocated */
-	NW_GPU_ST_LATE = 16,	   /* loaded into a running process (--inject) */
+	NW_GPU_ST_SUBSCRIBED = 1, /* CUPTI callbacks on */
+	NW_GPU_ST_OTHER_SUB = 2,  /* another CUPTI subscriber holds it: launches not seen */
+	NW_GPU_ST_KERNEL = 4,	  /* the scan kernel is loaded */
+	NW_GPU_ST_PINNED = 8,	  /* pinned result memory allocated */
+	NW_GPU_ST_LATE = 16,	  /* loaded into a running process (--inject) */
 };
 
 struct nw_gpu_ready {
-	__u32 version; /* NW_GPU_VERSION */
-	__u32 mode;    /* enum nw_gpu_mode */
-	__u32 state;   /* enum nw_gpu_state */
-	__u32 devices; /* CUDA devices seen */
+	__u32 version;	   /* NW_GPU_VERSION */
+	__u32 mode;	   /* enum nw_gpu_mode */
+	__u32 state;	   /* enum nw_gpu_state */
+	__u32 devices;	   /* CUDA devices seen */
 	__s32 cuda_driver; /* cuDriverGetVersion, 0 if not known */
 	__u32 pad;
 };

@@ -13,6 +13,7 @@
 #include <bpf/bpf_helpers.h>
 #include "nanwatch.h"
 #include "nwfloat.h"
+#include "nwgpu.h"
 
 #define CHUNK_WORDS 1024 /* 8 KiB read per loop iteration */
 #define CHUNK_BYTES (CHUNK_WORDS * 8)
@@ -42,6 +43,10 @@ const volatile __u32 capture_int_codes = 0; /* the target numbers ScalarType as 
 const volatile __u32 backward_on = 0;
 const volatile __u32 backward_all = 0; /* every gradient; else parameter gradients only */
 const volatile struct nw_bwd_layout BL = {};
+/* GPU tensors get check requests (bpf/gpu.bpf.h): the target uses CUDA; 0: none are written */
+const volatile __u32 gpu_on = 0;
+const volatile __u32 gpu_device = 0;	 /* DeviceType code requested: CUDA's (a test: meta's) */
+const volatile __s64 gpu_index_off = -1; /* TensorImpl offset of the device index; -1: none */
 
 __u64 counters[NW_C_MAX] = {};
 __u32 stopped = 0; /* set by the daemon before it removes the probes: every count stops at once */
@@ -70,6 +75,8 @@ struct thread_state {
 	__u64 sp[NW_MAX_DEPTH];
 	/* per call in the stack: the output of its last child to return, if finite */
 	struct fingerprint kid[NW_MAX_DEPTH];
+	/* per call in the stack: at::sequence_number's count + 1 at its entry (0: unknown) */
+	__u64 seq_in[NW_MAX_DEPTH];
 	/* per call in the stack: a call nested in it was never checked (NW_FLAG_DEEPER) */
 	__u8 unchecked[NW_MAX_DEPTH];
 	__u32 depth;
@@ -132,6 +139,8 @@ struct tensor_info {
 	__u32 dtype;	   /* enum nw_dtype of scalar_type */
 	__u32 flags;	   /* enum nw_skip */
 	__u32 scalar_type; /* the target's ScalarType code */
+	__u32 gpu;	   /* on gpu_device: data is a device address, never read here */
+	__s32 gpu_index;   /* its device index; -1: not known */
 };
 
 struct scan_ctx {
@@ -165,6 +174,7 @@ struct scratch {
 	__u32 out_ok;		/* ... fingerprinted and finite */
 	struct scan_ctx c;
 	struct nw_params np; /* a module's parameters as list_params found them */
+	__u64 gpu_gate;	     /* the returning call's request gating its inputs' and params' */
 	char str[STR_READ];
 };
 
@@ -189,6 +199,20 @@ struct gradfn_rec {
 	__u32 pad;
 };
 
+/*
+ * A module call that made autograd nodes: those numbered seq_in <= sequence_nr < seq_out
+ * in thread tid (see bpf/backward.bpf.h, creator_of()).
+ */
+struct call_span {
+	__u64 seq_in, seq_out;
+	__u64 module, root;
+	__u64 iteration;
+	__u32 tid;
+	__u32 depth;
+};
+
+#define NW_SPANS 16384 /* module calls remembered (in the order they returned) */
+
 /* The backward probe's own scratch (bpf/backward.bpf.h). */
 struct bwd_scratch {
 	struct nw_grad g;
@@ -205,6 +229,15 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps");
+
+/* GPU check requests: entry 0 the header, then a ring (see nwgpu.h); the daemon mmaps it */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, NW_GPU_SLOTS + 1);
+	__type(key, __u32);
+	__type(value, struct nw_gpu_req);
+} gpu_ring SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -312,6 +345,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct bwd_scratch);
 } bwd_scratch_map SEC(".maps");
+
+/* the last NW_SPANS module calls that made nodes, slot span_pos % NW_SPANS the next */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NW_SPANS);
+	__type(key, __u32);
+	__type(value, struct call_span);
+} spans SEC(".maps");
+
+__u64 span_pos = 0; /* spans written */
 
 static __always_inline void count(int c, __u64 n)
 {

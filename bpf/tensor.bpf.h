@@ -152,20 +152,29 @@ __noinline int tensor_decode(__u64 impl)
 		bpf_probe_read_user(&device, 1, (void *)(impl + L.impl_device));
 		if (device != L.device_cpu) {
 			s->ti.flags = NW_SKIP_DEVICE;
-			return -1;
+			if (!gpu_on || device != gpu_device)
+				return -1;
+			/* a GPU tensor: its storage says where the library is to scan */
+			s->ti.gpu = 1;
+			s->ti.gpu_index = -1;
+			if (gpu_index_off >= 0)
+				bpf_probe_read_user(&s->ti.gpu_index, 1,
+						    (void *)(impl + gpu_index_off));
+			s->ti.gpu_index = (__s8)s->ti.gpu_index;
 		}
 	}
 	p = read_u64(impl + L.impl_storage);
 	s->ti.storage = p ? read_u64(p + L.storage_data) : 0;
 	s->ti.storage_offset = read_u64(impl + L.impl_storage_offset);
-	return 0;
+	return s->ti.gpu ? -1 : 0;
 }
 
 /*
  * Read a float tensor's metadata into s->ti from a c10::TensorImpl* (an
  * at::Tensor's only word). Returns 0 for a scannable float tensor (ti.data,
  * ti.bytes set), 1 for a tensor that cannot be NaN (integers, bool, empty),
- * -1 otherwise (ti.flags says why).
+ * -1 otherwise (ti.flags says why; ti.gpu: a tensor on gpu_device, ti.data and
+ * ti.bytes set for a request).
  */
 __noinline int read_impl(__u64 impl)
 {
@@ -182,15 +191,17 @@ __noinline int read_impl(__u64 impl)
 		s->ti.flags = 0;
 		return 1;
 	}
-	if (r)
+	if (r && !s->ti.gpu)
 		return -1;
-	if (!s->ti.storage) {
+	if (!s->ti.numel || (!s->ti.storage && !s->ti.gpu)) {
 		s->ti.flags = s->ti.numel ? NW_SKIP_NOSTORAGE : 0;
 		return s->ti.numel ? -1 : 1;
 	}
 	size = nw_dtype_size(s->ti.dtype);
-	s->ti.data = s->ti.storage + s->ti.storage_offset * size;
+	s->ti.data = s->ti.storage ? s->ti.storage + s->ti.storage_offset * size : 0;
 	s->ti.bytes = s->ti.numel * size;
+	if (s->ti.gpu)
+		return -1; /* flags NW_SKIP_DEVICE: the caller may request a GPU scan */
 	if (s->ti.bytes > max_scan_bytes) {
 		s->ti.bytes = max_scan_bytes - max_scan_bytes % 8;
 		s->ti.flags |= NW_SKIP_TRUNCATED;

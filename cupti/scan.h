@@ -10,7 +10,7 @@
 #include <linux/types.h>
 
 #define NW_SCAN_KERNEL "nw_scan"
-#define NW_SCAN_THREADS 256   /* threads per block */
+#define NW_SCAN_THREADS 256    /* threads per block */
 #define NW_SCAN_MAX_BLOCKS 264 /* 2 per SM of an H200; more buys nothing for a reduction */
 
 /*
@@ -28,7 +28,7 @@ struct nw_scan_out {
 	__u64 max_key; /* nw_order_key of the finite max; 0 if none */
 	__u32 flags;   /* enum nw_gpu_rflag: SCANNED or GATED_OUT */
 	__u32 pad;
-	__u64 done;    /* written last: the request's seq */
+	__u64 done; /* written last: the request's seq */
 };
 
 /*
@@ -48,7 +48,7 @@ struct nw_scan_scratch {
 
 /* The kernel's one parameter, passed by value. */
 struct nw_scan_args {
-	__u64 data;    /* device address of the first element */
+	__u64 data; /* device address of the first element */
 	__u64 numel;
 	__u64 out;     /* struct nw_scan_out * (mapped pinned) */
 	__u64 gate;    /* struct nw_scan_out * of the gating scan, 0: none. Not bad: GATED_OUT */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "attach/inject.h"
 #include "explain/capture.h"
 #include "util/file.h"
 #include "session.h"
@@ -25,6 +26,9 @@
 #define NW_LAYOUT_DIR "/usr/local/share/nanwatch/layouts"
 #endif
 #define NW_VERSION "0.1.0"
+#ifndef NW_LIB_DIR
+#define NW_LIB_DIR "/usr/local/lib/nanwatch"
+#endif
 
 static volatile sig_atomic_t exiting;
 static volatile sig_atomic_t reopen; /* SIGHUP: reopen file outputs */
@@ -39,6 +43,9 @@ struct args {
 	size_t queue_bytes; /* per output, for a reader that falls behind */
 	struct session_opts o;
 	const char *metrics; /* ADDR:PORT of the Prometheus endpoint, or NULL */
+	int inject;	     /* --inject: load the GPU library into the target */
+	const char *inject_lib;
+	char inject_path[PATH_MAX];
 };
 
 static const char usage[] =
@@ -82,6 +89,12 @@ static const char usage[] =
 	"                           (a loopback address: 127.0.0.1:9464, [::1]:9464)\n"
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
 	"                           (turns on kernel-wide BPF run-time accounting)\n"
+	"      --inject             load the GPU library (" INJECT_LIB_NAME ") into the\n"
+	"                           running target before attaching: its threads stop for\n"
+	"                           a moment (ptrace) and one blocked in a system call runs\n"
+	"                           dlopen; taken from next to nanwatchd, else\n"
+	"                           " NW_LIB_DIR "\n"
+	"      --inject-lib PATH    load this library instead (implies --inject)\n"
 	"  -v, --verbose            libbpf and diagnostic messages on stderr\n"
 	"  -c, --config FILE        service mode: watch every process a rule of FILE\n"
 	"                           (YAML) matches, found by a /proc scan, attached once\n"
@@ -137,7 +150,7 @@ static uint64_t parse_mb(const char *s, const char *what)
 /* One option of the command line; exits on --help, --version and bad values. */
 static void parse_opt(int c, struct args *a)
 {
-	if (strchr("poQmLMSCXGP", c))
+	if (strchr("poQmLMSCXGPJj", c))
 		a->watch_opts++;
 	switch (c) {
 	case 'p':
@@ -168,6 +181,13 @@ static void parse_opt(int c, struct args *a)
 		break;
 	case 'B':
 		a->o.bpf_stats = 1;
+		break;
+	case 'J':
+		a->inject = 1;
+		break;
+	case 'j':
+		a->inject = 1;
+		a->inject_lib = optarg;
 		break;
 	case 'C':
 		a->o.capture_dir = optarg;
@@ -218,6 +238,8 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"stats-interval", required_argument, NULL, 'S'},
 		{"metrics", required_argument, NULL, 'P'},
 		{"bpf-stats", no_argument, NULL, 'B'},
+		{"inject", no_argument, NULL, 'J'},
+		{"inject-lib", required_argument, NULL, 'j'},
 		{"capture-dir", required_argument, NULL, 'C'},
 		{"capture-max-mb", required_argument, NULL, 'X'},
 		{"backward", required_argument, NULL, 'G'},
@@ -452,7 +474,12 @@ int main(int argc, char **argv)
 
 		return service__run(&so);
 	}
-	ret = start(&a, &s, &out, &sv, err, sizeof(err));
+	ret = a.inject ? inject__find_lib(a.inject_lib, NW_LIB_DIR, a.inject_path,
+					  sizeof(a.inject_path), err, sizeof(err))
+		       : 0;
+	a.o.inject_lib = a.inject ? a.inject_path : NULL;
+	if (!ret)
+		ret = start(&a, &s, &out, &sv, err, sizeof(err));
 	if (ret) {
 		/* messages name the target's files and comm: never raw on a terminal */
 		fputs("nanwatchd: ", stderr);

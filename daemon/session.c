@@ -18,6 +18,7 @@
 #include "resolve/names.h"
 #include "resolve/optstate.h"
 #include "output/event.h"
+#include "attach/inject.h"
 #include "attach/probe.h"
 #include "session_priv.h"
 #include "output/sink.h"
@@ -88,7 +89,8 @@ static int resolve(struct session *s, pid_t pid, char *err, size_t errlen)
 	if (s->o.verbose)
 		fprintf(stderr, "nanwatchd: tensor type 0x%llx from %s\n",
 			(unsigned long long)s->t.tensor_type, s->t.tensor_type_from);
-	return 0;
+	/* a process that is not what the watch needs is refused above, untouched */
+	return s->o.inject_lib ? inject__load(pid, s->o.inject_lib, s->o.verbose, err, errlen) : 0;
 }
 
 struct session *session__open(pid_t pid, const struct session_opts *o, char *err, size_t errlen)
@@ -277,9 +279,15 @@ static int emit_attach(struct session *s)
 		.backward = !s->node_symbol[0]	 ? "off"
 			    : s->o.backward == 2 ? "on"
 						 : "norms",
+		/* the module call that made a node, or (the counter not located) an output's */
+		.backward_layer = !s->node_symbol[0]			   ? NULL
+				  : s->o.backward == 2 && s->bwl.seq_modid ? "made"
+									   : "output",
 		.interpreter = s->t.python_path,
 		.torch_library = s->t.torch_path,
 		.published_offsets = s->published,
+		.gpu = s->gpu_attach,
+		.gpu_message = s->gpu_message[0] ? s->gpu_message : NULL,
 	};
 
 	return output__attach(&s->e, &a);
@@ -313,8 +321,11 @@ int session__attach(struct session *s, struct sinks *out, char *err, size_t errl
 	po.step_symbol = s->step_symbol[0] ? s->step_symbol : NULL;
 	po.backward_symbol = s->backward_symbol[0] ? s->backward_symbol : NULL;
 	ret = setup_backward(s, &po, err, errlen);
+	gpu_configure(s, &po);
 	if (!ret)
 		ret = open_probes(s, &po, err, errlen);
+	if (!ret)
+		ret = gpu_open(s, err, errlen);
 	if (ret)
 		return ret;
 	if (target_exited(s)) {
@@ -371,9 +382,11 @@ static void emit_stats(struct session *s, const uint64_t c[NW_C_MAX])
 {
 	struct probe_runtime rt;
 	int have = !probe__runtime(s->p, &rt), source;
-	uint64_t step = probe__step(s->p, &source);
+	uint64_t step = probe__step(s->p, &source), all[NW_C_MAX];
 
-	explain__stats(&s->x, c, probe__steps(s->p), probe__iterations(s->p), step, source,
+	memcpy(all, c, sizeof(all));
+	gpu_counts(s, all);
+	explain__stats(&s->x, all, probe__steps(s->p), probe__iterations(s->p), step, source,
 		       have ? &rt : NULL);
 }
 
@@ -401,6 +414,7 @@ enum session_stop session__tick(struct session *s)
 	uint64_t c[NW_C_MAX];
 
 	track_step_state(s);
+	gpu_tick(s, 0);
 	probe__counters(s->p, c);
 	explain__lost(&s->x, c);
 	/* iterations started - 1 is the one running: the incident's may be over */
@@ -472,6 +486,7 @@ void session__detach(struct session *s, enum session_stop reason)
 	probe__detach(s->p);
 	probe__consume(s->p);
 	take_capture(s);
+	gpu_tick(s, 1);
 	backward__flush(s->x.bwd);
 	explain__diagnose(&s->x, UINT64_MAX);
 	probe__counters(s->p, c);
@@ -492,6 +507,7 @@ void session__free(struct session *s)
 	if (!s)
 		return;
 	capture__free(s->cap);
+	gpu_free(s);
 	probe__close(s->p);
 	backward__free(s->x.bwd);
 	names__free(s->names);

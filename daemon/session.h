@@ -30,6 +30,9 @@ struct session_opts {
 	/* a broken output does not end the watch (the others still get every line): outputs
 	 * shared by many watches */
 	int outlive_sinks;
+	/* --inject: the library loaded into the process (ptrace, dlopen) once it is resolved and
+	 * before the probes attach; NULL: none */
+	const char *inject_lib;
 	/* called once the process is known to exist, before it is read; NULL: not asked */
 	int (*may_watch)(char *err, size_t errlen);
 };

@@ -5,14 +5,17 @@
 
 #include "output/emit.h"
 #include "explain/explain.h"
+#include "explain/gpures.h"
 #include "nanwatch.h"
 #include "resolve/remote.h"
 #include "session.h"
 #include "resolve/target.h"
 
 struct capture;
+struct gpulink;
 struct names;
 struct probe;
+struct probe_opts;
 
 #define SESSION_SOURCES 4 /* sources of findings a session can hold */
 
@@ -50,10 +53,35 @@ struct session {
 	double next_stats;
 	double next_sink_lost; /* sink drops are reported at most once a second */
 	uint64_t step_impl;    /* the tracked optimizer's step tensor handed to BPF; 0: none */
+	/* GPU tensors (session_gpu.c): the library's link, NULL when none are requested */
+	struct gpulink *gpu;
+	struct gpures gres;
+	const char *gpu_kind;	      /* "cuda", or "meta" under the test switch */
+	const char *gpu_attach;	      /* what the attach line says of GPU tensors */
+	char gpu_message[512];	      /* ... and how to have them checked; "" none */
+	uint64_t gpu_notice_hash[16]; /* of the notice lines written: each once per watch */
+	int gpu_notices;
+	long long device_cuda; /* DeviceType codes from the torch table; -1: not there */
+	long long device_meta;
+	long long impl_device_index; /* TensorImpl offset of the device index; -1: not there */
 };
 
 /* session_resolve.c: the layout tables for s->t, and what BPF reads dicts with. */
 int load_layouts(struct session *s, char *err, size_t errlen);
 void dict_layout(const struct session *s, struct nw_dict_layout *d);
+
+/* session_gpu.c: whether BPF requests GPU scans, and how (before the probes are opened). */
+void gpu_configure(struct session *s, struct probe_opts *po);
+
+/* The library's link over the open probes' ring, as a source of findings; 0 or -errno. */
+int gpu_open(struct session *s, char *err, size_t errlen);
+
+/* Connect again if due; drain; write what waited (final: everything held). */
+void gpu_tick(struct session *s, int final);
+
+/* The GPU findings counted into the BPF counters a stats line is written from. */
+void gpu_counts(const struct session *s, uint64_t c[NW_C_MAX]);
+
+void gpu_free(struct session *s);
 
 #endif /* __SESSION_PRIV_H */

@@ -40,6 +40,41 @@ static void test_vtable_class(void **state)
 		-EINVAL);
 }
 
+/* Node classes to their forward op; other classes refused. */
+static void test_op_name(void **state)
+{
+	static const char *const in[][2] = {
+		{"SqrtBackward0", "sqrt"},
+		{"LogBackward0", "log"},
+		{"WhereBackward0", "where"},
+		{"NativeLayerNormBackward0", "native_layer_norm"},
+		{"MseLossBackward0", "mse_loss"},
+		{"AddmmBackward0", "addmm"},
+		{"TBackward0", "t"},
+		{"Log2Backward0", "log2"},
+		{"SoftmaxBackward1", "softmax"},
+		{"CopySlicesBackward", "copy_slices"},
+	};
+	static const char *const bad[] = {
+		"AccumulateGrad", "PyNode",    "Backward0", "sqrtBackward0",
+		"SqrtBackward0x", "GraphRoot", ""};
+	char out[32];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		assert_int_equal(backward__op_name(in[i][0], out, sizeof(out)), 0);
+		assert_string_equal(out, in[i][1]);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(backward__op_name(bad[i], out, sizeof(out)), -EINVAL);
+	assert_int_equal(backward__op_name(NULL, out, sizeof(out)), -EINVAL);
+	/* "native_layer_norm" and its NUL need 18 bytes */
+	assert_int_equal(backward__op_name("NativeLayerNormBackward0", out, 17), -EINVAL);
+	assert_int_equal(backward__op_name("NativeLayerNormBackward0", out, 18), 0);
+	assert_string_equal(out, "native_layer_norm");
+}
+
 static void add(uint32_t *hist, float v)
 {
 	uint32_t bits;
@@ -162,9 +197,8 @@ static void test_passes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_vtable_class),
-		cmocka_unit_test(test_bounds_hold),
-		cmocka_unit_test(test_zero_and_nonfinite),
+		cmocka_unit_test(test_vtable_class), cmocka_unit_test(test_op_name),
+		cmocka_unit_test(test_bounds_hold),  cmocka_unit_test(test_zero_and_nonfinite),
 		cmocka_unit_test(test_passes),
 	};
 

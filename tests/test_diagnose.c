@@ -117,6 +117,46 @@ static void test_division_exp_domain(void **state)
 	assert_string_equal(cause_of(&g, as, 1, 0), "unknown");
 }
 
+/* A NaN gradient: the masked torch.where pattern only when WhereBackward0 fed the node. */
+static void test_backward_masked_where(void **state)
+{
+	struct diag_anomaly as[] = {fwd("blocks.1.gate", "MaskedGate", 0, 1)};
+	struct diagnosis g;
+	int i, named = 0, fixed = 0;
+
+	(void)state;
+	as[0].phase = "backward";
+	as[0].params_finite = -1;
+	as[0].node = "SqrtBackward0";
+	as[0].op = "sqrt";
+	as[0].upstream = "WhereBackward0";
+	assert_string_equal(cause_of(&g, as, 1, 0), "invalid_domain");
+	assert_string_equal(g.layer, "blocks.1.gate");
+	for (i = 0; i < g.nevidence; i++)
+		named += strstr(g.evidence[i], "WhereBackward0") != NULL;
+	for (i = 0; i < g.nfixes; i++)
+		fixed += strstr(g.fixes[i], "before the op") != NULL;
+	assert_int_equal(named, 1);
+	assert_int_equal(fixed, 1);
+	assert_true(g.confidence > 0.7);
+	/* the same node fed by another: the general rule, without the pattern */
+	as[0].upstream = "MulBackward0";
+	assert_string_equal(cause_of(&g, as, 1, 0), "invalid_domain");
+	for (i = 0; i < g.nevidence; i++)
+		assert_null(strstr(g.evidence[i], "WhereBackward0"));
+	assert_true(g.confidence < 0.7);
+	/* fed by where, but an op whose derivative is finite everywhere */
+	as[0].upstream = "WhereBackward0";
+	as[0].op = "mul";
+	assert_string_equal(cause_of(&g, as, 1, 0), "invalid_domain");
+	assert_true(g.confidence < 0.7);
+	/* Inf only, no NaN: not the 0 * Inf of a discarded branch */
+	as[0].op = "sqrt";
+	as[0].nan = 0;
+	as[0].posinf = 4;
+	assert_string_equal(cause_of(&g, as, 1, 0), "division_by_zero");
+}
+
 static void test_params_and_loss(void **state)
 {
 	struct diag_anomaly as[] = {fwd("embed", "Embedding", 2, 1)};
@@ -273,6 +313,7 @@ int main(void)
 		cmocka_unit_test(test_attention),
 		cmocka_unit_test(test_fp16),
 		cmocka_unit_test(test_division_exp_domain),
+		cmocka_unit_test(test_backward_masked_where),
 		cmocka_unit_test(test_params_and_loss),
 		cmocka_unit_test(test_unknown_and_sample_mode),
 		cmocka_unit_test(test_no_incident),

@@ -143,6 +143,15 @@ static void test_anomaly_first_from_params(void **state)
 	assert_non_null(strstr(got, "\u2014 it came from the layer's parameters"));
 }
 
+/* A tensor the GPU library checked names its device. */
+static void test_anomaly_device(void **state)
+{
+	assert_non_null(strstr(fmt(state, 0,
+				   ANOMALY(",\"device\":\"cuda:1\",\"origin\":false,"
+					   "\"first\":false")),
+			       "  output float32[16, 32] on cuda:1  nan 512 "));
+}
+
 /* Not the first: one line, no block; root layer, backward phase, cause, skip reason. */
 static void test_anomaly_later(void **state)
 {
@@ -183,7 +192,7 @@ static void test_anomaly_backward_node(void **state)
 		  "\"neginf\":0,\"finite_min\":null,\"finite_max\":null,"
 		  "\"inputs_finite\":true,\"origin\":true,\"first\":false,"
 		  "\"cause\":null,\"skipped\":null}");
-	assert_non_null(strstr(got, "node LogBackward0 (outside the modules' outputs)  grad[0]"));
+	assert_non_null(strstr(got, "node LogBackward0 (made outside any module)  grad[0]"));
 }
 
 /* The loss: no layer to name; the first-anomaly block points at the loss computation. */
@@ -433,6 +442,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_anomaly_first_through_inputs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_from_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_later, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anomaly_device, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_loss_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_backward_node, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),

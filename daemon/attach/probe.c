@@ -18,7 +18,7 @@
 
 _Static_assert(sizeof(struct nw_event) == 576, "nw_event layout changed: update both sides");
 _Static_assert(sizeof(struct nw_grad) == 4168, "nw_grad layout changed: update both sides");
-_Static_assert(sizeof(struct nw_bwd_layout) == 64, "nw_bwd_layout changed: update both sides");
+_Static_assert(sizeof(struct nw_bwd_layout) == 88, "nw_bwd_layout changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_tensor) == 200, "nw_cap_tensor changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_data) == 8216, "nw_cap_data changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_end) == 152, "nw_cap_end changed: update both sides");
@@ -91,6 +91,9 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 		s->rodata->backward_all = o->backward_all;
 		memcpy((void *)&s->rodata->BL, o->bwd, sizeof(*o->bwd));
 	}
+	s->rodata->gpu_on = o->gpu;
+	s->rodata->gpu_device = o->gpu_device;
+	s->rodata->gpu_index_off = o->gpu ? o->gpu_index_off : -1;
 	if (o->ringbuf_bytes)
 		return bpf_map__set_max_entries(s->maps.events, o->ringbuf_bytes);
 	return 0;
@@ -403,6 +406,11 @@ int probe__capture_fd(const struct probe *p)
 	return bpf_map__fd(p->skel->maps.captures);
 }
 
+int probe__gpu_ring_fd(const struct probe *p)
+{
+	return bpf_map__fd(p->skel->maps.gpu_ring);
+}
+
 /*
  * Load every program with every feature on (nothing is attached, no target needed) and
  * hand fn each program's name and the instructions the verifier processed for it.
@@ -429,6 +437,8 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 	memcpy((void *)&s->rodata->L, l, sizeof(*l));
 	memcpy((void *)&s->rodata->BL, bl, sizeof(*bl));
 	s->rodata->BL.acc_vptr = 4ULL << 40;
+	s->rodata->BL.seq_modid = 1; /* the creator search on: its programs are verified too */
+	s->rodata->BL.node_sequence_nr = 24;
 	memcpy((void *)&s->rodata->RS, rs, sizeof(*rs));
 	s->rodata->step_by_marker = step_by_marker;
 	s->rodata->RS.on = 1;
@@ -437,6 +447,9 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 	s->rodata->capture_int_codes = 1;
 	s->rodata->backward_on = 1;
 	s->rodata->backward_all = 1;
+	s->rodata->gpu_on = 1;
+	s->rodata->gpu_device = 1;
+	s->rodata->gpu_index_off = l->impl_device >= 0 ? l->impl_device + 1 : -1;
 	ret = nanwatch_bpf__load(s);
 	if (ret) {
 		snprintf(err, errlen, "failed to load the BPF programs: %s", strerror(-ret));

@@ -32,6 +32,9 @@ struct probe_opts {
 	const struct nw_bwd_layout *bwd; /* offsets for those checks */
 	int backward_all;		 /* check every gradient, not only the parameters' */
 	probe_grad_fn grad_cb;		 /* parameter gradient histograms (NW_EV_GRAD) */
+	int gpu;			 /* write GPU check requests (bpf/gpu.bpf.h) */
+	uint32_t gpu_device;		 /* for tensors of this DeviceType code */
+	int64_t gpu_index_off;		 /* TensorImpl offset of the device index; -1: none */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */
@@ -97,5 +100,8 @@ int probe__set_buffers(struct probe *p, uint64_t module, const struct nw_params 
 
 /* The capture ring buffer's map fd. */
 int probe__capture_fd(const struct probe *p);
+
+/* The GPU request ring's map fd (BPF_F_MMAPABLE, bpf/nwgpu.h). */
+int probe__gpu_ring_fd(const struct probe *p);
 
 #endif /* __PROBE_H */

@@ -80,6 +80,34 @@ const char *backward__class(struct backward *b, uint64_t vptr)
 	return b ? vtable__class(b->vt, vptr) : NULL;
 }
 
+int backward__op_name(const char *name, char *out, size_t len)
+{
+	const char *end, *p;
+	size_t o = 0;
+
+	if (!name || !len)
+		return -EINVAL;
+	end = strstr(name, "Backward");
+	if (!end || end == name || !(name[0] >= 'A' && name[0] <= 'Z'))
+		return -EINVAL;
+	for (p = end + strlen("Backward"); *p; p++) /* "Backward0", "Backward1", ... */
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+	for (p = name; p < end; p++) {
+		int upper = *p >= 'A' && *p <= 'Z';
+		int after_lower = p > name && ((p[-1] >= 'a' && p[-1] <= 'z') ||
+					       (p[-1] >= '0' && p[-1] <= '9'));
+
+		if (o + 2 + (upper && after_lower) > len)
+			return -EINVAL;
+		if (upper && after_lower)
+			out[o++] = '_';
+		out[o++] = upper ? (char)(*p - 'A' + 'a') : *p;
+	}
+	out[o] = 0;
+	return 0;
+}
+
 void backward__note_params(struct backward *b, uint64_t root, uint64_t module,
 			   const struct nw_params *np)
 {

@@ -52,6 +52,14 @@ void backward__free(struct backward *b);
 /* "LogBackward0" for a node's vtable pointer; NULL if it names no class we know. */
 const char *backward__class(struct backward *b, uint64_t vptr);
 
+/*
+ * The forward op behind a node class, in words: "SqrtBackward0" -> "sqrt",
+ * "NativeLayerNormBackward0" -> "native_layer_norm" (autograd names a derivative after its
+ * ATen op, camel-cased). -EINVAL when name is not an op's node (AccumulateGrad, a Python
+ * Function's node) or the op does not fit len.
+ */
+int backward__op_name(const char *name, char *out, size_t len);
+
 /* Parameters of a module (THPVariable objects): their gradients count towards it. */
 void backward__note_params(struct backward *b, uint64_t root, uint64_t module,
 			   const struct nw_params *np);

@@ -195,6 +195,8 @@ int explain__decode(const void *data, size_t size, struct names *names, struct b
 	if (f->kind == FINDING_ANOMALY && f->phase == FINDING_BACKWARD) {
 		f->node = backward__class(bwd, ev.node_vptr);
 		f->consumer = backward__class(bwd, ev.consumer_vptr);
+		f->upstream = ev.parent ? backward__class(bwd, ev.parent) : NULL;
+		f->op = backward__op_name(f->node, f->op_buf, sizeof(f->op_buf)) ? NULL : f->op_buf;
 	}
 	name_module(&ev, names, f);
 	tensor_fields(&ev, f);

@@ -147,6 +147,10 @@ int diagnose__observe(struct diag *d, const struct diag_anomaly *a)
 		d->first.dtype = d->first_dtype;
 		copy(d->first_node, sizeof(d->first_node), a->node);
 		d->first.node = a->node ? d->first_node : NULL;
+		copy(d->first_op, sizeof(d->first_op), a->op);
+		d->first.op = a->op ? d->first_op : NULL;
+		copy(d->first_upstream, sizeof(d->first_upstream), a->upstream);
+		d->first.upstream = a->upstream ? d->first_upstream : NULL;
 	}
 	if (a->iteration != d->first.iteration)
 		return 1; /* the incident's iteration is over */
@@ -431,6 +435,44 @@ static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct 
 	return 1;
 }
 
+/* Ops whose derivative is infinite or undefined at points where the op itself is finite. */
+static int singular_op(const char *op)
+{
+	static const char *const ops[] = {
+		"sqrt", "rsqrt",      "log",  "log2", "log10", "log1p", "pow",
+		"div",	"reciprocal", "acos", "asin", "atanh", "norm",	"linalg_vector_norm",
+		"cdist"};
+	size_t i;
+
+	for (i = 0; op && i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (!strcmp(op, ops[i]))
+			return 1;
+	return 0;
+}
+
+/*
+ * torch.where(mask, op(z), 0): the forward keeps only the finite side, but the gradient of
+ * the discarded branch is 0 * op'(z), NaN where op'(z) is infinite or NaN. Seen as the
+ * node of such an op fed by WhereBackward0 and returning NaN.
+ */
+static int rule_masked_where(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const char *op = a->op;
+
+	if (!a->nan || !singular_op(op) || !a->upstream || strcmp(a->upstream, "WhereBackward0"))
+		return 0;
+	evidence(g,
+		 "%s got its gradient from WhereBackward0: torch.where discarded %s's value there, "
+		 "but its gradient is 0 * %s'(z): NaN",
+		 a->node, op, op);
+	conclude(g, "invalid_domain", 0.8);
+	fix(g, "a masked branch of torch.where: mask or clamp the argument before the op, not "
+	       "after: torch.where(m, op(torch.where(m, z, safe)), 0) with a safe value in its "
+	       "domain, or op(z.clamp_min(eps))");
+	fix(g, "reproduce with torch.autograd.detect_anomaly() around this step");
+	return 1;
+}
+
 /* Forward and loss finite, a gradient not: the derivative left its domain. */
 static int rule_backward(const struct diag_anomaly *a, struct diagnosis *g)
 {
@@ -439,12 +481,14 @@ static int rule_backward(const struct diag_anomaly *a, struct diagnosis *g)
 	if (!a->phase || strcmp(a->phase, "backward"))
 		return 0;
 	evidence(g,
-		 "the forward pass and the loss of iteration %llu were finite; %s (made by %s) "
+		 "the forward pass and the loss of iteration %llu were finite; %s (%s%smade %s%s) "
 		 "returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite ones",
-		 (unsigned long long)a->iteration, node,
-		 a->layer ? name(a->layer) : "an op outside the modules' outputs",
+		 (unsigned long long)a->iteration, node, a->op ? a->op : "", a->op ? ", " : "",
+		 a->layer ? "in " : "outside any module", a->layer ? name(a->layer) : "",
 		 (unsigned long long)a->nan, (unsigned long long)a->posinf,
 		 (unsigned long long)a->neginf);
+	if (rule_masked_where(a, g))
+		return 1;
 	if (a->posinf + a->neginf && !a->nan) {
 		conclude(g, "division_by_zero", 0.6);
 		fix(g, "the derivative is infinite where the forward value is finite (sqrt at 0, "

@@ -63,9 +63,11 @@ struct diag_anomaly {
 	uint64_t module_id;    /* the module object's address (0 for the loss) */
 	int inputs_finite;     /* 1, 0, -1 unknown */
 	int params_finite;
-	uint32_t depth;	  /* 1: the outermost module */
-	const char *node; /* phase backward: the autograd node's class, may be NULL */
-	int step_source;  /* enum nw_step_source of step */
+	uint32_t depth;	      /* 1: the outermost module */
+	const char *node;     /* phase backward: the autograd node's class, may be NULL */
+	const char *op;	      /* ... its forward op in words ("sqrt"), may be NULL */
+	const char *upstream; /* ... the node that fed it its gradient, may be NULL */
+	int step_source;      /* enum nw_step_source of step */
 };
 
 struct diagnosis {
@@ -101,6 +103,7 @@ struct diag {
 	struct diag_grad grads[DIAG_MAX_GRADS]; /* the last passes, oldest first */
 	int ngrads;
 	char first_node[64];
+	char first_op[32], first_upstream[64];
 	struct evidence_facts facts; /* of the captured origin call, if facts_known */
 	int facts_known;
 };

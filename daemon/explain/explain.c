@@ -44,6 +44,8 @@ static void observe(struct explain *x, const struct finding *f, int params)
 		.depth = loss || bwd ? 0 : f->depth,
 		.module_id = loss || bwd ? 0 : f->module,
 		.node = bwd ? f->node : NULL,
+		.op = bwd ? f->op : NULL,
+		.upstream = bwd ? f->upstream : NULL,
 		.layer = f->module_class ? f->layer : NULL,
 		.module = f->module_class,
 	};
@@ -262,6 +264,8 @@ int explain__stats(struct explain *x, const uint64_t c[NW_C_MAX], uint64_t steps
 		.backward = !!x->bwd,
 		.norms = n,
 		.rt = rt,
+		.extra = x->stats_extra,
+		.extra_ctx = x->stats_ctx,
 	};
 	int i;
 

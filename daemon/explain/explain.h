@@ -17,6 +17,7 @@ struct names;
 struct remote;
 struct probe_runtime;
 struct grad_norm;
+struct json;
 
 /* Hands a module's parameter list to the attach stage (the BPF maps). */
 typedef int (*explain_params_fn)(void *ctx, uint64_t module, const struct nw_params *np);
@@ -64,6 +65,9 @@ struct explain {
 	struct diag diag;	  /* the incident being collected for its diagnosis */
 	const char *capture;	  /* the incident's capture directory, or NULL */
 	struct backward *bwd;	  /* node names, gradient norms; NULL: backward not watched */
+	/* a stats line's fields of another source of findings; NULL: none */
+	void (*stats_extra)(struct json *j, const void *ctx);
+	const void *stats_ctx;
 };
 
 /* Per-phase and per-record-type accounting from the counters and x->reported. */

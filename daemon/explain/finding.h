@@ -50,6 +50,9 @@ struct finding {
 	char class_buf[FINDING_CLASS_LEN + 1];
 	/* phase backward: the autograd node and the one that received its gradient */
 	const char *node, *consumer; /* class names, NULL: not known */
+	const char *upstream;	     /* the node that fed node its input 0's gradient, NULL */
+	const char *op;		     /* node's forward op in words ("sqrt"), NULL: not known */
+	char op_buf[32];
 	uint32_t input_nr, producers;
 	/* the tensor */
 	char tensor[32];	/* "output[1]", "loss", "grad[0]", "parameters" */

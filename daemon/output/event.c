@@ -69,8 +69,9 @@ static void loss_fields(struct json *j, const struct finding *f)
 
 /*
  * A gradient an autograd node produced (the first non-finite one of its backward pass,
- * whose forward and loss were finite). layer/module: the forward module whose output
- * carried that node as grad_fn, null when the node was made outside any module output.
+ * whose forward and loss were finite). layer/module: the innermost forward module call that
+ * made the node (bpf/backward.bpf.h), null when it was made outside any module call; op:
+ * the forward op it differentiates; upstream: the node that fed it its gradient.
  */
 static void backward_fields(struct json *j, const struct finding *f)
 {
@@ -78,6 +79,8 @@ static void backward_fields(struct json *j, const struct finding *f)
 	json__string(j, "layer", f->layer);
 	json__string(j, "module", f->module_class);
 	json__string(j, "node", f->node);
+	json__string(j, "op", f->op);
+	json__string(j, "upstream", f->upstream);
 	json__string(j, "consumer", f->consumer);
 	json__uint(j, "input_nr", f->input_nr);
 	json__uint(j, "producers", f->producers);
@@ -108,6 +111,8 @@ int output__anomaly(struct emitter *e, const struct finding *f, const struct out
 	if (fwd)
 		json__bool(j, "nested_unchecked", f->nested_unchecked);
 	json__bool(j, "first", v->first);
+	if (f->device && strcmp(f->device, "cpu"))
+		json__string(j, "device", f->device);
 	json__null(j, "cause");
 	json__uint(j, "depth", f->depth);
 	json__uint(j, "scanned", f->scanned);
@@ -372,6 +377,8 @@ int output__stats(struct emitter *e, const struct output_stats *s)
 		grad_stats(j, s);
 	if (s->rt)
 		runtime_fields(j, s->rt);
+	if (s->extra)
+		s->extra(j, s->extra_ctx);
 	if (e->sinks)
 		sinks__json(e->sinks, j);
 	return emit__end(e);
@@ -390,9 +397,16 @@ int output__lost(struct emitter *e, uint64_t count, const char *where, const cha
 
 int output__error(struct emitter *e, const char *message)
 {
+	return output__error_from(e, NULL, message);
+}
+
+int output__error_from(struct emitter *e, const char *source, const char *message)
+{
 	struct json *j = emit__begin(e, "error", 0);
 
 	json__string(j, "message", message);
+	if (source)
+		json__string(j, "source", source);
 	return emit__end(e);
 }
 
@@ -405,10 +419,14 @@ int output__attach(struct emitter *e, const struct output_attach *a)
 	json__int(j, "probes", a->probes);
 	json__string(j, "mode", a->mode);
 	json__string(j, "backward", a->backward);
+	json__string(j, "backward_layer", a->backward_layer);
 	json__null(j, "config");
 	json__string(j, "interpreter", a->interpreter);
 	json__string(j, "torch_library", a->torch_library);
 	json__int(j, "published_offsets", a->published_offsets);
+	json__string(j, "gpu", a->gpu ? a->gpu : "none");
+	if (a->gpu_message)
+		json__string(j, "gpu_message", a->gpu_message);
 	return emit__end(e);
 }
 

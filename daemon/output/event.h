@@ -9,6 +9,7 @@
 #include "explain/finding.h"
 
 struct emitter;
+struct json;
 struct diag_warning;
 struct diagnosis;
 struct probe_runtime;
@@ -45,6 +46,9 @@ struct output_stats {
 	int nnorms;
 	const char *top_layer[BWD_MAX_TOP]; /* the last pass's top modules' layers */
 	const struct probe_runtime *rt;	    /* NULL: BPF run time not measured */
+	/* more fields from another source of findings (the GPU library); NULL: none */
+	void (*extra)(struct json *j, const void *ctx);
+	const void *extra_ctx;
 };
 
 int output__stats(struct emitter *e, const struct output_stats *s);
@@ -57,8 +61,12 @@ struct output_attach {
 	const char *python, *torch; /* versions */
 	int probes;
 	const char *mode, *backward;
+	const char *backward_layer;		 /* "made", "output"; NULL: backward not watched */
 	const char *interpreter, *torch_library; /* paths as the target sees them */
 	int published_offsets;
+	/* GPU tensors: "none" (no CUDA in the process; NULL too), "not_checked", "waiting" (for
+	 * the library to listen), "connected"; gpu_message says how to enable it, or NULL */
+	const char *gpu, *gpu_message;
 };
 
 int output__attach(struct emitter *e, const struct output_attach *a);
@@ -74,5 +82,8 @@ int output__detach(struct emitter *e, const struct output_detach *d);
 
 /* An error line carrying message. */
 int output__error(struct emitter *e, const char *message);
+
+/* The same, saying which source of findings it comes from ("gpu"); source NULL: none. */
+int output__error_from(struct emitter *e, const char *source, const char *message);
 
 #endif /* __OUTPUT_EVENT_H */

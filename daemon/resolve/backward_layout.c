@@ -6,6 +6,9 @@
 #include "resolve/backward_layout.h"
 #include "resolve/elfsym.h"
 #include "resolve/layout.h"
+#include "resolve/seqtls.h"
+
+#define SEQ_PEEK "_ZN2at15sequence_number4peekEv"
 
 int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
 		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err, size_t errlen)
@@ -45,5 +48,32 @@ int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64
 	bl.acc_vptr = base - first + addr + voff;
 	strcpy(sym, node);
 	*out = bl;
+	return 0;
+}
+
+int backward__seq_counter(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
+			  const struct remote *r, struct nw_bwd_layout *bl)
+{
+	long long off = -1;
+	uint64_t addr, first, modid, offset;
+	struct elfsym *e;
+	int ret;
+
+	bl->node_sequence_nr = -1;
+	bl->seq_modid = bl->seq_offset = 0;
+	if (layout__int(tl, LK_node_sequence_nr, &off) || off < 0)
+		return -ENOENT;
+	e = torch_cpu_file[0] && base ? elfsym__open(torch_cpu_file) : NULL;
+	if (!e)
+		return -ENOENT;
+	ret = elfsym__find(e, SEQ_PEEK, &addr) ?: elfsym__first_load(e, &first);
+	elfsym__close(e);
+	if (!ret)
+		ret = seqtls__resolve(r, base - first + addr, &modid, &offset);
+	if (ret)
+		return ret;
+	bl->node_sequence_nr = off;
+	bl->seq_modid = modid;
+	bl->seq_offset = offset;
 	return 0;
 }

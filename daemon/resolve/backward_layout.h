@@ -9,6 +9,7 @@
 #include "nanwatch.h"
 
 struct layout;
+struct remote;
 
 /*
  * Read the torch table's backward keys into *out (acc_vptr resolved against the target's
@@ -17,5 +18,15 @@ struct layout;
  */
 int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
 		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err, size_t errlen);
+
+/*
+ * Where the target's at::sequence_number counter is (module id, offset) and the table's
+ * Node.sequence_nr_, into bl, so that BPF can name the module call that made a node.
+ * Negative (bl left with node_sequence_nr -1, seq_modid 0: nodes are then named by the
+ * module outputs they are the grad_fn of) when the table lacks the key or the code of
+ * peek() is of a kind not decoded.
+ */
+int backward__seq_counter(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
+			  const struct remote *r, struct nw_bwd_layout *bl);
 
 #endif /* __BACKWARD_LAYOUT_H */

@@ -80,7 +80,22 @@ static int backward_layout(struct session *s, const struct layout *tl, char *err
 		return 0;
 	if (!ret)
 		ret = layout__int(tl, LK_vtable_offset, &s->vtable_offset);
+	/* without the counter, nodes are named by the module outputs they are the grad_fn of */
+	if (!ret)
+		backward__seq_counter(tl, s->t.torch_cpu_file, s->t.torch_cpu_base, &s->remote,
+				      &s->bwl);
 	return ret;
+}
+
+/* The torch table's device keys for GPU tensors; -1 for each it lacks. */
+static void gpu_layout(struct session *s, const struct layout *tl)
+{
+	if (layout__int(tl, LK_device_cuda, &s->device_cuda))
+		s->device_cuda = -1;
+	if (layout__int(tl, LK_device_meta, &s->device_meta))
+		s->device_meta = -1;
+	if (layout__int(tl, LK_impl_device_index, &s->impl_device_index))
+		s->impl_device_index = -1;
 }
 
 int load_layouts(struct session *s, char *err, size_t errlen)
@@ -143,6 +158,7 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 	}
 	s->published = ret;
 	ret = 0;
+	gpu_layout(s, tl);
 cleanup:
 	layout__free(py);
 	layout__free(tl);

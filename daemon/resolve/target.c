@@ -142,7 +142,7 @@ static uint64_t sym_addr(struct elfsym *e, const struct image *img, const char *
  * shows host paths. Take the candidate whose device and inode are the mapped
  * file's; prefer the path through the target's root.
  */
-static int resolve_image(struct target *t, const struct image *img, int *through_root)
+static int resolve_image(const struct target *t, const struct image *img, int *through_root)
 {
 	const char *cand[2] = {t->proc_root, ""};
 	int i, pass, denied = 0;
@@ -181,6 +181,20 @@ static void image_file(const struct target *t, const char *path, int through_roo
 	}
 	memcpy(out, prefix, n);
 	strcpy(out + n, path);
+}
+
+int target__image_file(pid_t pid, const char *path, dev_t dev, ino_t ino, char *out, size_t len)
+{
+	struct image img = {.path = (char *)path, .dev = dev, .ino = ino};
+	struct target t = {.pid = pid};
+	int root, ret;
+
+	snprintf(t.proc_root, sizeof(t.proc_root), "/proc/%d/root", pid);
+	ret = resolve_image(&t, &img, &root);
+	if (ret)
+		return ret;
+	image_file(&t, path, root, out, len);
+	return out[0] ? 0 : -ENAMETOOLONG;
 }
 
 static int open_image(struct target *t, const struct image *img, struct elfsym **e,

@@ -55,6 +55,13 @@ struct remote;
 int target__tensor_type(struct target *t, const struct remote *r, int64_t type_name,
 			int64_t type_base, char *err, size_t errlen);
 
+/*
+ * A file the process maps (path, device and inode as its /proc/PID/maps line names them), as
+ * the daemon can open it: through /proc/PID/root when that is the same file, else the path as
+ * given (a plain chroot's maps show host paths). 0, or -ENOENT/-EACCES.
+ */
+int target__image_file(pid_t pid, const char *path, dev_t dev, ino_t ino, char *out, size_t len);
+
 /* Read t->pid's rank, local rank, world size and job from /proc/PID/environ (unset: -1, ""). */
 void target__read_env(struct target *t);
 

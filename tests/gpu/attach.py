@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 """Run one trainer under nanwatchd and summarise the events as one JSON line.
 
-usage: attach.py --python PY --daemon NANWATCHD --layouts DIR --events FILE TRAINER.py [ARGS...]
+usage: attach.py --python PY --daemon NANWATCHD --layouts DIR --events FILE
+                 [--daemon-arg ARG]... TRAINER.py [ARGS...]
 
 The trainer runs with --wait: it prints READY <pid> and blocks on stdin; the daemon attaches
 (-v: libbpf's messages, the verifier log on a load failure, go to the daemon's stderr); once
@@ -23,6 +24,19 @@ ATTACH_TIMEOUT = 60
 RUN_TIMEOUT = 120
 
 
+CHILDREN = []
+
+
+def on_term(signum, frame):
+    """Killed by a caller's timeout: the children (their own sessions) go too."""
+    for p in CHILDREN:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(128 + signum)
+
+
 class Proc:
     """A child in its own session whose stdout and stderr are read into lists of lines."""
 
@@ -30,6 +44,7 @@ class Proc:
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                   stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE,
                                   start_new_session=True)
+        CHILDREN.append(self.p)
         self.out, self.err = [], []
         self.cond = threading.Condition()
         pipes = [(self.p.stderr, self.err)]
@@ -107,6 +122,9 @@ def summary(args, rc_daemon, daemon, trainer, attached, attach_s):
         "attach_s": attach_s,
         "attach": (pick("attach") or [None])[0],
         "first_anomaly": anomalies[0] if anomalies else None,
+        "first_gpu_anomaly": next((e for e in anomalies
+                                   if str(e.get("device", "")).startswith("cuda")), None),
+        "errors": [e.get("message") for e in pick("error")][:5],
         "anomalies": len(anomalies),
         "stats": stats[-1] if stats else None,
         "detach": (pick("detach") or [None])[0],
@@ -123,8 +141,10 @@ def main():
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--layouts", required=True)
     ap.add_argument("--events", required=True)
+    ap.add_argument("--daemon-arg", action="append", default=[])
     ap.add_argument("trainer", nargs=argparse.REMAINDER)
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, on_term)
     trainer = Proc([args.python] + args.trainer[:1] + ["--wait"] + args.trainer[1:], stdin=True)
     ready = trainer.wait_line(lambda l: l.startswith("READY "), 90)
     if ready is None:
@@ -134,6 +154,7 @@ def main():
         return 1
     pid = int(ready.split()[1])
     argv = [args.daemon, "--pid", str(pid), "--layouts", args.layouts, "-o", args.events, "-v"]
+    argv += args.daemon_arg
     t0 = time.monotonic()
     daemon = Proc(argv)
     attached = wait_attach(daemon, args.events, ATTACH_TIMEOUT)

@@ -172,3 +172,70 @@ def test_backward_off(ctx):
 test_backward_sqrt_zero = case_test(case_backward, "backward_sqrt_zero", envs=EVERYWHERE)
 test_backward_where_log = case_test(case_backward, "backward_where_log", envs=HOST_AND_TRIXIE)
 test_backward_sqrt_inf = case_test(case_backward, "backward_sqrt_inf", envs=HOST_AND_TRIXIE)
+
+
+# backward_masked --variant: node, and the module that holds the op (layer, class; None:
+# between two modules, outside any module call)
+MASKED = {
+    "sqrt-nested": ("SqrtBackward0", "blocks.1.gate", "MaskedGate"),
+    "log-nested": ("LogBackward0", "blocks.1.gate", "MaskedGate"),
+    "sqrt-top": ("SqrtBackward0", "", "MaskedTop"),
+    "log-top": ("LogBackward0", "", "MaskedTop"),
+    "sqrt-between": ("SqrtBackward0", None, None),
+    "log-between": ("LogBackward0", None, None),
+}
+
+
+def case_masked(ctx, variant):
+    """torch.where(z > 0, sqrt(z) or log(z), 0) made inside a module's forward (nested two deep,
+    or the model's own) or between two modules: the daemon names detect_anomaly's node and
+    step, the module whose forward holds the op (detect_anomaly's forward traceback, and the
+    trainer's design) or null outside any, the op in words, and the masked-where pattern."""
+    name, args = "backward_masked", ("--variant", variant)
+    node, layer, module = MASKED[variant]
+    anomaly = run_trainer(ctx, name, "--anomaly", *args).get("anomaly")
+    if anomaly is None:
+        raise Fail("detect_anomaly did not raise on %s %s" % (name, variant))
+    ctx.log("detect_anomaly: %s output %d at step %d, made at %s in %s %s" % (
+        anomaly["node"], anomaly["output"], anomaly["step"], anomaly["op_line"],
+        anomaly["op_module"], anomaly["op_layers"]))
+    want_layers = [] if layer is None else [layer]
+    if (anomaly["node"], anomaly["op_module"], anomaly["op_layers"]) != (node, module,
+                                                                         want_layers):
+        raise Fail("detect_anomaly: %s made in %s %s; the trainer puts %s in %s %r" % (
+            anomaly["node"], anomaly["op_module"], anomaly["op_layers"], node, module, layer))
+    result = run_trainer(ctx, name, "--oracle", *args)
+    fwd = result.get("oracle")
+    if fwd is not None and fwd["iteration"] <= anomaly["iteration"]:
+        raise Fail("the forward pass was not finite: %s" % describe(fwd))
+    events = watch(ctx, name, result["trace"], trainer_args=args,
+                   daemon_args=("--backward", "on"))
+    if events[0].get("backward_layer") != "made":
+        raise Fail("attach says backward_layer %r: the autograd counter was not located" %
+                   events[0].get("backward_layer"))
+    bwd = [ev for ev in events if ev["event"] == "anomaly" and ev["phase"] == "backward"]
+    if not bwd:
+        raise Fail("no backward anomaly; detect_anomaly: %s at step %d" % (anomaly["node"],
+                                                                          anomaly["step"]))
+    first = bwd[0]
+    check_anomaly_fields(first, events[0]["pid"])
+    got = {f: first.get(f) for f in ("node", "step", "iteration", "tensor", "layer", "module",
+                                     "op", "upstream")}
+    want = dict(node=anomaly["node"], step=anomaly["step"], iteration=anomaly["iteration"],
+                tensor="grad[%d]" % anomaly["output"], layer=layer, module=module,
+                op=node[:-len("Backward0")].lower(), upstream="WhereBackward0")
+    if got != want:
+        raise Fail("first backward anomaly %s, want %s" % (json.dumps(got, sort_keys=True),
+                                                           json.dumps(want, sort_keys=True)))
+    diags = [ev for ev in events if ev["event"] == "diagnosis"]
+    if len(diags) != 1 or diags[0]["cause"] != "invalid_domain" or \
+            diags[0]["layer"] != layer or \
+            not any("WhereBackward0" in e for e in diags[0]["evidence"]) or \
+            not any("before the op" in f for f in diags[0]["fixes"]):
+        raise Fail("diagnosis %s: want invalid_domain on layer %r naming the masked "
+                   "torch.where" % (json.dumps(diags), layer))
+
+
+for _v in MASKED:
+    globals()["test_backward_masked_" + _v.replace("-", "_")] = case_test(
+        case_masked, _v, envs=EVERYWHERE)

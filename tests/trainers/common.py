@@ -82,7 +82,8 @@ class Trainer:
         raise NotImplementedError
 
     def loss(self):
-        """A loss nn.Module (called at top level) or a plain function."""
+        """A loss nn.Module (called at top level) or a plain function (an object whose
+        top_modules lists the modules it calls, if any)."""
         return nn.MSELoss()
 
     def optimizer(self, params):
@@ -346,6 +347,45 @@ def anomaly_node(message):
     return (m.group(1), int(m.group(2))) if m else None
 
 
+def loss_roots(model, loss_fn):
+    """The modules called at top level: the model, a loss module, or the modules a plain loss
+    function calls itself (its top_modules)."""
+    if isinstance(loss_fn, nn.Module):
+        return [model, loss_fn]
+    return [model] + list(getattr(loss_fn, "top_modules", ()))
+
+
+def forward_site(model, loss_fn, messages):
+    """From detect_anomaly's "Traceback of forward call that caused the error": the innermost
+    frame outside torch (file:line, function), and the module class whose forward() holds that
+    line with the paths of its instances (op_module None: a line outside every forward)."""
+    import inspect
+    import re
+    tb = [m for m in messages if "Traceback of forward call" in m]
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', tb[-1]) if tb else []
+    tdir = os.path.dirname(torch.__file__)
+    frames = [f for f in frames if not os.path.abspath(f[0]).startswith(tdir)]
+    if not frames:
+        return dict(op_line=None, op_module=None, op_layers=[])
+    path, line, func = frames[-1][0], int(frames[-1][1]), frames[-1][2]
+    roots = loss_roots(model, loss_fn)
+    holder, layers = None, []
+    for root in roots:
+        for name, m in root.named_modules():
+            fwd = type(m).forward
+            try:
+                src, first = inspect.getsourcelines(fwd)
+                fpath = inspect.getsourcefile(fwd)
+            except (OSError, TypeError):
+                continue
+            if os.path.abspath(fpath) == os.path.abspath(path) and \
+                    first <= line < first + len(src):
+                holder = type(m).__name__
+                layers.append(name)
+    return dict(op_line="%s:%d" % (os.path.basename(path), line), op_func=func,
+                op_module=holder, op_layers=layers)
+
+
 class Harness:
     def __init__(self, trainer, args):
         self.trainer = trainer
@@ -375,7 +415,7 @@ class Harness:
         model = t.model()
         loss_fn = t.loss()
         opt = t.optimizer(model.parameters())
-        roots = [model] + ([loss_fn] if isinstance(loss_fn, nn.Module) else [])
+        roots = loss_roots(model, loss_fn)
         oracle = Oracle(self, roots) if self.args.oracle else None
         self.oracle = oracle
         self.backward_oracle = BackwardOracle(self, roots) \
@@ -442,18 +482,24 @@ class Harness:
         return opt
 
     def run_anomaly(self, model, loss_fn, opt, steps):
-        """Each step under detect_anomaly: where it raises, that node returned NaN."""
+        """Each step under detect_anomaly: where it raises, that node returned NaN; its
+        warning's forward traceback gives the line that made the node, and the module whose
+        forward holds that line (op_module, and op_layers: the paths of that class's modules)."""
+        import warnings
         found = None
         for step in range(steps):
             try:
-                with torch.autograd.detect_anomaly():
-                    self.train_step(model, loss_fn, opt, step)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    with torch.autograd.detect_anomaly():
+                        self.train_step(model, loss_fn, opt, step)
             except RuntimeError as e:
                 node = anomaly_node(str(e))
                 if node is None:
                     raise
                 found = dict(node=node[0], output=node[1], step=self.steps_done,
                              iteration=self.iterations - 1)
+                found.update(forward_site(model, loss_fn, [str(w.message) for w in caught]))
                 break
         print(json.dumps({"anomaly": found, "trace": None}, sort_keys=True), flush=True)
 

@@ -219,7 +219,7 @@ static void tf__layer(FILE *out, const struct jv *ev)
 		fputs("node ", out);
 		tf__field(out, ev, "node");
 		if (jv__is_null(layer)) {
-			fputs(" (outside the modules' outputs)", out);
+			fputs(" (made outside any module)", out);
 			return;
 		}
 		fputs(" of ", out);
@@ -364,6 +364,10 @@ static void tf__anomaly(const struct tailfmt *t, FILE *out, const struct jv *ev)
 	tf__layer(out, ev);
 	fputs("  ", out);
 	tf__tensor(out, ev);
+	if (jv__string(jv__get(ev, "device"))) {
+		fputs(" on ", out);
+		tf__str(out, jv__string(jv__get(ev, "device")));
+	}
 	fputs("  ", out);
 	tf__counts(out, ev);
 	tf__flags(t, out, ev);

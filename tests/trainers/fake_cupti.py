@@ -1,0 +1,184 @@
+"""A test-side stand-in for libnanwatch_cupti.so, run as a thread inside a trainer (the daemon
+checks that its peer is the target itself, as it would be for the real library).
+
+It speaks the socket protocol of bpf/nwgpu.h: listens at $NANWATCH_CUPTI_DIR/.nanwatch-cupti-
+PID.sock, takes HELLO and the request ring's descriptor, maps the ring read-only (and records
+whether a writable mapping was refused), answers READY, says one NOTICE, and then reads every
+request from the ring as the library would. It scans nothing (meta tensors have no data):
+results follow a plan. The first output request of module `poison` whose iteration is at least
+`after` iterations past the first one seen is answered as all NaN; the requests gated on it
+(its call's inputs and parameters) as scanned and finite; every other gated request as
+GATED_OUT, as the real library answers them. The loss request 10 iterations later is answered
+as NaN too. Half a second after the poisoned output's answers
+it closes the connection once, as a library that restarts would, and serves the daemon's next
+one the same way (NOTICE again included). Every request (with the number of the connection it
+came in) and that choice go to a JSON-lines file for the test to compare with the trainer's
+forward hooks.
+"""
+import json
+import mmap
+import os
+import socket
+import struct
+import threading
+import time
+
+SLOTS = 4096
+REQ_SIZE = 256
+RING_BYTES = (SLOTS + 1) * REQ_SIZE
+MSG_HELLO, MSG_READY, MSG_RESULT, MSG_STATS, MSG_NOTICE = 1, 2, 3, 4, 5
+ROLES = ("output", "input", "loss", "param")
+DTYPES = {1: "float16", 2: "float32", 3: "float64", 4: "bfloat16"}
+R_SCANNED, R_GATED_OUT = 1, 2
+STEP_MASK = (1 << 56) - 1
+NO_INDEX = 0xFF
+# struct nw_gpu_req: the library's 64 bytes, then struct nw_gpu_ctx (bpf/nanwatch.h)
+REQ = struct.Struct("<QQQQIIBbBBIQQ")
+CTX = struct.Struct("<QQQQ8QIIIIIIBBB5x64s")
+RESULT = struct.Struct("<QQQQQQQII")
+NOTICE = b"fake library: meta tensors are not scanned, results follow the test's plan"
+
+
+def decode(raw):
+    (seq, data, numel, gate, tid, dtype, role, device, index0, index1, flags, _r0,
+     _r1) = REQ.unpack_from(raw, 0)
+    c = CTX.unpack_from(raw, REQ.size)
+    return {"seq": seq, "data": data, "numel": numel, "gate": gate, "tid": tid,
+            "dtype": DTYPES.get(dtype, dtype), "role": ROLES[role] if role < 4 else role,
+            "device": device, "index0": index0, "index1": index1, "flags": flags,
+            "step": c[0] & STEP_MASK, "iteration": c[1], "root": c[2], "module": c[3],
+            "shape": list(c[4:4 + c[13]]), "depth": c[12], "ngated": c[15],
+            "inputs_unknown": c[16], "params_unknown": c[17], "phase": c[18],
+            "params_known": c[19], "class": c[21].split(b"\0")[0].decode("ascii", "replace")}
+
+
+def msg(kind, body):
+    return struct.pack("<II", kind, len(body)) + body
+
+
+class FakeLibrary(threading.Thread):
+    def __init__(self, out_path, poison, after, names):
+        super().__init__(daemon=True)
+        self.out = open(out_path, "w")
+        self.poison = poison  # id() of the module whose output is answered as NaN
+        self.after = after
+        self.names = names  # id() -> layer path, for the record
+        self.path = os.path.join(os.environ.get("NANWATCH_CUPTI_DIR", "/tmp"),
+                                 ".nanwatch-cupti-%d.sock" % os.getpid())
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(self.path)
+        os.chmod(self.path, 0o600)
+        self.listener.listen(1)
+        self.stats = [0] * 11
+        self.poisoned = None  # the poisoned output's seq
+        self.poisoned_iter = None
+        self.poisoned_loss = False
+        self.hung_up = None  # when the poisoned output's answers went out; then: done
+        self.conn = 0  # connections served
+
+    def record(self, obj):
+        self.out.write(json.dumps(obj) + "\n")
+        self.out.flush()
+
+    def close(self):
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+    def run(self):
+        while True:
+            conn, _ = self.listener.accept()
+            self.conn += 1
+            try:
+                self.serve(conn)
+            except (OSError, ValueError) as e:
+                import traceback
+                self.record({"error": str(e), "where": traceback.format_exc()})
+            conn.close()
+
+    def hello(self, conn):
+        data, fds, _, _ = socket.recv_fds(conn, 4096, 4)
+        kind, length = struct.unpack_from("<II", data)
+        version, slots, req_size, _ = struct.unpack_from("<IIII", data, 8)
+        if kind != MSG_HELLO or length != 16 or len(fds) != 1:
+            raise ValueError("bad HELLO: type %d len %d fds %d" % (kind, length, len(fds)))
+        try:
+            mmap.mmap(fds[0], RING_BYTES, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            writable = True
+        except OSError:
+            writable = False
+        ring = mmap.mmap(fds[0], RING_BYTES, mmap.MAP_SHARED, mmap.PROT_READ)
+        os.close(fds[0])
+        self.record({"hello": {"version": version, "slots": slots, "req_size": req_size},
+                     "ring_writable": writable})
+        conn.send(msg(MSG_READY, struct.pack("<IIIIiI", 1, 2, 1 | 4 | 8, 1, 13000, 0)))
+        conn.send(msg(MSG_NOTICE, NOTICE))
+        return ring
+
+    def serve(self, conn):
+        ring = self.hello(conn)
+        conn.setblocking(False)
+        # what was written before this connection is an earlier reader's
+        pos = ready_head = struct.unpack_from("<Q", ring, 0)[0]
+        first_iter, last_stats = None, 0.0
+        while True:
+            if self.hung_up is not None and self.hung_up is not True and \
+                    time.monotonic() - self.hung_up > 0.5:
+                self.hung_up = True
+                self.record({"hangup": self.conn})
+                return
+            try:
+                if conn.recv(16) == b"":
+                    return  # the daemon went away: idle again
+            except BlockingIOError:
+                pass
+            head = struct.unpack_from("<Q", ring, 0)[0]
+            results = []
+            # a request is taken a few milliseconds after it was written, as the library
+            # takes it at the thread's next launch, after the uprobe that wrote it returned
+            while pos < ready_head:
+                if ready_head - pos > SLOTS:
+                    pos = ready_head - SLOTS
+                raw = ring[(1 + pos % SLOTS) * REQ_SIZE:(2 + pos % SLOTS) * REQ_SIZE]
+                req = decode(raw)
+                if req["seq"] != pos + 1:
+                    break
+                pos += 1
+                self.stats[0] += 1
+                if first_iter is None and req["role"] == "output":
+                    first_iter = req["iteration"]
+                results += self.answer(req, first_iter)
+            ready_head = head
+            for i in range(0, len(results), 63):
+                conn.send(msg(MSG_RESULT, b"".join(results[i:i + 63])))
+                self.stats[3] += len(results[i:i + 63])
+            if time.monotonic() - last_stats > 0.5:
+                conn.send(msg(MSG_STATS, struct.pack("<11Q", *self.stats)))
+                last_stats = time.monotonic()
+            time.sleep(0.005)
+
+    def answer(self, req, first_iter):
+        req["layer"] = self.names.get(req["module"])
+        self.record({"req": req, "conn": self.conn})
+        n = req["numel"]
+        if req["role"] == "output" and self.poisoned is None and \
+                req["module"] == self.poison and req["iteration"] >= first_iter + self.after:
+            self.poisoned, self.poisoned_iter = req["seq"], req["iteration"]
+            self.record({"poisoned": req})
+            return [RESULT.pack(req["seq"], n, n, 0, 0, (1 << 64) - 1, 0, R_SCANNED, 0)]
+        if req["role"] == "loss" and not self.poisoned_loss and self.poisoned is not None \
+                and req["iteration"] >= self.poisoned_iter + 10:
+            self.poisoned_loss = True
+            self.record({"poisoned_loss": req})
+            return [RESULT.pack(req["seq"], 1, 1, 0, 0, (1 << 64) - 1, 0, R_SCANNED, 0)]
+        if req["role"] in ("input", "param"):
+            if req["gate"] == self.poisoned:
+                if self.hung_up is None:
+                    self.hung_up = time.monotonic()
+                # finite: min and max keys of 0.0 and 1.0 (nw_order_key of float32 bits)
+                lo, hi = 0x80000000, 0x80000000 | 0x3F800000
+                return [RESULT.pack(req["seq"], n, 0, 0, 0, lo, hi, R_SCANNED, 0)]
+            self.stats[9] += 1
+            return [RESULT.pack(req["seq"], 0, 0, 0, 0, (1 << 64) - 1, 0, R_GATED_OUT, 0)]
+        return []
