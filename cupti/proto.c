@@ -10,6 +10,7 @@
 
 #include "nwcupti.h"
 #include "nanwatch.h"
+#include "nwfloat.h"
 
 _Static_assert(sizeof(struct nw_gpu_req) == NW_GPU_REQ_SIZE, "request size");
 _Static_assert(sizeof(struct nw_gpu_head) == NW_GPU_REQ_SIZE, "ring head size");
@@ -20,18 +21,10 @@ _Static_assert((NW_GPU_SLOTS & (NW_GPU_SLOTS - 1)) == 0, "ring slots a power of 
 /* Elements a request may name: 2^40 (8 TiB of float64), far above any tensor. */
 #define NWC_NUMEL_MAX (1ULL << 40)
 
+/* The scanner's own element sizes (nwfloat.h), 0 for a dtype the kernel does not read. */
 int nwc_dtype_size(__u32 dtype)
 {
-	switch (dtype) {
-	case NW_DT_F16:
-	case NW_DT_BF16:
-		return 2;
-	case NW_DT_F32:
-		return 4;
-	case NW_DT_F64:
-		return 8;
-	}
-	return 0;
+	return nw_dtype_size(dtype);
 }
 
 /*
