@@ -23,7 +23,9 @@
 /*
  * Test only: NANWATCH_TEST_GPU_DEVICE=meta makes BPF take tensors on torch's meta device
  * for GPU tensors, so that a CPU build of torch exercises the request path (with a
- * test-side program in the library's place).
+ * test-side program in the library's place); =cpu takes CPU tensors for GPU tensors (not
+ * scanned in BPF: the library scans them, under an emulated driver whose device memory
+ * is the process's own).
  */
 #define TEST_DEVICE_ENV "NANWATCH_TEST_GPU_DEVICE"
 
@@ -84,6 +86,9 @@ void gpu_configure(struct session *s, struct probe_opts *po)
 	if (test && !strcmp(test, "meta") && s->device_meta >= 0) {
 		s->gpu_kind = "meta";
 		po->gpu_device = s->device_meta;
+	} else if (test && !strcmp(test, "cpu") && s->nwl.impl_device >= 0) {
+		s->gpu_kind = "cpu";
+		po->gpu_device = s->nwl.device_cpu;
 	} else if (cuda) {
 		s->gpu_kind = "cuda";
 		/* c10::DeviceType::CUDA is 1 in every torch release; a table may say otherwise */
