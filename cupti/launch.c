@@ -426,10 +426,25 @@ next:
 	__atomic_store_n(&g->wpos, wpos, __ATOMIC_RELAXED);
 }
 
+/* In request order: the daemon holds an output for its gated results, which come after it. */
+static void sort_results(struct nw_gpu_result *res, size_t n)
+{
+	struct nw_gpu_result t;
+	size_t i, j;
+
+	for (i = 1; i < n; i++) {
+		t = res[i];
+		for (j = i; j > 0 && res[j - 1].seq > t.seq; j--)
+			res[j] = res[j - 1];
+		res[j] = t;
+	}
+}
+
 /*
  * Finished work for the daemon (worker): scans whose out says done == seq,
- * then results decided on the host. Returns how many of cap were filled;
- * results nobody needs (finite, not gated) are consumed but not returned.
+ * then results decided on the host, sorted by seq. Returns how many of cap
+ * were filled; results nobody needs (finite, not gated) are consumed but not
+ * returned.
  */
 size_t nwc_collect(struct nwc *g, struct nw_gpu_result *res, size_t cap)
 {
@@ -456,9 +471,12 @@ size_t nwc_collect(struct nwc *g, struct nw_gpu_result *res, size_t cap)
 		slot_put(g, sl->gate_idx);
 		slot_put(g, idx);
 	}
-	while (g->nhostres && n < cap)
-		res[n++] = g->hostres[--g->nhostres];
+	for (i = 0; i < g->nhostres && n < cap; i++)
+		res[n++] = g->hostres[i];
+	memmove(g->hostres, g->hostres + i, (g->nhostres - i) * sizeof(g->hostres[0]));
+	g->nhostres -= i;
 	pthread_mutex_unlock(&g->lock);
+	sort_results(res, n);
 	return n;
 }
 
