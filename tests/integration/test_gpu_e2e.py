@@ -75,6 +75,27 @@ def lib_mapped(pid):
         return "/libnanwatch_cupti.so" in f.read()
 
 
+FIELDS = ("layer", "module", "tensor", "nan", "posinf", "neginf", "origin", "inputs_finite",
+          "params_finite")
+
+
+def check_iterations(events, first, oracle):
+    """Every anomaly of the first bad iteration in the oracle's order with its counts and
+    verdicts (the gated input and parameter scans), then the one of each later iteration."""
+    offset = oracle["iteration"] - first["iteration"]
+    forward = [ev for ev in events if ev["event"] == "anomaly" and ev["phase"] == "forward"]
+    got = [[ev[f] for f in FIELDS] for ev in forward if ev["iteration"] == first["iteration"]]
+    want = [[a[f] for f in FIELDS] for a in oracle["first_iteration"]]
+    if got != want:
+        raise Fail("anomalies of the first bad iteration differ:\n    daemon: %s\n    oracle: %s"
+                   % (got, want))
+    later = {ev["iteration"] + offset: [ev[f] for f in FIELDS] for ev in forward
+             if ev["iteration"] != first["iteration"]}
+    want = {a["iteration"]: [a[f] for f in FIELDS] for a in oracle.get("later", [])}
+    if later != want:
+        raise Fail("later iterations differ:\n    daemon: %s\n    oracle: %s" % (later, want))
+
+
 def watch_fault(ctx, paths, tmp, mode, inject):
     """gpu_emu --live under the daemon, then a fault; returns the events, the trainer, the
     daemon and a stats line of the connection while it was up."""
@@ -123,6 +144,7 @@ def watch_fault(ctx, paths, tmp, mode, inject):
     ctx.log("first anomaly %s %s: nan %d +inf %d -inf %d, origin %r; oracle step %d" %
             (first["layer"], first["tensor"], first["nan"], first["posinf"], first["neginf"],
              first["origin"], oracle["step"]))
+    check_iterations(events, first, oracle)
     stats = last_stats(events)
     if stats["tensors_scanned"] != 0:
         raise Fail("BPF read %d tensors itself: the CPU path, not the library's" %
