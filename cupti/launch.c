@@ -426,6 +426,24 @@ next:
 	__atomic_store_n(&g->wpos, wpos, __ATOMIC_RELAXED);
 }
 
+/*
+ * Whether sl's gate is still in flight here (under g->lock). On the device the gate's scan
+ * finished first (same stream), but this pass may have looked at its slot before it did:
+ * the gated result then waits for the next pass, as the daemon drops the gated results of
+ * an output it has not been sent.
+ */
+static int gate_pending(const struct nwc *g, const struct nwc_slot *sl)
+{
+	const struct nwc_seq *m;
+	__u64 seq;
+
+	if (sl->gate_idx < 0)
+		return 0;
+	seq = g->slots[sl->gate_idx].seq;
+	m = &g->seqmap[(seq - 1) % NW_GPU_SLOTS];
+	return m->seq == seq && m->state == NWC_SEQ_INFLIGHT && m->idx == sl->gate_idx;
+}
+
 /* In request order: the daemon holds an output for its gated results, which come after it. */
 static void sort_results(struct nw_gpu_result *res, size_t n)
 {
@@ -456,7 +474,8 @@ size_t nwc_collect(struct nwc *g, struct nw_gpu_result *res, size_t cap)
 	for (i = 0; i < g->ninflight && n < cap;) {
 		idx = g->inflight[i];
 		sl = &g->slots[idx];
-		if (__atomic_load_n(&g->outs[idx].done, __ATOMIC_ACQUIRE) != sl->seq) {
+		if (__atomic_load_n(&g->outs[idx].done, __ATOMIC_ACQUIRE) != sl->seq ||
+		    gate_pending(g, sl)) {
 			i++;
 			continue;
 		}
