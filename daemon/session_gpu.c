@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "attach/gpulink.h"
+#include "attach/inject.h"
 #include "attach/probe.h"
 #include "output/event.h"
 #include "output/json.h"
@@ -49,7 +50,7 @@ static void scan_maps(pid_t pid, int *cuda, int *lib)
 		return;
 	*cuda = strstr(maps, "/libcuda.so") || strstr(maps, "/libtorch_cuda.so") ||
 		strstr(maps, "/libc10_cuda.so");
-	*lib = !!strstr(maps, "/" LIB_NAME);
+	*lib = inject__loaded(maps); /* a copy --inject placed in a container's /tmp too */
 	free(maps);
 }
 

@@ -11,7 +11,7 @@ library (scan on the emulated device, results in "pinned" memory) -> socket -> d
 
 launch_*: the library loaded at CUDA's initialisation (CUDA_INJECTION64_PATH), callback and
 interpose modes; attach_inject: the trainer started without it, loaded by nanwatchd --inject
-(CUPTI starts late). Either way the first anomaly equals the forward-hook oracle's (layer,
+(CUPTI starts late); inject_loaded: --inject into a process that loaded it from elsewhere. Either way the first anomaly equals the forward-hook oracle's (layer,
 counts, finite range, origin), no tensor was read by BPF itself, and the library scanned.
 idle: the library loaded and no daemon: the losses and final parameters are bit for bit those
 of a run without it.
@@ -50,13 +50,14 @@ def built(ctx):
     return paths
 
 
-def emu_env(paths, tmp, mode=None, inject=True):
+def emu_env(paths, tmp, mode=None, lib=None):
+    """The trainer's environment; lib: the library CUDA_INJECTION64_PATH names, None: none."""
     env = ["NANWATCH_CUPTI_DIR=" + tmp, "NANWATCH_CUDA_LIB=" + paths["cuda"],
            "NANWATCH_CUPTI_LIB=" + paths["cupti"]]
     if mode:
         env.append("NANWATCH_CUPTI_LAUNCH=" + mode)
-    if inject:
-        env.append("CUDA_INJECTION64_PATH=" + paths["lib"])
+    if lib:
+        env.append("CUDA_INJECTION64_PATH=" + lib)
     return env
 
 
@@ -96,10 +97,11 @@ def check_iterations(events, first, oracle):
         raise Fail("later iterations differ:\n    daemon: %s\n    oracle: %s" % (later, want))
 
 
-def watch_fault(ctx, paths, tmp, mode, inject):
-    """gpu_emu --live under the daemon, then a fault; returns the events, the trainer, the
-    daemon and a stats line of the connection while it was up."""
-    trainer = Proc(["env"] + emu_env(paths, tmp, mode, not inject) +
+def watch_fault(ctx, paths, tmp, mode, inject, lib):
+    """gpu_emu --live (the library lib loaded at CUDA's initialisation, None: not) under the
+    daemon (with --inject), then a fault; returns the events, the daemon and a stats line of
+    the connection while it was up."""
+    trainer = Proc(["env"] + emu_env(paths, tmp, mode, lib) +
                    trainer_argv(ctx, TRAINER, "--live", "--progress-every", "10",
                                              "--pace", "0.01"), stdin=True)
     line = trainer.wait_out(lambda l: l.startswith(b"LIVE "), 60)
@@ -108,8 +110,8 @@ def watch_fault(ctx, paths, tmp, mode, inject):
                    (trainer.pid, tail(trainer.stderr_lines())))
     comm = read_comm(trainer.pid)
     wait_steps(trainer, 20, "before the attach")
-    if lib_mapped(trainer.pid) == inject:
-        raise Fail("library %s before the attach" % ("mapped" if inject else "not mapped"))
+    if lib_mapped(trainer.pid) != (lib is not None):
+        raise Fail("library %s before the attach" % ("not mapped" if lib else "mapped"))
     argv = ["env", "NANWATCH_TEST_GPU_DEVICE=cpu", ctx.daemon, "--pid", str(trainer.pid),
             "--layouts", ctx.layouts, "--stats-interval", "1", "-v"]
     if inject:
@@ -155,7 +157,7 @@ def watch_fault(ctx, paths, tmp, mode, inject):
     if not live["ready"] or live["mode"] != (mode or "callback") or live["requests"] < 1:
         raise Fail("stats.gpu while connected: %s" % json.dumps(live))
     launches, scans, modules, injected = emu_line(trainer)
-    if scans < 1 or modules != 1 or injected != (0 if inject else 1):
+    if scans < 1 or modules != 1 or injected != (1 if lib else 0):
         raise Fail("emulated driver saw %d launches, %d scans, %d module loads, injection %d" %
                    (launches, scans, modules, injected))
     if os.path.exists(os.path.join(tmp, ".nanwatch-cupti-%d.sock" % trainer.pid)):
@@ -175,7 +177,7 @@ def launch_case(ctx, mode):
     paths = built(ctx)
 
     def body(tmp):
-        _, daemon, live = watch_fault(ctx, paths, tmp, mode, inject=False)
+        _, daemon, live = watch_fault(ctx, paths, tmp, mode, False, paths["lib"])
         lib = live["library"]
         # interpose mode takes no launch callback: its launches came through the wrapper
         if lib["launches"] < 1 or lib["scans"] < 1:
@@ -200,12 +202,30 @@ def test_gpu_e2e_attach_inject(ctx):
     paths = built(ctx)
 
     def body(tmp):
-        _, daemon, _ = watch_fault(ctx, paths, tmp, None, inject=True)
+        _, daemon, _ = watch_fault(ctx, paths, tmp, None, True, None)
         ready = [READY_RE.search(l if isinstance(l, str) else l.decode())
                  for l in daemon.stderr_lines()]
         ready = [m for m in ready if m]
         if not ready or not int(ready[0].group(3), 16) & ST_LATE:
             raise Fail("READY without the late state:\n%s" % tail(daemon.stderr_lines()))
+
+    in_tmp(ctx, body)
+
+
+@environments(*HOST_ONLY)
+def test_gpu_e2e_inject_loaded(ctx):
+    """--inject into a process that loaded the library from another path: the daemon uses the
+    instance there (a second one would find CUPTI taken and take over the socket)."""
+    paths = built(ctx)
+
+    def body(tmp):
+        other = os.path.join(tmp, "other")
+        os.mkdir(other)
+        lib = shutil.copy(paths["lib"], other)
+        events, daemon, _ = watch_fault(ctx, paths, tmp, None, True, lib)
+        if not any("loaded already" in l for l in daemon.stderr_lines()):
+            raise Fail("no word of the library loaded already:\n%s" %
+                       tail(daemon.stderr_lines()))
 
     in_tmp(ctx, body)
 
@@ -227,8 +247,8 @@ def test_gpu_e2e_idle(ctx):
     paths = built(ctx)
 
     def body(tmp):
-        plain, plain_emu = trace_of(ctx, emu_env(paths, tmp, inject=False))
-        idle, idle_emu = trace_of(ctx, emu_env(paths, tmp, inject=True))
+        plain, plain_emu = trace_of(ctx, emu_env(paths, tmp))
+        idle, idle_emu = trace_of(ctx, emu_env(paths, tmp, lib=paths["lib"]))
         if idle_emu[3] != 1 or plain_emu[3] != 0:
             raise Fail("injection: %d with the library, %d without" % (idle_emu[3],
                                                                        plain_emu[3]))
