@@ -466,17 +466,32 @@ static void sort_results(struct nw_gpu_result *res, size_t n)
  */
 size_t nwc_collect(struct nwc *g, struct nw_gpu_result *res, size_t cap)
 {
+	char done[NWC_OUTS];
 	struct nwc_slot *sl;
 	size_t n = 0;
-	int i, idx, bad;
+	int i, j, k, idx, bad;
 
 	pthread_mutex_lock(&g->lock);
-	for (i = 0; i < g->ninflight && n < cap;) {
+	/* in request order (slots are taken by several threads) */
+	for (i = 1; i < g->ninflight; i++) {
+		idx = g->inflight[i];
+		for (j = i; j > 0 && g->slots[g->inflight[j - 1]].seq > g->slots[idx].seq; j--)
+			g->inflight[j] = g->inflight[j - 1];
+		g->inflight[j] = idx;
+	}
+	/*
+	 * Latest first: a stream finishes its scans in order, so a scan seen done here has
+	 * every earlier scan of its stream seen done too, and none is sent before an earlier
+	 * one (the daemon's first anomaly is the first it is sent).
+	 */
+	for (i = g->ninflight - 1; i >= 0; i--)
+		done[i] = __atomic_load_n(&g->outs[g->inflight[i]].done, __ATOMIC_ACQUIRE) ==
+			  g->slots[g->inflight[i]].seq;
+	for (i = k = 0; i < g->ninflight; i++) {
 		idx = g->inflight[i];
 		sl = &g->slots[idx];
-		if (__atomic_load_n(&g->outs[idx].done, __ATOMIC_ACQUIRE) != sl->seq ||
-		    gate_pending(g, sl)) {
-			i++;
+		if (!done[i] || n >= cap || gate_pending(g, sl)) {
+			g->inflight[k++] = idx;
 			continue;
 		}
 		nwc_result_from_out(&g->outs[idx], sl->seq, &res[n]);
@@ -486,10 +501,10 @@ size_t nwc_collect(struct nwc *g, struct nw_gpu_result *res, size_t cap)
 		seq_set(g, sl->seq, bad ? NWC_SEQ_BAD : NWC_SEQ_GOOD, -1);
 		if (nwc_result_wanted(&res[n], sl->gated))
 			n++;
-		g->inflight[i] = g->inflight[--g->ninflight];
 		slot_put(g, sl->gate_idx);
 		slot_put(g, idx);
 	}
+	g->ninflight = k;
 	for (i = 0; i < g->nhostres && n < cap; i++)
 		res[n++] = g->hostres[i];
 	memmove(g->hostres, g->hostres + i, (g->nhostres - i) * sizeof(g->hostres[0]));
