@@ -76,13 +76,14 @@ def lib_mapped(pid):
         return "/libnanwatch_cupti.so" in f.read()
 
 
-FIELDS = ("layer", "module", "tensor", "nan", "posinf", "neginf", "origin", "inputs_finite",
+FIELDS = ("step", "layer", "module", "tensor", "nan", "posinf", "neginf", "origin", "inputs_finite",
           "params_finite")
 
 
 def check_iterations(events, first, oracle):
-    """Every anomaly of the first bad iteration in the oracle's order with its counts and
-    verdicts (the gated input and parameter scans), then the one of each later iteration."""
+    """Every anomaly of the first bad iteration in the oracle's order with its step (Adam's
+    own count), counts and verdicts (the gated input and parameter scans), then the one of
+    each later iteration."""
     offset = oracle["iteration"] - first["iteration"]
     forward = [ev for ev in events if ev["event"] == "anomaly" and ev["phase"] == "forward"]
     got = [[ev[f] for f in FIELDS] for ev in forward if ev["iteration"] == first["iteration"]]
@@ -143,6 +144,9 @@ def watch_fault(ctx, paths, tmp, mode, inject, lib):
     if oracle is None or oracle["step"] != fault or oracle["layer"] != "gate":
         raise Fail("oracle of the fault at step %d found %r" % (fault, oracle))
     first = check_first_in_flight(events, oracle, trainer.pid)
+    if first["step_source"] != "optimizer_state":
+        raise Fail("step_source %r: Adam's state['step'] (a CPU tensor) was not read" %
+                   first["step_source"])
     ctx.log("first anomaly %s %s: nan %d +inf %d -inf %d, origin %r; oracle step %d" %
             (first["layer"], first["tensor"], first["nan"], first["posinf"], first["neginf"],
              first["origin"], oracle["step"]))
