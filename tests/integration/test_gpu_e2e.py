@@ -91,6 +91,12 @@ def check_iterations(events, first, oracle):
     if got != want:
         raise Fail("anomalies of the first bad iteration differ:\n    daemon: %s\n    oracle: %s"
                    % (got, want))
+    # the loss backward() starts from: requested when backward() begins, NaN in that pass
+    loss = [ev for ev in events if ev["event"] == "anomaly" and ev["phase"] == "loss" and
+            ev["iteration"] == first["iteration"]]
+    if len(loss) != 1 or [loss[0][f] for f in ("tensor", "nan", "numel", "step")] != \
+            ["loss", 1, 1, first["step"]]:
+        raise Fail("loss anomalies of the first bad iteration: %s" % loss)
     later = {ev["iteration"] + offset: [ev[f] for f in FIELDS] for ev in forward
              if ev["iteration"] != first["iteration"]}
     want = {a["iteration"]: [a[f] for f in FIELDS] for a in oracle.get("later", [])}
