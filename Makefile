@@ -250,7 +250,7 @@ format: deps
 	$(Q)clang-format -i $(FORMAT_SRCS)
 
 ifneq ($(HAVE_CUDA),)
-gpu: $(GPU_LIB)
+gpu: $(GPU_LIB) $(OUTPUT)/tests/libnwemu_cuda.so
 
 # nvcc runs only when scan.cu or a header it includes changed (-MD)
 $(OUTPUT)/cupti/scan.fatbin: cupti/scan.cu | $(OUTPUT)/cupti
@@ -308,6 +308,14 @@ $(OUTPUT)/tests/libnwmock_cuda.so: tests/cupti/mock_cuda.c $(OUTPUT)/tests/libnw
 	$(call msg,MOCK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< \
 		-L$(OUTPUT)/tests -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' -lpthread -lm -o $@
+
+# the emulated driver the end-to-end test runs the real library against (device memory is the
+# process's own; the scan kernel runs on the host through cupti/classify.h)
+$(OUTPUT)/tests/libnwemu_cuda.so: tests/cupti/emu_cuda.c $(OUTPUT)/tests/libnwmock_cupti.so \
+		cupti/classify.h bpf/nwfloat.h $(CUPTI_TEST_HDRS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared -Wl,-z,defs $< \
+		-L$(OUTPUT)/tests -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' -ldl -lpthread -o $@
 
 $(OUTPUT)/tests/libcudart.so.13: tests/cupti/mock_cudart.c $(OUTPUT)/tests/libnwmock_cuda.so \
 		$(CUPTI_TEST_HDRS)

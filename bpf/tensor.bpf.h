@@ -150,10 +150,9 @@ __noinline int tensor_decode(__u64 impl)
 	}
 	if (L.impl_device >= 0) {
 		bpf_probe_read_user(&device, 1, (void *)(impl + L.impl_device));
-		if (device != L.device_cpu) {
+		/* gpu_device first: a test may name the CPU's (its tensors then go to the library) */
+		if (gpu_on && device == gpu_device) {
 			s->ti.flags = NW_SKIP_DEVICE;
-			if (!gpu_on || device != gpu_device)
-				return -1;
 			/* a GPU tensor: its storage says where the library is to scan */
 			s->ti.gpu = 1;
 			s->ti.gpu_index = -1;
@@ -161,6 +160,9 @@ __noinline int tensor_decode(__u64 impl)
 				bpf_probe_read_user(&s->ti.gpu_index, 1,
 						    (void *)(impl + gpu_index_off));
 			s->ti.gpu_index = (__s8)s->ti.gpu_index;
+		} else if (device != L.device_cpu) {
+			s->ti.flags = NW_SKIP_DEVICE;
+			return -1;
 		}
 	}
 	p = read_u64(impl + L.impl_storage);

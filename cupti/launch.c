@@ -427,22 +427,71 @@ next:
 }
 
 /*
+ * Whether sl's gate is still in flight here (under g->lock). On the device the gate's scan
+ * finished first (same stream), but this pass may have looked at its slot before it did:
+ * the gated result then waits for the next pass, as the daemon drops the gated results of
+ * an output it has not been sent.
+ */
+static int gate_pending(const struct nwc *g, const struct nwc_slot *sl)
+{
+	const struct nwc_seq *m;
+	__u64 seq;
+
+	if (sl->gate_idx < 0)
+		return 0;
+	seq = g->slots[sl->gate_idx].seq;
+	m = &g->seqmap[(seq - 1) % NW_GPU_SLOTS];
+	return m->seq == seq && m->state == NWC_SEQ_INFLIGHT && m->idx == sl->gate_idx;
+}
+
+/* In request order: the daemon holds an output for its gated results, which come after it. */
+static void sort_results(struct nw_gpu_result *res, size_t n)
+{
+	struct nw_gpu_result t;
+	size_t i, j;
+
+	for (i = 1; i < n; i++) {
+		t = res[i];
+		for (j = i; j > 0 && res[j - 1].seq > t.seq; j--)
+			res[j] = res[j - 1];
+		res[j] = t;
+	}
+}
+
+/*
  * Finished work for the daemon (worker): scans whose out says done == seq,
- * then results decided on the host. Returns how many of cap were filled;
- * results nobody needs (finite, not gated) are consumed but not returned.
+ * then results decided on the host, sorted by seq. Returns how many of cap
+ * were filled; results nobody needs (finite, not gated) are consumed but not
+ * returned.
  */
 size_t nwc_collect(struct nwc *g, struct nw_gpu_result *res, size_t cap)
 {
+	char done[NWC_OUTS];
 	struct nwc_slot *sl;
 	size_t n = 0;
-	int i, idx, bad;
+	int i, j, k, idx, bad;
 
 	pthread_mutex_lock(&g->lock);
-	for (i = 0; i < g->ninflight && n < cap;) {
+	/* in request order (slots are taken by several threads) */
+	for (i = 1; i < g->ninflight; i++) {
+		idx = g->inflight[i];
+		for (j = i; j > 0 && g->slots[g->inflight[j - 1]].seq > g->slots[idx].seq; j--)
+			g->inflight[j] = g->inflight[j - 1];
+		g->inflight[j] = idx;
+	}
+	/*
+	 * Latest first: a stream finishes its scans in order, so a scan seen done here has
+	 * every earlier scan of its stream seen done too, and none is sent before an earlier
+	 * one (the daemon's first anomaly is the first it is sent).
+	 */
+	for (i = g->ninflight - 1; i >= 0; i--)
+		done[i] = __atomic_load_n(&g->outs[g->inflight[i]].done, __ATOMIC_ACQUIRE) ==
+			  g->slots[g->inflight[i]].seq;
+	for (i = k = 0; i < g->ninflight; i++) {
 		idx = g->inflight[i];
 		sl = &g->slots[idx];
-		if (__atomic_load_n(&g->outs[idx].done, __ATOMIC_ACQUIRE) != sl->seq) {
-			i++;
+		if (!done[i] || n >= cap || gate_pending(g, sl)) {
+			g->inflight[k++] = idx;
 			continue;
 		}
 		nwc_result_from_out(&g->outs[idx], sl->seq, &res[n]);
@@ -452,13 +501,16 @@ size_t nwc_collect(struct nwc *g, struct nw_gpu_result *res, size_t cap)
 		seq_set(g, sl->seq, bad ? NWC_SEQ_BAD : NWC_SEQ_GOOD, -1);
 		if (nwc_result_wanted(&res[n], sl->gated))
 			n++;
-		g->inflight[i] = g->inflight[--g->ninflight];
 		slot_put(g, sl->gate_idx);
 		slot_put(g, idx);
 	}
-	while (g->nhostres && n < cap)
-		res[n++] = g->hostres[--g->nhostres];
+	g->ninflight = k;
+	for (i = 0; i < g->nhostres && n < cap; i++)
+		res[n++] = g->hostres[i];
+	memmove(g->hostres, g->hostres + i, (g->nhostres - i) * sizeof(g->hostres[0]));
+	g->nhostres -= i;
 	pthread_mutex_unlock(&g->lock);
+	sort_results(res, n);
 	return n;
 }
 

@@ -138,7 +138,6 @@ static int recv_hello(struct nwc *g, int fd)
 			    .msg_control = cbuf,
 			    .msg_controllen = sizeof(cbuf)};
 	struct timeval tv = {.tv_sec = NWC_HELLO_TIMEOUT_S};
-	const struct nw_gpu_head *h;
 	struct cmsghdr *c;
 	int ringfd = -1, i, n, k;
 	void *m;
@@ -170,11 +169,7 @@ static int recv_hello(struct nwc *g, int fd)
 	close(ringfd);
 	if (m == MAP_FAILED)
 		return -errno;
-	h = m;
-	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != NW_GPU_MAGIC) {
-		munmap(m, g->ring_len);
-		return -EPROTO;
-	}
+	/* no magic yet: the daemon sets it once READY is back, and BPF writes from then on */
 	g->ring = m;
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "attach/gpulink.h"
+#include "attach/inject.h"
 #include "attach/probe.h"
 #include "output/event.h"
 #include "output/json.h"
@@ -23,7 +24,9 @@
 /*
  * Test only: NANWATCH_TEST_GPU_DEVICE=meta makes BPF take tensors on torch's meta device
  * for GPU tensors, so that a CPU build of torch exercises the request path (with a
- * test-side program in the library's place).
+ * test-side program in the library's place); =cpu takes CPU tensors for GPU tensors (not
+ * scanned in BPF: the library scans them, under an emulated driver whose device memory
+ * is the process's own).
  */
 #define TEST_DEVICE_ENV "NANWATCH_TEST_GPU_DEVICE"
 
@@ -47,7 +50,7 @@ static void scan_maps(pid_t pid, int *cuda, int *lib)
 		return;
 	*cuda = strstr(maps, "/libcuda.so") || strstr(maps, "/libtorch_cuda.so") ||
 		strstr(maps, "/libc10_cuda.so");
-	*lib = !!strstr(maps, "/" LIB_NAME);
+	*lib = inject__loaded(maps); /* a copy --inject placed in a container's /tmp too */
 	free(maps);
 }
 
@@ -84,6 +87,9 @@ void gpu_configure(struct session *s, struct probe_opts *po)
 	if (test && !strcmp(test, "meta") && s->device_meta >= 0) {
 		s->gpu_kind = "meta";
 		po->gpu_device = s->device_meta;
+	} else if (test && !strcmp(test, "cpu") && s->nwl.impl_device >= 0) {
+		s->gpu_kind = "cpu";
+		po->gpu_device = s->nwl.device_cpu;
 	} else if (cuda) {
 		s->gpu_kind = "cuda";
 		/* c10::DeviceType::CUDA is 1 in every torch release; a table may say otherwise */

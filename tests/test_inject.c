@@ -119,6 +119,17 @@ static void test_in_ranges(void **state)
 	assert_int_equal(inject__in_ranges(r, 0, words, 5), -1);
 }
 
+/* The library in a target's maps: by its name from any directory, or a copy placed in /tmp. */
+static void test_loaded(void **state)
+{
+	(void)state;
+	assert_true(inject__loaded("7f00-7f10 r-xp 0 08:01 12 /opt/x/libnanwatch_cupti.so\n"));
+	assert_true(inject__loaded("7f00-7f10 r-xp 0 08:01 12 /tmp/.nanwatch-inject-4-9.so "
+				   "(deleted)\n"));
+	assert_false(inject__loaded("7f00-7f10 r-xp 0 08:01 12 /usr/lib/libcupti.so.13\n"
+				    "7f20-7f30 r-xp 0 08:01 13 /usr/lib/libcuda.so.1\n"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -129,6 +140,7 @@ int main(void)
 		cmocka_unit_test(test_stat_state),
 		cmocka_unit_test(test_tracer),
 		cmocka_unit_test(test_in_ranges),
+		cmocka_unit_test(test_loaded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -93,6 +93,7 @@ struct inject {
 	size_t nhz, nld;
 	struct thr *th;
 	size_t nth;
+	int loaded; /* the target maps the library already */
 	char *err;
 	size_t errlen;
 };
@@ -295,6 +296,7 @@ static int maps_read(struct inject *in)
 			    path);
 	if (!buf)
 		return fail(in, -errno, "failed to read %s: %s", path, strerror(errno));
+	in->loaded = inject__loaded(buf);
 	for (line = strtok_r(buf, "\n", &save); line && !ret; line = strtok_r(NULL, "\n", &save))
 		ret = maps_add(in, line);
 	free(buf);
@@ -1127,7 +1129,7 @@ static int copy_in(struct inject *in, const char *lib, struct placed *pl)
 	ssize_t n;
 
 	snprintf(root, sizeof(root), "/proc/%d/root", in->pid);
-	snprintf(pl->name, sizeof(pl->name), ".nanwatch-inject-%d-%d.so", getpid(), in->pid);
+	snprintf(pl->name, sizeof(pl->name), INJECT_COPY_PREFIX "%d-%d.so", getpid(), in->pid);
 	rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	pl->tmpfd = rootfd < 0 ? -1 : openat2_(rootfd, "/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
 	if (pl->tmpfd < 0) {
@@ -1199,6 +1201,11 @@ static void unplace(struct placed *pl)
 	pl->tmpfd = -1;
 }
 
+int inject__loaded(const char *maps)
+{
+	return strstr(maps, "/" INJECT_LIB_NAME) || strstr(maps, "/" INJECT_COPY_PREFIX);
+}
+
 int inject__load(pid_t pid, const char *lib, int verbose, char *err, size_t errlen)
 {
 	struct inject in = {.pid = pid, .verbose = verbose, .err = err, .errlen = errlen};
@@ -1213,6 +1220,12 @@ int inject__load(pid_t pid, const char *lib, int verbose, char *err, size_t errl
 
 	in.th = calloc(MAX_THREADS, sizeof(*in.th));
 	ret = in.th ? maps_read(&in) : fail(&in, -ENOMEM, "out of memory");
+	if (!ret && in.loaded) {
+		if (verbose)
+			fprintf(stderr, "nanwatchd: pid %d has %s loaded already\n", pid,
+				INJECT_LIB_NAME);
+		goto out;
+	}
 	if (!ret)
 		ret = resolve_syms(&in);
 	if (!ret)
@@ -1223,6 +1236,7 @@ int inject__load(pid_t pid, const char *lib, int verbose, char *err, size_t errl
 		ret = stop_and_choose(&in, &t);
 	if (!ret)
 		ret = run_dlopen(&in, t, pl.path);
+out:
 	unplace(&pl);
 	unwind__free(in.uw);
 	maps_free(&in);

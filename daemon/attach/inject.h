@@ -12,6 +12,14 @@
 #include <sys/types.h>
 
 #define INJECT_LIB_NAME "libnanwatch_cupti.so"
+#define INJECT_COPY_PREFIX ".nanwatch-inject-" /* the name of a copy placed in a target's /tmp */
+
+/*
+ * Whether the text of a /proc/PID/maps maps the library: by its name, or a copy inject__load
+ * placed. A process holds one instance at most: a second would take over the first's socket
+ * and find CUPTI's one subscriber slot taken, and check nothing.
+ */
+int inject__loaded(const char *maps);
 
 /*
  * The library --inject loads: explicit if given, else INJECT_LIB_NAME next to the running
@@ -23,6 +31,7 @@ int inject__find_lib(const char *explicit, const char *lib_dir, char *out, size_
 /*
  * dlopen(lib, RTLD_NOW) in process pid. lib is a path the daemon can open; a target with
  * another root (a container, a chroot) gets a private copy in its /tmp, removed once loaded.
+ * A target that maps the library already (inject__loaded), from whatever path, is left alone.
  * 0, or a negative errno with a one-line reason in err (-EPERM: ptrace is forbidden, the
  * target untouched; -EAGAIN: no thread at a safe point).
  */

@@ -16,8 +16,6 @@
 
 int td_ring_open(struct tdaemon *d)
 {
-	struct nw_gpu_head *h;
-
 	memset(d, 0, sizeof(*d));
 	d->fd = -1;
 	d->ring_len = ((NW_GPU_SLOTS + 1) * NW_GPU_REQ_SIZE + 4095) & ~4095UL;
@@ -27,8 +25,6 @@ int td_ring_open(struct tdaemon *d)
 	d->ring = mmap(NULL, d->ring_len, PROT_READ | PROT_WRITE, MAP_SHARED, d->ring_fd, 0);
 	if (d->ring == MAP_FAILED)
 		return -1;
-	h = (struct nw_gpu_head *)d->ring;
-	h->magic = NW_GPU_MAGIC;
 	return 0;
 }
 
@@ -89,7 +85,11 @@ int td_connect(struct tdaemon *d, const char *path, struct nw_gpu_ready *rd)
 	while ((type = td_recv(d, rd, sizeof(*rd), &len)) != NW_GPU_MSG_READY)
 		if (type < 0)
 			return -1;
-	return len == sizeof(*rd) ? 0 : -1;
+	if (len != sizeof(*rd))
+		return -1;
+	/* as nanwatchd does: BPF writes requests once the library said READY */
+	__atomic_store_n(&((struct nw_gpu_head *)d->ring)->magic, NW_GPU_MAGIC, __ATOMIC_RELEASE);
+	return 0;
 }
 
 int td_recv(struct tdaemon *d, void *body, size_t cap, size_t *len)

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Mock libcupti: one subscriber, per-callback-id enables, and mock_cupti_fire()
- * for the mock driver. NWMOCK_SUBSCRIBE_RESULT=N makes cuptiSubscribe fail
- * with N (39: another subscriber holds CUPTI).
+ * Mock libcupti: one subscriber (a second is refused, as CUPTI does),
+ * per-callback-id enables, and mock_cupti_fire() for the mock driver.
+ * NWMOCK_SUBSCRIBE_RESULT=N makes cuptiSubscribe fail with N (39: another
+ * subscriber holds CUPTI).
  */
 #include <stdlib.h>
 
@@ -21,6 +22,8 @@ nwc_cuptiresult cuptiSubscribe(CUpti_SubscriberHandle *sub, nwc_callback_fn cb, 
 
 	if (r && atoi(r))
 		return atoi(r);
+	if (fn) /* as CUPTI: one subscriber per process */
+		return NWC_CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
 	fn = cb;
 	userdata = ud;
 	mock_cupti_subscribed = 1;
