@@ -216,6 +216,7 @@ static int slot_get(struct nwc *g, const struct nwc_req *r, int gate_idx)
 	sl->refs = 1;
 	sl->gate_idx = gate_idx;
 	sl->gated = r->gate != 0;
+	sl->loss = r->role == NW_GPU_LOSS;
 	sl->done = 0;
 	g->inflight[g->ninflight++] = idx;
 	seq_set(g, r->seq, NWC_SEQ_INFLIGHT, idx);
@@ -499,7 +500,7 @@ size_t nwc_collect(struct nwc *g, struct nw_gpu_result *res, size_t cap)
 		if (res[n].flags & NW_GPU_R_GATED_OUT)
 			__atomic_fetch_add(&g->stats[NW_GPU_S_GATED_OUT], 1, __ATOMIC_RELAXED);
 		seq_set(g, sl->seq, bad ? NWC_SEQ_BAD : NWC_SEQ_GOOD, -1);
-		if (nwc_result_wanted(&res[n], sl->gated))
+		if (nwc_result_wanted(&res[n], sl->gated, sl->loss))
 			n++;
 		slot_put(g, sl->gate_idx);
 		slot_put(g, idx);

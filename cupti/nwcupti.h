@@ -117,6 +117,7 @@ struct nwc_slot {
 	int refs;     /* itself while in flight + gated scans reading it */
 	int gate_idx; /* slot of its gate, -1: none */
 	int gated;
+	int loss; /* a loss request: its result is sent even when finite */
 	int done;
 };
 
@@ -183,7 +184,7 @@ int nwc_req_read(const struct nw_gpu_req *ring, __u64 pos, struct nwc_req *out);
 int nwc_dtype_size(__u32 dtype);
 int nwc_hello_check(const void *buf, size_t len);
 void nwc_result_from_out(const struct nw_scan_out *o, __u64 seq, struct nw_gpu_result *r);
-int nwc_result_wanted(const struct nw_gpu_result *r, int gated);
+int nwc_result_wanted(const struct nw_gpu_result *r, int gated, int loss);
 size_t nwc_msg_results(void *buf, size_t cap, const struct nw_gpu_result *r, size_t n,
 		       size_t *used);
 size_t nwc_msg_put(void *buf, size_t cap, __u32 type, const void *body, size_t len);

@@ -92,10 +92,13 @@ void nwc_result_from_out(const struct nw_scan_out *o, __u64 seq, struct nw_gpu_r
 	r->flags = v->flags;
 }
 
-/* Sent: every result that found NaN/±Inf, and every gated one. */
-int nwc_result_wanted(const struct nw_gpu_result *r, int gated)
+/*
+ * Sent: every result that found NaN/±Inf, every gated one, and every loss (one
+ * element a pass: its finite value, in min_key, is the daemon's loss trend).
+ */
+int nwc_result_wanted(const struct nw_gpu_result *r, int gated, int loss)
 {
-	return gated || r->nan || r->posinf || r->neginf;
+	return gated || loss || r->nan || r->posinf || r->neginf;
 }
 
 /* One message: header + body. Its size, or 0 if it does not fit cap or NW_GPU_MSG_MAX. */

@@ -158,10 +158,11 @@ static void test_results(void **state)
 	assert_int_equal(r.min_key, 5);
 	assert_int_equal(r.max_key, 9);
 	assert_int_equal(r.flags, NW_GPU_R_SCANNED);
-	assert_true(nwc_result_wanted(&r, 0));
+	assert_true(nwc_result_wanted(&r, 0, 0));
 	r.nan = r.posinf = 0;
-	assert_false(nwc_result_wanted(&r, 0));
-	assert_true(nwc_result_wanted(&r, 1));
+	assert_false(nwc_result_wanted(&r, 0, 0));
+	assert_true(nwc_result_wanted(&r, 1, 0));
+	assert_true(nwc_result_wanted(&r, 0, 1));
 	/* 100 results: as many as fit in one message, then the rest */
 	for (i = 0; i < 100; i++) {
 		memset(&many[i], 0, sizeof(many[i]));

@@ -215,13 +215,45 @@ int gpures__flush_all(struct gpures *g)
 	return gpures__flush(g, INFINITY);
 }
 
+/*
+ * The loss's value for the diagnosis's loss trend, as BPF's loss record gives it on the
+ * CPU: the library answers every loss request, finite or not; a one-element loss's finite
+ * value is its min.
+ */
+static int loss_value(struct gpures *g, const struct nw_gpu_req *req, const struct nw_gpu_result *r)
+{
+	const struct nw_gpu_ctx *c = ctx_of(req);
+	struct finding f;
+
+	if (req->numel != 1 || r->scanned != 1)
+		return 0;
+	memset(&f, 0, sizeof(f));
+	f.kind = FINDING_LOSS;
+	f.step = c->step & NW_STEP_MASK;
+	f.iteration = c->iteration;
+	if (r->nan)
+		f.value = NAN;
+	else if (r->posinf || r->neginf)
+		f.value = r->posinf ? INFINITY : -INFINITY;
+	else if (r->min_key != ~0ULL)
+		f.value = nw_bits_to_double(nw_key_bits(r->min_key, req->dtype), req->dtype);
+	else
+		return 0;
+	return g->write(g->x, &f);
+}
+
 int gpures__result(struct gpures *g, const struct nw_gpu_req *req, const struct nw_gpu_result *r,
 		   double now)
 {
-	int loss;
+	int loss, err;
 
 	if (!req)
 		return 0;
+	if (req->role == NW_GPU_LOSS && (r->flags & NW_GPU_R_SCANNED)) {
+		err = loss_value(g, req, r);
+		if (err)
+			return err;
+	}
 	if (req->role == NW_GPU_INPUT || req->role == NW_GPU_PARAM) {
 		gated(g, req, r);
 		return gpures__flush(g, now);

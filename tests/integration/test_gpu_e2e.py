@@ -104,6 +104,22 @@ def check_iterations(events, first, oracle):
         raise Fail("later iterations differ:\n    daemon: %s\n    oracle: %s" % (later, want))
 
 
+def check_loss_trend(events, trace):
+    """The diagnosis' loss trend comes from the library's answers to the loss requests (finite
+    losses included): each finite value is the one the trainer computed at that step."""
+    diags = [ev for ev in events if ev["event"] == "diagnosis"]
+    trend = diags[0].get("loss_trend") if diags else None
+    if not trend or not [t for t in trend if t["loss"] is not None]:
+        raise Fail("no finite loss in the diagnosis' loss_trend: %s" % json.dumps(diags))
+    by_step = {}
+    for value, step in zip(trace["losses"], trace["loss_steps"]):
+        by_step.setdefault(step, []).append(float.fromhex(value))
+    for t in trend:
+        if t["loss"] is not None and t["loss"] not in by_step.get(t["step"], []):
+            raise Fail("loss_trend at step %d: %r, the trainer computed %r" %
+                       (t["step"], t["loss"], by_step.get(t["step"])))
+
+
 def watch_fault(ctx, paths, tmp, mode, inject, lib):
     """gpu_emu --live (the library lib loaded at CUDA's initialisation, None: not) under the
     daemon (with --inject), then a fault; returns the events, the daemon and a stats line of
@@ -146,7 +162,7 @@ def watch_fault(ctx, paths, tmp, mode, inject, lib):
     wait_daemon_exit(daemon)
     events = parse_stream(daemon, trainer.pid, comm)
     check_envelope(events, "target_exit")
-    oracle, _ = oracle_of(ctx, TRAINER, "--fault-step", str(fault))
+    oracle, trace = oracle_of(ctx, TRAINER, "--fault-step", str(fault))
     if oracle is None or oracle["step"] != fault or oracle["layer"] != "gate":
         raise Fail("oracle of the fault at step %d found %r" % (fault, oracle))
     first = check_first_in_flight(events, oracle, trainer.pid)
@@ -157,6 +173,7 @@ def watch_fault(ctx, paths, tmp, mode, inject, lib):
             (first["layer"], first["tensor"], first["nan"], first["posinf"], first["neginf"],
              first["origin"], oracle["step"]))
     check_iterations(events, first, oracle)
+    check_loss_trend(events, trace)
     stats = last_stats(events)
     if stats["tensors_scanned"] != 0:
         raise Fail("BPF read %d tensors itself: the CPU path, not the library's" %
