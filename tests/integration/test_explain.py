@@ -9,8 +9,20 @@ replays the capture under the dispatch-level tracer: its `explanation` event (sc
 nanwatch/1) must name the aten operation that first made the value, the cause, and
 `reproducible: true`, and nanwatch-tail must show it. nonrepro's layer reads a global the trainer sets to 0 for the fault step
 only: the replay of the same bits is finite, and the event says `reproducible: false`.
-loss_jump (two forms) checks the live cause alone: a loss that grows x1e10 in one step and is
-+Inf at the next, with two finite losses before it, is lr_too_high from the first update.
+loss_log_zero --variant b takes the log of a probability that a softmax made exactly 0 inside a
+loss module: the live cause must come from the zeros being probabilities (rows in [0, 1] that
+sum to 1), and the replay must name aten::log.
+
+LIVE_CASES check the live cause alone, where no layer made the value from finite inputs and
+parameters (nothing to replay, and no capture is taken for a first anomaly that is not an
+origin), and the diagnosis' origin_step against the trainer's ground truth: loss_jump (a loss
+that grows x1e10 in one step and is +Inf at the next, with two finite losses before it:
+lr_too_high from the first update) and lr_too_high (a slow divergence until a layer overflows:
+from the step of the lowest loss); loss_log_zero --variant a (the log outside any module: the
+loss is the first non-finite value); nan_input (a NaN written into the batch, or a constant
+sample standardised to 0/0 by the data pipeline's helper: bad_input_data); nonfinite_params (a
+learning rate of 3e38, or a weight decay of 3e38 from a helper, for one update:
+nonfinite_params from that update).
 """
 import json
 import os
