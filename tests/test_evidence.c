@@ -236,6 +236,51 @@ static void test_inf_zero_parameter_or_large_one(void **state)
 	assert_true(said(&g, "buffer k: 95"));
 }
 
+static void test_scan_probability_rows(void **state)
+{
+	/* a softmax row, a one-hot row, a row past 1, a row with a negative value */
+	const float v[] = {0.25f, 0.5f, 0.25f, 0, 1, 0, 0, 1.5f, 0, -0.5f, 1, 0.5f};
+	const uint16_t h[] = {0x3800, 0x3400, 0x3400}; /* float16 0.5, 0.25, 0.25 */
+	__u64 hs[1] = {3};
+	struct tensor_facts f;
+
+	(void)state;
+	scan_f32(&f, v, 4, 3, "input[0]", EVIDENCE_INPUT);
+	assert_int_equal(f.prob_rows, 2);
+	memset(&f, 0, sizeof(f));
+	assert_int_equal(evidence__scan(h, sizeof(h), "float16", hs, 1, &f), 0);
+	assert_int_equal(f.prob_rows, 1);
+}
+
+/* ±Inf from zeros: log(0) when the zeros are probabilities, else a division by 0. */
+static void test_inf_from_zero_probability(void **state)
+{
+	const float p[] = {1, 0, 0, 0, 0.25f, 0.75f, 0, 0};
+	const float x[] = {0.5f, 0, 2, 0, 1, 3, 1, 1};
+	const float t[] = {0};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("ProbNLL", 0, 1, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], p, 2, 4, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "all 2 rows along the last dimension are probability distributions"));
+	assert_true(fabs(g.confidence - 0.75) < 1e-9);
+	/* the same zeros in rows that are not distributions: a division */
+	scan_f32(&fx.t[0], x, 2, 4, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	/* Inf of both signs: log(0) makes one */
+	scan_f32(&fx.t[0], p, 2, 4, "input[0]", EVIDENCE_INPUT);
+	a = origin("ProbNLL", 0, 2, 2);
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	/* a zero temperature beside the probabilities: a division fits as well as the log */
+	fx.n = 2;
+	scan_f32(&fx.t[1], t, 1, 1, "temperature", EVIDENCE_PARAM);
+	a = origin("ProbNLL", 0, 1, 0);
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+}
+
 static void test_negatives(void **state)
 {
 	const float x[] = {0.5f, -0.2f, 1.5f, 2};
@@ -326,6 +371,8 @@ int main(void)
 		cmocka_unit_test(test_mask_rows_decide_attention),
 		cmocka_unit_test(test_mask_buffer_row_all_neginf),
 		cmocka_unit_test(test_inf_zero_parameter_or_large_one),
+		cmocka_unit_test(test_scan_probability_rows),
+		cmocka_unit_test(test_inf_from_zero_probability),
 		cmocka_unit_test(test_negatives),
 		cmocka_unit_test(test_nothing_or_another_call),
 		cmocka_unit_test(test_loss_jump_two_points),

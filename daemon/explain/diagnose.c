@@ -593,6 +593,8 @@ struct signs {
 	const struct tensor_facts *masked;	  /* all-true mask rows, all -Inf rows */
 	const struct tensor_facts *negative;	  /* negative values */
 	const struct tensor_facts *rare_negative; /* a parameter or buffer mostly >= 0 */
+	const struct tensor_facts *prob_zeros;	  /* zeros in rows that are all distributions */
+	const struct tensor_facts *other_zeros;	  /* zeros in a tensor that is not one */
 	int n;					  /* tensors with facts */
 };
 
@@ -611,6 +613,12 @@ static void read_signs(const struct evidence_facts *x, struct signs *s)
 			s->exp = t;
 		if (flt && t->zeros && !s->zeros)
 			s->zeros = t;
+		if (flt && t->zeros && t->rows && t->prob_rows == t->rows) {
+			if (!s->prob_zeros)
+				s->prob_zeros = t;
+		} else if (flt && t->zeros && !s->other_zeros) {
+			s->other_zeros = t;
+		}
 		/* rows are the data's: a parameter initialised to ones or zeros is no sign */
 		if (in && t->zero_rows && !s->zero_rows)
 			s->zero_rows = t;
@@ -707,6 +715,27 @@ static void verdict_div(const struct diag_anomaly *a, const struct signs *s, int
 		fix(g, "look for empty or all-padding rows reaching this layer");
 }
 
+/*
+ * ±Inf and zeros that are probabilities: log(0) is -Inf (+Inf in a negative log-likelihood).
+ * A division by a probability would give ±Inf as well; the replay names the operation.
+ */
+static void verdict_log(const struct signs *s, int facts, struct diagnosis *g)
+{
+	const struct tensor_facts *t = s->prob_zeros;
+
+	evidence(g,
+		 "%s%s (%s): all %llu rows along the last dimension are probability "
+		 "distributions (in [0, 1], summing to 1), with %llu zeros",
+		 role_of(t), t->name, t->dtype, (unsigned long long)t->rows,
+		 (unsigned long long)t->zeros);
+	evidence(g, "the log of a probability that is 0 is -Inf (+Inf once negated); a division "
+		    "by one would be Inf too: the replay names the operation");
+	conclude(g, "loss_log_zero", agree(facts, 0));
+	fix(g, "compute log-probabilities with log_softmax (or F.cross_entropy / F.nll_loss) "
+	       "instead of log(softmax(x))");
+	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
+}
+
 /* Output with ±Inf from finite inputs: an exp past its threshold, or a division by 0. */
 static int rule_inf(const struct diag_anomaly *a, const struct signs *s, struct diagnosis *g)
 {
@@ -715,12 +744,23 @@ static int rule_inf(const struct diag_anomaly *a, const struct signs *s, struct 
 	/* zero rows hold zeros: the two count once unless they are in different tensors */
 	int div_n =
 		!!s->zeros + (s->zero_rows && s->zero_rows != s->zeros) + (a->posinf && a->neginf);
+	/*
+	 * a zero, and it is a probability: the argument of a log in a likelihood; a zero in
+	 * another tensor, or Inf of both signs (log(0) has one), counts for the division
+	 */
+	int log_n = s->prob_zeros ? 2 : 0;
+
+	div_n += s->prob_zeros && s->other_zeros;
 
 	if (!(a->posinf + a->neginf))
 		return 0;
 	out_counts(a, g);
-	if (s->exp && exp_n > div_n) {
+	if (s->exp && exp_n > div_n && exp_n > log_n) {
 		verdict_exp(a, s, exp_n, g);
+		return 1;
+	}
+	if (log_n > div_n) {
+		verdict_log(s, log_n, g);
 		return 1;
 	}
 	if (s->zeros || s->zero_rows) {

@@ -18,19 +18,20 @@ struct elem {
 	__u32 nw;	/* our code, for floating types */
 	int is_signed;	/* integer types */
 	double largest; /* floating types */
+	double eps;	/* floating types: the spacing of values at 1 */
 };
 
 static const struct elem elems[] = {
-	{"float16", 2, EVIDENCE_FLOAT, NW_DT_F16, 0, 65504.0},
-	{"bfloat16", 2, EVIDENCE_FLOAT, NW_DT_BF16, 0, 3.3895313892515355e38},
-	{"float32", 4, EVIDENCE_FLOAT, NW_DT_F32, 0, FLT_MAX},
-	{"float64", 8, EVIDENCE_FLOAT, NW_DT_F64, 0, DBL_MAX},
-	{"bool", 1, EVIDENCE_BOOL, 0, 0, 0},
-	{"uint8", 1, EVIDENCE_BOOL, 0, 0, 0},
-	{"int8", 1, EVIDENCE_BOOL, 0, 1, 0},
-	{"int16", 2, EVIDENCE_BOOL, 0, 1, 0},
-	{"int32", 4, EVIDENCE_BOOL, 0, 1, 0},
-	{"int64", 8, EVIDENCE_BOOL, 0, 1, 0},
+	{"float16", 2, EVIDENCE_FLOAT, NW_DT_F16, 0, 65504.0, 0x1p-10},
+	{"bfloat16", 2, EVIDENCE_FLOAT, NW_DT_BF16, 0, 3.3895313892515355e38, 0x1p-7},
+	{"float32", 4, EVIDENCE_FLOAT, NW_DT_F32, 0, FLT_MAX, FLT_EPSILON},
+	{"float64", 8, EVIDENCE_FLOAT, NW_DT_F64, 0, DBL_MAX, DBL_EPSILON},
+	{"bool", 1, EVIDENCE_BOOL, 0, 0, 0, 0},
+	{"uint8", 1, EVIDENCE_BOOL, 0, 0, 0, 0},
+	{"int8", 1, EVIDENCE_BOOL, 0, 1, 0, 0},
+	{"int16", 2, EVIDENCE_BOOL, 0, 1, 0, 0},
+	{"int32", 4, EVIDENCE_BOOL, 0, 1, 0, 0},
+	{"int64", 8, EVIDENCE_BOOL, 0, 1, 0, 0},
 };
 
 static const struct elem *elem_of(const char *dtype)
@@ -62,14 +63,15 @@ static uint64_t bits_at(const unsigned char *p, uint32_t size)
 struct row {
 	uint64_t zeros, neginf, trues;
 	int constant; /* every value equal to the first, which is finite and non-zero */
-	double first;
+	int unit;     /* every value finite and in [0, 1] */
+	double first, sum;
 };
 
 static void float_value(struct tensor_facts *f, struct row *r, double v, uint64_t i)
 {
 	if (isnan(v)) {
 		f->nan++;
-		r->constant = 0;
+		r->constant = r->unit = 0;
 		return;
 	}
 	if (isinf(v)) {
@@ -77,9 +79,12 @@ static void float_value(struct tensor_facts *f, struct row *r, double v, uint64_
 			f->posinf++;
 		else
 			f->neginf++, r->neginf++;
-		r->constant = 0;
+		r->constant = r->unit = 0;
 		return;
 	}
+	if (v < 0 || v > 1)
+		r->unit = 0;
+	r->sum += v;
 	if (!f->has_finite) {
 		f->min = f->max = v;
 		f->has_finite = 1;
@@ -112,8 +117,12 @@ static void int_value(struct tensor_facts *f, struct row *r, const struct elem *
 		f->negatives++;
 }
 
-static void end_row(struct tensor_facts *f, const struct row *r, uint64_t len)
+static void end_row(struct tensor_facts *f, const struct row *r, uint64_t len, double eps)
 {
+	/* a softmax's row sums to 1 within a rounding error per value */
+	if (f->kind == EVIDENCE_FLOAT && len > 1 && r->unit &&
+	    fabs(r->sum - 1) <= 1e-3 + (double)len * eps)
+		f->prob_rows++;
 	if (len > 1 && r->zeros == len)
 		f->zero_rows++;
 	if (f->kind == EVIDENCE_FLOAT && r->neginf == len)
@@ -146,7 +155,7 @@ int evidence__scan(const void *data, uint64_t bytes, const char *dtype, const __
 	f->row_len = ndim ? shape[ndim - 1] : 1;
 	f->rows = f->row_len ? numel / f->row_len : 0;
 	for (i = 0; i < f->rows; i++) {
-		struct row r = {.constant = 1};
+		struct row r = {.constant = 1, .unit = 1};
 
 		for (k = 0; k < f->row_len; k++, p += e->size) {
 			uint64_t bits = bits_at(p, e->size);
@@ -156,7 +165,7 @@ int evidence__scan(const void *data, uint64_t bytes, const char *dtype, const __
 			else
 				int_value(f, &r, e, bits);
 		}
-		end_row(f, &r, f->row_len);
+		end_row(f, &r, f->row_len, e->eps);
 	}
 	return 0;
 }

@@ -43,6 +43,7 @@ struct tensor_facts {
 	uint64_t const_rows;  /* longer than 1, one finite non-zero value throughout */
 	uint64_t neginf_rows; /* every value -Inf */
 	uint64_t true_rows;   /* kind bool: every value true (a key_padding_mask masking all) */
+	uint64_t prob_rows;   /* longer than 1, values in [0, 1] summing to 1 (a distribution) */
 };
 
 struct evidence_facts {

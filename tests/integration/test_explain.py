@@ -9,8 +9,20 @@ replays the capture under the dispatch-level tracer: its `explanation` event (sc
 nanwatch/1) must name the aten operation that first made the value, the cause, and
 `reproducible: true`, and nanwatch-tail must show it. nonrepro's layer reads a global the trainer sets to 0 for the fault step
 only: the replay of the same bits is finite, and the event says `reproducible: false`.
-loss_jump (two forms) checks the live cause alone: a loss that grows x1e10 in one step and is
-+Inf at the next, with two finite losses before it, is lr_too_high from the first update.
+loss_log_zero --variant b takes the log of a probability that a softmax made exactly 0 inside a
+loss module: the live cause must come from the zeros being probabilities (rows in [0, 1] that
+sum to 1), and the replay must name aten::log.
+
+LIVE_CASES check the live cause alone, where no layer made the value from finite inputs and
+parameters (nothing to replay, and no capture is taken for a first anomaly that is not an
+origin), and the diagnosis' origin_step against the trainer's ground truth: loss_jump (a loss
+that grows x1e10 in one step and is +Inf at the next, with two finite losses before it:
+lr_too_high from the first update) and lr_too_high (a slow divergence until a layer overflows:
+from the step of the lowest loss); loss_log_zero --variant a (the log outside any module: the
+loss is the first non-finite value); nan_input (a NaN written into the batch, or a constant
+sample standardised to 0/0 by the data pipeline's helper: bad_input_data); nonfinite_params (a
+learning rate of 3e38, or a weight decay of 3e38 from a helper, for one update:
+nonfinite_params from that update).
 """
 import json
 import os
@@ -40,6 +52,7 @@ CASES = {
     ("half_overflow", "b"): ("fp16_overflow", "aten::sum", "fp16_overflow", True),
     ("exp_overflow", None): ("exp_overflow", "aten::exp", "exp_overflow", True),
     ("div_zero", None): ("division_by_zero", "aten::div", "division_by_zero", True),
+    ("loss_log_zero", "b"): ("loss_log_zero", "aten::log", "loss_log_zero", True),
     ("nonrepro", None): ("unknown", None, "unknown", False),
 }
 
@@ -130,8 +143,16 @@ def check_tail(ctx, line, ev):
                                                                            r.returncode))
 
 
+# (trainer, variant) checked for the live cause alone: no layer made the value from finite
+# inputs and parameters, so there is nothing to replay
+LIVE_CASES = [("loss_jump", "a"), ("loss_jump", "b"), ("lr_too_high", None),
+              ("loss_log_zero", "a"), ("nan_input", "a"), ("nan_input", "b"),
+              ("nonfinite_params", "a"), ("nonfinite_params", "b")]
+
+
 def case_live_only(ctx, name, variant):
-    """A divergence seen in the loss: the live cause alone (no layer made the value)."""
+    """The live cause alone (no layer made the value from finite inputs and parameters), and
+    the optimizer step that began it where the trainer defines one."""
     extra = variant_args(variant)
     oracle, trace = oracle_of(ctx, name, *extra)
     if oracle is None:
@@ -139,13 +160,19 @@ def case_live_only(ctx, name, variant):
     dirpath, _ = capture_dir(ctx)
     events, _ = watch_capture(ctx, name, trace, dirpath, trainer_args=extra)
     d = check_live(events, oracle, oracle["expected_cause"])
-    if d.get("origin_step") != 0:
-        raise Fail("origin_step %r: the first update (step 0) began the divergence: %s" %
-                   (d.get("origin_step"), d["evidence"]))
+    ctx.log("live: %s (%s), origin_step %r: %s" % (d["cause"], d["confidence"],
+                                                   d.get("origin_step"), d["evidence"]))
+    if d.get("origin_step") != oracle["origin_step"]:
+        raise Fail("origin_step %r, the trainer's ground truth %r: %s" %
+                   (d.get("origin_step"), oracle["origin_step"], d["evidence"]))
+    if oracle.get("phase", "forward") == "forward" and not oracle["origin"] and \
+            os.listdir(dirpath):
+        raise Fail("captured %s, but the first anomaly is not an origin" % os.listdir(dirpath))
 
 
 for (_name, _variant) in CASES:
     globals()["test_explain_%s%s" % (_name, "_" + _variant if _variant else "")] = case_test(
         case_explain, _name, _variant, envs=HOST_AND_TRIXIE)
-test_explain_loss_jump_a = case_test(case_live_only, "loss_jump", "a", envs=HOST_AND_TRIXIE)
-test_explain_loss_jump_b = case_test(case_live_only, "loss_jump", "b", envs=HOST_AND_TRIXIE)
+for (_name, _variant) in LIVE_CASES:
+    globals()["test_explain_%s%s" % (_name, "_" + _variant if _variant else "")] = case_test(
+        case_live_only, _name, _variant, envs=HOST_AND_TRIXIE)

@@ -1,7 +1,13 @@
 #!/usr/bin/python3
-"""NaN in the input data: one value of the batch at step 4 is NaN (a corrupt sample).
+"""NaN in the input data at step 4.
 
-Expected first anomaly: encoder.layers.0.0 (Linear), inputs not finite, so not the origin.
+--variant a: a model of its own (Net, Encoder), one value of the batch written NaN inline (a
+  corrupt sample). Expected first anomaly: encoder.layers.0.0 (Linear), inputs not finite, so
+  not the origin.
+--variant b: built-in modules (a Sequential starting with LayerNorm); the data pipeline's
+  helper standardises each sample by its own standard deviation, and one sample is a constant
+  reading (a dead sensor): 0/0, a whole row of NaN. Expected first anomaly: "0" (LayerNorm),
+  inputs not finite.
 """
 import torch
 import torch.nn as nn
@@ -33,20 +39,33 @@ class Net(nn.Module):
         return self.head(self.encoder(x))
 
 
+def standardize(x):
+    """Each sample to zero mean and unit deviation, with no guard for a constant sample."""
+    mean = x.mean(dim=1, keepdim=True)
+    return (x - mean) / x.std(dim=1, keepdim=True)
+
+
 class NanInput(common.Trainer):
     """Trainer whose input batch holds a NaN at step 4."""
 
     expected_cause = "bad_input_data"  # what the daemon's diagnosis must say
+    variant = "a"
 
     def model(self):
-        return Net()
+        if self.variant == "a":
+            return Net()
+        return nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 1))
 
     def batch(self, step, micro, gen):
         x = torch.randn(4, 8, generator=gen)
         y = x[:, :3].sum(dim=1, keepdim=True).sin()
+        if self.variant == "a":
+            if step == 4:
+                x[2, 5] = float("nan")  # a corrupt sample; the target was computed before
+            return (x,), y
         if step == 4:
-            x[2, 5] = float("nan")  # a corrupt sample; the target was computed before
-        return (x,), y
+            x[2] = 3.0  # a dead sensor: the same reading on every channel
+        return (standardize(x),), y
 
 
 if __name__ == "__main__":
