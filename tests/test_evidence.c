@@ -281,6 +281,30 @@ static void test_inf_from_zero_probability(void **state)
 	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
 }
 
+/* float16 does not decide alone: a zero reaching the layer with nothing near the range. */
+static void test_fp16_from_values(void **state)
+{
+	const float p[] = {1, 0, 0, 0, 0.25f, 0.75f, 0, 0};
+	const float x[] = {0.5f, 1, 2, 3, 1, 3, 1, 1};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("ProbNLL", 0, 1, 0);
+	struct diagnosis g;
+
+	(void)state;
+	a.dtype = "float16";
+	scan_f32(&fx.t[0], p, 2, 4, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	/* no zero anywhere, values near the float16 maximum: an overflow, two facts */
+	scan_f32(&fx.t[0], x, 2, 4, "input[0]", EVIDENCE_INPUT);
+	a.finite_max_abs = 60000;
+	assert_string_equal(conclude_with(&g, &a, &fx), "fp16_overflow");
+	assert_true(fabs(g.confidence - 0.75) < 1e-9);
+	/* a zero, but the output's finite values reach the range: still an overflow */
+	scan_f32(&fx.t[0], p, 2, 4, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "fp16_overflow");
+	assert_true(fabs(g.confidence - 0.55) < 1e-9);
+}
+
 static void test_negatives(void **state)
 {
 	const float x[] = {0.5f, -0.2f, 1.5f, 2};
@@ -373,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_inf_zero_parameter_or_large_one),
 		cmocka_unit_test(test_scan_probability_rows),
 		cmocka_unit_test(test_inf_from_zero_probability),
+		cmocka_unit_test(test_fp16_from_values),
 		cmocka_unit_test(test_negatives),
 		cmocka_unit_test(test_nothing_or_another_call),
 		cmocka_unit_test(test_loss_jump_two_points),

@@ -841,14 +841,32 @@ static int rule_weak(const struct diag_anomaly *a, const struct signs *s, struct
 	return 1;
 }
 
-static int rule_fp16(const struct diag_anomaly *a, struct diagnosis *g)
+/*
+ * A float16 output that overflowed from finite inputs. float16's small range makes an
+ * overflow likely, but the dtype alone does not decide: when the captured tensors hold a
+ * zero and nothing in the output comes near the range, a log or a divisor is the likelier
+ * cause and the value rules judge it.
+ */
+static int rule_fp16(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
+	const struct evidence_facts *x = facts_of(d, a);
+	double max = dtype__max(NW_DT_F16);
+	int near = a->finite_max_abs >= max / 16;
+	struct signs s;
+
 	if (strcmp(a->dtype, "float16") || !(a->posinf + a->neginf) || a->inputs_finite != 1)
 		return 0;
+	read_signs(x, &s);
+	if (s.zeros && !near)
+		return 0;
 	evidence(g, "float16 output of %s overflowed from finite inputs", name(a->layer));
-	evidence(g, "largest finite |value| %g against the float16 maximum %g", a->finite_max_abs,
-		 dtype__max(NW_DT_F16));
-	conclude(g, "fp16_overflow", 0.85);
+	if (a->finite_max_abs > 0)
+		evidence(g, "largest finite |value| %g against the float16 maximum %g",
+			 a->finite_max_abs, max);
+	if (x && !s.zeros)
+		evidence(g,
+			 "no zero among the captured inputs: no division or log explains the Inf");
+	conclude(g, "fp16_overflow", agree(near + (x && !s.zeros), 0));
 	fix(g, "keep this op in float32 (exclude it from autocast, or .float() around it)");
 	fix(g, "lower the loss scale (GradScaler init_scale) or scale the inputs down");
 	return 1;
@@ -946,7 +964,7 @@ int diagnose__conclude(struct diag *d, struct diagnosis *out)
 		conclude(out, "unknown", 0.2);
 		return 0;
 	}
-	if (rule_fp16(a, out) || rule_values(d, a, out) || rule_output(a, out))
+	if (rule_fp16(d, a, out) || rule_values(d, a, out) || rule_output(a, out))
 		return 0;
 	evidence(out,
 		 "the first non-finite output, of %s, had inputs that were non-finite or "
