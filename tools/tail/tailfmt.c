@@ -475,26 +475,22 @@ static void tf__list(FILE *out, const struct jv *ev, const char *key, const char
 	}
 }
 
-static void tf__diagnosis(const struct tailfmt *t, FILE *out, const struct jv *ev)
+/* "  cause C (confidence X" of a diagnosis or an explanation; the caller closes it. */
+static void tf__cause(const struct tailfmt *t, FILE *out, const struct jv *ev)
 {
-	const char *capture = jv__string(jv__get(ev, "capture"));
-
-	tf__head(t, out, ev, "diagnosis", TF_RED);
-	tf__step_iter(out, ev);
-	fputs("  ", out);
-	tf__layer(out, ev);
 	fputs("  cause ", out);
 	tf__on(t, out, TF_BOLD);
 	tf__field(out, ev, "cause");
 	tf__off(t, out);
 	fputs(" (confidence ", out);
 	tf__field(out, ev, "confidence");
-	fputs(")\n", out);
-	if (jv__get(ev, "origin_step") && !jv__is_null(jv__get(ev, "origin_step"))) {
-		fputs("         began with the update of step ", out);
-		tf__field(out, ev, "origin_step");
-		fputc('\n', out);
-	}
+}
+
+/* The evidence, fixes and capture lines of a diagnosis or an explanation. */
+static void tf__findings(FILE *out, const struct jv *ev)
+{
+	const char *capture = jv__string(jv__get(ev, "capture"));
+
 	tf__list(out, ev, "evidence", "evidence");
 	tf__list(out, ev, "fixes", "fix");
 	if (capture) {
@@ -504,11 +500,26 @@ static void tf__diagnosis(const struct tailfmt *t, FILE *out, const struct jv *e
 	}
 }
 
+static void tf__diagnosis(const struct tailfmt *t, FILE *out, const struct jv *ev)
+{
+	tf__head(t, out, ev, "diagnosis", TF_RED);
+	tf__step_iter(out, ev);
+	fputs("  ", out);
+	tf__layer(out, ev);
+	tf__cause(t, out, ev);
+	fputs(")\n", out);
+	if (jv__get(ev, "origin_step") && !jv__is_null(jv__get(ev, "origin_step"))) {
+		fputs("         began with the update of step ", out);
+		tf__field(out, ev, "origin_step");
+		fputc('\n', out);
+	}
+	tf__findings(out, ev);
+}
+
 /* nanwatch-repro --explain: the operation a replay of the capture found, and its verdict. */
 static void tf__explanation(const struct tailfmt *t, FILE *out, const struct jv *ev)
 {
 	const struct jv *op = jv__get(ev, "op"), *rep = jv__get(ev, "reproducible");
-	const char *capture = jv__string(jv__get(ev, "capture"));
 
 	tf__head(t, out, ev, "explanation", TF_RED);
 	tf__step_iter(out, ev);
@@ -519,12 +530,7 @@ static void tf__explanation(const struct tailfmt *t, FILE *out, const struct jv 
 		tf__value(out, op);
 	else
 		fputs("no operation", out);
-	fputs("  cause ", out);
-	tf__on(t, out, TF_BOLD);
-	tf__field(out, ev, "cause");
-	tf__off(t, out);
-	fputs(" (confidence ", out);
-	tf__field(out, ev, "confidence");
+	tf__cause(t, out, ev);
 	fputc(')', out);
 	if (tf__is_true(rep)) {
 		fputs("  reproducible", out);
@@ -536,13 +542,7 @@ static void tf__explanation(const struct tailfmt *t, FILE *out, const struct jv 
 		fputs(" (hardware, race or uninitialised memory suspected)", out);
 	}
 	fputc('\n', out);
-	tf__list(out, ev, "evidence", "evidence");
-	tf__list(out, ev, "fixes", "fix");
-	if (capture) {
-		fputs("         capture: ", out);
-		tf__str(out, capture);
-		fputc('\n', out);
-	}
+	tf__findings(out, ev);
 }
 
 static void tf__warning(const struct tailfmt *t, FILE *out, const struct jv *ev)
