@@ -200,6 +200,21 @@ static void test_mask_rows_decide_attention(void **state)
 	assert_true(said(&g, "1 of 2 rows along the last dimension are all true"));
 }
 
+/* An attention layer whose captured tensors show nothing: the name alone decides nothing. */
+static void test_attention_name_alone(void **state)
+{
+	const float x[] = {0.1f, -0.2f, 0.3f, 0.4f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("MultiheadAttention", 2, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "unknown");
+	assert_true(g.confidence < 0.5);
+	assert_true(said(&g, "can be neither seen nor ruled out"));
+}
+
 static void test_mask_buffer_row_all_neginf(void **state)
 {
 	const float x[] = {0.1f, -0.2f, 0.3f, 0.4f};
@@ -393,6 +408,7 @@ int main(void)
 		cmocka_unit_test(test_masked_average_zero_over_zero),
 		cmocka_unit_test(test_constant_rows_and_the_name),
 		cmocka_unit_test(test_mask_rows_decide_attention),
+		cmocka_unit_test(test_attention_name_alone),
 		cmocka_unit_test(test_mask_buffer_row_all_neginf),
 		cmocka_unit_test(test_inf_zero_parameter_or_large_one),
 		cmocka_unit_test(test_scan_probability_rows),

@@ -815,12 +815,14 @@ static int rule_nan(const struct diag_anomaly *a, const struct signs *s, struct 
 static int rule_weak(const struct diag_anomaly *a, const struct signs *s, struct diagnosis *g)
 {
 	if (named(a, "Attention", "Attn")) {
-		evidence(g, "no zero, constant or above-threshold row among the captured tensors; "
-			    "a key mask passed by keyword is not captured: a fully masked row "
-			    "fits, by the class name");
-		conclude(g, "attention_fully_masked", 0.35);
-		fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
-		fix(g, "replay the capture with nanwatch-repro --explain to find the operation");
+		/* a name alone decides nothing: said, with what would confirm it */
+		evidence(g, "no zero, constant or above-threshold row among the captured tensors");
+		evidence(g,
+			 "attention by its class name; a mask passed by keyword is not captured: "
+			 "a fully masked row can be neither seen nor ruled out");
+		conclude(g, "unknown", 0.35);
+		fix(g, "check the key and attention masks of that step for rows with every key "
+		       "masked");
 		return 1;
 	}
 	if (!s->negative)
