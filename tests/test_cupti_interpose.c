@@ -30,18 +30,13 @@ static int (*launch)(CUstream), (*launch_ex)(CUstream), (*runtime_launch)(CUstre
 
 static int setup(void **state)
 {
-	int (*init)(void);
-
 	(void)state;
 	setenv("NANWATCH_CUPTI_LAUNCH", "interpose", 1);
 	if (td_ring_open(&dmn) || tlib_load(&lib, 1))
 		return -1;
 	/* only the launches scan here, never the worker */
 	setenv("NANWATCH_CUPTI_DRAIN_MS", "600000", 1);
-	*(void **)&init = dlsym(lib.handle, "InitializeInjection");
-	if (!init || init() != 1)
-		return -1;
-	return tlib_wait_socket(&lib);
+	return tlib_initialize(&lib);
 }
 
 static int teardown(void **state)

@@ -38,7 +38,6 @@ static void user_launch(CUstream s)
 
 static int setup(void **state)
 {
-	int (*init)(void);
 	int i;
 
 	(void)state;
@@ -47,10 +46,7 @@ static int setup(void **state)
 	nan3[2] = nan3[5] = nan3[9] = NAN;
 	if (td_ring_open(&dmn) || tlib_load(&lib, 1))
 		return -1;
-	*(void **)&init = dlsym(lib.handle, "InitializeInjection");
-	if (!init || init() != 1)
-		return -1;
-	return tlib_wait_socket(&lib);
+	return tlib_initialize(&lib);
 }
 
 static int teardown(void **state)

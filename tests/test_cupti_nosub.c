@@ -20,16 +20,11 @@ static struct tdaemon dmn;
 
 static int setup(void **state)
 {
-	int (*init)(void);
-
 	(void)state;
 	setenv("NWMOCK_SUBSCRIBE_RESULT", "39", 1); /* CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_... */
 	if (td_ring_open(&dmn) || tlib_load(&lib, 1))
 		return -1;
-	*(void **)&init = dlsym(lib.handle, "InitializeInjection");
-	if (!init || init() != 1)
-		return -1;
-	return tlib_wait_socket(&lib);
+	return tlib_initialize(&lib);
 }
 
 static int teardown(void **state)

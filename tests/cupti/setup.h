@@ -63,6 +63,17 @@ static inline int tlib_wait_socket(const struct tlib *t)
 	return -1;
 }
 
+/* As the CUDA driver does: InitializeInjection must answer 1; then its socket appears. */
+static inline int tlib_initialize(const struct tlib *t)
+{
+	int (*init)(void);
+
+	*(void **)&init = dlsym(t->handle, "InitializeInjection");
+	if (!init || init() != 1)
+		return -1;
+	return tlib_wait_socket(t);
+}
+
 /* The library's socket and scratch directory go; the worker is left blocked in poll. */
 static inline void tlib_cleanup(struct tlib *t)
 {
