@@ -20,6 +20,7 @@
 #include "explain/explain.h"
 #include "explain/gpures.h"
 #include "output/emit.h"
+#include "fuzz_stream.h"
 #include "output/sink.h"
 #include "resolve/target.h"
 
@@ -32,21 +33,9 @@ static __u64 msg[NW_GPU_MSG_MAX / 8 + 1];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	char err[256];
-	struct sinks *s;
-	int fd;
-
 	(void)argc;
 	(void)argv;
-	/* the stream goes to stdout, which goes nowhere */
-	fd = open("/dev/null", O_WRONLY);
-	if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0)
-		return -1;
-	close(fd);
-	s = sinks__new(SINK_DEFAULT_QUEUE);
-	if (!s || sinks__add(s, "-", err, sizeof(err)) || emit__init(&emitter, s, &target))
-		return -1;
-	return 0;
+	return fuzz_stream_init(&emitter, &target);
 }
 
 static void results(struct gpures *g, const struct gpulink_msg *m)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "explain/diagnose.h"
 #include "output/emit.h"
+#include "fuzz_stream.h"
 #include "resolve/layout.h"
 #include "resolve/names.h"
 #include "resolve/remote.h"
@@ -47,19 +48,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *dir = getenv("NANWATCH_LAYOUTS");
 	char path[512], err[256];
-	struct sinks *s;
 	struct layout *py;
-	int fd;
 
 	(void)argc;
 	(void)argv;
-	/* the stream goes to stdout, which goes nowhere */
-	fd = open("/dev/null", O_WRONLY);
-	if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0)
-		return -1;
-	close(fd);
-	s = sinks__new(SINK_DEFAULT_QUEUE);
-	if (!s || sinks__add(s, "-", err, sizeof(err)) || emit__init(&emitter, s, &target))
+	if (fuzz_stream_init(&emitter, &target))
 		return -1;
 	snprintf(path, sizeof(path), "%s/python-3.11.yaml", dir ? dir : "config/layouts");
 	py = layout__load(path, err, sizeof(err));
