@@ -12,7 +12,7 @@ CFLAGS ?= -g -O2
 # Required whatever CFLAGS a user gives (make CFLAGS=-O0 replaces CFLAGS, not these).
 NW_CFLAGS := -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -MMD -MP
 INCLUDES := -I$(OUTPUT) -Ibpf -Idaemon
-LDLIBS := -lbpf -lelf -lz -lm -lyaml
+LDLIBS := -lbpf -lelf -lz -lm -lyaml -pthread
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall -Werror
 
 DAEMON_SRCS := $(wildcard daemon/*.c daemon/*/*.c)

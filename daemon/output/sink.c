@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,9 @@ struct sink {
 #define RETRY_MIN_MS 100
 #define RETRY_MAX_MS 5000
 
+/* Sessions attached and detached on worker threads write too: every entry point locks. */
 struct sinks {
+	pthread_mutex_t lock;
 	struct sink *s[SINKS_MAX];
 	int n;
 	size_t queue_bytes;
@@ -59,8 +62,10 @@ struct sinks *sinks__new(size_t queue_bytes)
 {
 	struct sinks *ss = calloc(1, sizeof(*ss));
 
-	if (ss)
+	if (ss) {
 		ss->queue_bytes = queue_bytes;
+		pthread_mutex_init(&ss->lock, NULL);
+	}
 	return ss;
 }
 
@@ -82,6 +87,7 @@ void sinks__free(struct sinks *ss)
 		return;
 	for (i = 0; i < ss->n; i++)
 		sink_free(ss->s[i]);
+	pthread_mutex_destroy(&ss->lock);
 	free(ss);
 }
 
@@ -140,7 +146,7 @@ static int open_sink(struct sink *s, char *err, size_t errlen)
 	return s->fd < 0 ? s->fd : 0;
 }
 
-int sinks__add(struct sinks *ss, const char *spec, char *err, size_t errlen)
+static int sinks_add(struct sinks *ss, const char *spec, char *err, size_t errlen)
 {
 	struct sink *s;
 	int i, ret;
@@ -174,6 +180,16 @@ int sinks__add(struct sinks *ss, const char *spec, char *err, size_t errlen)
 	return 0;
 }
 
+int sinks__add(struct sinks *ss, const char *spec, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&ss->lock);
+	ret = sinks_add(ss, spec, err, errlen);
+	pthread_mutex_unlock(&ss->lock);
+	return ret;
+}
+
 static ssize_t sink_out(struct sink *s, struct iovec *iov, int n)
 {
 	struct msghdr m = {.msg_iov = iov, .msg_iovlen = n};
@@ -189,7 +205,7 @@ static ssize_t sink_out(struct sink *s, struct iovec *iov, int n)
 static void sink_break(struct sinks *ss, struct sink *s, int e)
 {
 	s->err = e;
-	ss->failed = 1;
+	__atomic_store_n(&ss->failed, 1, __ATOMIC_RELAXED);
 	lineq__clear(&s->q);
 	fprintf(stderr, "nanwatchd: failed to write to output %s: %s\n", s->name, strerror(e));
 }
@@ -340,29 +356,45 @@ static void sink_line(struct sinks *ss, struct sink *s, const char *line, size_t
 
 int sinks__write(struct sinks *ss, const char *line, size_t len)
 {
-	int i;
+	int i, ret;
 
+	pthread_mutex_lock(&ss->lock);
 	for (i = 0; i < ss->n; i++)
 		sink_line(ss, ss->s[i], line, len);
-	return ss->failed ? -EPIPE : 0;
+	ret = ss->failed ? -EPIPE : 0;
+	pthread_mutex_unlock(&ss->lock);
+	return ret;
 }
 
-int sinks__flush(struct sinks *ss)
+static void flush_all(struct sinks *ss)
 {
 	int i;
 
 	for (i = 0; i < ss->n; i++)
 		sink_flush(ss, ss->s[i]);
-	return ss->failed ? -EPIPE : 0;
+}
+
+int sinks__flush(struct sinks *ss)
+{
+	int ret;
+
+	pthread_mutex_lock(&ss->lock);
+	flush_all(ss);
+	ret = ss->failed ? -EPIPE : 0;
+	pthread_mutex_unlock(&ss->lock);
+	return ret;
 }
 
 size_t sinks__pending(const struct sinks *ss)
 {
+	struct sinks *w = (struct sinks *)ss; /* the lock only */
 	size_t n = 0;
 	int i;
 
+	pthread_mutex_lock(&w->lock);
 	for (i = 0; i < ss->n; i++)
 		n += ss->s[i]->err || ss->s[i]->fd < 0 ? 0 : lineq__len(&ss->s[i]->q);
+	pthread_mutex_unlock(&w->lock);
 	return n;
 }
 
@@ -373,11 +405,13 @@ void sinks__drain(struct sinks *ss, int timeout_ms)
 	int i, n;
 
 	for (;;) {
-		sinks__flush(ss);
+		pthread_mutex_lock(&ss->lock);
+		flush_all(ss);
 		for (i = n = 0; i < ss->n; i++) {
 			if (!ss->s[i]->err && ss->s[i]->fd >= 0 && lineq__len(&ss->s[i]->q))
 				pfd[n++] = (struct pollfd){.fd = ss->s[i]->fd, .events = POLLOUT};
 		}
+		pthread_mutex_unlock(&ss->lock);
 		left = end - now_ms();
 		if (!n || left <= 0)
 			return;
@@ -407,14 +441,16 @@ void sinks__reopen(struct sinks *ss)
 {
 	int i;
 
+	pthread_mutex_lock(&ss->lock);
 	for (i = 0; i < ss->n; i++)
 		if (ss->s[i]->path)
 			sink_reopen(ss, ss->s[i]);
+	pthread_mutex_unlock(&ss->lock);
 }
 
 int sinks__failed(const struct sinks *ss)
 {
-	return ss->failed;
+	return __atomic_load_n(&ss->failed, __ATOMIC_RELAXED);
 }
 
 int sinks__count(const struct sinks *ss)
@@ -429,24 +465,35 @@ const char *sinks__name(const struct sinks *ss, int i)
 
 uint64_t sinks__dropped(const struct sinks *ss, int i)
 {
-	return ss->s[i]->dropped;
+	struct sinks *w = (struct sinks *)ss; /* the lock only */
+	uint64_t n;
+
+	pthread_mutex_lock(&w->lock);
+	n = ss->s[i]->dropped;
+	pthread_mutex_unlock(&w->lock);
+	return n;
 }
 
 uint64_t sinks__take_dropped(struct sinks *ss, int i)
 {
 	struct sink *s = ss->s[i];
-	uint64_t n = s->dropped - s->dropped_taken;
+	uint64_t n = 0;
 
-	if (s->fd < 0) /* said once the collector is back, so that it reads it too */
-		return 0;
-	s->dropped_taken = s->dropped;
+	pthread_mutex_lock(&ss->lock);
+	if (s->fd >= 0) { /* else said once the collector is back, so that it reads it too */
+		n = s->dropped - s->dropped_taken;
+		s->dropped_taken = s->dropped;
+	}
+	pthread_mutex_unlock(&ss->lock);
 	return n;
 }
 
 void sinks__json(const struct sinks *ss, struct json *j)
 {
+	struct sinks *w = (struct sinks *)ss; /* the lock only */
 	int i;
 
+	pthread_mutex_lock(&w->lock);
 	json__array_begin(j, "sinks");
 	for (i = 0; i < ss->n; i++) {
 		json__object_begin(j, NULL);
@@ -464,4 +511,5 @@ void sinks__json(const struct sinks *ss, struct json *j)
 		json__object_end(j);
 	}
 	json__array_end(j);
+	pthread_mutex_unlock(&w->lock);
 }
