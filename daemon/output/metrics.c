@@ -69,6 +69,8 @@ struct metrics {
 	struct tallies causes; /* counts of targets gone, by cause */
 	struct tallies sinks;
 	uint64_t gone_warnings, gone_hits, gone_tensors, gone_bytes;
+	struct metrics_service svc;
+	int have_svc; /* service mode: its counters are part of the exposition */
 };
 
 static uint64_t now_ms(void)
@@ -335,6 +337,27 @@ static void render_sinks(const struct metrics *m, struct text *t)
 			m->sinks.v[i].base + m->sinks.v[i].last);
 }
 
+static void render_service(const struct metrics *m, struct text *t)
+{
+	if (!m->have_svc)
+		return;
+	family(t, "nanwatch_errors_total", "counter",
+	       "Error events written about processes the service could not watch.");
+	sample1(t, "nanwatch_errors_total", NULL, NULL, m->svc.errors);
+	family(t, "nanwatch_errors_suppressed_total", "counter",
+	       "Error events not written: the processes' user was over its error rate.");
+	sample1(t, "nanwatch_errors_suppressed_total", NULL, NULL, m->svc.errors_suppressed);
+	family(t, "nanwatch_processes_capped_total", "counter",
+	       "Matching processes not watched: their user had the most processes followed.");
+	sample1(t, "nanwatch_processes_capped_total", NULL, NULL, m->svc.capped);
+	family(t, "nanwatch_fruitless_cpu_seconds_total", "counter",
+	       "CPU time spent on processes that could not be watched, charged to their users.");
+	text_printf(t, "nanwatch_fruitless_cpu_seconds_total %.6f\n", m->svc.refused_cpu_seconds);
+	family(t, "nanwatch_jobs_pending", "gauge",
+	       "Resolves, attaches and detaches queued or running on the worker threads.");
+	sample1(t, "nanwatch_jobs_pending", NULL, NULL, m->svc.jobs_pending);
+}
+
 ssize_t metrics__render(const struct metrics *m, char **out)
 {
 	struct text t = {};
@@ -343,6 +366,7 @@ ssize_t metrics__render(const struct metrics *m, char **out)
 	render_causes(m, &t);
 	render_totals(m, &t);
 	render_sinks(m, &t);
+	render_service(m, &t);
 	if (t.err) {
 		free(t.buf);
 		return t.err;
@@ -403,6 +427,12 @@ void metrics__target_remove(struct metrics *m, struct metrics_target *x)
 	m->gone_bytes += x->bytes;
 	free(x->job);
 	free(x);
+}
+
+void metrics__service_update(struct metrics *m, const struct metrics_service *s)
+{
+	m->svc = *s;
+	m->have_svc = 1;
 }
 
 int metrics__update_sinks(struct metrics *m, const struct sinks *ss)

@@ -60,6 +60,17 @@ void metrics__target_remove(struct metrics *m, struct metrics_target *t);
 /* The sinks' dropped lines (totals kept per sink name, also after a sink is gone). */
 int metrics__update_sinks(struct metrics *m, const struct sinks *ss);
 
+/* The service's own counters (service mode): error events, limits on local users' processes. */
+struct metrics_service {
+	uint64_t errors;	    /* error events written about processes without a session */
+	uint64_t errors_suppressed; /* ... and not written: their uid was over its rate */
+	uint64_t capped;	    /* matching processes not watched: their uid at its cap */
+	double refused_cpu_seconds; /* CPU of work on processes that watched nothing */
+	uint64_t jobs_pending;	    /* resolves, attaches and detaches queued or running */
+};
+
+void metrics__service_update(struct metrics *m, const struct metrics_service *s);
+
 /* The exposition as served: a malloc'ed text in *out, its length returned; negative errno. */
 ssize_t metrics__render(const struct metrics *m, char **out);
 
