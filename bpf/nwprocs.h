@@ -25,10 +25,14 @@ struct nw_proc {
 	char comm[16];
 };
 
-/* The exec ring's record: a process execed (its tgid after the exec). */
-struct nw_proc_exec {
+/* Records of the events ring. */
+enum nw_proc_ev {
+	NW_PROC_EV_EXEC = 1, /* tgid execed */
+};
+
+struct nw_proc_ev_rec {
 	__u32 tgid;
-	__u32 pad;
+	__u32 kind; /* enum nw_proc_ev */
 };
 
 #endif /* __NWPROCS_H */

@@ -15,9 +15,22 @@
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 * 1024);
-} execs SEC(".maps");
+} events SEC(".maps");
 
-__u64 exec_lost = 0; /* wake-ups not written (ring full): the next scan sees them anyway */
+__u64 events_lost = 0; /* records not written (ring full): the next scan sees them anyway */
+
+static void event(__u32 tgid, __u32 kind)
+{
+	struct nw_proc_ev_rec *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		__sync_fetch_and_add(&events_lost, 1);
+		return;
+	}
+	e->tgid = tgid;
+	e->kind = kind;
+	bpf_ringbuf_submit(e, 0);
+}
 
 SEC("iter/task")
 int dump_procs(struct bpf_iter__task *ctx)
@@ -43,15 +56,7 @@ int dump_procs(struct bpf_iter__task *ctx)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_proc_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	struct nw_proc_exec *e = bpf_ringbuf_reserve(&execs, sizeof(*e), 0);
-
-	if (!e) {
-		__sync_fetch_and_add(&exec_lost, 1);
-		return 0;
-	}
-	e->tgid = BPF_CORE_READ(p, tgid);
-	e->pad = 0;
-	bpf_ringbuf_submit(e, 0);
+	event(BPF_CORE_READ(p, tgid), NW_PROC_EV_EXEC);
 	return 0;
 }
 

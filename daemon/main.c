@@ -212,7 +212,7 @@ static void parse_opt(int c, struct args *a)
 		a->check_config = optarg;
 		break;
 	case 'v':
-		a->o.verbose = 1;
+		a->o.verbose++;
 		break;
 	case 'h':
 		fputs(usage, stdout);

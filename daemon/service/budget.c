@@ -17,7 +17,7 @@ void budget__defaults(struct budget_limits *l)
 	*l = (struct budget_limits){
 		.jobs = 2,
 		.cpu_rate = 0.05,
-		.cpu_burst = 5.0,
+		.cpu_burst = 2.0,
 		.followed = 64,
 		.err_interval = 60.0,
 		.err_burst = 5,

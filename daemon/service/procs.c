@@ -14,18 +14,21 @@ struct procs {
 	struct procs_bpf *skel;
 	struct bpf_link *iter;
 	struct ring_buffer *rb;
-	int execs; /* wake-ups taken by the last consume */
+	int execs; /* exec records taken by the last consume */
 };
 
 _Static_assert(sizeof(struct nw_proc) == 48, "nw_proc changed: update both sides");
 
-static int on_exec(void *ctx, void *data, size_t size)
+static int on_event(void *ctx, void *data, size_t size)
 {
+	struct nw_proc_ev_rec e;
 	struct procs *p = ctx;
 
-	(void)data; /* which process does not matter: the scan looks at every one */
-	if (size >= sizeof(struct nw_proc_exec))
-		p->execs++;
+	if (size < sizeof(e))
+		return 0;
+	memcpy(&e, data, sizeof(e));
+	if (e.kind == NW_PROC_EV_EXEC)
+		p->execs++; /* which one does not matter: the scan looks at every process */
 	return 0;
 }
 
@@ -47,7 +50,7 @@ struct procs *procs__open(char *err, size_t errlen)
 		ret = p->iter ? 0 : -errno;
 	}
 	if (!ret) {
-		p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.execs), on_exec, p, NULL);
+		p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.events), on_event, p, NULL);
 		ret = p->rb ? 0 : -errno;
 	}
 	if (ret) {

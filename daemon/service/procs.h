@@ -27,7 +27,7 @@ long procs__list(struct procs *p, struct nw_proc **out);
 /* Readable after an exec anywhere on the node. */
 int procs__fd(const struct procs *p);
 
-/* Take the exec wake-ups waiting: how many (0 if none), or a negative errno. */
+/* Take the records waiting: the number of execs (0 if none), or a negative errno. */
 int procs__consume(struct procs *p);
 
 #endif /* __PROCS_H */

@@ -50,9 +50,9 @@
 #define BACKOFF_MAX_S 2.0    /* ... up to this */
 #define WAIT_SLOW_S 30.0     /* a matching process without torch this long ... */
 #define WAIT_SLOW_EVERY 2.0  /* ... has its maps read only this often */
-#define TICK_S 0.1	     /* session ticks: step state, diagnoses, exits */
+#define TICK_S 0.1	     /* metrics from the sessions' counts */
 #define EXEC_SCAN_GAP_S 0.02 /* an exec brings the next scan forward, at most this often */
-#define WORKERS 8	     /* threads for jobs (a node's ranks start together) */
+#define WORKERS_MAX 32	     /* threads for jobs, at most */
 
 enum slot_state {
 	SLOT_NEW,     /* not matched against the rules (or execed since) */
@@ -104,8 +104,8 @@ struct service {
 	double next_scan, last_scan;
 	double scan_s, scan_max_s; /* scans' time, for the verbose summary */
 	unsigned long scans;
-	size_t rr;   /* where the next dispatch starts: every slot gets its turn */
-	int done_fd; /* an eventfd: a runner has detached */
+	size_t rr;		 /* where the next dispatch starts: every slot gets its turn */
+	int done_fd;		 /* an eventfd: a runner has detached */
 	struct runner **orphans; /* sessions attached for a process gone or execed meanwhile */
 	size_t norphans;
 };
@@ -177,8 +177,8 @@ int service__check_config(const char *path)
  */
 static void emit_error(struct service *sv, const struct slot *sl, const char *msg)
 {
-	struct target t = {.pid = sl ? sl->pid : sv->self, .rank = -1, .local_rank = -1,
-			   .world_size = -1};
+	struct target t = {
+		.pid = sl ? sl->pid : sv->self, .rank = -1, .local_rank = -1, .world_size = -1};
 	struct emitter e;
 
 	snprintf(t.comm, sizeof(t.comm), "%s", sl ? sl->comm : "nanwatchd");
@@ -649,9 +649,11 @@ static void attached(struct service *sv, struct slot *sl, struct job *j)
 /* torch is mapped but the watch could not start: again with back-off, for a while. */
 static void open_failed(struct service *sv, struct slot *sl, struct job *j, double now)
 {
-	if (j->err == -ESRCH) {
-		sl->state = SLOT_DONE; /* gone */
-	} else if (j->attach_failed || now - sl->torch_at >= OPEN_RETRY_S) {
+	if (sv->o->verbose)
+		fprintf(stderr, "nanwatchd: pid %d: %s\n", sl->pid,
+			j->msg[0] ? j->msg : strerror(-j->err));
+	/* ESRCH too: a process gone leaves the next scan's list, and its slot with it */
+	if (j->attach_failed || now - sl->torch_at >= OPEN_RETRY_S) {
 		report_error(sv, sl, j->msg[0] ? j->msg : strerror(-j->err));
 		sl->state = SLOT_DONE;
 	} else {
@@ -664,10 +666,16 @@ static void open_failed(struct service *sv, struct slot *sl, struct job *j, doub
 	follow(sv, sl, 0);
 }
 
+/* How long until a matching process without torch has its maps read again. */
+static double wait_every(const struct service *sv, const struct slot *sl, double now)
+{
+	if (now - sl->first_seen > WAIT_SLOW_S)
+		return WAIT_SLOW_EVERY;
+	return sv->c->scan_interval_ms / 1000.0;
+}
+
 static void apply_look(struct service *sv, struct slot *sl, struct job *j, double now)
 {
-	double interval = sv->c->scan_interval_ms / 1000.0;
-
 	if (j->match) {
 		if (j->rule < 0) {
 			sl->state = SLOT_IGNORED;
@@ -682,8 +690,7 @@ static void apply_look(struct service *sv, struct slot *sl, struct job *j, doubl
 	if (j->s)
 		attached(sv, sl, j);
 	else if (!j->torch)
-		sl->next_check =
-			now + (now - sl->first_seen > WAIT_SLOW_S ? WAIT_SLOW_EVERY : interval);
+		sl->next_check = now + wait_every(sv, sl, now);
 	else
 		open_failed(sv, sl, j, now);
 }
@@ -711,6 +718,11 @@ static void finish_look(struct service *sv, struct job *j, double now)
 		u->jobs--;
 		if (!j->s) /* work that watched nothing is the uid's to pay for */
 			budget__charge(sv->b, u, j->cpu_s, now);
+		if (sv->o->verbose > 1)
+			fprintf(stderr,
+				"nanwatchd: pid %d: job %.1f ms CPU%s%s, uid %u has %.3f s\n",
+				j->pid, j->cpu_s * 1e3, j->torch ? ", torch" : "",
+				j->err ? ", failed" : "", (unsigned)j->uid, u->cpu);
 	}
 	if (!sl || sl->start != j->start) {
 		if (j->s)
@@ -836,7 +848,7 @@ static void wait_events(struct service *sv, int timeout_ms)
 }
 
 /* An exec anywhere: the next scan comes now, or EXEC_SCAN_GAP_S after the last one. */
-static void take_execs(struct service *sv)
+static void take_events(struct service *sv)
 {
 	double soon = sv->last_scan + EXEC_SCAN_GAP_S;
 
@@ -862,7 +874,7 @@ static void loop(struct service *sv)
 	sv->next_scan = now_s() + interval;
 	while (!*sv->o->exiting) {
 		wait_events(sv, loop_timeout(sv, next_tick));
-		take_execs(sv);
+		take_events(sv);
 		take_results(sv);
 		take_runners(sv);
 		now = now_s();
@@ -951,6 +963,7 @@ static void cleanup(struct service *sv)
 static int start(struct service *sv, char *err, size_t errlen)
 {
 	struct budget_limits bl;
+	long ncpu;
 	int ret;
 
 	sv->c = config__load(sv->o->config, err, errlen);
@@ -966,7 +979,12 @@ static int start(struct service *sv, char *err, size_t errlen)
 		if (!sv->m)
 			return -errno;
 	}
+	/* resolves and attaches are CPU work: one uid gets half the CPUs at once, at least 2, and
+	 * the pool a thread per CPU and 2 more, so one uid's jobs that wait block nobody else */
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	ncpu = ncpu < 1 ? 1 : ncpu > WORKERS_MAX - 2 ? WORKERS_MAX - 2 : ncpu;
 	budget__defaults(&bl);
+	bl.jobs = ncpu / 2 > bl.jobs ? ncpu / 2 : bl.jobs;
 	sv->b = budgets__new(&bl);
 	if (!sv->b) {
 		snprintf(err, errlen, "out of memory");
@@ -980,7 +998,7 @@ static int start(struct service *sv, char *err, size_t errlen)
 	sv->procs = procs__open(err, errlen);
 	if (!sv->procs)
 		return -errno;
-	sv->ws = workers__new(WORKERS, err, errlen);
+	sv->ws = workers__new(ncpu + 2 > bl.jobs + 2 ? ncpu + 2 : bl.jobs + 2, err, errlen);
 	return sv->ws ? 0 : -errno;
 }
 
