@@ -350,6 +350,12 @@ static void render_service(const struct metrics *m, struct text *t)
 	family(t, "nanwatch_processes_capped_total", "counter",
 	       "Matching processes not watched: their user had the most processes followed.");
 	sample1(t, "nanwatch_processes_capped_total", NULL, NULL, m->svc.capped);
+	family(t, "nanwatch_processes_followed", "gauge",
+	       "Matching processes waited for (torch not loaded yet) or watched.");
+	sample1(t, "nanwatch_processes_followed", NULL, NULL, m->svc.followed);
+	family(t, "nanwatch_processes_followed_user_max", "gauge",
+	       "The most matching processes one user has followed.");
+	sample1(t, "nanwatch_processes_followed_user_max", NULL, NULL, m->svc.followed_max);
 	family(t, "nanwatch_fruitless_cpu_seconds_total", "counter",
 	       "CPU time spent on processes that could not be watched, charged to their users.");
 	text_printf(t, "nanwatch_fruitless_cpu_seconds_total %.6f\n", m->svc.refused_cpu_seconds);

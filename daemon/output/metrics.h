@@ -65,6 +65,8 @@ struct metrics_service {
 	uint64_t errors;	    /* error events written about processes without a session */
 	uint64_t errors_suppressed; /* ... and not written: their uid was over its rate */
 	uint64_t capped;	    /* matching processes not watched: their uid at its cap */
+	uint64_t followed;	    /* matching processes waited for or watched, now */
+	uint64_t followed_max;	    /* ... the most of one uid */
 	double refused_cpu_seconds; /* CPU of work on processes that watched nothing */
 	uint64_t jobs_pending;	    /* resolves, attaches and detaches queued or running */
 };

@@ -133,16 +133,20 @@ int budgets__each(struct budgets *b, int (*cb)(struct budget_uid *u, void *ctx),
 	return 0;
 }
 
-void budgets__totals(const struct budgets *b, uint64_t *errors, uint64_t *suppressed,
-		     uint64_t *cpu_ns, uint64_t *capped)
+void budgets__totals(const struct budgets *b, struct budget_totals *t)
 {
 	size_t i;
 
-	*errors = *suppressed = *cpu_ns = *capped = 0;
+	memset(t, 0, sizeof(*t));
 	for (i = 0; i < b->n; i++) {
-		*errors += b->u[i].errors;
-		*suppressed += b->u[i].suppressed;
-		*cpu_ns += b->u[i].cpu_spent_ns;
-		*capped += b->u[i].capped;
+		const struct budget_uid *u = &b->u[i];
+
+		t->errors += u->errors;
+		t->suppressed += u->suppressed;
+		t->cpu_ns += u->cpu_spent_ns;
+		t->capped += u->capped;
+		t->followed += u->followed;
+		if ((uint64_t)u->followed > t->followed_max)
+			t->followed_max = u->followed;
 	}
 }

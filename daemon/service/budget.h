@@ -64,8 +64,13 @@ int budget__error(struct budgets *b, struct budget_uid *u, double now);
 /* Every uid's account until cb returns non-zero. */
 int budgets__each(struct budgets *b, int (*cb)(struct budget_uid *u, void *ctx), void *ctx);
 
-/* Totals over every uid: errors written, errors suppressed, CPU charged, processes capped. */
-void budgets__totals(const struct budgets *b, uint64_t *errors, uint64_t *suppressed,
-		     uint64_t *cpu_ns, uint64_t *capped);
+struct budget_totals {
+	uint64_t errors, suppressed, cpu_ns, capped;
+	uint64_t followed;     /* now, over every uid */
+	uint64_t followed_max; /* now, the most of one uid */
+};
+
+/* Totals over every uid. */
+void budgets__totals(const struct budgets *b, struct budget_totals *t);
 
 #endif /* __BUDGET_H */

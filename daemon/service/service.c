@@ -240,12 +240,17 @@ static void say_suppressed(struct service *sv)
 static void update_service_metrics(struct service *sv)
 {
 	struct metrics_service ms = {0};
-	uint64_t cpu_ns;
+	struct budget_totals t;
 
 	if (!sv->m)
 		return;
-	budgets__totals(sv->b, &ms.errors, &ms.errors_suppressed, &cpu_ns, &ms.capped);
-	ms.refused_cpu_seconds = cpu_ns / 1e9;
+	budgets__totals(sv->b, &t);
+	ms.errors = t.errors;
+	ms.errors_suppressed = t.suppressed;
+	ms.capped = t.capped;
+	ms.followed = t.followed;
+	ms.followed_max = t.followed_max;
+	ms.refused_cpu_seconds = t.cpu_ns / 1e9;
 	ms.jobs_pending = workers__pending(sv->ws);
 	metrics__service_update(sv->m, &ms);
 }
@@ -584,9 +589,12 @@ static void dispatch(struct service *sv)
 
 		if (!u)
 			continue;
-		/* a capped process is matched again once its uid follows fewer */
-		if (sl->state == SLOT_CAPPED && budget__may_follow(sv->b, u))
-			sl->state = SLOT_NEW;
+		/* a capped process is followed once its uid follows fewer */
+		if (sl->state == SLOT_CAPPED && budget__may_follow(sv->b, u)) {
+			follow(sv, sl, 1);
+			sl->state = SLOT_WAITING;
+			sl->next_check = now;
+		}
 		if (wants_look(sl, now) && budget__may_run(sv->b, u, now))
 			start_look(sv, sl, u);
 	}
@@ -606,7 +614,7 @@ static void matched(struct service *sv, struct slot *sl, const struct job *j)
 	sl->world_size = j->env.world_size;
 	snprintf(sl->job_id, sizeof(sl->job_id), "%s", j->env.job);
 	if (u && !budget__may_follow(sv->b, u)) {
-		sl->state = SLOT_CAPPED;
+		sl->state = SLOT_CAPPED; /* followed once another of its uid is not */
 		u->capped++;
 		snprintf(msg, sizeof(msg),
 			 "pid %d matches rule %s but is not watched: uid %u has %d processes "
