@@ -45,14 +45,15 @@
 #include "util/notify.h"
 #include "util/utf8.h"
 
-#define OPEN_RETRY_S 10.0    /* torch mapped, the resolve failing: how long to try again */
-#define BACKOFF_MIN_S 0.1    /* the first retry of a failed resolve, doubled each time ... */
-#define BACKOFF_MAX_S 2.0    /* ... up to this */
-#define WAIT_SLOW_S 30.0     /* a matching process without torch this long ... */
-#define WAIT_SLOW_EVERY 2.0  /* ... has its maps read only this often */
-#define TICK_S 0.1	     /* metrics from the sessions' counts */
-#define EXEC_SCAN_GAP_S 0.02 /* an exec brings the next scan forward, at most this often */
-#define WORKERS_MAX 32	     /* threads for jobs, at most */
+#define OPEN_RETRY_S 10.0     /* torch mapped, the resolve failing: how long to try again */
+#define RESOLVE_CPU_MAX_S 2.0 /* a failed resolve that took more is not tried again */
+#define BACKOFF_MIN_S 0.1     /* the first retry of a failed resolve, doubled each time ... */
+#define BACKOFF_MAX_S 2.0     /* ... up to this */
+#define WAIT_SLOW_S 30.0      /* a matching process without torch this long ... */
+#define WAIT_SLOW_EVERY 2.0   /* ... has its maps read only this often */
+#define TICK_S 0.1	      /* metrics from the sessions' counts */
+#define EXEC_SCAN_GAP_S 0.02  /* an exec brings the next scan forward, at most this often */
+#define WORKERS_MAX 32	      /* threads for jobs, at most */
 
 enum slot_state {
 	SLOT_NEW,     /* not matched against the rules (or execed since) */
@@ -661,7 +662,14 @@ static void open_failed(struct service *sv, struct slot *sl, struct job *j, doub
 		fprintf(stderr, "nanwatchd: pid %d: %s\n", sl->pid,
 			j->msg[0] ? j->msg : strerror(-j->err));
 	/* ESRCH too: a process gone leaves the next scan's list, and its slot with it */
-	if (j->attach_failed || now - sl->torch_at >= OPEN_RETRY_S) {
+	if (j->cpu_s > RESOLVE_CPU_MAX_S) {
+		snprintf(j->msg, sizeof(j->msg),
+			 "failed to resolve pid %d within its budget: %.1f s of CPU (at most %.1f "
+			 "s); not tried again",
+			 sl->pid, j->cpu_s, RESOLVE_CPU_MAX_S);
+		report_error(sv, sl, j->msg);
+		sl->state = SLOT_DONE;
+	} else if (j->attach_failed || now - sl->torch_at >= OPEN_RETRY_S) {
 		report_error(sv, sl, j->msg[0] ? j->msg : strerror(-j->err));
 		sl->state = SLOT_DONE;
 	} else {

@@ -22,12 +22,20 @@ with `systemd-analyze syscall-filter`), so the filter cannot break a watch. With
 naming it; without CAP_CHOWN the capture fails (EPERM: the capture part fails); without
 CAP_DAC_READ_SEARCH it cannot watch a trainer whose interpreter lies in a 0700 directory of
 its user's (a copy of the interpreter there), which it watches with the whole set. (The watch is the single-target `--pid` one.)
+
+service_unit_service_calls: the daemon as the unit runs it, `--config` (service mode: the
+process list's BPF iterator, worker threads, a thread per session, the metrics endpoint),
+inside the bounding set with no_new_privs and under `strace -f -c`, finds a trainer that a
+rule matches, attaches, writes its anomaly, and stops on SIGTERM: every system call it made is
+allowed by the unit's SystemCallFilter.
 """
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import time
 
 from nwharness import (ERROR_TIMEOUT, TRAINERS, Fail, Proc, finish_trainer, is_event, oracle_of,
                        read_comm, start_waiting_trainer, tail, trainer_argv, wait_attach,
@@ -254,4 +262,60 @@ def test_service_unit_sandbox(ctx):
             if not outside else "outside the filter: %s" % ", ".join(outside))
     if outside:
         raise Fail("the daemon calls %s, which SystemCallFilter=%s refuses (EPERM)" %
+                   (", ".join(outside), " ".join(filters)))
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@environments(*HOST_ONLY)
+def test_service_unit_service_calls(ctx):
+    caps = bounding_caps()
+    filters = " ".join(unit_settings(UNIT).get("SystemCallFilter", [])).split()
+    allowed = expand_filter(filters)
+    tmp = tempfile.mkdtemp(prefix="service-calls-", dir=ctx.tmp)
+    token = "calls-%d" % os.getpid()
+    events = os.path.join(tmp, "events.ndjson")
+    config = os.path.join(tmp, "nanwatch.yaml")
+    with open(config, "w") as f:
+        f.write("watch:\n  - name: t\n    match: {env: {NW_CALLS_TEST: '^%s$'}}\n" % token)
+        f.write("output:\n  - file: %s\nlayouts: %s\nmetrics:\n  listen: 127.0.0.1:%d\n" %
+                (events, ctx.layouts, free_port()))
+    summary = os.path.join(tmp, "calls")
+    daemon = Proc(sandboxed(caps, ["strace", "-f", "-c", "-o", summary, ctx.daemon, "--config",
+                                   config]), term_timeout=30)
+    trainer = Proc(["env", "NW_CALLS_TEST=" + token] + trainer_argv(
+        ctx, "inflight", "--live", "--pace", "0.05"), stdin=True)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(events) or '"event":"attach"' not in open(events).read():
+        if time.monotonic() > deadline or not daemon.running():
+            raise Fail("no attach under strace in service mode:\n%s" % daemon.stderr_tail())
+        time.sleep(0.2)
+    trainer.send(b"FAULT 3\n", close=False)
+    while '"event":"anomaly"' not in open(events).read():
+        if time.monotonic() > deadline:
+            raise Fail("no anomaly under strace in service mode")
+        time.sleep(0.2)
+    # the daemon is strace's child (setpriv execs strace): the signal goes to it, as systemd's
+    with open("/proc/%d/task/%d/children" % (daemon.pid, daemon.pid)) as f:
+        traced = [int(x) for x in f.read().split()]
+    if len(traced) != 1 or read_comm(traced[0]) != "nanwatchd":
+        raise Fail("strace's children %s: not the daemon alone" % traced)
+    os.kill(traced[0], signal.SIGTERM)
+    if daemon.wait(60) != 0:
+        raise Fail("the service under strace did not exit 0 on SIGTERM:\n%s" %
+                   daemon.stderr_tail())
+    trainer.kill()
+    used = strace_calls(summary)
+    for call in ("bpf", "perf_event_open", "process_vm_readv", "eventfd2"):
+        if call not in used:
+            raise Fail("strace saw no %s call: not the daemon's summary? %s" % (call, sorted(used)))
+    outside = sorted(used - allowed)
+    ctx.log("service mode: %d system calls used, %s" % (
+        len(used), "all in the filter" if not outside else "outside: " + ", ".join(outside)))
+    if outside:
+        raise Fail("in service mode the daemon calls %s, which SystemCallFilter=%s refuses" %
                    (", ".join(outside), " ".join(filters)))
