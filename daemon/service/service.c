@@ -52,6 +52,7 @@
 #define WAIT_SLOW_S 30.0      /* a matching process without torch this long ... */
 #define WAIT_SLOW_EVERY 2.0   /* ... has its maps read only this often */
 #define TICK_S 0.1	      /* metrics from the sessions' counts */
+#define STOP_WAIT_S 20.0      /* the stop waits this long (the unit's TimeoutStopSec is 30 s) */
 #define EXEC_SCAN_GAP_S 0.02  /* an exec brings the next scan forward, at most this often */
 #define WORKERS_MAX 32	      /* threads for jobs, at most */
 
@@ -934,33 +935,45 @@ static int runners_left(const struct service *sv)
 /*
  * Jobs still running finish (a session one attached is detached at once), then every session
  * is told to detach, all at once: each probe's removal waits for the kernel, and those waits
- * overlap, so many targets stop in about the time of one.
+ * overlap, so many targets stop in about the time of one. A job or a watch that does not end
+ * within STOP_WAIT_S (a read of a hostile target's memory can block) is left to the exit,
+ * which removes its probes with the descriptors: 1 then, with its threads still running.
  */
-static void stop_all(struct service *sv)
+static int stop_all(struct service *sv)
 {
 	struct pollfd pfd[2] = {{.fd = workers__fd(sv->ws), .events = POLLIN},
 				{.fd = sv->done_fd, .events = POLLIN}};
+	double deadline = now_s() + STOP_WAIT_S;
 	size_t i;
 
-	while (workers__pending(sv->ws)) {
+	while (workers__pending(sv->ws) && now_s() < deadline) {
 		poll(pfd, 1, 100);
 		take_results(sv);
 	}
 	for (i = 0; i < sv->n; i++)
 		stop_session(&sv->slots[i], SESSION_SIGNAL);
-	while (runners_left(sv)) {
+	while (runners_left(sv) && now_s() < deadline) {
 		poll(&pfd[1], 1, 100);
 		take_runners(sv);
 		sinks__flush(sv->out);
 	}
+	if (!workers__pending(sv->ws) && !runners_left(sv))
+		return 0;
+	fprintf(stderr,
+		"nanwatchd: %d watches and %d jobs did not end within %.0f s; exiting without "
+		"them\n",
+		runners_left(sv), workers__pending(sv->ws), STOP_WAIT_S);
+	return 1;
 }
 
 static void cleanup(struct service *sv)
 {
-	if (sv->ws) {
-		stop_all(sv);
-		workers__free(sv->ws);
+	if (sv->ws && stop_all(sv)) {
+		/* threads still use the outputs and the config: only the lines are drained */
+		sinks__drain(sv->out, 250);
+		return;
 	}
+	workers__free(sv->ws);
 	free(sv->orphans);
 	if (sv->done_fd >= 0)
 		close(sv->done_fd);
