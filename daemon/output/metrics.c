@@ -487,6 +487,12 @@ static int parse_listen(const char *spec, struct sockaddr_storage *sa, socklen_t
 	return inet_pton(AF_INET, host, &s4->sin_addr) == 1 ? 0 : -EINVAL;
 }
 
+static int metrics_port_of(const struct sockaddr_storage *sa)
+{
+	return ntohs(sa->ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)sa)->sin6_port
+					       : ((const struct sockaddr_in *)sa)->sin_port);
+}
+
 static int is_loopback(const struct sockaddr_storage *sa)
 {
 	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
@@ -497,6 +503,35 @@ static int is_loopback(const struct sockaddr_storage *sa)
 	if (IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr))
 		return 1;
 	return IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) && s6->sin6_addr.s6_addr[12] == 127;
+}
+
+int metrics__check_listen(const char *name, const char *spec, char *why, size_t whylen)
+{
+	struct sockaddr_storage sa;
+	socklen_t len;
+
+	if (parse_listen(spec, &sa, &len) || !metrics_port_of(&sa)) {
+		snprintf(why, whylen,
+			 "%s: '%.64s' is not ADDR:PORT (IPv4, [IPv6] or localhost; port 1..65535)",
+			 name, spec);
+		return -EINVAL;
+	}
+	if (!is_loopback(&sa)) {
+		snprintf(why, whylen,
+			 "%s: '%.64s' is not a loopback address (127.0.0.0/8, [::1], localhost): "
+			 "the endpoint has no authentication",
+			 name, spec);
+		return -EINVAL;
+	}
+	/* an IPv6 socket of its own (IPV6_V6ONLY) cannot bind one */
+	if (sa.ss_family == AF_INET6 &&
+	    IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&sa)->sin6_addr)) {
+		snprintf(why, whylen,
+			 "%s: '%.64s' is a v4-mapped address: give the IPv4 one (127.0.0.1:PORT)",
+			 name, spec);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int epoll_add(int epfd, int fd, uint32_t events, uint64_t tag)

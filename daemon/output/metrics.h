@@ -34,6 +34,13 @@ struct metrics_opts {
 };
 
 /*
+ * An address a user gave (option name: as the user spells it): ADDR:PORT with IPv4, [IPv6]
+ * or localhost, a port 1..65535, and loopback. 0, or -EINVAL with "NAME: 'SPEC' is not ..."
+ * in why.
+ */
+int metrics__check_listen(const char *name, const char *spec, char *why, size_t whylen);
+
+/*
  * Parse the address, bind and listen (non-blocking). NULL with errno set and a one-line reason
  * in err: a malformed address (-EINVAL), a non-loopback one not allowed, a bind failure.
  */

@@ -232,7 +232,7 @@ def test_service_check_config(ctx):
         ("watch:\n  - name: a\n    match: {cmdline: x}\n    colour: red\n",
          "line 4: unknown key 'colour'"),
         ("watch:\n  - name: a\n    match: {cmdline: x}\nmetrics:\n  listen: 0.0.0.0:9464\n",
-         "line 5: listen: '0.0.0.0' is not a loopback address"),
+         "line 5: listen: '0.0.0.0:9464' is not a loopback address"),
         ("watch:\n  - name: a\n    match: {cmdline: x}\n    mode: fast\n",
          "line 4: mode: 'fast' is not full, sample or loss"),
     ]
@@ -243,6 +243,53 @@ def test_service_check_config(ctx):
                 not p.stderr.startswith(line):
             raise Fail("bad config: exit %d, stdout %r, stderr %r; wanted exit 1 and %r" %
                        (p.returncode, p.stdout, p.stderr, line))
+
+
+# (config key, its text in a config, command-line option, value): the options both take
+SHARED_VALUES = [
+    ("capture_max_mb", "watch:\n  - match: {cmdline: x}\n    capture_max_mb: %s\n",
+     "--capture-max-mb", v) for v in ("0.5", ".25", "512", "0", "512.5", "1e2", "0x10")] + [
+    ("mode", "watch:\n  - match: {cmdline: x}\n    mode: %s\n", "--mode", v)
+    for v in ("loss", "fast")] + [
+    ("backward", "watch:\n  - match: {cmdline: x}\n    backward: %s\n", "--backward", v)
+    for v in ("off", "yes")] + [
+    ("stats_interval", "watch: [{match: {cmdline: x}}]\nstats_interval: %s\n",
+     "--stats-interval", v) for v in ("0", "86400", "86401", "1.5")] + [
+    ("max_scan_mb", "watch: [{match: {cmdline: x}}]\nmax_scan_mb: %s\n", "--max-scan-mb", v)
+    for v in ("1", "0", "0.5")] + [
+    ("output_queue_kb", "watch: [{match: {cmdline: x}}]\noutput_queue_kb: %s\n",
+     "--output-queue-kb", v) for v in ("4", "0")] + [
+    ("listen", "watch: [{match: {cmdline: x}}]\nmetrics: {listen: '%s'}\n", "--metrics", v)
+    for v in ("localhost:9464", "[::ffff:127.0.0.1]:9464", "0.0.0.0:9464", "127.0.0.1:0")]
+
+
+@environments(*HOST_ONLY)
+def test_service_check_config_same_values(ctx):
+    """Each option the config and the command line share, with values good and bad: the
+    config (--check-config) and the command line (--pid of no process, so that a value taken
+    ends in "no such process", exit 1) both take it or both refuse it (exit 1 and 2), and a
+    refusal says the same after the option's name."""
+    differ = []
+    for key, text, flag, value in SHARED_VALUES:
+        path, cfg = check_config(ctx, text % value)
+        cli = subprocess.run([ctx.daemon, "--pid", str(2 ** 22 + 1), flag, value],
+                             capture_output=True, text=True, timeout=30)
+        took = (cfg.returncode == 0, cli.returncode == 1 and "no such process" in cli.stderr)
+        if took[0] != took[1] or (not took[0] and cli.returncode != 2):
+            differ.append("%s/%s %r: config exit %d %r, command line exit %d %r" % (
+                key, flag, value, cfg.returncode, cfg.stderr.strip(), cli.returncode,
+                cli.stderr.strip()))
+            continue
+        if took[0]:
+            continue
+        said = cfg.stderr.split(": %s: " % key, 1)[-1].strip()
+        want = cli.stderr.split(": %s: " % flag, 1)[-1].replace(" (see --help)", "").strip()
+        if said != want:
+            differ.append("%s %r: config says %r, command line %r" % (key, value, said, want))
+    if differ:
+        raise Fail("the config and the command line differ:\n  " + "\n  ".join(differ))
+    ctx.log("%d values of %d options read alike" % (len(SHARED_VALUES),
+                                                    len({v[0] for v in SHARED_VALUES})))
 
 
 @environments("host", "container")
