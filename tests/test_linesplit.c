@@ -28,6 +28,8 @@ static int on_line(void *ctx, const char *line, size_t len)
 	struct got *g = ctx;
 
 	if (line)
+		assert_int_equal(line[len], 0);
+	if (line)
 		g->len += snprintf(g->text + g->len, sizeof(g->text) - g->len, "%.*s|", (int)len,
 				   line);
 	else

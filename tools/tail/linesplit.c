@@ -59,11 +59,11 @@ int linesplit__feed(struct linesplit *ls, size_t n, int at_end, linesplit_fn fn,
 	ls->len += n;
 	while (!ret && (nl = memchr(ls->buf + start, '\n', ls->len - start))) {
 		k = nl - (ls->buf + start);
-		if (ls->skipping)
-			ls->skipping =
-				0; /* the end of a line too long: counted when it was found */
-		else
+		*nl = 0; /* a line is handed over NUL-terminated, as getline's were */
+		/* the end of a line too long ends the skip: it was counted when it was found */
+		if (!ls->skipping)
 			ret = hand_over(ls, ls->buf + start, k, fn, ctx);
+		ls->skipping = 0;
 		start += k + 1;
 	}
 	memmove(ls->buf, ls->buf + start, ls->len - start);
@@ -72,8 +72,10 @@ int linesplit__feed(struct linesplit *ls, size_t n, int at_end, linesplit_fn fn,
 		ls->len = 0; /* more of the line too long: never held */
 	if (!ret && ls->len > ls->max)
 		ret = too_long(ls, fn, ctx);
-	if (!ret && at_end && ls->len && !ls->skipping)
+	if (!ret && at_end && ls->len && !ls->skipping) {
+		ls->buf[ls->len] = 0; /* len <= max: room for it */
 		ret = hand_over(ls, ls->buf, ls->len, fn, ctx);
+	}
 	if (at_end) {
 		ls->len = 0;
 		ls->skipping = 0;

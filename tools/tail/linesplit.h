@@ -32,8 +32,9 @@ void linesplit__reset(struct linesplit *ls);
 char *linesplit__space(struct linesplit *ls, size_t *room);
 
 /*
- * Called with each whole line (len bytes, no newline), and with line NULL once for each line
- * longer than max, when it is found; ls->lineno is its number. Non-zero stops the feed.
+ * Called with each whole line (len bytes, no newline, NUL-terminated: line[len] is 0), and
+ * with line NULL once for each line longer than max, when it is found; ls->lineno is its
+ * number. Non-zero stops the feed.
  */
 typedef int (*linesplit_fn)(void *ctx, const char *line, size_t len);
 
