@@ -45,107 +45,13 @@ import tempfile
 import time
 import urllib.request
 
-from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, Proc, trainer_argv
-from nwchecks import HOST_ONLY, environments
+from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, trainer_argv
+from nwchecks import (HOST_ONLY, READY_TIMEOUT, attach_latencies, environments, expect_notify,
+                      has_event, notify_socket, read_events, start_process, start_ready,
+                      start_service, start_trainer, stop_service, wait_events, wait_stderr,
+                      write_config)
 
-READY_TIMEOUT = 60
 LEAK_TRAINERS = 20
-
-
-def write_config(ctx, tmp, rules, scan_ms=100, extra=""):
-    """A config with these rule texts (YAML list items), events to tmp/events.ndjson."""
-    events = os.path.join(tmp, "events.ndjson")
-    path = os.path.join(tmp, "nanwatch.yaml")
-    with open(path, "w") as f:
-        f.write("watch:\n%s" % "".join(rules))
-        f.write("output:\n  - file: %s\n" % events)
-        f.write("layouts: %s\nscan_interval_ms: %d\n" % (ctx.layouts, scan_ms))
-        f.write(extra)
-    return path, events
-
-
-def notify_socket(tmp):
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    path = os.path.join(tmp, "notify")
-    sock.bind(path)
-    sock.settimeout(READY_TIMEOUT)
-    return sock, path
-
-
-def expect_notify(sock, want):
-    try:
-        got = sock.recv(256).decode()
-    except socket.timeout:
-        raise Fail("no %s on NOTIFY_SOCKET in %d s" % (want, READY_TIMEOUT))
-    if want not in got.split("\n"):
-        raise Fail("NOTIFY_SOCKET got %r, not %s" % (got, want))
-
-
-def start_service(ctx, config, notify=None):
-    env = ["env", "NOTIFY_SOCKET=" + notify] if notify else []
-    daemon = Proc(env + [ctx.daemon, "--config", config, "--verbose"], term_timeout=10)
-    ctx.current_daemon = daemon
-    ctx.log("started nanwatchd --config %s (pid %d)" % (config, daemon.pid))
-    return daemon
-
-
-def start_ready(ctx, tmp, config):
-    """start_service, returned once READY=1 has arrived."""
-    sock, path = notify_socket(tmp)
-    try:
-        daemon = start_service(ctx, config, notify=path)
-        expect_notify(sock, "READY=1")
-    finally:
-        sock.close()
-    return daemon
-
-
-def start_process(ctx, env, argv):
-    """argv run with env (a dict) added to this environment, stdin a pipe."""
-    return Proc(["env"] + ["%s=%s" % kv for kv in env.items()] + argv, stdin=True)
-
-
-def start_trainer(ctx, env):
-    """inflight --live: trains until told "fault", then three more steps, and exits."""
-    return start_process(ctx, env, trainer_argv(ctx, "inflight", "--live", "--pace", "0.02"))
-
-
-def read_events(path):
-    try:
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except FileNotFoundError:
-        return []
-
-
-def wait_events(path, daemon, pred, what, timeout):
-    """The events once pred(events) holds; Fail after timeout seconds or if the daemon ends."""
-    deadline = time.monotonic() + timeout
-    while True:
-        events = read_events(path)
-        if pred(events):
-            return events
-        if not daemon.running():
-            raise Fail("daemon exited %s waiting for %s:\n%s" % (daemon.p.returncode, what,
-                                                               daemon.stderr_tail(8)))
-        if time.monotonic() > deadline:
-            raise Fail("no %s in %d s; events: %s\n%s" % (
-                what, timeout, [(e["event"], e["pid"]) for e in events][-10:],
-                daemon.stderr_tail(8)))
-        time.sleep(0.1)
-
-
-def has_event(name, pid):
-    return lambda events: any(e["event"] == name and e["pid"] == pid for e in events)
-
-
-def stop_service(daemon, sock=None):
-    daemon.p.send_signal(signal.SIGTERM)
-    rc = daemon.wait(DETACH_TIMEOUT)
-    if rc != 0:
-        raise Fail("daemon exited %r on SIGTERM, not 0:\n%s" % (rc, daemon.stderr_tail(8)))
-    if sock is not None:
-        expect_notify(sock, "STOPPING=1")
 
 
 def usage(pid):
@@ -156,10 +62,6 @@ def usage(pid):
     with open("/proc/%d/status" % pid) as f:
         hwm = [line.split()[1] for line in f if line.startswith("VmHWM:")][0]
     return cpu, int(hwm)
-
-
-def attach_latencies(daemon):
-    return [line.split(" attached ")[1] for line in daemon.stderr_lines() if " attached " in line]
 
 
 @environments("host", "container")
@@ -330,7 +232,7 @@ def test_service_check_config(ctx):
         ("watch:\n  - name: a\n    match: {cmdline: x}\n    colour: red\n",
          "line 4: unknown key 'colour'"),
         ("watch:\n  - name: a\n    match: {cmdline: x}\nmetrics:\n  listen: 0.0.0.0:9464\n",
-         "line 5: listen: '0.0.0.0' is not a loopback address"),
+         "line 5: listen: '0.0.0.0:9464' is not a loopback address"),
         ("watch:\n  - name: a\n    match: {cmdline: x}\n    mode: fast\n",
          "line 4: mode: 'fast' is not full, sample or loss"),
     ]
@@ -341,6 +243,53 @@ def test_service_check_config(ctx):
                 not p.stderr.startswith(line):
             raise Fail("bad config: exit %d, stdout %r, stderr %r; wanted exit 1 and %r" %
                        (p.returncode, p.stdout, p.stderr, line))
+
+
+# (config key, its text in a config, command-line option, value): the options both take
+SHARED_VALUES = [
+    ("capture_max_mb", "watch:\n  - match: {cmdline: x}\n    capture_max_mb: %s\n",
+     "--capture-max-mb", v) for v in ("0.5", ".25", "512", "0", "512.5", "1e2", "0x10")] + [
+    ("mode", "watch:\n  - match: {cmdline: x}\n    mode: %s\n", "--mode", v)
+    for v in ("loss", "fast")] + [
+    ("backward", "watch:\n  - match: {cmdline: x}\n    backward: %s\n", "--backward", v)
+    for v in ("off", "yes")] + [
+    ("stats_interval", "watch: [{match: {cmdline: x}}]\nstats_interval: %s\n",
+     "--stats-interval", v) for v in ("0", "86400", "86401", "1.5")] + [
+    ("max_scan_mb", "watch: [{match: {cmdline: x}}]\nmax_scan_mb: %s\n", "--max-scan-mb", v)
+    for v in ("1", "0", "0.5")] + [
+    ("output_queue_kb", "watch: [{match: {cmdline: x}}]\noutput_queue_kb: %s\n",
+     "--output-queue-kb", v) for v in ("4", "0")] + [
+    ("listen", "watch: [{match: {cmdline: x}}]\nmetrics: {listen: '%s'}\n", "--metrics", v)
+    for v in ("localhost:9464", "[::ffff:127.0.0.1]:9464", "0.0.0.0:9464", "127.0.0.1:0")]
+
+
+@environments(*HOST_ONLY)
+def test_service_check_config_same_values(ctx):
+    """Each option the config and the command line share, with values good and bad: the
+    config (--check-config) and the command line (--pid of no process, so that a value taken
+    ends in "no such process", exit 1) both take it or both refuse it (exit 1 and 2), and a
+    refusal says the same after the option's name."""
+    differ = []
+    for key, text, flag, value in SHARED_VALUES:
+        path, cfg = check_config(ctx, text % value)
+        cli = subprocess.run([ctx.daemon, "--pid", str(2 ** 22 + 1), flag, value],
+                             capture_output=True, text=True, timeout=30)
+        took = (cfg.returncode == 0, cli.returncode == 1 and "no such process" in cli.stderr)
+        if took[0] != took[1] or (not took[0] and cli.returncode != 2):
+            differ.append("%s/%s %r: config exit %d %r, command line exit %d %r" % (
+                key, flag, value, cfg.returncode, cfg.stderr.strip(), cli.returncode,
+                cli.stderr.strip()))
+            continue
+        if took[0]:
+            continue
+        said = cfg.stderr.split(": %s: " % key, 1)[-1].strip()
+        want = cli.stderr.split(": %s: " % flag, 1)[-1].replace(" (see --help)", "").strip()
+        if said != want:
+            differ.append("%s %r: config says %r, command line %r" % (key, value, said, want))
+    if differ:
+        raise Fail("the config and the command line differ:\n  " + "\n  ".join(differ))
+    ctx.log("%d values of %d options read alike" % (len(SHARED_VALUES),
+                                                    len({v[0] for v in SHARED_VALUES})))
 
 
 @environments("host", "container")
@@ -416,14 +365,6 @@ def accept_collector(daemon, server):
         return server.accept()[0]
     except socket.timeout:
         raise Fail("the daemon did not connect to the collector:\n%s" % daemon.stderr_tail())
-
-
-def wait_stderr(daemon, text):
-    deadline = time.monotonic() + READY_TIMEOUT
-    while not any(text in line for line in daemon.stderr_lines()):
-        if time.monotonic() > deadline or not daemon.running():
-            raise Fail("no %r on stderr:\n%s" % (text, daemon.stderr_tail()))
-        time.sleep(0.1)
 
 
 def read_to_eof(conn):

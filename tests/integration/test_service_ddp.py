@@ -25,10 +25,9 @@ import time
 
 from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, Proc, tail, \
     trainer_argv
-from nwchecks import environments
+from nwchecks import (attach_latencies, environments, expect_notify, has_event, notify_socket,
+                      read_events, start_service, stop_service, wait_events, write_config)
 from test_collect import run_collect
-from test_service import (attach_latencies, expect_notify, has_event, notify_socket,
-                          read_events, start_service, stop_service, wait_events, write_config)
 
 WORLD = 3
 BAD_RANK = 1
