@@ -10,7 +10,9 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -484,3 +486,52 @@ def wait_stderr(daemon, text):
         if time.monotonic() > deadline or not daemon.running():
             raise Fail("no %r on stderr:\n%s" % (text, daemon.stderr_tail()))
         time.sleep(0.1)
+
+
+def free_port():
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port):
+    """The metrics endpoint's samples: {(name, frozenset of label pairs): value}."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        text = r.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        series, value = line.rsplit(" ", 1)
+        name, _, labels = series.partition("{")
+        pairs = frozenset(tuple(kv.split("=", 1)) for kv in labels.rstrip("}").split(",") if kv)
+        samples[(name, pairs)] = float(value)
+    return samples
+
+
+def usage(pid):
+    """CPU seconds used and peak RSS in KiB of process pid."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    with open("/proc/%d/status" % pid) as f:
+        hwm = [line.split()[1] for line in f if line.startswith("VmHWM:")][0]
+    return cpu, int(hwm)
+
+
+def collector(ctx):
+    """nanwatch-collect beside the daemon under test."""
+    path = os.path.join(os.path.dirname(ctx.daemon), "nanwatch-collect")
+    if not os.access(path, os.X_OK):
+        raise Fail("%s is not an executable file (build it first)" % path)
+    return path
+
+
+def run_collect(ctx, *args):
+    """nanwatch-collect ARGS: its stdout and stderr; Fail unless it exits 0."""
+    r = subprocess.run([collector(ctx)] + list(args), capture_output=True, timeout=60)
+    if r.returncode != 0:
+        raise Fail("nanwatch-collect %s exited %d: %s" % (" ".join(args), r.returncode,
+                                                         r.stderr.decode()[-500:]))
+    return r.stdout.decode(), r.stderr.decode()

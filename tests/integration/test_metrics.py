@@ -31,7 +31,7 @@ import urllib.request
 
 from nwharness import (Fail, Proc, TRAINER_TIMEOUT, is_event, read_comm, start_daemon,
                        start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
-from nwchecks import (HOST_ONLY, NOBODY, check_envelope, environments, parse_stream,
+from nwchecks import (HOST_ONLY, NOBODY, check_envelope, environments, free_port, parse_stream,
                       target_untouched)
 
 PROMETHEUS = "/usr/bin/prometheus"
@@ -48,11 +48,6 @@ scrape_configs:
       - targets: ["127.0.0.1:%d"]
 """
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http(url, method="GET"):

@@ -30,10 +30,9 @@ import time
 import urllib.request
 
 from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, Fail, Proc, trainer_argv
-from nwchecks import HOST_ONLY, NOBODY, environments
-from test_service import (expect_notify, free_port, has_event, notify_socket, read_events,
-                          scrape, start_service, start_trainer, usage, wait_events,
-                          write_config)
+from nwchecks import (HOST_ONLY, NOBODY, environments, expect_notify, free_port, has_event,
+                      notify_socket, read_events, scrape, start_service, start_trainer, usage,
+                      wait_events, write_config)
 
 HOSTILE = 300
 FOLLOWED_MAX = 64  # budget.c's followed: processes of one uid waited for or watched at once

@@ -47,21 +47,12 @@ import urllib.request
 
 from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, trainer_argv
 from nwchecks import (HOST_ONLY, READY_TIMEOUT, attach_latencies, environments, expect_notify,
-                      has_event, notify_socket, read_events, start_process, start_ready,
-                      start_service, start_trainer, stop_service, wait_events, wait_stderr,
-                      write_config)
+                      free_port, has_event, notify_socket, read_events, scrape, start_process,
+                      start_ready, start_service, start_trainer, stop_service, usage,
+                      wait_events, wait_stderr, write_config)
 
 LEAK_TRAINERS = 20
 
-
-def usage(pid):
-    """CPU seconds used and peak RSS in KiB of process pid."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    with open("/proc/%d/status" % pid) as f:
-        hwm = [line.split()[1] for line in f if line.startswith("VmHWM:")][0]
-    return cpu, int(hwm)
 
 
 @environments("host", "container")
@@ -493,25 +484,6 @@ def test_service_target_error(ctx):
     stop_service(daemon)
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def scrape(port):
-    """The endpoint's samples: {(name, frozenset of label pairs): value}."""
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
-        text = r.read().decode()
-    samples = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        series, value = line.rsplit(" ", 1)
-        name, _, labels = series.partition("{")
-        pairs = frozenset(tuple(kv.split("=", 1)) for kv in labels.rstrip("}").split(",") if kv)
-        samples[(name, pairs)] = float(value)
-    return samples
 
 
 def metric(samples, name, **labels):

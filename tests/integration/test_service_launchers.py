@@ -35,10 +35,8 @@ import pytest
 
 from nwharness import (ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, Proc, tail,
                        trainer_argv)
-from nwchecks import HOST_ONLY, NOBODY, environments
-from test_collect import run_collect
-from test_service import (has_event, read_events, start_ready, start_trainer, stop_service,
-                          wait_events, write_config)
+from nwchecks import (HOST_ONLY, NOBODY, environments, has_event, read_events, run_collect,
+                      start_ready, start_trainer, stop_service, wait_events, write_config)
 
 RANKS = 3
 STYLES = ("relaunch", "elastic", "spawn", "mpirun", "srun", "orphan")

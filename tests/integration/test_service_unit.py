@@ -41,7 +41,7 @@ from nwharness import (ERROR_TIMEOUT, TRAINERS, Fail, Proc, finish_trainer, is_e
                        read_comm, start_waiting_trainer, tail, trainer_argv, wait_attach,
                        wait_daemon_exit)
 from nwchecks import (HOST_ONLY, NOBODY, check_anomalies, check_envelope, environments,
-                      expect_refusal, parse_stream)
+                      expect_refusal, free_port, parse_stream)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UNIT = os.path.join(REPO, "config", "nanwatchd.service")
@@ -264,11 +264,6 @@ def test_service_unit_sandbox(ctx):
         raise Fail("the daemon calls %s, which SystemCallFilter=%s refuses (EPERM)" %
                    (", ".join(outside), " ".join(filters)))
 
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @environments(*HOST_ONLY)
