@@ -1,10 +1,12 @@
 """A test-side stand-in for libnanwatch_cupti.so, run as a thread inside a trainer (the daemon
 checks that its peer is the target itself, as it would be for the real library).
 
-It speaks the socket protocol of bpf/nwgpu.h: listens at $NANWATCH_CUPTI_DIR/.nanwatch-cupti-
-PID.sock, takes HELLO and the request ring's descriptor, maps the ring read-only (and records
-whether a writable mapping was refused), answers READY, says one NOTICE, and then reads every
-request from the ring as the library would. It scans nothing (meta tensors have no data):
+It speaks the socket protocol of bpf/nwgpu.h: listens at cupti.sock in a directory of its own
+made in $NANWATCH_CUPTI_DIR (listen_private), maps a page of a file named libnanwatch_cupti.so
+there (the daemon connects only to a process that maps the library), takes HELLO and the request
+ring's descriptor, maps the ring read-only (and records whether a writable mapping was refused),
+answers READY, says one NOTICE, and then reads every request from the ring as the library
+would. It scans nothing (meta tensors have no data):
 results follow a plan. The first output request of module `poison` whose iteration is at least
 `after` iterations past the first one seen is answered as all NaN; the requests gated on it
 (its call's inputs and parameters) as scanned and finite; every other gated request as
@@ -20,6 +22,7 @@ import mmap
 import os
 import socket
 import struct
+import tempfile
 import threading
 import time
 
@@ -56,6 +59,47 @@ def msg(kind, body):
     return struct.pack("<II", kind, len(body)) + body
 
 
+def listen_private(base=None):
+    """The library's socket as it makes it: cupti.sock (0600) in a directory of its own that
+    mkdtemp makes (0700) in base, NANWATCH_CUPTI_DIR or /tmp. Returns (listener, dir, path)."""
+    base = base or os.environ.get("NANWATCH_CUPTI_DIR") or "/tmp"
+    d = tempfile.mkdtemp(prefix=".nanwatch-cupti-%d." % os.getpid(), dir=base)
+    path = os.path.join(d, "cupti.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(1)
+    return listener, d, path
+
+
+def map_library_name(d):
+    """A page of a file named libnanwatch_cupti.so in d, mapped: the stand-in is no shared
+    library, but the daemon looks for that name in the target's maps before it connects.
+    Returns (mapping, path); keep the mapping."""
+    path = os.path.join(d, "libnanwatch_cupti.so")
+    with open(path, "wb") as f:
+        f.write(b"\0" * mmap.PAGESIZE)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ), path
+    finally:
+        os.close(fd)
+
+
+def remove_private(d):
+    """Everything listen_private and map_library_name made (the mapping stays, of a removed
+    file)."""
+    for name in ("cupti.sock", "libnanwatch_cupti.so"):
+        try:
+            os.unlink(os.path.join(d, name))
+        except OSError:
+            pass
+    try:
+        os.rmdir(d)
+    except OSError:
+        pass
+
+
 class FakeLibrary(threading.Thread):
     def __init__(self, out_path, poison, after, names):
         super().__init__(daemon=True)
@@ -63,12 +107,8 @@ class FakeLibrary(threading.Thread):
         self.poison = poison  # id() of the module whose output is answered as NaN
         self.after = after
         self.names = names  # id() -> layer path, for the record
-        self.path = os.path.join(os.environ.get("NANWATCH_CUPTI_DIR", "/tmp"),
-                                 ".nanwatch-cupti-%d.sock" % os.getpid())
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.listener.bind(self.path)
-        os.chmod(self.path, 0o600)
-        self.listener.listen(1)
+        self.listener, self.dir, self.path = listen_private()
+        self.libmap = map_library_name(self.dir)[0]
         self.stats = [0] * 11
         self.poisoned = None  # the poisoned output's seq
         self.poisoned_iter = None
@@ -81,10 +121,7 @@ class FakeLibrary(threading.Thread):
         self.out.flush()
 
     def close(self):
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        remove_private(self.dir)
 
     def run(self):
         while True:
