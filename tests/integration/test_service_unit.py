@@ -26,8 +26,9 @@ its user's (a copy of the interpreter there), which it watches with the whole se
 service_unit_service_calls: the daemon as the unit runs it, `--config` (service mode: the
 process list's BPF iterator, worker threads, a thread per session, the metrics endpoint),
 inside the bounding set with no_new_privs and under `strace -f -c`, finds a trainer that a
-rule matches, attaches, writes its anomaly, and stops on SIGTERM: every system call it made is
-allowed by the unit's SystemCallFilter.
+rule matches, attaches, writes its anomaly, links to a second trainer's GPU library (the real
+library over the emulated driver: the socket taken with pidfd_getfd, its peer checked), and
+stops on SIGTERM: every system call it made is allowed by the unit's SystemCallFilter.
 """
 import os
 import shutil
@@ -266,6 +267,31 @@ def test_service_unit_sandbox(ctx):
 
 
 
+def gpu_trainer(ctx, token):
+    """gpu_emu.py with the real GPU library over the emulated driver (its link is made with
+    pidfd_getfd and SO_PEERPIDFD); None without a CUDA toolkit's build of the library."""
+    here = os.path.join(REPO, "build", "tests")
+    lib = os.path.join(os.path.dirname(ctx.daemon), "libnanwatch_cupti.so")
+    if not os.path.exists(lib):
+        return None
+    env = ["NW_CALLS_TEST=" + token, "NANWATCH_CUDA_LIB=" + os.path.join(here, "libnwemu_cuda.so"),
+           "NANWATCH_CUPTI_LIB=" + os.path.join(here, "libnwmock_cupti.so"),
+           "CUDA_INJECTION64_PATH=" + lib]
+    return Proc(["env"] + env + trainer_argv(ctx, "gpu_emu", "--live", "--pace", "0.05"),
+                stdin=True)
+
+
+def wait_text(path, text, daemon, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path) or text not in open(path).read():
+        if time.monotonic() > deadline or not daemon.running():
+            lines = open(path).read().splitlines() if os.path.exists(path) else []
+            raise Fail("no %s under strace in service mode:\n%s\nevents: %s" % (
+                what, daemon.stderr_tail(), sorted({line[:120] for line in lines
+                                                     if '"stats"' not in line})))
+        time.sleep(0.2)
+
+
 @environments(*HOST_ONLY)
 def test_service_unit_service_calls(ctx):
     caps = bounding_caps()
@@ -277,27 +303,27 @@ def test_service_unit_service_calls(ctx):
     config = os.path.join(tmp, "nanwatch.yaml")
     with open(config, "w") as f:
         f.write("watch:\n  - name: t\n    match: {env: {NW_CALLS_TEST: '^%s$'}}\n" % token)
-        f.write("output:\n  - file: %s\nlayouts: %s\nmetrics:\n  listen: 127.0.0.1:%d\n" %
-                (events, ctx.layouts, free_port()))
+        f.write("output:\n  - file: %s\nlayouts: %s\nmetrics:\n  listen: 127.0.0.1:%d\n"
+                "stats_interval: 1\n" % (events, ctx.layouts, free_port()))
     summary = os.path.join(tmp, "calls")
-    daemon = Proc(sandboxed(caps, ["strace", "-f", "-c", "-o", summary, ctx.daemon, "--config",
-                                   config]), term_timeout=30)
-    trainer = Proc(["env", "NW_CALLS_TEST=" + token] + trainer_argv(
-        ctx, "inflight", "--live", "--pace", "0.05"), stdin=True)
-    deadline = time.monotonic() + 120
-    while not os.path.exists(events) or '"event":"attach"' not in open(events).read():
-        if time.monotonic() > deadline or not daemon.running():
-            raise Fail("no attach under strace in service mode:\n%s" % daemon.stderr_tail())
-        time.sleep(0.2)
-    trainer.send(b"FAULT 3\n", close=False)
-    while '"event":"anomaly"' not in open(events).read():
-        if time.monotonic() > deadline:
-            raise Fail("no anomaly under strace in service mode")
-        time.sleep(0.2)
+    trainer = gpu_trainer(ctx, token)
+    gpu = trainer is not None
+    # the test switch makes every session take CPU tensors for GPU ones: the GPU trainer alone
+    switch = ["env", "NANWATCH_TEST_GPU_DEVICE=cpu"] if gpu else []
+    daemon = Proc(sandboxed(caps, ["strace", "-f", "-c", "-o", summary] + switch +
+                            [ctx.daemon, "--config", config]), term_timeout=30)
+    if not gpu:
+        trainer = Proc(["env", "NW_CALLS_TEST=" + token] + trainer_argv(
+            ctx, "inflight", "--live", "--pace", "0.05"), stdin=True)
+    wait_text(events, '"event":"attach"', daemon, 120, "attach")
+    if gpu:
+        wait_text(events, '"connected":true', daemon, 120, "GPU link")
+    trainer.send(b"fault\n", close=False)
+    wait_text(events, '"event":"anomaly"', daemon, 120, "anomaly")
     # the daemon is strace's child (setpriv execs strace): the signal goes to it, as systemd's
     with open("/proc/%d/task/%d/children" % (daemon.pid, daemon.pid)) as f:
         traced = [int(x) for x in f.read().split()]
-    if len(traced) != 1 or read_comm(traced[0]) != "nanwatchd":
+    if len(traced) != 1 or read_comm(traced[0]) != "nanwatchd":  # env, if any, execs it
         raise Fail("strace's children %s: not the daemon alone" % traced)
     os.kill(traced[0], signal.SIGTERM)
     if daemon.wait(60) != 0:
@@ -305,7 +331,8 @@ def test_service_unit_service_calls(ctx):
                    daemon.stderr_tail())
     trainer.kill()
     used = strace_calls(summary)
-    for call in ("bpf", "perf_event_open", "process_vm_readv", "eventfd2"):
+    for call in ("bpf", "perf_event_open", "process_vm_readv", "eventfd2") + (
+            ("pidfd_getfd",) if gpu else ()):
         if call not in used:
             raise Fail("strace saw no %s call: not the daemon's summary? %s" % (call, sorted(used)))
     outside = sorted(used - allowed)
