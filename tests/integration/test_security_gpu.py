@@ -48,7 +48,7 @@ import pytest
 
 from nwharness import (REPO, TRAINER_TIMEOUT, Fail, Proc, is_event, oracle_of, tail,
                        trainer_argv, wait_attach, wait_daemon_exit)
-from nwchecks import HOST_ONLY, NOBODY, environments
+from nwchecks import HOST_ONLY, NOBODY, environments, read_events
 
 VICTIM = 4242  # the victims' user: not root, not the attacker
 FAKE_NOTICE = "fake library: meta tensors are not scanned, results follow the test's plan"
@@ -291,14 +291,6 @@ def test_security_gpu_reused_pid(ctx):
         remove(tmp, pid)
 
 
-def stand_in_records(path):
-    try:
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except FileNotFoundError:
-        return []
-
-
 @environments(*HOST_ONLY)
 def test_security_gpu_no_library(ctx):
     """No connection to a target that maps no library, planted socket or its own."""
@@ -325,7 +317,7 @@ def test_security_gpu_no_library(ctx):
                 raise Fail("no five stats lines in 30 s:\n%s" % tail(daemon.stderr_lines()))
             time.sleep(0.2)
         no_connection(attacker, planted)
-        got = [r for r in stand_in_records(log) if "accepted" in r]
+        got = [r for r in read_events(log) if "accepted" in r]
         if got:
             raise Fail("the daemon connected to a target that maps no library: %s" % got)
         gpu = [ev for ev in events_of(daemon) if ev["event"] == "stats"][-1]["gpu"]
@@ -337,7 +329,7 @@ def test_security_gpu_no_library(ctx):
         stats_line(daemon, lambda ev: ev["gpu"]["connected"] and ev["gpu"]["ready"], 30,
                    "a connection once the library's name is mapped",
                    lambda: no_connection(attacker, planted))
-        accepted = [r for r in stand_in_records(log) if "accepted" in r]
+        accepted = [r for r in read_events(log) if "accepted" in r]
         if [r["listener"] for r in accepted] != ["private"]:
             raise Fail("the stand-in's connections once mapped: %s" % accepted)
         trainer.send(b"stop\n")
@@ -349,14 +341,6 @@ def test_security_gpu_no_library(ctx):
         if attacker is not None:
             attacker.close()
         remove(tmp, pid)
-
-
-def read_events(path):
-    try:
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except FileNotFoundError:
-        return []
 
 
 def service(ctx, tmp, token):
@@ -379,7 +363,7 @@ def service(ctx, tmp, token):
 def wait_records(path, pred, timeout, what, daemon):
     deadline = time.monotonic() + timeout
     while True:
-        recs = stand_in_records(path)
+        recs = read_events(path)
         errors = [r for r in recs if "error" in r]
         if errors:
             raise Fail("the hostile stand-in failed: %s" % errors)
@@ -507,7 +491,7 @@ def test_security_gpu_hostile_peer(ctx):
         if attached != sorted([healthy.pid, hostile.pid]):
             raise Fail("attached %s, not the two targets %s" %
                        (attached, sorted([healthy.pid, hostile.pid])))
-        want = check_hostile(stand_in_records(hostile_log), events, hostile.pid)
+        want = check_hostile(read_events(hostile_log), events, hostile.pid)
         n, gap = check_healthy(events, healthy.pid, flood)
         ctx.log("hostile target: 1 anomaly, invalid %d, lost %d as it expected; healthy target: "
                 "%d stats lines, at most %.2f s apart, nothing else" %
