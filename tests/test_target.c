@@ -181,6 +181,7 @@ static void test_real_torch(void **state)
 	assert_int_equal(target__tensor_type(&t, &r, name, base, err, sizeof(err)), 0);
 	assert_int_equal(t.tensor_type, symbol);
 	assert_string_equal(t.tensor_type_from, "THPVariableClass");
+	target__close(&t);
 	close(in);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 }
