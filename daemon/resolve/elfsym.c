@@ -4,8 +4,9 @@
  * the daemon. Read with pread, never mapped (a file truncated under a mapping raises SIGBUS in
  * whoever touches it); only the headers, the symbol table looked in and its names, or a
  * section asked for by name, each checked against the file's size and the caps of elfsym.h
- * before it is read, and charged to the resolve's budget. A file that gets shorter while it
- * is read is an error (-EIO). Files are never executed.
+ * before it is read (and for holes: a sparse table costs its maker nothing), and charged to
+ * the resolve's budget. A file that gets shorter while it is read is an error (-EIO). Files
+ * are never executed.
  */
 #include <elf.h>
 #include <errno.h>
@@ -16,7 +17,8 @@
 #include <unistd.h>
 #include "resolve/elfsym.h"
 
-#define READ_CHUNK (4u << 20) /* the deadline is looked at between chunks */
+#define READ_CHUNK (4u << 20)  /* the deadline is looked at between chunks */
+#define HOLE_CHECK (64u << 10) /* tables from this size on are looked at for holes */
 
 enum {
 	TAB_DYNSYM,
@@ -99,6 +101,25 @@ static int read_at(struct elfsym *e, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+/*
+ * [off, off + len) must have no hole: a linker writes every byte of a table, so a hole is a
+ * sparse file made to cost the reader, not the writer, refused before it is read (-ENOEXEC).
+ * The hole at the end of a file cut since it was opened is that change (-EIO). Where holes are
+ * not known (the file system reports none), every file passes.
+ */
+static int check_dense(const struct elfsym *e, uint64_t off, size_t len)
+{
+	struct stat st;
+	off_t hole;
+
+	if (len < HOLE_CHECK)
+		return 0;
+	hole = lseek(e->fd, off, SEEK_HOLE);
+	if (hole < 0 || (uint64_t)hole >= off + len)
+		return 0;
+	return !fstat(e->fd, &st) && (uint64_t)st.st_size < off + len ? -EIO : -ENOEXEC;
+}
+
 /* A malloc'd copy of len bytes at off, with a NUL after them. */
 static int read_alloc(struct elfsym *e, void **out, size_t len, uint64_t off)
 {
@@ -107,6 +128,9 @@ static int read_alloc(struct elfsym *e, void **out, size_t len, uint64_t off)
 
 	if (!in_file(e, off, len))
 		return -ENOEXEC;
+	ret = check_dense(e, off, len);
+	if (ret)
+		return ret;
 	buf = malloc(len + 1);
 	if (!buf)
 		return -ENOMEM;
@@ -270,12 +294,13 @@ static int tab_load(struct elfsym *e, int t)
 	for (i = 0; i < e->shnum && e->sh[i].sh_type != types[t]; i++)
 		;
 	ret = i < e->shnum ? tab_read(e, tab, &e->sh[i]) : 0;
-	if (ret) {
-		free(tab->sym);
-		free(tab->str);
-		*tab = (struct symtab){.state = ret};
-	}
-	return ret;
+	if (!ret)
+		return 0;
+	free(tab->sym);
+	free(tab->str);
+	/* .symtab is what strip removes: one past the caps (a debug build's) counts as absent */
+	*tab = (struct symtab){.state = ret == -EFBIG && t == TAB_SYMTAB ? 1 : ret};
+	return tab->state < 0 ? ret : 0;
 }
 
 /* Every defined symbol of table t starting with prefix; stops when fn returns non-zero. */

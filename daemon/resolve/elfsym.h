@@ -11,14 +11,16 @@
 
 /*
  * Caps on one file, checked against its headers before anything is read. Real ones are far
- * below: libtorch_cpu.so of torch 2.6 has 30 sections, 12 segments, a 1 MiB .dynsym, 3.2 MiB
- * of names and a 15 MiB .eh_frame; a pip wheel's tables are about ten times that.
+ * below: libtorch_cpu.so of torch 2.6 (Debian) has 30 sections, 12 segments, a 1 MiB .dynsym,
+ * 3.2 MiB of names and a 15 MiB .eh_frame; a pip wheel's, built with more symbols exported,
+ * some ten times that. Reading is not free (7 ms a MiB on the test VM, pages faulted in and
+ * copied): the caps and the budget are what a hostile file can make one resolve cost.
  */
 #define ELFSYM_MAX_FILE (16ull << 30)  /* st_size: libtorch_cuda.so is about 2 GiB */
 #define ELFSYM_MAX_SECTIONS 1024       /* section headers */
 #define ELFSYM_MAX_SEGMENTS 128	       /* program headers */
-#define ELFSYM_MAX_SYMTAB (64u << 20)  /* one symbol table: 2.8 million symbols */
-#define ELFSYM_MAX_STRTAB (128u << 20) /* the names of one symbol table */
+#define ELFSYM_MAX_SYMTAB (32u << 20)  /* one symbol table: 1.4 million symbols */
+#define ELFSYM_MAX_STRTAB (96u << 20)  /* the names of one symbol table */
 #define ELFSYM_MAX_SHSTRTAB (1u << 20) /* section names */
 #define ELFSYM_MAX_SECTION (64u << 20) /* a section read whole (unwind tables) */
 
@@ -33,7 +35,7 @@ struct elfsym_budget {
 	uint64_t bytes_read;  /* what it paid for so far */
 };
 
-#define ELFSYM_BUDGET_BYTES (256ull << 20) /* a real resolve reads 5 MiB (torch 2.6) */
+#define ELFSYM_BUDGET_BYTES (128ull << 20) /* a real resolve reads 5 MiB (torch 2.6) */
 #define ELFSYM_BUDGET_MS 5000
 
 /* A budget of bytes, and of ms milliseconds from now (0: no deadline). */

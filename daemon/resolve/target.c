@@ -136,12 +136,18 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path;
 }
 
-/* Runtime address of a symbol in a mapped image; 0 if absent. */
-static uint64_t sym_addr(struct elfsym *e, const struct image *img, const char *name)
+/*
+ * Runtime address of a symbol in a mapped image; 0 if absent. A table that could not be read
+ * (a hostile file) sets *err, the first such errno kept, for the caller to say so.
+ */
+static uint64_t sym_addr(struct elfsym *e, const struct image *img, const char *name, int *err)
 {
 	uint64_t value, first;
+	int ret = elfsym__find(e, name, &value);
 
-	if (!img->base || elfsym__find(e, name, &value) || elfsym__first_load(e, &first))
+	if (ret && ret != -ENOENT && !*err)
+		*err = ret;
+	if (!img->base || ret || elfsym__first_load(e, &first))
 		return 0;
 	return img->base - first + value;
 }
@@ -262,11 +268,11 @@ const char *target__image_why(int err)
 	case EISDIR:
 		return "a directory";
 	case ENOEXEC:
-		return "not an ELF file the daemon reads (malformed, or its headers point out of "
-		       "the file)";
+		return "not an ELF file the daemon reads (malformed, headers pointing out of the "
+		       "file, or a table with holes)";
 	case EFBIG:
-		return "larger than the daemon reads (over 1024 sections, a 64 MiB symbol table, "
-		       "128 MiB of names, or the resolve's 256 MiB)";
+		return "larger than the daemon reads (over 1024 sections, a 32 MiB symbol table, "
+		       "96 MiB of names, or the resolve's 128 MiB)";
 	case ETIME:
 		return "reading it took longer than the resolve's 5 s";
 	case EIO:
@@ -311,6 +317,7 @@ static int python_facts(struct target *t, struct elfsym *e, const struct image *
 {
 	uint64_t ver_addr, ver = 0;
 	struct remote r;
+	int bad = 0;
 
 	remote__init_pid(&r, t->pid);
 	if (elfsym__file_offset(e, eval, &t->eval_offset)) {
@@ -318,11 +325,16 @@ static int python_facts(struct target *t, struct elfsym *e, const struct image *
 			 img->path, "outside the file's loaded segments");
 		return -ENOEXEC;
 	}
-	ver_addr = sym_addr(e, img, "Py_Version"); /* exported since 3.11 */
-	t->tuple_type = sym_addr(e, img, "PyTuple_Type");
-	t->list_type = sym_addr(e, img, "PyList_Type");
-	t->none = sym_addr(e, img, "_Py_NoneStruct");
-	t->runtime = sym_addr(e, img, "_PyRuntime");
+	ver_addr = sym_addr(e, img, "Py_Version", &bad); /* exported since 3.11 */
+	t->tuple_type = sym_addr(e, img, "PyTuple_Type", &bad);
+	t->list_type = sym_addr(e, img, "PyList_Type", &bad);
+	t->none = sym_addr(e, img, "_Py_NoneStruct", &bad);
+	t->runtime = sym_addr(e, img, "_PyRuntime", &bad);
+	if (bad) {
+		snprintf(err, errlen, "failed to read pid %d's %s: %s", t->pid, img->path,
+			 target__image_why(bad));
+		return bad;
+	}
 	if (!ver_addr || remote__u64(&r, ver_addr, &ver)) {
 		snprintf(err, errlen,
 			 "unsupported Python in pid %d (%s): older than 3.11 "
@@ -531,8 +543,13 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 				 target__image_why(ret));
 			return ret;
 		}
-		t->tensor_type = sym_addr(t->torch_python_elf, img, "THPVariableType");
-		t->tensor_class = sym_addr(t->torch_python_elf, img, "THPVariableClass");
+		t->tensor_type = sym_addr(t->torch_python_elf, img, "THPVariableType", &ret);
+		t->tensor_class = sym_addr(t->torch_python_elf, img, "THPVariableClass", &ret);
+		if (ret) {
+			snprintf(err, errlen, "failed to read pid %d's %s: %s", t->pid, img->path,
+				 target__image_why(ret));
+			return ret;
+		}
 		if (!t->tensor_type && !t->tensor_class) {
 			snprintf(err, errlen,
 				 "failed to resolve THPVariableType or THPVariableClass "

@@ -1,16 +1,22 @@
 """What the integration tests check in a daemon's stream, used by more than one area: the
 envelope (schema, seq, time, attach ... stats ... detach), anomaly fields against the oracle's,
 the diagnosis, the stats tally, refusals; watch() runs a trainer under the daemon and checks
-its stream. Also how a test names the environments it runs in (conftest.py has the fixtures).
+its stream. Also how a test names the environments it runs in (conftest.py has the fixtures),
+and a service-mode daemon (nanwatchd --config) with its config, READY=1 and event file
+(write_config ... stop_service: test_service.py, test_security_files.py).
 """
 import json
 import os
 import re
+import signal
+import socket
+import time
 
 import pytest
 
-from nwharness import (ERROR_TIMEOUT, Fail, finish_trainer, is_event, read_comm, start_daemon,
-                       start_waiting_trainer, wait_attach, wait_daemon_exit)
+from nwharness import (DETACH_TIMEOUT, ERROR_TIMEOUT, Fail, Proc, finish_trainer, is_event,
+                       read_comm, start_daemon, start_waiting_trainer, trainer_argv, wait_attach,
+                       wait_daemon_exit)
 
 ENVIRONMENTS = ("host", "trixie", "container")
 EVERYWHERE = ENVIRONMENTS
@@ -365,3 +371,114 @@ def target_untouched(proc):
     state, tracer = status["State"].strip(), status["TracerPid"].strip()
     if state[0] in "tTZX" or tracer != "0":
         raise Fail("target left in state %r, tracer %s" % (state, tracer))
+
+
+# ---- a service-mode daemon ----
+
+READY_TIMEOUT = 60
+
+
+def write_config(ctx, tmp, rules, scan_ms=100, extra=""):
+    """A config with these rule texts (YAML list items), events to tmp/events.ndjson."""
+    events = os.path.join(tmp, "events.ndjson")
+    path = os.path.join(tmp, "nanwatch.yaml")
+    with open(path, "w") as f:
+        f.write("watch:\n%s" % "".join(rules))
+        f.write("output:\n  - file: %s\n" % events)
+        f.write("layouts: %s\nscan_interval_ms: %d\n" % (ctx.layouts, scan_ms))
+        f.write(extra)
+    return path, events
+
+
+def notify_socket(tmp):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    path = os.path.join(tmp, "notify")
+    sock.bind(path)
+    sock.settimeout(READY_TIMEOUT)
+    return sock, path
+
+
+def expect_notify(sock, want):
+    try:
+        got = sock.recv(256).decode()
+    except socket.timeout:
+        raise Fail("no %s on NOTIFY_SOCKET in %d s" % (want, READY_TIMEOUT))
+    if want not in got.split("\n"):
+        raise Fail("NOTIFY_SOCKET got %r, not %s" % (got, want))
+
+
+def start_service(ctx, config, notify=None):
+    env = ["env", "NOTIFY_SOCKET=" + notify] if notify else []
+    daemon = Proc(env + [ctx.daemon, "--config", config, "--verbose"], term_timeout=10)
+    ctx.current_daemon = daemon
+    ctx.log("started nanwatchd --config %s (pid %d)" % (config, daemon.pid))
+    return daemon
+
+
+def start_ready(ctx, tmp, config):
+    """start_service, returned once READY=1 has arrived."""
+    sock, path = notify_socket(tmp)
+    try:
+        daemon = start_service(ctx, config, notify=path)
+        expect_notify(sock, "READY=1")
+    finally:
+        sock.close()
+    return daemon
+
+
+def start_process(ctx, env, argv):
+    """argv run with env (a dict) added to this environment, stdin a pipe."""
+    return Proc(["env"] + ["%s=%s" % kv for kv in env.items()] + argv, stdin=True)
+
+
+def start_trainer(ctx, env):
+    """inflight --live: trains until told "fault", then three more steps, and exits."""
+    return start_process(ctx, env, trainer_argv(ctx, "inflight", "--live", "--pace", "0.02"))
+
+
+def read_events(path):
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def wait_events(path, daemon, pred, what, timeout):
+    """The events once pred(events) holds; Fail after timeout seconds or if the daemon ends."""
+    deadline = time.monotonic() + timeout
+    while True:
+        events = read_events(path)
+        if pred(events):
+            return events
+        if not daemon.running():
+            raise Fail("daemon exited %s waiting for %s:\n%s" % (daemon.p.returncode, what,
+                                                               daemon.stderr_tail(8)))
+        if time.monotonic() > deadline:
+            raise Fail("no %s in %d s; events: %s\n%s" % (
+                what, timeout, [(e["event"], e["pid"]) for e in events][-10:],
+                daemon.stderr_tail(8)))
+        time.sleep(0.1)
+
+
+def has_event(name, pid):
+    return lambda events: any(e["event"] == name and e["pid"] == pid for e in events)
+
+
+def stop_service(daemon, sock=None):
+    daemon.p.send_signal(signal.SIGTERM)
+    rc = daemon.wait(DETACH_TIMEOUT)
+    if rc != 0:
+        raise Fail("daemon exited %r on SIGTERM, not 0:\n%s" % (rc, daemon.stderr_tail(8)))
+    if sock is not None:
+        expect_notify(sock, "STOPPING=1")
+
+
+def usage(pid):
+    """CPU seconds used and peak RSS in KiB of process pid."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    with open("/proc/%d/status" % pid) as f:
+        hwm = [line.split()[1] for line in f if line.startswith("VmHWM:")][0]
+    return cpu, int(hwm)
