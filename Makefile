@@ -38,6 +38,8 @@ TOOL_BINS := $(patsubst tools/%.c,$(OUTPUT)/%,$(TOOL_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 # the injection tests' target, library, tracer and driver (tests/inject/)
 INJECT_BINS := $(addprefix $(OUTPUT)/tests/inject/,counter traced nwinject libmarker.so)
+# the security tests' helper that starts a process under a chosen pid (tests/security/)
+SECURITY_BINS := $(OUTPUT)/tests/security/withpid
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/%,$(FUZZ_SRCS))
 
 # C sources make format-check holds to .clang-format
@@ -60,7 +62,7 @@ CUPTI_OBJS := $(patsubst cupti/%.c,$(OUTPUT)/cupti/%.o,$(wildcard cupti/*.c))
 CUDA_SMS = $(sort $(shell $(NVCC) --list-gpu-code | sed -n 's/^sm_\([0-9]*\)$$/\1/p' | \
 	   awk '$$1 >= 75 && $$1 <= 90'))
 NVCC_FLAGS := -O3 -std=c++17 -Ibpf -Icupti --no-compress
-FORMAT_SRCS += $(wildcard tests/inject/*.c)
+FORMAT_SRCS += $(wildcard tests/inject/*.c tests/security/*.c)
 
 # make asan: daemon, tools and unit tests with ASan+UBSan in their own output directory, then
 # the unit tests and a few fast integration cases (real BPF) under them.
@@ -148,6 +150,7 @@ $(TAIL_LIB): $(TAIL_OBJS) | $(OUTPUT)
 
 # Objects that include the skeleton need it generated first.
 $(OUTPUT)/daemon/attach/probe.o: $(OUTPUT)/nanwatch.skel.h
+$(OUTPUT)/daemon/service/procs.o: $(OUTPUT)/procs.skel.h
 
 $(OUTPUT)/nanwatchd: $(OUTPUT)/daemon/main.o $(DAEMON_LIB)
 	$(call msg,LINK,$@)
@@ -195,8 +198,13 @@ $(OUTPUT)/tests/inject/nwinject: tests/inject/nwinject.c $(DAEMON_LIB) | $(OUTPU
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(INCLUDES) $(AS_NEEDED) $< $(DAEMON_LIB) $(LDLIBS) -o $@
 
-# built with the unit tests, for tests/integration/test_inject.py
-test unit: $(INJECT_BINS)
+$(OUTPUT)/tests/security/withpid: tests/security/withpid.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $< -o $@
+
+# built with the unit tests, for tests/integration/test_inject.py and test_security_gpu.py
+test unit: $(INJECT_BINS) $(SECURITY_BINS)
 
 test: all test-deps $(TEST_BINS) trixie-root
 	$(Q)tests/run-unit $(TEST_BINS)
@@ -354,7 +362,7 @@ LAYOUT_PAIRS := $(foreach p,3.11:1.13 3.13:2.6 3.12:2.11,config/layouts/python-$
 verifier-stats: all
 	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) $(LAYOUT_PAIRS)
 
-integration: all test-deps trixie-root
+integration: all test-deps trixie-root $(SECURITY_BINS)
 	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \
 		--trixie-root $(TRIXIE_ROOT)
 

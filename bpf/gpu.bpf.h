@@ -32,7 +32,7 @@ static __always_inline struct nw_gpu_req *gpu_slot(__u64 seq)
 /*
  * A request for s->ti (read_impl set ti.gpu, ti.data, ti.numel) with s->ev's
  * context; returns its seq, 0 when none was written (no library: the daemon
- * sets the header's magic only while one is connected).
+ * sets gpu_link only while one is connected).
  */
 __noinline __u64 gpu_request(__u32 role, __u32 idx0, __u32 idx1, __u64 gate)
 {
@@ -48,7 +48,7 @@ __noinline __u64 gpu_request(__u32 role, __u32 idx0, __u32 idx1, __u64 gate)
 	h = bpf_map_lookup_elem(&gpu_ring, &zero);
 	if (!s || !h)
 		return 0;
-	if (h->magic != NW_GPU_MAGIC) {
+	if (!gpu_link) {
 		__sync_fetch_and_add(&h->dropped, 1);
 		return 0;
 	}

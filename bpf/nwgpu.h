@@ -9,11 +9,16 @@
  * the same 256 bytes); entries 1..NW_GPU_SLOTS are a ring: BPF takes position
  * p = head++ (atomic) and fills entry 1 + p % NW_GPU_SLOTS, seq last (= p + 1).
  * A uprobe runs in the training thread before that thread's next instruction,
- * so the request is in place before the thread's next CUDA launch. The daemon
- * passes the map's fd to the library over the library's unix socket
- * (SCM_RIGHTS); the library maps it read-only. Why a map and not
- * bpf_probe_write_user: lockdown forbids the latter, and a map needs no write
- * into the target's memory at all.
+ * so the request is in place before the thread's next CUDA launch. BPF writes
+ * requests only while the daemon's global gpu_link is set (a library answered
+ * READY); the ring itself holds nothing the daemon writes. The daemon freezes
+ * the map (BPF_MAP_FREEZE) before anyone sees it and maps it read-only: only
+ * BPF programs write it, a writable mapping or an update from user space is
+ * refused (EPERM) to the daemon and to the library alike. The daemon passes
+ * the map's fd to the library over the library's unix socket (SCM_RIGHTS);
+ * the library maps it read-only. Why a map and not bpf_probe_write_user:
+ * lockdown forbids the latter, and a map needs no write into the target's
+ * memory at all.
  *
  * Results: the library scans on the stream of the requesting thread's most
  * recent launch, before its next launch, and sends struct nw_gpu_result back
@@ -21,8 +26,9 @@
  * (reading the slot from its own mapping of the ring; a slot overwritten since
  * is counted lost).
  *
- * Everything read from the target's side (results, the ring's slots, which the
- * target can write once it holds the fd) is untrusted: bounded and checked.
+ * Everything read from the target's side is untrusted: bounded and checked. A
+ * result counts only for a request BPF has written, the ring still holds, and
+ * no earlier result answered; it can make findings of that target alone.
  */
 #ifndef __NWGPU_H
 #define __NWGPU_H
@@ -61,15 +67,12 @@ struct nw_gpu_req {
 	__u64 ctx[(NW_GPU_REQ_SIZE - 64) / 8];
 };
 
-/* Entry 0 of gpu_ring. */
+/* Entry 0 of gpu_ring: BPF's alone. */
 struct nw_gpu_head {
 	__u64 head;    /* next ring position BPF hands out */
-	__u64 dropped; /* requests BPF did not write (tensor too large, ring disabled) */
-	__u64 magic;   /* NW_GPU_MAGIC once the daemon set the ring up */
-	__u64 pad[(NW_GPU_REQ_SIZE - 24) / 8];
+	__u64 dropped; /* requests BPF did not write (no library connected) */
+	__u64 pad[(NW_GPU_REQ_SIZE - 16) / 8];
 };
-
-#define NW_GPU_MAGIC 0x6e7767707572696eULL /* "nwgpurin" */
 
 /* Result flags (nw_gpu_result.flags). */
 enum nw_gpu_rflag {
@@ -99,14 +102,23 @@ struct nw_gpu_result {
 
 /*
  * Socket messages, SOCK_SEQPACKET, each starting with struct nw_gpu_msg. The
- * library listens at NW_GPU_SOCK_FMT with its own pid (the pid in its pid
- * namespace), mode 0600, in $NANWATCH_CUPTI_DIR or /tmp; the daemon connects
- * through /proc/PID/root, checks SO_PEERCRED's pid against the target, sends
- * HELLO with the ring's fd, and reads READY, then RESULT, STATS and NOTICE
- * messages until either side closes. Closing the socket puts the library back
- * to idle.
+ * library listens at NW_GPU_SOCK_NAME (mode 0600) in a directory of its own
+ * that mkdtemp makes (mode 0700) from NW_GPU_SOCK_DIR_FMT with its pid, in
+ * $NANWATCH_CUPTI_DIR (an absolute path) or /tmp: a name nobody can foresee,
+ * so no other user can take it first or connect to it. The daemon does not
+ * guess the path: it takes the target's own listening sockets from the
+ * target's fd table (pidfd_getfd), one whose bound name ends in
+ * NW_GPU_SOCK_DIR_PREFIX.../NW_GPU_SOCK_NAME and whose listener is the target
+ * itself (SO_PEERPIDFD), and connects to that name through /proc/PID/root,
+ * only while the target maps the library. After connecting it checks the peer
+ * again (SO_PEERPIDFD: the target's struct pid, not a reusable number;
+ * SO_PEERCRED: the target's uid), then sends HELLO with the ring's fd, and
+ * reads READY, then RESULT, STATS and NOTICE messages until either side
+ * closes. Closing the socket puts the library back to idle.
  */
-#define NW_GPU_SOCK_FMT "%s/.nanwatch-cupti-%d.sock"
+#define NW_GPU_SOCK_DIR_PREFIX ".nanwatch-cupti-"
+#define NW_GPU_SOCK_DIR_FMT "%s/" NW_GPU_SOCK_DIR_PREFIX "%d.XXXXXX" /* mkdtemp's template */
+#define NW_GPU_SOCK_NAME "cupti.sock"
 #define NW_GPU_MSG_MAX 4096 /* bytes of one message, header included */
 
 enum nw_gpu_msg_type {

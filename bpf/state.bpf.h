@@ -61,6 +61,8 @@ __u64 root_type = 0;	   /* its type when it became the model */
 __u64 first_iter_p1 = 0;   /* first anomalous iteration + 1; 0: none yet */
 __u64 last_iter_p1 = 0;	   /* last iteration that reported + 1 */
 __u64 fwd_bad_iter_p1 = 0; /* last iteration with a non-finite module output or loss + 1 */
+/* GPU requests are written while set: the daemon's, never in the ring the library holds */
+__u32 gpu_link = 0;
 
 /* A module output scanned finite: see struct nw_rescan. impl 0: none. */
 struct fingerprint {
@@ -230,7 +232,7 @@ struct {
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps");
 
-/* GPU check requests: entry 0 the header, then a ring (see nwgpu.h); the daemon mmaps it */
+/* GPU check requests: entry 0 the header, then a ring (see nwgpu.h); frozen: BPF's alone */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);

@@ -14,7 +14,8 @@
  *                            one beside libcuda, the loader's search, CUDA's
  *                            lib directories, the torch wheel's nvidia/cu13/lib)
  *   NANWATCH_CUDA_LIB        libcuda to load (else libcuda.so.1)
- *   NANWATCH_CUPTI_DIR       directory of the socket (else /tmp)
+ *   NANWATCH_CUPTI_DIR       where the socket's own directory is made (an
+ *                            absolute path; else /tmp)
  *   NANWATCH_CUPTI_DRAIN_MS  a request whose thread did not launch again
  *                            within this is scanned by the worker (200)
  *   NANWATCH_CUPTI_LAUNCH    callback (the default: enqueue from the CUPTI
@@ -243,8 +244,10 @@ static void nwc_atfork_child(void)
 
 static void nwc_atexit(void)
 {
-	if (nwc_lib.owner_pid == getpid() && nwc_lib.sock_path[0])
-		unlink(nwc_lib.sock_path);
+	if (nwc_lib.owner_pid != getpid() || !nwc_lib.sock_path[0])
+		return;
+	unlink(nwc_lib.sock_path);
+	rmdir(nwc_lib.sock_dir);
 }
 
 /* Keep the library mapped for the worker's lifetime, whoever dlclose()s it. */

@@ -135,12 +135,13 @@ struct nwc {
 	struct nwc_cu cu;
 	struct nwc_cupti cupti;
 	CUpti_SubscriberHandle sub;
-	__u32 state;	 /* enum nw_gpu_state */
-	__u32 mode;	 /* enum nw_gpu_mode: NANWATCH_CUPTI_LAUNCH */
-	int cuda_driver; /* cuDriverGetVersion */
-	int drain_ms;	 /* NANWATCH_CUPTI_DRAIN_MS */
+	__u32 state;	    /* enum nw_gpu_state */
+	__u32 mode;	    /* enum nw_gpu_mode: NANWATCH_CUPTI_LAUNCH */
+	int cuda_driver;    /* cuDriverGetVersion */
+	int drain_ms;	    /* NANWATCH_CUPTI_DRAIN_MS */
+	char sock_dir[108]; /* mkdtemp's, holding sock_path alone */
 	char sock_path[108];
-	int owner_pid; /* the process that made sock_path */
+	int owner_pid; /* the process that made sock_dir and sock_path */
 	int listen_fd;
 	int wake_fd; /* eventfd: a context is wanted */
 	pthread_t worker;

@@ -78,29 +78,44 @@ static int send_msg(int fd, __u32 type, const void *body, size_t len)
 	return send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -errno;
 }
 
+/*
+ * The socket, in a directory of its own that mkdtemp makes (0700): a name nobody can take
+ * first, in a place nobody else can connect to. The daemon finds it in our fd table.
+ */
 static int open_listen(struct nwc *g)
 {
-	const char *dir = getenv("NANWATCH_CUPTI_DIR");
+	const char *base = getenv("NANWATCH_CUPTI_DIR");
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char dir[sizeof(sa.sun_path)];
 	int fd, n;
 
-	if (!dir || !*dir)
-		dir = "/tmp";
-	n = snprintf(sa.sun_path, sizeof(sa.sun_path), NW_GPU_SOCK_FMT, dir, (int)getpid());
-	if (n < 0 || n >= (int)sizeof(sa.sun_path))
+	/* a relative one would name a place only our working directory knows */
+	if (!base || base[0] != '/')
+		base = "/tmp";
+	n = snprintf(dir, sizeof(dir), NW_GPU_SOCK_DIR_FMT, base, (int)getpid());
+	if (n < 0 || n + 1 + strlen(NW_GPU_SOCK_NAME) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
+	if (!mkdtemp(dir))
 		return -errno;
+	memcpy(sa.sun_path, dir, n);
+	memcpy(sa.sun_path + n, "/" NW_GPU_SOCK_NAME, sizeof("/" NW_GPU_SOCK_NAME));
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		n = -errno;
+		rmdir(dir);
+		return n;
+	}
 	/* the socket's mode at bind is the inode's: 0600 before anyone can connect */
 	fchmod(fd, 0600);
-	unlink(sa.sun_path);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(sa.sun_path, 0600) ||
 	    listen(fd, 4)) {
 		n = -errno;
 		close(fd);
+		unlink(sa.sun_path);
+		rmdir(dir);
 		return n;
 	}
+	memcpy(g->sock_dir, dir, sizeof(g->sock_dir));
 	memcpy(g->sock_path, sa.sun_path, sizeof(g->sock_path));
 	g->owner_pid = getpid();
 	g->listen_fd = fd;

@@ -18,6 +18,7 @@
 #include "session.h"
 #include "output/metrics.h"
 #include "output/sink.h"
+#include "util/optval.h"
 #include "util/utf8.h"
 #include "resolve/target.h"
 #include "service/service.h"
@@ -60,7 +61,7 @@ static const char usage[] =
 	"                           (a collector, connected to again if it goes away);\n"
 	"                           repeat for several outputs (at most 8)\n"
 	"      --output-queue-kb N  KiB of lines each output holds back for a slow or absent\n"
-	"                           reader before it drops lines (default 1024)\n"
+	"                           reader before it drops lines (1..1048576, default 1024)\n"
 	"  -m, --mode MODE          'full': check every module output (default)\n"
 	"                           'sample': check only outermost calls (the model's\n"
 	"                           output, a loss module): finds the first bad step and\n"
@@ -70,13 +71,16 @@ static const char usage[] =
 	"                           the first bad step, not the layer; the cheapest watch\n"
 	"  -L, --layouts DIR        layout tables (default: next to the binary, then\n"
 	"                           " NW_LAYOUT_DIR ")\n"
-	"      --max-scan-mb N      scan at most N MiB of each tensor (default 1024)\n"
-	"      --stats-interval S   emit a stats line every S seconds (default: at exit)\n"
+	"      --max-scan-mb N      scan at most N MiB of each tensor (1..1048576, default\n"
+	"                           1024)\n"
+	"      --stats-interval S   emit a stats line every S seconds (0..86400; 0, the\n"
+	"                           default: only at exit)\n"
 	"      --capture-dir DIR    on the first origin anomaly, write the layer's inputs,\n"
 	"                           parameters, buffers and output (.npy) and a manifest\n"
 	"                           into DIR/<pid>-step<N>-<layer>/ (see tools/nanwatch-repro)\n"
-	"      --capture-max-mb N   tensor bytes one capture may hold (default 60; a\n"
-	"                           fraction is allowed); tensors past it are left out\n"
+	"      --capture-max-mb N   MiB of tensors one capture may hold (more than 0, at\n"
+	"                           most 512, fractions allowed; default 60); tensors\n"
+	"                           past it are left out\n"
 	"      --backward MODE      the backward pass (not in mode sample):\n"
 	"                           'norms': gradient norms per backward pass from the\n"
 	"                           parameter gradients, which are checked for NaN/+-Inf\n"
@@ -130,26 +134,19 @@ static long long parse_num(const char *s, const char *what, long long min, long 
 	return v;
 }
 
-/* MiB, fractions allowed (a budget of a few bytes is a valid test); at most 512. */
-static uint64_t parse_mb(const char *s, const char *what)
+/* ret from util/optval (or metrics): a bad value is a usage error, said as the config says it. */
+static void checked(int ret, const char *why)
 {
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v > 0) || v > 512 || v * 1048576 < 1) {
-		char msg[128];
-
-		snprintf(msg, sizeof(msg), "invalid %s '%s' (more than 0, at most 512)", what, s);
-		die_usage(msg);
-	}
-	return (uint64_t)(v * 1048576);
+	if (ret)
+		die_usage(why);
 }
 
 /* One option of the command line; exits on --help, --version and bad values. */
 static void parse_opt(int c, struct args *a)
 {
+	char why[256];
+	int secs;
+
 	if (strchr("poQmLMSCXGPJj", c))
 		a->watch_opts++;
 	switch (c) {
@@ -162,22 +159,28 @@ static void parse_opt(int c, struct args *a)
 		a->outputs[a->noutputs++] = optarg;
 		break;
 	case 'Q':
-		a->queue_bytes = parse_num(optarg, "--output-queue-kb", 1, 1 << 20) << 10;
+		checked(optval__queue_kb("--output-queue-kb", optarg, &a->queue_bytes, why,
+					 sizeof(why)),
+			why);
 		break;
 	case 'm':
-		a->o.mode = optarg;
+		checked(optval__mode("--mode", optarg, &a->o.mode, why, sizeof(why)), why);
 		break;
 	case 'L':
 		a->o.layouts = optarg;
 		break;
 	case 'M':
-		a->o.max_scan_bytes = parse_num(optarg, "--max-scan-mb", 1, 1 << 20) << 20;
+		checked(optval__max_scan_mb("--max-scan-mb", optarg, &a->o.max_scan_bytes, why,
+					    sizeof(why)),
+			why);
 		break;
 	case 'S':
-		a->o.stats_interval = parse_num(optarg, "--stats-interval", 1, 86400);
+		checked(optval__stats_interval("--stats-interval", optarg, &secs, why, sizeof(why)),
+			why);
+		a->o.stats_interval = secs;
 		break;
 	case 'P':
-		a->metrics = optarg;
+		a->metrics = optarg; /* checked once --config is known not to be given with it */
 		break;
 	case 'B':
 		a->o.bpf_stats = 1;
@@ -193,17 +196,13 @@ static void parse_opt(int c, struct args *a)
 		a->o.capture_dir = optarg;
 		break;
 	case 'X':
-		a->o.capture_max_bytes = parse_mb(optarg, "--capture-max-mb");
+		checked(optval__capture_max_mb("--capture-max-mb", optarg, &a->o.capture_max_bytes,
+					       why, sizeof(why)),
+			why);
 		break;
 	case 'G':
-		if (!strcmp(optarg, "off"))
-			a->o.backward = 0;
-		else if (!strcmp(optarg, "norms"))
-			a->o.backward = 1;
-		else if (!strcmp(optarg, "on"))
-			a->o.backward = 2;
-		else
-			die_usage("--backward takes off, norms or on");
+		checked(optval__backward("--backward", optarg, &a->o.backward, why, sizeof(why)),
+			why);
 		break;
 	case 'c':
 		a->config = optarg;
@@ -212,7 +211,7 @@ static void parse_opt(int c, struct args *a)
 		a->check_config = optarg;
 		break;
 	case 'v':
-		a->o.verbose = 1;
+		a->o.verbose++;
 		break;
 	case 'h':
 		fputs(usage, stdout);
@@ -250,6 +249,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"version", no_argument, NULL, 'V'},
 		{},
 	};
+	char why[256];
 	int c;
 
 	a->queue_bytes = SINK_DEFAULT_QUEUE;
@@ -268,12 +268,12 @@ static void parse_args(int argc, char **argv, struct args *a)
 			  "go with it)");
 	if (a->config)
 		return;
+	if (a->metrics && metrics__check_listen("--metrics", a->metrics, why, sizeof(why)))
+		die_usage(why);
 	if (!a->pid)
 		die_usage("--pid (or --config) is required");
 	if (!a->noutputs)
 		a->outputs[a->noutputs++] = "-";
-	if (strcmp(a->o.mode, "full") && strcmp(a->o.mode, "sample") && strcmp(a->o.mode, "loss"))
-		die_usage("unknown --mode (supported: full, sample, loss)");
 	a->o.top_only = strcmp(a->o.mode, "full") != 0;
 	a->o.loss_only = !strcmp(a->o.mode, "loss");
 }

@@ -148,6 +148,24 @@ static void on_ready(void *ctx, const struct nw_gpu_ready *r)
 			s->t.pid, r->mode, r->state);
 }
 
+static void on_link(void *ctx, int on)
+{
+	struct session *s = ctx;
+
+	probe__gpu_link(s->p, on);
+}
+
+/* Once per watch: a peer that keeps failing the check is tried every second. */
+static void on_refused(void *ctx, const char *why)
+{
+	struct session *s = ctx;
+
+	if (s->gpu_refused_said)
+		return;
+	s->gpu_refused_said = 1;
+	output__error_from(&s->e, "gpu", why);
+}
+
 static int reread(void *ctx, uint64_t seq, struct nw_gpu_req *out)
 {
 	return gpulink__slot(ctx, seq, out);
@@ -225,6 +243,7 @@ static void stats_fields(struct json *j, const void *ctx)
 	json__uint(j, "dropped", st.dropped);
 	json__uint(j, "results_lost", st.lost);
 	json__uint(j, "invalid", st.invalid);
+	json__uint(j, "refused", st.refused);
 	json__uint(j, "not_scanned", s->gres.not_scanned);
 	json__uint(j, "anomalies", s->gres.found);
 	json__uint(j, "suppressed", s->gres.suppressed);
@@ -234,12 +253,16 @@ static void stats_fields(struct json *j, const void *ctx)
 
 int gpu_open(struct session *s, char *err, size_t errlen)
 {
-	struct gpulink_cb cb = {
-		.ready = on_ready, .result = on_result, .notice = on_notice, .ctx = s};
+	struct gpulink_cb cb = {.ready = on_ready,
+				.result = on_result,
+				.notice = on_notice,
+				.link = on_link,
+				.refused = on_refused,
+				.ctx = s};
 
 	if (!s->gpu_kind)
 		return 0;
-	s->gpu = gpulink__new(s->t.pid, probe__gpu_ring_fd(s->p), &cb, err, errlen);
+	s->gpu = gpulink__new(s->t.pid, s->pidfd, probe__gpu_ring_fd(s->p), &cb, err, errlen);
 	if (!s->gpu)
 		return -errno;
 	gpures__init(&s->gres, &s->x, s->names, s->gpu_kind);

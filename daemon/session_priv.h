@@ -65,6 +65,7 @@ struct session {
 	char gpu_message[512];	      /* ... and how to have them checked; "" none */
 	uint64_t gpu_notice_hash[16]; /* of the notice lines written: each once per watch */
 	int gpu_notices;
+	int gpu_refused_said;  /* a refused peer was written of (once per watch) */
 	long long device_cuda; /* DeviceType codes from the torch table; -1: not there */
 	long long device_meta;
 	long long impl_device_index; /* TensorImpl offset of the device index; -1: not there */

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
+#include "output/metrics.h"
 #include "service/config.h"
+#include "util/optval.h"
 
 static struct config *parse(const char *text, char *err, size_t errlen)
 {
@@ -146,7 +148,7 @@ static void test_refused(void **state)
 		"line 3: children: 'true' is not true or false");
 	refused("watch:\n  - match: {env: {'1X': a}}\n", "line 2: unknown key '1X'");
 	refused("watch: [{match: {cmdline: x}}]\nmetrics: {listen: '0.0.0.0:9464'}\n",
-		"line 2: listen: '0.0.0.0' is not a loopback address");
+		"line 2: listen: '0.0.0.0:9464' is not a loopback address");
 	refused("watch: [{match: {cmdline: x}}]\nmetrics: {listen: '127.0.0.1:0'}\n",
 		"line 2: listen: '127.0.0.1:0' is not ADDR:PORT");
 	refused("watch: [{match: {cmdline: x}}]\nmetrics: {listen: '127.0.0.1'}\n",
@@ -171,6 +173,158 @@ static void test_refused(void **state)
 	refused("watch: [{match: {exe: '([[:alpha:]]{1,99}[]x]{1,99}){99}'}}]\n", "exe: regular");
 }
 
+/*
+ * The options the command line has too, each value read by the config and by what main.c
+ * calls for the option (util/optval, metrics__check_listen): both take it or both refuse it,
+ * with the same words after the option's name; a value taken is the same setting.
+ */
+struct both {
+	const char *key, *flag, *value;
+	int ok;
+};
+
+static const struct both values[] = {
+	{"capture_max_mb", "--capture-max-mb", "0.5", 1},
+	{"capture_max_mb", "--capture-max-mb", "512", 1},
+	{"capture_max_mb", "--capture-max-mb", ".25", 1},
+	{"capture_max_mb", "--capture-max-mb", "0.0000001", 0}, /* less than a byte */
+	{"capture_max_mb", "--capture-max-mb", "0", 0},
+	{"capture_max_mb", "--capture-max-mb", "512.5", 0},
+	{"capture_max_mb", "--capture-max-mb", "1e2", 0},
+	{"capture_max_mb", "--capture-max-mb", "-1", 0},
+	{"capture_max_mb", "--capture-max-mb", "0x10", 0},
+	{"capture_max_mb", "--capture-max-mb", "inf", 0},
+	{"stats_interval", "--stats-interval", "0", 1},
+	{"stats_interval", "--stats-interval", "86400", 1},
+	{"stats_interval", "--stats-interval", "86401", 0},
+	{"stats_interval", "--stats-interval", "1.5", 0},
+	{"stats_interval", "--stats-interval", "+5", 0},
+	{"max_scan_mb", "--max-scan-mb", "1", 1},
+	{"max_scan_mb", "--max-scan-mb", "1048576", 1},
+	{"max_scan_mb", "--max-scan-mb", "0", 0},
+	{"max_scan_mb", "--max-scan-mb", "1048577", 0},
+	{"max_scan_mb", "--max-scan-mb", "0.5", 0},
+	{"max_scan_mb", "--max-scan-mb", "99999999999999999999", 0},
+	{"output_queue_kb", "--output-queue-kb", "4", 1},
+	{"output_queue_kb", "--output-queue-kb", "0", 0},
+	{"output_queue_kb", "--output-queue-kb", "0x10", 0},
+	{"mode", "--mode", "sample", 1},
+	{"mode", "--mode", "fast", 0},
+	{"mode", "--mode", "Full", 0},
+	{"backward", "--backward", "on", 1},
+	{"backward", "--backward", "yes", 0},
+	{"listen", "--metrics", "localhost:9464", 1},
+	{"listen", "--metrics", "[::1]:9464", 1},
+	{"listen", "--metrics", "127.3.4.5:1", 1},
+	{"listen", "--metrics", "[::ffff:127.0.0.1]:9464", 0},
+	{"listen", "--metrics", "0.0.0.0:9464", 0},
+	{"listen", "--metrics", "[::]:9464", 0},
+	{"listen", "--metrics", "127.0.0.1:0", 0},
+	{"listen", "--metrics", "127.0.0.1:65536", 0},
+	{"listen", "--metrics", "127.0.0.1", 0},
+};
+
+/* The config with the value at its key (a rule's, the metrics section's or a top-level one). */
+static struct config *config_with(const struct both *b, char *err, size_t errlen)
+{
+	char text[512];
+
+	if (!strcmp(b->key, "capture_max_mb") || !strcmp(b->key, "mode") ||
+	    !strcmp(b->key, "backward"))
+		snprintf(text, sizeof(text), "watch:\n  - match: {cmdline: x}\n    %s: %s\n",
+			 b->key, b->value);
+	else if (!strcmp(b->key, "listen"))
+		snprintf(text, sizeof(text),
+			 "watch: [{match: {cmdline: x}}]\nmetrics:\n  listen: '%s'\n", b->value);
+	else
+		snprintf(text, sizeof(text), "watch: [{match: {cmdline: x}}]\n%s: %s\n", b->key,
+			 b->value);
+	return parse(text, err, errlen);
+}
+
+/* What the command line does with the value: main.c's call for the option; 0 or negative. */
+static int flag_with(const struct both *b, struct config *want, char *why, size_t whylen)
+{
+	const char *mode;
+	uint64_t u64 = 0;
+	size_t sz = 0;
+	int i = 0, ret;
+
+	if (!strcmp(b->flag, "--capture-max-mb")) {
+		ret = optval__capture_max_mb(b->flag, b->value, &u64, why, whylen);
+		assert_true(ret || !want || u64 == want->rules[0].capture_max_bytes);
+	} else if (!strcmp(b->flag, "--stats-interval")) {
+		ret = optval__stats_interval(b->flag, b->value, &i, why, whylen);
+		assert_true(ret || !want || i == want->stats_interval);
+	} else if (!strcmp(b->flag, "--max-scan-mb")) {
+		ret = optval__max_scan_mb(b->flag, b->value, &u64, why, whylen);
+		assert_true(ret || !want || u64 == want->max_scan_bytes);
+	} else if (!strcmp(b->flag, "--output-queue-kb")) {
+		ret = optval__queue_kb(b->flag, b->value, &sz, why, whylen);
+		assert_true(ret || !want || sz == want->queue_bytes);
+	} else if (!strcmp(b->flag, "--mode")) {
+		ret = optval__mode(b->flag, b->value, &mode, why, whylen);
+		assert_true(ret || !want || !strcmp(mode, want->rules[0].mode));
+	} else if (!strcmp(b->flag, "--backward")) {
+		ret = optval__backward(b->flag, b->value, &i, why, whylen);
+		assert_true(ret || !want || i == want->rules[0].backward);
+	} else {
+		ret = metrics__check_listen(b->flag, b->value, why, whylen);
+		assert_true(ret || !want || !strcmp(b->value, want->metrics_listen));
+	}
+	return ret;
+}
+
+static void test_same_as_command_line(void **state)
+{
+	char err[512], why[512], name[64];
+	const char *after_key, *after_flag;
+	struct config *c;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		const struct both *b = &values[i];
+
+		c = config_with(b, err, sizeof(err));
+		why[0] = 0;
+		if (!!c != b->ok || (flag_with(b, c, why, sizeof(why)) == 0) != b->ok)
+			fail_msg("%s %s: config %s (%s), command line %s", b->key, b->value,
+				 c ? "takes it" : "refuses it", err, why[0] ? why : "takes it");
+		config__free(c);
+		if (b->ok)
+			continue;
+		snprintf(name, sizeof(name), ": %s: ", b->key);
+		after_key = strstr(err, name);
+		after_flag = why + strlen(b->flag) + 2;
+		assert_non_null(after_key);
+		assert_memory_equal(why, b->flag, strlen(b->flag));
+		assert_string_equal(after_key + strlen(name), after_flag);
+	}
+}
+
+/* A number in quotes is a string in YAML: refused, as any other type error. */
+static void test_quoted_number(void **state)
+{
+	(void)state;
+	refused("watch: [{match: {cmdline: x}}]\nstats_interval: '5'\n",
+		"line 2: stats_interval: '5' is quoted: a number is written without quotes");
+	refused("watch:\n  - match: {cmdline: x}\n    capture_max_mb: \"0.5\"\n",
+		"line 3: capture_max_mb: '0.5' is quoted");
+}
+
+/* Every path the service opens is absolute: a relative one would depend on its start. */
+static void test_relative_paths(void **state)
+{
+	(void)state;
+	refused("watch:\n  - match: {cmdline: x}\n    capture_dir: captures\n",
+		"line 3: capture_dir: 'captures' is not an absolute path");
+	refused("watch: [{match: {cmdline: x}}]\nlayouts: config/layouts\n",
+		"line 2: layouts: 'config/layouts' is not an absolute path");
+	refused("watch: [{match: {cmdline: x}}]\noutput:\n  - unix: run/c.sock\n",
+		"line 3: unix: 'run/c.sock' is not an absolute path");
+}
+
 static void test_missing_file(void **state)
 {
 	char err[256] = "";
@@ -184,8 +338,13 @@ static void test_missing_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good),	     cmocka_unit_test(test_usual_regex),
-		cmocka_unit_test(test_defaults),     cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_good),
+		cmocka_unit_test(test_usual_regex),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_same_as_command_line),
+		cmocka_unit_test(test_quoted_number),
+		cmocka_unit_test(test_relative_paths),
 		cmocka_unit_test(test_missing_file),
 	};
 

@@ -7,6 +7,7 @@
  * worker's scan of requests whose thread stopped launching, disconnect.
  * The tests run in order in one process: the library starts once.
  */
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -30,6 +31,7 @@
 static struct tlib lib;
 static struct tdaemon dmn;
 static float nan3[16], finite16[16];
+static char planted[PATH_MAX]; /* where the socket used to be, taken before the library starts */
 
 static void user_launch(CUstream s)
 {
@@ -46,6 +48,10 @@ static int setup(void **state)
 	nan3[2] = nan3[5] = nan3[9] = NAN;
 	if (td_ring_open(&dmn) || tlib_load(&lib, 1))
 		return -1;
+	/* a name anyone could foresee, taken: the library must not need it, nor remove it */
+	snprintf(planted, sizeof(planted), "%s/.nanwatch-cupti-%d.sock", lib.dir, (int)getpid());
+	if (close(open(planted, O_CREAT | O_WRONLY | O_CLOEXEC, 0644)))
+		return -1;
 	return tlib_initialize(&lib);
 }
 
@@ -53,6 +59,7 @@ static int teardown(void **state)
 {
 	(void)state;
 	td_close(&dmn);
+	unlink(planted);
 	tlib_cleanup(&lib);
 	return 0;
 }
@@ -73,6 +80,36 @@ static void test_initialize(void **state)
 	assert_int_equal(stat(lib.sock, &st), 0);
 	assert_true(S_ISSOCK(st.st_mode));
 	assert_int_equal(st.st_mode & 0777, 0600);
+}
+
+/*
+ * The socket is NW_GPU_SOCK_NAME in a directory of its own, made by mkdtemp in
+ * NANWATCH_CUPTI_DIR: mode 0700, ours, a name nobody could take first. The path a planted
+ * file took is left as it was.
+ */
+static void test_private_dir(void **state)
+{
+	char dir[PATH_MAX], want[64], *slash;
+	struct stat st;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s", lib.sock);
+	slash = strrchr(dir, '/');
+	assert_string_equal(slash + 1, NW_GPU_SOCK_NAME);
+	*slash = 0;
+	slash = strrchr(dir, '/');
+	*slash = 0;
+	assert_string_equal(dir, lib.dir);
+	snprintf(want, sizeof(want), NW_GPU_SOCK_DIR_PREFIX "%d.", (int)getpid());
+	assert_int_equal(strncmp(slash + 1, want, strlen(want)), 0);
+	assert_int_equal(strlen(slash + 1), strlen(want) + 6); /* mkdtemp's XXXXXX */
+	*slash = '/';
+	assert_int_equal(lstat(dir, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_int_equal(st.st_uid, getuid());
+	assert_int_equal(lstat(planted, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
 }
 
 /* No daemon: launches do nothing but launch, whatever the ring holds. */
@@ -429,13 +466,13 @@ static void test_disconnect(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_initialize), cmocka_unit_test(test_idle),
-		cmocka_unit_test(test_handshake),  cmocka_unit_test(test_launch_order),
-		cmocka_unit_test(test_reentry),	   cmocka_unit_test(test_per_thread),
-		cmocka_unit_test(test_capture),	   cmocka_unit_test(test_gating),
-		cmocka_unit_test(test_dtype),	   cmocka_unit_test(test_drain),
-		cmocka_unit_test(test_threads),	   cmocka_unit_test(test_fork),
-		cmocka_unit_test(test_disconnect),
+		cmocka_unit_test(test_initialize),   cmocka_unit_test(test_private_dir),
+		cmocka_unit_test(test_idle),	     cmocka_unit_test(test_handshake),
+		cmocka_unit_test(test_launch_order), cmocka_unit_test(test_reentry),
+		cmocka_unit_test(test_per_thread),   cmocka_unit_test(test_capture),
+		cmocka_unit_test(test_gating),	     cmocka_unit_test(test_dtype),
+		cmocka_unit_test(test_drain),	     cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_fork),	     cmocka_unit_test(test_disconnect),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

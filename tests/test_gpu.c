@@ -157,12 +157,17 @@ static void test_copy_slot(void **state)
 	assert_int_equal(gpulink__copy_slot(ring, 5, &out), 0);
 	assert_int_equal(out.seq, 5);
 	assert_int_equal(out.tid, 4242);
-	/* never written, written over by a later round of the ring, seq 0 */
-	assert_int_equal(gpulink__copy_slot(ring, 6, &out), -ESTALE);
+	/* never written, seq 0; then written over by a later round of the ring */
+	assert_int_equal(gpulink__copy_slot(ring, 6, &out), -ENOENT);
+	assert_int_equal(gpulink__copy_slot(ring, 0, &out), -ENOENT);
 	put(ring, 5 + NW_GPU_SLOTS, NW_GPU_OUTPUT, 0);
 	assert_int_equal(gpulink__copy_slot(ring, 5, &out), -ESTALE);
-	assert_int_equal(gpulink__copy_slot(ring, 0, &out), -ESTALE);
-	/* fields out of range: the target may write the ring */
+	/* an earlier round still there: this one not written yet */
+	assert_int_equal(gpulink__copy_slot(ring, 5 + 2 * NW_GPU_SLOTS, &out), -ENOENT);
+	/* being rewritten (BPF zeroes seq first) */
+	ring[1 + 4].seq = 0;
+	assert_int_equal(gpulink__copy_slot(ring, 5 + NW_GPU_SLOTS, &out), -ENOENT);
+	/* fields out of range: checked whoever wrote them */
 	r = put(ring, 9, 4, 0);
 	assert_int_equal(gpulink__copy_slot(ring, 9, &out), -EINVAL);
 	r = put(ring, 9, NW_GPU_OUTPUT, 0);

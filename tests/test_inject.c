@@ -107,6 +107,20 @@ static void test_tracer(void **state)
 	assert_int_equal(inject__tracer("Name:\tx\n"), -1);
 }
 
+static void test_seccomp(void **state)
+{
+	long n;
+
+	(void)state;
+	assert_int_equal(inject__seccomp("Name:\tx\nSeccomp:\t0\nSeccomp_filters:\t0\n", &n), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(inject__seccomp("Name:\tx\nSeccomp:\t2\nSeccomp_filters:\t3\n", &n), 2);
+	assert_int_equal(n, 3);
+	assert_int_equal(inject__seccomp("Name:\tx\nSeccomp:\t1\n", &n), 1);
+	assert_int_equal(n, 0);
+	assert_int_equal(inject__seccomp("Name:\tx\nUid:\t0\n", &n), -1);
+}
+
 static void test_in_ranges(void **state)
 {
 	const struct inject_range r[] = {{0x1000, 0x2000}, {0x5000, 0x5100}};
@@ -138,6 +152,7 @@ int main(void)
 		cmocka_unit_test(test_pick_lowest_tid_and_stack_room),
 		cmocka_unit_test(test_frame),
 		cmocka_unit_test(test_stat_state),
+		cmocka_unit_test(test_seccomp),
 		cmocka_unit_test(test_tracer),
 		cmocka_unit_test(test_in_ranges),
 		cmocka_unit_test(test_loaded),

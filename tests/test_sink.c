@@ -3,7 +3,8 @@
  * Output sinks on real sockets and files: a collector that stops reading
  * costs counted drops and never blocks a write, its lines arrive whole, a
  * collector gone is connected to again once one listens at its path, a stdout
- * gone breaks only its own sink, a file sink is reopened after a rename.
+ * gone breaks only its own sink, a file sink is reopened after a rename, and
+ * one that fails (a full disk) holds its lines and is written again once it can.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -393,6 +395,174 @@ static void test_reopen(void **state)
 	sinks__free(ss);
 }
 
+/* The file's whole text, NUL-terminated, in buf; its length. */
+static size_t file_text(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	assert_true(fd >= 0);
+	n = read(fd, buf, size - 1);
+	assert_true(n >= 0);
+	buf[n] = 0;
+	close(fd);
+	return n;
+}
+
+/* RLIMIT_FSIZE stands for a full disk: past it a write is cut short, then fails (EFBIG). */
+static void file_limit(rlim_t bytes)
+{
+	struct rlimit r;
+
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &r), 0);
+	r.rlim_cur = bytes;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &r), 0);
+}
+
+static int has_error(struct sinks *ss)
+{
+	struct json j;
+	int ret;
+
+	assert_int_equal(json__init(&j, 256), 0);
+	json__object_begin(&j, NULL);
+	sinks__json(ss, &j);
+	json__object_end(&j);
+	ret = !strstr(json__str(&j), "\"error\":null");
+	json__free(&j);
+	return ret;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * A file sink over 100 lines of 10 bytes, "one" written, then a full disk cutting line 1
+ * short: broken, line 1's end and lines 2..100 queued, 101..150 dropped.
+ */
+static struct sinks *file_full(struct fix *f)
+{
+	char err[256], line[32];
+	struct sinks *ss;
+	int i;
+
+	ss = sinks__new(1000);
+	assert_int_equal(sinks__add(ss, f->file, err, sizeof(err)), 0);
+	assert_int_equal(sinks__write(ss, "one", 3), 0);
+	file_limit(4 + 10 + 5);
+	assert_int_equal(sinks__write(ss, "line-0000", 9), 0);
+	assert_int_equal(sinks__write(ss, "line-0001", 9), -EPIPE);
+	assert_true(sinks__failed(ss));
+	for (i = 2; i <= 150; i++) {
+		snprintf(line, sizeof(line), "line-%04d", i);
+		sinks__write(ss, line, 9);
+	}
+	assert_true(has_error(ss));
+	assert_int_equal(sinks__dropped(ss, 0), 50);
+	assert_int_equal(sinks__take_dropped(ss, 0), 0); /* said once it takes lines again */
+	assert_int_equal(sinks__pending(ss), 0);	 /* nothing to wait for in a drain */
+	return ss;
+}
+
+/* "one", then lines first..last (10 bytes each) from p: their count, or -1. */
+static int lines_from(const char *p, int first, int last)
+{
+	char want[32];
+	int i;
+
+	for (i = first; i <= last; i++, p += 10) {
+		snprintf(want, sizeof(want), "line-%04d\n", i);
+		if (memcmp(p, want, 10))
+			return -1;
+	}
+	return *p ? -1 : last - first + 1;
+}
+
+/*
+ * A file on a full disk: lines wait, and once there is room (here: the limit raised) the next
+ * try, 100 ms after the failure, writes them whole, the cut line completed, in order; the
+ * dropped lines are taken then, and the file is written directly again.
+ */
+static void test_file_full_recovers(void **state)
+{
+	struct fix *f = *state;
+	struct sinks *ss = file_full(f);
+	char buf[4096];
+
+	file_limit(RLIM_INFINITY);
+	sinks__flush(ss); /* before the next try is due: nothing */
+	assert_int_equal(file_text(f->file, buf, sizeof(buf)), 19);
+	sleep_ms(150);
+	assert_int_equal(sinks__flush(ss), -EPIPE); /* it broke once: the watch is told */
+	file_text(f->file, buf, sizeof(buf));
+	assert_memory_equal(buf, "one\n", 4);
+	assert_int_equal(lines_from(buf + 4, 0, 100), 101);
+	assert_false(has_error(ss));
+	assert_int_equal(sinks__take_dropped(ss, 0), 50);
+	assert_int_equal(sinks__take_dropped(ss, 0), 0);
+	assert_int_equal(stat_of(ss, 0, "written"), 102);
+	sinks__write(ss, "line-0151", 9);
+	assert_int_equal(file_text(f->file, buf, sizeof(buf)), 4 + 102 * 10);
+	assert_int_equal(stat_of(ss, 0, "written"), 103);
+	sinks__free(ss);
+}
+
+/*
+ * Tries that fail wait twice as long each time: after tries at about 100, 300 and 700 ms
+ * (the next 800 ms later), room made is not used 100 ms on, and is by 1 s on.
+ */
+static void test_file_full_backs_off(void **state)
+{
+	struct fix *f = *state;
+	struct sinks *ss = file_full(f);
+	char buf[4096];
+	int wait[] = {150, 250, 450}, i;
+
+	for (i = 0; i < 3; i++) {
+		sleep_ms(wait[i]);
+		sinks__flush(ss);
+		assert_true(has_error(ss));
+	}
+	file_limit(RLIM_INFINITY);
+	sleep_ms(100);
+	sinks__flush(ss);
+	assert_int_equal(file_text(f->file, buf, sizeof(buf)), 19);
+	sleep_ms(900);
+	sinks__flush(ss);
+	assert_false(has_error(ss));
+	file_text(f->file, buf, sizeof(buf));
+	assert_int_equal(lines_from(buf + 4, 0, 100), 101);
+	sinks__free(ss);
+}
+
+/*
+ * SIGHUP on a file that fails (here: renamed away, room made): reopened and tried at once;
+ * the new file gets the queued lines but for the end of the line cut in the old one
+ * (dropped), which keeps what it had.
+ */
+static void test_file_full_reopen(void **state)
+{
+	struct fix *f = *state;
+	struct sinks *ss = file_full(f);
+	char old[160], buf[4096];
+
+	snprintf(old, sizeof(old), "%s.1", f->file);
+	assert_int_equal(rename(f->file, old), 0);
+	file_limit(RLIM_INFINITY);
+	sinks__reopen(ss);
+	assert_false(has_error(ss));
+	assert_int_equal(file_text(old, buf, sizeof(buf)), 19);
+	file_text(f->file, buf, sizeof(buf));
+	assert_int_equal(lines_from(buf, 2, 100), 99);
+	assert_int_equal(sinks__take_dropped(ss, 0), 51);
+	sinks__free(ss);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -402,6 +572,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reconnect_cut_line, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_broken_pipe, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_full_recovers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_full_backs_off, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_full_reopen, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

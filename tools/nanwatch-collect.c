@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #include "collect.h"
+#include "linesplit.h"
 
 #define VERSION "0.1.0"
-#define LINE_MAX_BYTES (1u << 20) /* as the daemon's JSON_MAX_CAP: longer lines are not events */
-#define FOLLOW_NS 250000000	  /* how often --follow looks for more */
+#define FOLLOW_NS 250000000 /* how often --follow looks for more */
 
 static const char usage[] =
 	"Usage: nanwatch-collect [--json] [--follow] [FILE...]\n"
@@ -50,11 +50,8 @@ struct src {
 	dev_t dev;
 	ino_t ino;
 	off_t pos;
-	char *buf;
-	size_t len;
-	int skipping; /* inside a line longer than LINE_MAX_BYTES */
-	int done;     /* stdin at its end */
-	unsigned long lineno;
+	struct linesplit ls; /* lines of at most LINESPLIT_MAX bytes */
+	int done;	     /* stdin at its end */
 };
 
 struct bad {
@@ -160,48 +157,29 @@ static void bad_line(struct bad *b, const struct src *s, unsigned long lineno, c
 			 strcmp(s->name, "-") ? s->name : "<stdin>", lineno, why);
 }
 
-static void src__line(struct src *s, struct collect *c, struct bad *b, const char *line, size_t n)
+struct pump {
+	struct src *s;
+	struct collect *c;
+	struct bad *b;
+};
+
+/* One line of s (NULL: one too long to be an event, skipped to its newline). */
+static int src__line(void *ctx, const char *line, size_t n)
 {
+	struct pump *p = ctx;
 	char why[160];
 
-	s->lineno++;
+	if (!line) {
+		bad_line(p->b, p->s, p->s->ls.lineno, "line longer than 1 MiB");
+		return 0;
+	}
 	if (n && line[n - 1] == '\r')
 		n--;
 	if (!n)
-		return; /* blank lines: nothing, not an error */
-	if (collect__line(c, line, n, why, sizeof(why)))
-		bad_line(b, s, s->lineno, why);
-}
-
-/* Take the complete lines in the buffer; at_end: the rest too (the input ended). */
-static void src__split(struct src *s, struct collect *c, struct bad *b, int at_end)
-{
-	size_t start = 0;
-	char *nl;
-
-	while ((nl = memchr(s->buf + start, '\n', s->len - start))) {
-		size_t n = nl - (s->buf + start);
-
-		if (s->skipping) {
-			s->skipping = 0;
-			s->lineno++;
-		} else {
-			src__line(s, c, b, s->buf + start, n);
-		}
-		start += n + 1;
-	}
-	memmove(s->buf, s->buf + start, s->len - start);
-	s->len -= start;
-	if (s->len >= LINE_MAX_BYTES) { /* too long to be an event: dropped up to its newline */
-		if (!s->skipping)
-			bad_line(b, s, s->lineno + 1, "line longer than 1 MiB");
-		s->skipping = 1;
-		s->len = 0;
-	}
-	if (at_end && s->len && !s->skipping)
-		src__line(s, c, b, s->buf, s->len);
-	if (at_end)
-		s->len = 0, s->skipping = 0;
+		return 0; /* blank lines: nothing, not an error */
+	if (collect__line(p->c, line, n, why, sizeof(why)))
+		bad_line(p->b, p->s, p->s->ls.lineno, why);
+	return 0;
 }
 
 /* Whether stdin has something to read now (--follow must not block in read on it). */
@@ -216,10 +194,14 @@ static int ready(int fd)
 static int src__pump(struct src *s, struct collect *c, struct bad *b, int follow)
 {
 	int live = follow && s->fd == STDIN_FILENO, eof = 0, any = 0;
+	struct pump p = {s, c, b};
+	size_t room;
 	ssize_t n;
+	char *to;
 
 	while (!eof && (!live || ready(s->fd))) {
-		n = read(s->fd, s->buf + s->len, LINE_MAX_BYTES + 1 - s->len);
+		to = linesplit__space(&s->ls, &room);
+		n = read(s->fd, to, room);
 		if (n < 0 && errno == EINTR) {
 			if (stop)
 				return any;
@@ -230,12 +212,11 @@ static int src__pump(struct src *s, struct collect *c, struct bad *b, int follow
 		eof = n == 0;
 		any |= n > 0;
 		s->pos += n;
-		s->len += n;
-		src__split(s, c, b, 0);
+		linesplit__feed(&s->ls, n, 0, src__line, &p);
 	}
 	/* a file being written may end mid-line: wait for the rest when following */
 	if (eof && (!follow || s->fd == STDIN_FILENO))
-		src__split(s, c, b, 1);
+		linesplit__feed(&s->ls, 0, 1, src__line, &p);
 	if (eof && s->fd == STDIN_FILENO)
 		s->done = 1;
 	return any;
@@ -252,15 +233,13 @@ static void src__reopen_if_moved(struct src *s)
 	if (st.st_size < s->pos) {
 		lseek(s->fd, 0, SEEK_SET);
 		s->pos = 0;
-		s->len = 0;
-		s->lineno = 0;
+		linesplit__reset(&s->ls);
 		return;
 	}
 	if (stat(s->name, &now) || (now.st_dev == s->dev && now.st_ino == s->ino))
 		return;
 	close(s->fd);
-	s->len = 0;
-	s->lineno = 0;
+	linesplit__reset(&s->ls);
 	if (src__open(s))
 		s->fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
@@ -331,8 +310,7 @@ static int run(const struct opts *o, struct src *srcs, int n, struct collect *c)
 
 	for (i = 0; i < n; i++) {
 		srcs[i].name = o->nfiles ? o->files[i] : "-";
-		srcs[i].buf = malloc(LINE_MAX_BYTES + 1);
-		if (!srcs[i].buf)
+		if (linesplit__init(&srcs[i].ls, LINESPLIT_MAX))
 			return 1;
 		err = src__open(&srcs[i]);
 		if (err) {
@@ -383,7 +361,7 @@ int main(int argc, char **argv)
 	for (i = 0; srcs && i < n; i++) {
 		if (srcs[i].fd > STDIN_FILENO)
 			close(srcs[i].fd);
-		free(srcs[i].buf);
+		linesplit__free(&srcs[i].ls);
 	}
 	free(srcs);
 	collect__free(c);

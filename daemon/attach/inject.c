@@ -87,6 +87,7 @@ struct inject {
 	struct map *maps;
 	size_t nmaps;
 	uint64_t dlopen, dlerror; /* in the target; dlerror 0: none to ask */
+	uint64_t munmap;	  /* libc's, for what a failed dlopen left mapped; 0: none */
 	int flags;		  /* dlopen's */
 	struct unwind *uw;	  /* the threads' call chains */
 	struct inject_range *hz;  /* the loader's code (nld ranges), then libc's malloc and dl* */
@@ -160,6 +161,14 @@ long inject__tracer(const char *status)
 	const char *p = strstr(status, "\nTracerPid:");
 
 	return p ? strtol(p + 11, NULL, 10) : -1;
+}
+
+int inject__seccomp(const char *status, long *filters)
+{
+	const char *p = strstr(status, "\nSeccomp:"), *f = strstr(status, "\nSeccomp_filters:");
+
+	*filters = f ? strtol(f + 17, NULL, 10) : 0;
+	return p ? (int)strtol(p + 9, NULL, 10) : -1;
 }
 
 int inject__in_ranges(const struct inject_range *r, size_t nr, const uint64_t *words, size_t n)
@@ -544,6 +553,7 @@ static int resolve_syms(struct inject *in)
 		return ret;
 	ret = libc_ranges(in, &libc);
 	in->flags = RTLD_NOW_;
+	in->munmap = image_sym(&libc, "munmap");
 	in->dlopen = image_sym(&libc, "dlopen");
 	in->dlerror = image_sym(&libc, "dlerror");
 	m = in->dlopen ? NULL : find_image(in, libdl_names);
@@ -675,11 +685,33 @@ static int explain_eperm(struct inject *in, pid_t tid)
 		    "seccomp filter or LSM that forbids ptrace)");
 }
 
-/* Before anything is touched: refuse a traced or stopped process. */
+/*
+ * A thread under seccomp (strict, or a filter: seccomp(2) cannot be left, and no_new_privs
+ * with it) is refused: what its filter does to the calls dlopen and the library's
+ * constructor make (open, mmap of code, mprotect) cannot be known before they are made, and
+ * it may kill the whole process for one (SECCOMP_RET_KILL_PROCESS) or refuse a later
+ * segment's mmap and leave the first mapped. A thread that exited is no concern.
+ */
+static int check_seccomp(struct inject *in, pid_t tid, const char *status)
+{
+	long filters;
+	int mode = inject__seccomp(status, &filters);
+
+	if (mode <= 0)
+		return 0;
+	return fail(in, -EPERM,
+		    "the process runs under seccomp (thread %d: %s%ld filter%s), which may kill it "
+		    "or refuse the calls dlopen makes (open, mmap of code): not injected; load the "
+		    "library as it starts instead (nanwatch-run: CUDA_INJECTION64_PATH)",
+		    tid, mode == 1 ? "strict mode, " : "", filters, filters == 1 ? "" : "s");
+}
+
+/* Before anything is touched: refuse a traced, stopped or seccomp-confined process. */
 static int precheck(struct inject *in, const pid_t *tids, size_t n)
 {
 	char path[96], *buf;
 	size_t i;
+	int ret;
 
 	for (i = 0; i < n; i++) {
 		long tracer;
@@ -688,9 +720,12 @@ static int precheck(struct inject *in, const pid_t *tids, size_t n)
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", in->pid, tids[i]);
 		buf = file__read(path, 64 << 10, NULL);
 		tracer = buf ? inject__tracer(buf) : -1;
+		ret = buf ? check_seccomp(in, tids[i], buf) : 0;
 		free(buf);
 		if (tracer > 0)
 			return explain_eperm(in, tids[i]);
+		if (ret)
+			return ret;
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", in->pid, tids[i]);
 		buf = file__read(path, 64 << 10, NULL);
 		state = buf ? inject__stat_state(buf) : 0;
@@ -740,6 +775,25 @@ static int stop_one(struct inject *in, struct thr *t)
 		return fail(in, -errno, "failed to read thread %d's registers: %s", t->tid,
 			    strerror(errno));
 	return 0;
+}
+
+/* precheck on every thread, before the library is placed (a copy written into its root). */
+static int check_threads(struct inject *in)
+{
+	pid_t *tids = malloc(MAX_THREADS * sizeof(*tids));
+	size_t n = 0;
+	int ret;
+
+	if (!tids)
+		return fail(in, -ENOMEM, "out of memory");
+	ret = list_tasks(in->pid, tids, &n);
+	if (ret)
+		ret = fail(in, ret == -ENOENT ? -ESRCH : ret, "failed to list threads: %s",
+			   strerror(-ret));
+	else
+		ret = precheck(in, tids, n);
+	free(tids);
+	return ret;
 }
 
 /* Seize and stop every thread; threads made meanwhile are found by listing again. */
@@ -1067,53 +1121,184 @@ static void dl_error(struct inject *in, const struct thr *t, uint64_t sp, char *
 	msg[i] = 0;
 }
 
-/* Call dlopen(path) on thread t, put everything back, detach. */
-static int run_dlopen(struct inject *in, struct thr *t, const char *path)
+/* check_seccomp on the chosen thread, once more: a filter may have come since the precheck. */
+static int thread_seccomp(struct inject *in, pid_t tid)
 {
-	size_t len = strlen(path) + 1;
+	char path[96], *buf;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", in->pid, tid);
+	buf = file__read(path, 64 << 10, NULL);
+	if (!buf)
+		return fail(in, -ESRCH, "failed to read %s: %s", path, strerror(errno));
+	ret = check_seccomp(in, tid, buf);
+	free(buf);
+	return ret;
+}
+
+/* The library as the target opens it (see place()). */
+struct placed {
+	char path[PATH_MAX]; /* as the target opens it */
+	int tmpfd;	     /* its /tmp, when a private copy was made there; else -1 */
+	char name[64];
+	dev_t dev; /* the file: its mappings are what a failed dlopen may leave */
+	ino_t ino;
+};
+
+#define LEFT_MAX 64 /* mappings of the library a failed dlopen may leave: a few per segment */
+
+/* The mappings of pl's file in the target now: by device and inode, its path, a copy's name. */
+static size_t lib_mappings(struct inject *in, const struct placed *pl, struct inject_range *r)
+{
+	unsigned long long start, end, off, ino;
+	char path[64], *buf, *line, *save = NULL;
+	unsigned int major, minor;
+	size_t n = 0;
+	int pos;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", in->pid);
+	buf = file__read(path, TARGET_MAX_MAPS, NULL);
+	for (line = buf ? strtok_r(buf, "\n", &save) : NULL; line && n < LEFT_MAX;
+	     line = strtok_r(NULL, "\n", &save)) {
+		pos = 0;
+		if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu %n", &start, &end, &off, &major,
+			   &minor, &ino, &pos) < 6)
+			continue;
+		if ((makedev(major, minor) == pl->dev && ino == pl->ino) ||
+		    (pos && !strcmp(line + pos, pl->path)) ||
+		    (pl->tmpfd >= 0 && pos && strstr(line + pos, pl->name)))
+			r[n++] = (struct inject_range){start, end};
+	}
+	free(buf);
+	return n;
+}
+
+/* Mappings of the library the target had before the call: never its own to remove. */
+struct lib_maps {
+	struct inject_range r[LEFT_MAX];
+	size_t n;
+};
+
+/* The mappings of ls not in before (ranges that were there exactly, kept). */
+static size_t new_mappings(struct lib_maps *ls, const struct lib_maps *before)
+{
+	size_t i, j, k = 0;
+
+	for (i = 0; i < ls->n; i++) {
+		for (j = 0; j < before->n; j++)
+			if (ls->r[i].lo == before->r[j].lo && ls->r[i].hi == before->r[j].hi)
+				break;
+		if (j == before->n)
+			ls->r[k++] = ls->r[i];
+	}
+	return ls->n = k;
+}
+
+/*
+ * dlopen failed: glibc leaves what it mapped of a file it could not finish (its first
+ * mapping, when a later segment's mmap is refused), unreferenced. The mappings of the file
+ * that were not there before the call are removed with the target's munmap on the same
+ * thread. How many are left; *found: how many there were.
+ */
+static size_t unmap_leftovers(struct inject *in, const struct thr *t, uint64_t sp,
+			      const struct placed *pl, const struct lib_maps *before, size_t *found)
+{
+	struct lib_maps now;
+	size_t i;
+	uint64_t ret;
+
+	now.n = lib_mappings(in, pl, now.r);
+	*found = new_mappings(&now, before);
+	for (i = 0; i < now.n && in->munmap; i++)
+		if (call(in, t, in->munmap, now.r[i].lo, now.r[i].hi - now.r[i].lo, sp, &ret))
+			break; /* the thread faulted or the process went: no more calls */
+	if (!now.n)
+		return 0;
+	now.n = lib_mappings(in, pl, now.r);
+	return new_mappings(&now, before);
+}
+
+/*
+ * What the call changes in the target, to put it back: the stack below the red zone that
+ * its data overwrites (unused by the thread, put back all the same), and the mappings of the
+ * library there before it (a failed dlopen's are those that were not).
+ */
+struct undo {
+	uint64_t addr;
+	size_t n;
+	uint64_t w[(PATH_MAX + 64) / 8];
+	struct lib_maps before;
+};
+
+static int stack_save(struct inject *in, const struct thr *t, const struct inject_frame *f,
+		      size_t len, struct undo *c)
+{
+	size_t n = (f->str + len - f->rsp + 7) / 8;
+
+	if (n > sizeof(c->w) / 8 || read_words(in->pid, f->rsp, c->w, n) != n)
+		return fail(in, -EFAULT, "failed to read thread %d's stack", t->tid);
+	c->addr = f->rsp;
+	c->n = n; /* put back from now on */
+	return 0;
+}
+
+/* Call dlopen(pl->path) on thread t, put everything back, detach. */
+static int run_dlopen(struct inject *in, struct thr *t, const struct placed *pl)
+{
+	const char *path = pl->path;
+	size_t len = strlen(path) + 1, left, found;
+	struct undo *undo = calloc(1, sizeof(*undo));
 	struct fpstate fp = {};
 	struct inject_frame f = {};
 	uint64_t handle = 0;
 	char msg[512];
 	int ret, put;
 
-	ret = inject__frame(t->regs.rsp, len, &f);
+	ret = undo ? inject__frame(t->regs.rsp, len, &f) : -ENOMEM;
 	if (ret)
-		ret = fail(in, ret, "thread %d's stack pointer is too low", t->tid);
+		ret = fail(in, ret, undo ? "thread %d's stack pointer is too low" : "out of memory",
+			   t->tid);
+	if (!ret)
+		ret = thread_seccomp(in, t->tid); /* stopped, it cannot take a filter now */
+	if (!ret)
+		ret = stack_save(in, t, &f, len, undo);
 	if (!ret && (ret = fp_save(t->tid, &fp)))
 		ret = fail(in, ret, "failed to save thread %d's FPU state: %s", t->tid,
 			   strerror(-ret));
 	if (!ret && (ret = poke(t->tid, f.str, path, len)))
 		ret = fail(in, ret, "failed to write into thread %d's stack: %s", t->tid,
 			   strerror(-ret));
-	if (!ret)
+	if (!ret) {
+		undo->before.n = lib_mappings(in, pl, undo->before.r);
 		ret = call(in, t, in->dlopen, f.str, in->flags, f.rsp, &handle);
+	}
 	if (!ret && !handle) {
 		dl_error(in, t, f.rsp, msg, sizeof(msg));
-		ret = fail(in, -ENOEXEC, "failed to load %s: %s", path, msg);
+		left = unmap_leftovers(in, t, f.rsp, pl, &undo->before, &found);
+		ret = fail(in, -ENOEXEC, "failed to load %s: %s%s", path, msg,
+			   left	   ? "; mappings of it are left in the process (munmap failed)"
+			   : found ? " (what dlopen left mapped of it was unmapped)"
+				   : "");
 	}
 	if (in->verbose && !ret)
 		fprintf(stderr, "nanwatchd: dlopen(%s) on thread %d of pid %d: handle 0x%llx\n",
 			path, t->tid, in->pid, (unsigned long long)handle);
 	/* registers last: their orig_rax and -ERESTART* make the kernel restart the call */
 	put = fp.buf && fp.len ? fp_restore(t->tid, &fp) : 0;
+	if (undo && undo->n && poke(t->tid, undo->addr, undo->w, undo->n * 8) && !put)
+		put = -EFAULT;
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs))
 		put = -errno;
 	if (put && !ret)
 		ret = fail(in, put, "failed to restore thread %d: %s", t->tid, strerror(-put));
 	free(fp.buf);
+	free(undo);
 	t->sig = 0; /* the stop is our SIGSEGV: never delivered */
 	detach_one(t);
 	return ret;
 }
 
 /* ---- the library inside the target's root ---- */
-
-struct placed {
-	char path[PATH_MAX]; /* as the target opens it */
-	int tmpfd;	     /* its /tmp, when a private copy was made there; else -1 */
-	char name[64];
-};
 
 static int openat2_(int dirfd, const char *path, int flags, mode_t mode)
 {
@@ -1127,6 +1312,7 @@ static int copy_in(struct inject *in, const char *lib, struct placed *pl)
 {
 	char root[64], buf[64 << 10];
 	int rootfd, src = -1, dst = -1, ret = 0;
+	struct stat st = {};
 	ssize_t n;
 
 	snprintf(root, sizeof(root), "/proc/%d/root", in->pid);
@@ -1150,8 +1336,10 @@ static int copy_in(struct inject *in, const char *lib, struct placed *pl)
 			n = -1;
 			break;
 		}
-	if (n < 0 || fchmod(dst, 0644))
+	if (n < 0 || fchmod(dst, 0644) || fstat(dst, &st))
 		ret = -errno;
+	pl->dev = st.st_dev;
+	pl->ino = st.st_ino;
 	snprintf(pl->path, sizeof(pl->path), "/tmp/%s", pl->name);
 cleanup:
 	if (ret && pl->tmpfd >= 0 && dst >= 0)
@@ -1188,6 +1376,8 @@ static int place(struct inject *in, const char *lib, struct placed *pl)
 	snprintf(there, sizeof(there), "/proc/%d/root%s", in->pid, lib);
 	if (!stat(there, &theirs) && theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino) {
 		strcpy(pl->path, lib);
+		pl->dev = ours.st_dev;
+		pl->ino = ours.st_ino;
 		return 0;
 	}
 	return copy_in(in, lib, pl);
@@ -1228,6 +1418,8 @@ int inject__load(pid_t pid, const char *lib, int verbose, char *err, size_t errl
 		goto out;
 	}
 	if (!ret)
+		ret = check_threads(&in);
+	if (!ret)
 		ret = resolve_syms(&in);
 	if (!ret)
 		ret = unwind_setup(&in);
@@ -1236,7 +1428,7 @@ int inject__load(pid_t pid, const char *lib, int verbose, char *err, size_t errl
 	if (!ret)
 		ret = stop_and_choose(&in, &t);
 	if (!ret)
-		ret = run_dlopen(&in, t, pl.path);
+		ret = run_dlopen(&in, t, &pl);
 out:
 	unplace(&pl);
 	unwind__free(in.uw);

@@ -32,8 +32,10 @@ int inject__find_lib(const char *explicit, const char *lib_dir, char *out, size_
  * dlopen(lib, RTLD_NOW) in process pid. lib is a path the daemon can open; a target with
  * another root (a container, a chroot) gets a private copy in its /tmp, removed once loaded.
  * A target that maps the library already (inject__loaded), from whatever path, is left alone.
- * 0, or a negative errno with a one-line reason in err (-EPERM: ptrace is forbidden, the
- * target untouched; -EAGAIN: no thread at a safe point).
+ * 0, or a negative errno with a one-line reason in err (-EPERM: ptrace is forbidden, or the
+ * target runs under seccomp, untouched; -EAGAIN: no thread at a safe point). Whatever fails
+ * after the target was touched is put back: its threads' registers and the stack words
+ * written, and when dlopen fails, the mappings of the library it left.
  */
 int inject__load(pid_t pid, const char *lib, int verbose, char *err, size_t errlen);
 
@@ -82,6 +84,12 @@ char inject__stat_state(const char *stat);
 
 /* TracerPid of /proc/PID/status text; -1 if absent. */
 long inject__tracer(const char *status);
+
+/*
+ * Seccomp of /proc/PID/status text: 0 none, 1 strict, 2 filter; -1 if absent (a kernel
+ * without seccomp). *filters: Seccomp_filters, the filters installed (0 if absent).
+ */
+int inject__seccomp(const char *status, long *filters);
 
 /* The index of the first of n words (a PC, a stack's top) inside a range [lo, hi); else -1. */
 struct inject_range {

@@ -273,6 +273,12 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 				       : " (run with --verbose for the verifier log)");
 		goto fail;
 	}
+	/* before anyone holds it: BPF alone writes the ring a target's library is handed */
+	ret = bpf_map_freeze(bpf_map__fd(p->skel->maps.gpu_ring));
+	if (ret) {
+		snprintf(err, errlen, "failed to freeze the GPU request ring: %s", strerror(-ret));
+		goto fail;
+	}
 	if (o->bpf_stats) {
 		p->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 		if (p->stats_fd < 0) {
@@ -445,6 +451,11 @@ int probe__capture_fd(const struct probe *p)
 int probe__gpu_ring_fd(const struct probe *p)
 {
 	return bpf_map__fd(p->skel->maps.gpu_ring);
+}
+
+void probe__gpu_link(struct probe *p, int on)
+{
+	__atomic_store_n(&p->skel->bss->gpu_link, on ? 1 : 0, __ATOMIC_RELEASE);
 }
 
 /*

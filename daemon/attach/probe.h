@@ -103,7 +103,10 @@ int probe__set_buffers(struct probe *p, uint64_t module, const struct nw_params 
 /* The capture ring buffer's map fd. */
 int probe__capture_fd(const struct probe *p);
 
-/* The GPU request ring's map fd (BPF_F_MMAPABLE, bpf/nwgpu.h). */
+/* The GPU request ring's map fd (BPF_F_MMAPABLE, bpf/nwgpu.h), frozen at the load. */
 int probe__gpu_ring_fd(const struct probe *p);
+
+/* Whether BPF writes GPU requests (a library answered READY); off after the load. */
+void probe__gpu_link(struct probe *p, int on);
 
 #endif /* __PROBE_H */

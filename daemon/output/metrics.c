@@ -24,6 +24,9 @@
 #include "session.h"
 #include "util/utf8.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 #define TAG_LISTEN 0
 #define TAG_TIMER 1
 #define TAG_CLIENT 2 /* + the client's slot */
@@ -53,6 +56,10 @@ struct client {
 	int fd;
 	uint64_t deadline_ms;
 	size_t rlen;
+	size_t checked;	 /* bytes of req looked at: each is checked once, as it comes */
+	size_t line;	 /* where the line being read begins */
+	int lines;	 /* lines of the head complete */
+	const char *bad; /* why the request is malformed (answered 400), or NULL */
 	char *resp;
 	size_t resp_len, resp_off;
 	char req[METRICS_MAX_REQUEST];
@@ -69,6 +76,8 @@ struct metrics {
 	struct tallies causes; /* counts of targets gone, by cause */
 	struct tallies sinks;
 	uint64_t gone_warnings, gone_hits, gone_tensors, gone_bytes;
+	struct metrics_service svc;
+	int have_svc; /* service mode: its counters are part of the exposition */
 };
 
 static uint64_t now_ms(void)
@@ -335,6 +344,33 @@ static void render_sinks(const struct metrics *m, struct text *t)
 			m->sinks.v[i].base + m->sinks.v[i].last);
 }
 
+static void render_service(const struct metrics *m, struct text *t)
+{
+	if (!m->have_svc)
+		return;
+	family(t, "nanwatch_errors_total", "counter",
+	       "Error events written about processes the service could not watch.");
+	sample1(t, "nanwatch_errors_total", NULL, NULL, m->svc.errors);
+	family(t, "nanwatch_errors_suppressed_total", "counter",
+	       "Error events not written: the processes' user was over its error rate.");
+	sample1(t, "nanwatch_errors_suppressed_total", NULL, NULL, m->svc.errors_suppressed);
+	family(t, "nanwatch_processes_capped_total", "counter",
+	       "Matching processes not watched: their user had the most processes followed.");
+	sample1(t, "nanwatch_processes_capped_total", NULL, NULL, m->svc.capped);
+	family(t, "nanwatch_processes_followed", "gauge",
+	       "Matching processes waited for (torch not loaded yet) or watched.");
+	sample1(t, "nanwatch_processes_followed", NULL, NULL, m->svc.followed);
+	family(t, "nanwatch_processes_followed_user_max", "gauge",
+	       "The most matching processes one user has followed.");
+	sample1(t, "nanwatch_processes_followed_user_max", NULL, NULL, m->svc.followed_max);
+	family(t, "nanwatch_fruitless_cpu_seconds_total", "counter",
+	       "CPU time spent on processes that could not be watched, charged to their users.");
+	text_printf(t, "nanwatch_fruitless_cpu_seconds_total %.6f\n", m->svc.refused_cpu_seconds);
+	family(t, "nanwatch_jobs_pending", "gauge",
+	       "Resolves, attaches and detaches queued or running on the worker threads.");
+	sample1(t, "nanwatch_jobs_pending", NULL, NULL, m->svc.jobs_pending);
+}
+
 ssize_t metrics__render(const struct metrics *m, char **out)
 {
 	struct text t = {};
@@ -343,6 +379,7 @@ ssize_t metrics__render(const struct metrics *m, char **out)
 	render_causes(m, &t);
 	render_totals(m, &t);
 	render_sinks(m, &t);
+	render_service(m, &t);
 	if (t.err) {
 		free(t.buf);
 		return t.err;
@@ -403,6 +440,12 @@ void metrics__target_remove(struct metrics *m, struct metrics_target *x)
 	m->gone_bytes += x->bytes;
 	free(x->job);
 	free(x);
+}
+
+void metrics__service_update(struct metrics *m, const struct metrics_service *s)
+{
+	m->svc = *s;
+	m->have_svc = 1;
 }
 
 int metrics__update_sinks(struct metrics *m, const struct sinks *ss)
@@ -480,6 +523,12 @@ static int parse_listen(const char *spec, struct sockaddr_storage *sa, socklen_t
 	return inet_pton(AF_INET, host, &s4->sin_addr) == 1 ? 0 : -EINVAL;
 }
 
+static int metrics_port_of(const struct sockaddr_storage *sa)
+{
+	return ntohs(sa->ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)sa)->sin6_port
+					       : ((const struct sockaddr_in *)sa)->sin_port);
+}
+
 static int is_loopback(const struct sockaddr_storage *sa)
 {
 	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
@@ -490,6 +539,35 @@ static int is_loopback(const struct sockaddr_storage *sa)
 	if (IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr))
 		return 1;
 	return IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) && s6->sin6_addr.s6_addr[12] == 127;
+}
+
+int metrics__check_listen(const char *name, const char *spec, char *why, size_t whylen)
+{
+	struct sockaddr_storage sa;
+	socklen_t len;
+
+	if (parse_listen(spec, &sa, &len) || !metrics_port_of(&sa)) {
+		snprintf(why, whylen,
+			 "%s: '%.64s' is not ADDR:PORT (IPv4, [IPv6] or localhost; port 1..65535)",
+			 name, spec);
+		return -EINVAL;
+	}
+	if (!is_loopback(&sa)) {
+		snprintf(why, whylen,
+			 "%s: '%.64s' is not a loopback address (127.0.0.0/8, [::1], localhost): "
+			 "the endpoint has no authentication",
+			 name, spec);
+		return -EINVAL;
+	}
+	/* an IPv6 socket of its own (IPV6_V6ONLY) cannot bind one */
+	if (sa.ss_family == AF_INET6 &&
+	    IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&sa)->sin6_addr)) {
+		snprintf(why, whylen,
+			 "%s: '%.64s' is a v4-mapped address: give the IPv4 one (127.0.0.1:PORT)",
+			 name, spec);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int epoll_add(int epfd, int fd, uint32_t events, uint64_t tag)
@@ -650,7 +728,6 @@ static void accept_clients(struct metrics *m)
 
 static const char body_404[] = "not found: the metrics are at /metrics\n";
 static const char body_405[] = "method not allowed: GET or HEAD\n";
-static const char body_400[] = "bad request\n";
 static const char body_431[] = "request header fields too large\n";
 
 /* The whole response, headers and body (none for HEAD), into c->resp. */
@@ -677,23 +754,111 @@ static int respond(struct client *c, int status, const char *reason, const char 
 	return 0;
 }
 
-/* Answer a complete request head: GET or HEAD of /metrics, with or without a query. */
+/* A 400 saying why, and so that no client waits for its deadline on a request that cannot be. */
+static int respond_400(struct client *c)
+{
+	char body[128];
+	int n = snprintf(body, sizeof(body), "bad request: %s\n", c->bad);
+
+	return respond(c, 400, "Bad Request", NULL, body, n, 0);
+}
+
+/* RFC 9110's tchar: what a method or a header name is made of. */
+static int is_tchar(unsigned char ch)
+{
+	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	       (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+static size_t token_len(const char *p, const char *end)
+{
+	const char *s = p;
+
+	while (p < end && is_tchar(*p))
+		p++;
+	return p - s;
+}
+
+/* "METHOD SP TARGET SP HTTP/1.x" (end: before its CRLF): NULL, or why it is not one. */
+static const char *check_request_line(const char *p, const char *end)
+{
+	size_t n = token_len(p, end);
+
+	if (!n)
+		return "no method";
+	p += n;
+	if (p == end || *p++ != ' ')
+		return "a method that is not a token, or no request target";
+	for (n = 0; p<end && * p> ' ' && *p < 0x7f; p++)
+		n++;
+	if (!n || p == end || *p++ != ' ')
+		return "a request target of other than visible characters, or no version";
+	if (end - p != 8 || memcmp(p, "HTTP/1.", 7) || p[7] < '0' || p[7] > '9')
+		return "not HTTP/1.x";
+	return NULL;
+}
+
+/* "name: value" (controls were refused byte by byte): NULL, or why it is not one. */
+static const char *check_header(const char *p, const char *end)
+{
+	size_t n = token_len(p, end);
+
+	if (!n && (*p == ' ' || *p == '\t'))
+		return "a folded header line";
+	if (!n || p + n == end || p[n] != ':')
+		return "a header line that is not name: value";
+	return NULL;
+}
+
+/*
+ * Check the bytes that came since the last look: 1 once the head is complete (an empty line),
+ * 0 to wait for more, -EINVAL with c->bad set as soon as it cannot be a request (a NUL or
+ * control byte, a CR without LF, a line over METRICS_MAX_LINE, a malformed request line or
+ * header). A bare LF ends a line too (RFC 9112 2.2 lets a server take it).
+ */
+static int client_check(struct client *c)
+{
+	const char *r = c->req;
+	size_t i, end;
+
+	for (; c->checked < c->rlen; c->checked++) {
+		i = c->checked;
+		if (i > c->line && r[i - 1] == '\r' && r[i] != '\n')
+			c->bad = "a CR not followed by LF";
+		else if (r[i] == '\n') {
+			end = i > c->line && r[i - 1] == '\r' ? i - 1 : i;
+			if (end == c->line)
+				return c->lines ? 1 : (c->bad = "no request line", -EINVAL);
+			c->bad = c->lines ? check_header(r + c->line, r + end)
+					  : check_request_line(r + c->line, r + end);
+			c->lines++;
+			c->line = i + 1;
+		} else if (((unsigned char)r[i] < 0x20 && r[i] != '\t' && r[i] != '\r') ||
+			   r[i] == 0x7f) {
+			c->bad = "a NUL or control byte";
+		} else if (i - c->line >= METRICS_MAX_LINE) {
+			c->bad = "a line longer than " STR(METRICS_MAX_LINE) " bytes";
+		}
+		if (c->bad)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* Answer a complete, well-formed request head: GET or HEAD of /metrics, with or without a query. */
 static int answer(struct metrics *m, struct client *c)
 {
-	char method[16], target[256], version[16];
+	const char *method = c->req, *target = strchr(method, ' ') + 1;
+	size_t mlen = target - 1 - method, tlen = strcspn(target, " ?");
 	char *body = NULL;
 	ssize_t n;
 	int head, ret;
 
-	if (sscanf(c->req, "%15s %255s %15s", method, target, version) != 3 ||
-	    strncmp(version, "HTTP/1.", 7))
-		return respond(c, 400, "Bad Request", NULL, body_400, sizeof(body_400) - 1, 0);
-	head = !strcmp(method, "HEAD");
-	if (!head && strcmp(method, "GET"))
+	head = mlen == 4 && !memcmp(method, "HEAD", 4);
+	if (!head && !(mlen == 3 && !memcmp(method, "GET", 3)))
 		return respond(c, 405, "Method Not Allowed", "Allow: GET, HEAD\r\n", body_405,
 			       sizeof(body_405) - 1, 0);
-	target[strcspn(target, "?")] = 0;
-	if (strcmp(target, "/metrics"))
+	if (tlen != 8 || memcmp(target, "/metrics", 8))
 		return respond(c, 404, "Not Found", NULL, body_404, sizeof(body_404) - 1, head);
 	n = metrics__render(m, &body);
 	if (n < 0)
@@ -718,11 +883,15 @@ static int client_send(struct client *c)
 	return 1;
 }
 
-/* Read what came; 1 once the request head is complete, 0 to wait, negative to give up. */
+/*
+ * Read what came; 1 once the request head is complete, 0 to wait, -EINVAL for a malformed
+ * one, -E2BIG for one too large, another negative errno to give up.
+ */
 static int client_read(struct client *c)
 {
 	size_t room = sizeof(c->req) - 1 - c->rlen;
 	ssize_t n;
+	int ret;
 
 	if (!room)
 		return -E2BIG;
@@ -733,8 +902,9 @@ static int client_read(struct client *c)
 		return -ECONNRESET; /* closed before the request was complete */
 	c->rlen += n;
 	c->req[c->rlen] = 0;
-	if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n"))
-		return 1;
+	ret = client_check(c);
+	if (ret)
+		return ret;
 	return c->rlen == sizeof(c->req) - 1 ? -E2BIG : 0;
 }
 
@@ -751,6 +921,8 @@ static void client_event(struct metrics *m, int i)
 		if (ret == -E2BIG)
 			ret = respond(c, 431, "Request Header Fields Too Large", NULL, body_431,
 				      sizeof(body_431) - 1, 0);
+		else if (ret == -EINVAL)
+			ret = respond_400(c);
 		else if (ret == 1)
 			ret = answer(m, c);
 		if (ret < 0)

@@ -5,6 +5,9 @@
  * each target's session stats and the sinks' drops to it after each tick, and counters of
  * targets gone are kept, so no counter ever goes down. Nothing here blocks: the caller polls
  * metrics__fd for readability (its own loop, or an outer epoll) and calls metrics__serve.
+ * A request is checked byte by byte as it comes: one that cannot be a request (a NUL or control
+ * byte, a bare CR, a line over METRICS_MAX_LINE, a malformed request line or header) is
+ * answered 400 at once, not left to its deadline.
  */
 #ifndef __METRICS_H
 #define __METRICS_H
@@ -21,6 +24,7 @@ struct sinks;
 #define METRICS_DEFAULT_TIMEOUT_MS 5000 /* a client's whole request and response */
 #define METRICS_DEFAULT_CLIENTS 8	/* connections at once; more are closed at once */
 #define METRICS_MAX_REQUEST 8192	/* request line and headers */
+#define METRICS_MAX_LINE 4096 /* one of them: a request with a longer one is answered 400 */
 
 struct metrics_opts {
 	const char *listen; /* "ADDR:PORT": IPv4 or [IPv6]; port 0: any free port */
@@ -28,6 +32,13 @@ struct metrics_opts {
 	int timeout_ms;	    /* 0: METRICS_DEFAULT_TIMEOUT_MS */
 	int max_clients;    /* 0: METRICS_DEFAULT_CLIENTS */
 };
+
+/*
+ * An address a user gave (option name: as the user spells it): ADDR:PORT with IPv4, [IPv6]
+ * or localhost, a port 1..65535, and loopback. 0, or -EINVAL with "NAME: 'SPEC' is not ..."
+ * in why.
+ */
+int metrics__check_listen(const char *name, const char *spec, char *why, size_t whylen);
 
 /*
  * Parse the address, bind and listen (non-blocking). NULL with errno set and a one-line reason
@@ -59,6 +70,19 @@ void metrics__target_remove(struct metrics *m, struct metrics_target *t);
 
 /* The sinks' dropped lines (totals kept per sink name, also after a sink is gone). */
 int metrics__update_sinks(struct metrics *m, const struct sinks *ss);
+
+/* The service's own counters (service mode): error events, limits on local users' processes. */
+struct metrics_service {
+	uint64_t errors;	    /* error events written about processes without a session */
+	uint64_t errors_suppressed; /* ... and not written: their uid was over its rate */
+	uint64_t capped;	    /* matching processes not watched: their uid at its cap */
+	uint64_t followed;	    /* matching processes waited for or watched, now */
+	uint64_t followed_max;	    /* ... the most of one uid */
+	double refused_cpu_seconds; /* CPU of work on processes that watched nothing */
+	uint64_t jobs_pending;	    /* resolves, attaches and detaches queued or running */
+};
+
+void metrics__service_update(struct metrics *m, const struct metrics_service *s);
 
 /* The exposition as served: a malloc'ed text in *out, its length returned; negative errno. */
 ssize_t metrics__render(const struct metrics *m, char **out);

@@ -27,17 +27,21 @@ struct sink {
 	int owned;
 	int socket;	  /* sendmsg with MSG_DONTWAIT: no flag on a shared description */
 	int restore;	  /* stdout's file status flags before O_NONBLOCK; -1: untouched */
-	int err;	  /* the errno that broke it; 0: working */
+	int err;	  /* the errno that broke it; 0: working (a file's is tried again) */
 	int partial;	  /* the first queued line is begun: its rest belongs to this connection */
-	int retry_ms;	  /* the wait before the next connect after a failed one */
+	int retry_ms;	  /* the wait before the next connect (or file write) after a failed one */
 	int conn_err;	  /* the connect error last said on stderr while away */
-	int64_t retry_at; /* CLOCK_MONOTONIC ms of the next connect while away */
+	int64_t retry_at; /* CLOCK_MONOTONIC ms of the next connect while away, or file write */
 	struct lineq q;
 	uint64_t written, dropped, dropped_taken;
 	uint64_t reconnects, dropped_gone; /* dropped when the collector went */
+	uint64_t dropped_broken;	   /* dropped when the file failed */
 };
 
-/* A collector gone is tried again after 100 ms, then twice as long each time up to 5 s. */
+/*
+ * A collector gone, or a file that failed, is tried again after 100 ms, then twice as long
+ * each time up to 5 s.
+ */
 #define RETRY_MIN_MS 100
 #define RETRY_MAX_MS 5000
 
@@ -202,12 +206,42 @@ static ssize_t sink_out(struct sink *s, struct iovec *iov, int n)
 	return r;
 }
 
+static void next_retry(struct sink *s, int64_t now)
+{
+	s->retry_at = now + s->retry_ms;
+	s->retry_ms = s->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : s->retry_ms * 2;
+}
+
+/*
+ * A write failed. stdout or a socket is broken for good (its reader is gone). A file (a full
+ * disk, a quota) is kept with its queue: lines wait there, those that do not fit are dropped
+ * and counted, and the first in it is written again after a pause (sink_flush) or on SIGHUP.
+ */
 static void sink_break(struct sinks *ss, struct sink *s, int e)
 {
-	s->err = e;
 	__atomic_store_n(&ss->failed, 1, __ATOMIC_RELAXED);
-	lineq__clear(&s->q);
+	if (s->err) { /* a file tried again, still failing: said once, when it broke */
+		next_retry(s, now_ms());
+		return;
+	}
+	s->err = e;
 	fprintf(stderr, "nanwatchd: failed to write to output %s: %s\n", s->name, strerror(e));
+	if (!s->path) {
+		lineq__clear(&s->q);
+		return;
+	}
+	s->dropped_broken = s->dropped;
+	s->retry_ms = RETRY_MIN_MS;
+	next_retry(s, now_ms());
+}
+
+/* A file that failed took a write again. */
+static void sink_mended(struct sink *s)
+{
+	s->err = 0;
+	fprintf(stderr,
+		"nanwatchd: writing to output %s again; lines dropped while it failed: %llu\n",
+		s->name, (unsigned long long)(s->dropped - s->dropped_broken));
 }
 
 /* A send error that says the collector is gone, not that the socket is unusable. */
@@ -216,10 +250,19 @@ static int collector_gone(const struct sink *s, int e)
 	return s->unix_path && (e == EPIPE || e == ECONNRESET || e == ENOTCONN);
 }
 
-static void next_retry(struct sink *s, int64_t now)
+/* The line begun in the queue is dropped: its start went where its rest cannot follow. */
+static void drop_begun(struct sink *s)
 {
-	s->retry_at = now + s->retry_ms;
-	s->retry_ms = s->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : s->retry_ms * 2;
+	const char *q, *nl;
+	size_t len;
+
+	if (!s->partial)
+		return;
+	q = lineq__peek(&s->q, &len);
+	nl = memchr(q, '\n', len);
+	lineq__consume(&s->q, nl ? (size_t)(nl + 1 - q) : len);
+	s->partial = 0;
+	s->dropped++;
 }
 
 /*
@@ -229,21 +272,12 @@ static void next_retry(struct sink *s, int64_t now)
  */
 static void sink_disconnect(struct sink *s, int e)
 {
-	const char *q, *nl;
-	size_t len;
-
 	close(s->fd);
 	s->fd = -1;
 	s->conn_err = 0;
 	next_retry(s, now_ms());
 	s->dropped_gone = s->dropped;
-	if (s->partial) {
-		q = lineq__peek(&s->q, &len);
-		nl = memchr(q, '\n', len);
-		lineq__consume(&s->q, nl ? (size_t)(nl + 1 - q) : len);
-		s->partial = 0;
-		s->dropped++;
-	}
+	drop_begun(s);
 	fprintf(stderr, "nanwatchd: collector of output %s went away (%s); reconnecting\n", s->name,
 		strerror(e));
 }
@@ -277,6 +311,8 @@ static void sink_took(struct sink *s, ssize_t n, size_t len)
 {
 	s->partial = (size_t)n < len;
 	s->retry_ms = RETRY_MIN_MS; /* a collector that takes lines is not one that flaps */
+	if (s->err)
+		sink_mended(s);
 }
 
 /*
@@ -294,7 +330,9 @@ static int sink_flush(struct sinks *ss, struct sink *s)
 
 	if (s->fd < 0 && sink_connect(s))
 		return -EAGAIN;
-	while (!s->err && lineq__len(&s->q)) {
+	if (s->err && (!s->path || now_ms() < s->retry_at))
+		return -EAGAIN;
+	while (lineq__len(&s->q)) {
 		iov.iov_base = (void *)lineq__peek(&s->q, &iov.iov_len);
 		nl = memchr(iov.iov_base, '\n', iov.iov_len);
 		if (nl)
@@ -309,12 +347,19 @@ static int sink_flush(struct sinks *ss, struct sink *s)
 		}
 		if (n < 0) {
 			sink_break(ss, s, e);
-			break;
+			return -EAGAIN;
 		}
 		sink_took(s, n, iov.iov_len);
 		s->written += lineq__consume(&s->q, n);
 	}
 	return 0;
+}
+
+/* A line that cannot be written now waits in the queue, or is dropped when it does not fit. */
+static void sink_hold(struct sink *s, const char *line, size_t len)
+{
+	if (lineq__push_line(&s->q, line, len))
+		s->dropped++;
 }
 
 static void sink_line(struct sinks *ss, struct sink *s, const char *line, size_t len)
@@ -326,12 +371,12 @@ static void sink_line(struct sinks *ss, struct sink *s, const char *line, size_t
 	ssize_t n;
 	int e;
 
-	if (s->err)
-		return;
-	/* behind a queue, or while the collector is away, a line waits its turn */
-	if ((lineq__len(&s->q) || s->fd < 0) && (sink_flush(ss, s) || s->err)) {
-		if (!s->err && lineq__push_line(&s->q, line, len))
-			s->dropped++;
+	if (s->err && !s->path)
+		return; /* its reader is gone */
+	/* behind a queue, while the collector is away or the file fails, a line waits its turn */
+	if ((lineq__len(&s->q) || s->fd < 0 || s->err) && sink_flush(ss, s)) {
+		if (!s->err || s->path)
+			sink_hold(s, line, len);
 		return;
 	}
 	n = sink_out(s, iov, 2);
@@ -339,10 +384,11 @@ static void sink_line(struct sinks *ss, struct sink *s, const char *line, size_t
 	if (collector_gone(s, e))
 		sink_disconnect(s, e);
 	if (e == EAGAIN || e == EWOULDBLOCK || collector_gone(s, e)) {
-		if (lineq__push_line(&s->q, line, len))
-			s->dropped++;
+		sink_hold(s, line, len);
 	} else if (n < 0) {
 		sink_break(ss, s, e);
+		if (s->path)
+			sink_hold(s, line, len);
 	} else if ((size_t)n == len + 1) {
 		sink_took(s, n, n);
 		s->written++;
@@ -420,21 +466,40 @@ void sinks__drain(struct sinks *ss, int timeout_ms)
 	}
 }
 
+static int same_file(int a, int b)
+{
+	struct stat sa, sb;
+
+	return !fstat(a, &sa) && !fstat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/*
+ * A file that fails is reopened too (the disk it was on may be full for good, the new file
+ * elsewhere), and tried at once: what its queue holds goes to the new file, but for the end
+ * of a line begun in another file.
+ */
 static void sink_reopen(struct sinks *ss, struct sink *s)
 {
 	char err[512];
 	int fd;
 
 	sink_flush(ss, s);
-	if (s->err)
-		return;
 	fd = path__open_output(s->path, err, sizeof(err));
 	if (fd < 0) {
-		fprintf(stderr, "nanwatchd: %s; still writing to the file opened before\n", err);
+		fprintf(stderr, "nanwatchd: %s; %s\n", err,
+			s->err ? "trying the file opened before again"
+			       : "still writing to the file opened before");
 		return;
 	}
+	if (!same_file(fd, s->fd))
+		drop_begun(s);
 	close(s->fd);
 	s->fd = fd;
+	if (s->err) {
+		s->retry_at = 0;
+		s->retry_ms = RETRY_MIN_MS;
+		sink_flush(ss, s);
+	}
 }
 
 void sinks__reopen(struct sinks *ss)
@@ -480,7 +545,8 @@ uint64_t sinks__take_dropped(struct sinks *ss, int i)
 	uint64_t n = 0;
 
 	pthread_mutex_lock(&ss->lock);
-	if (s->fd >= 0) { /* else said once the collector is back, so that it reads it too */
+	/* else said once the collector is back or the file takes lines, so that it has it too */
+	if (s->fd >= 0 && !s->err) {
 		n = s->dropped - s->dropped_taken;
 		s->dropped_taken = s->dropped;
 	}

@@ -3,11 +3,15 @@
  * Where event lines go: stdout, files, collectors' unix sockets, several at
  * once. No sink can stall the daemon: writes never block, a sink whose reader
  * is slow holds back a bounded queue of whole lines and drops (and counts)
- * the lines that do not fit. A sink whose writes fail (a closed pipe, a full
- * disk) is broken: one line on stderr, nothing more is written to it, and the
+ * the lines that do not fit. A stdout whose writes fail (a closed pipe) is
+ * broken for good: one line on stderr, nothing more is written to it, and the
  * others carry on. A collector that goes away breaks nothing: its sink queues
  * lines (dropping the newest when full) and connects again from sinks__flush,
- * 100 ms after, then twice as long each time up to 5 s, never waiting.
+ * 100 ms after, then twice as long each time up to 5 s, never waiting. A file
+ * whose writes fail (a full disk) is broken until it takes a line again: one
+ * line on stderr when it breaks, one when it works again; meanwhile it queues
+ * as a collector away does, its first line is written again on the same
+ * schedule, and at once after sinks__reopen (SIGHUP).
  */
 #ifndef __SINK_H
 #define __SINK_H
@@ -31,7 +35,10 @@ void sinks__free(struct sinks *ss); /* accepts NULL */
  */
 int sinks__add(struct sinks *ss, const char *spec, char *err, size_t errlen);
 
-/* One line (a newline is added) to every working sink; -EPIPE once any sink is broken. */
+/*
+ * One line (a newline is added) to every working sink; -EPIPE once any sink broke (a file
+ * that works again included).
+ */
 int sinks__write(struct sinks *ss, const char *line, size_t len);
 
 /*
@@ -46,9 +53,13 @@ size_t sinks__pending(const struct sinks *ss);
 /* Flush, waiting for readers at most timeout_ms; what is still queued then is left. */
 void sinks__drain(struct sinks *ss, int timeout_ms);
 
-/* Reopen file sinks at their paths (after a log rotation); others are left alone. */
+/*
+ * Reopen file sinks at their paths (after a log rotation), a broken one included, which is
+ * tried again at once; others are left alone.
+ */
 void sinks__reopen(struct sinks *ss);
 
+/* Whether a sink broke since it was added (one that works again included). */
 int sinks__failed(const struct sinks *ss);
 int sinks__count(const struct sinks *ss);
 const char *sinks__name(const struct sinks *ss, int i);
@@ -57,8 +68,8 @@ const char *sinks__name(const struct sinks *ss, int i);
 uint64_t sinks__dropped(const struct sinks *ss, int i);
 
 /*
- * Lines sink i dropped since the last call; 0 while its collector is away:
- * what it dropped meanwhile is taken once it is back.
+ * Lines sink i dropped since the last call; 0 while its collector is away or
+ * its file fails: what it dropped meanwhile is taken once it takes lines again.
  */
 uint64_t sinks__take_dropped(struct sinks *ss, int i);
 

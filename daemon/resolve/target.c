@@ -625,9 +625,38 @@ static int env_int(const char *v)
 	return n;
 }
 
+/*
+ * Where launchers put a rank, best first: torch's own (torchrun, mp launchers, ours), then
+ * Open MPI's, MPICH/PMI's and Slurm's, for ranks mpirun or srun start directly. An agent that
+ * srun started and that sets RANK for its workers still names them by RANK.
+ */
+static const char *const env_keys[3][4] = {
+	{"RANK=", "OMPI_COMM_WORLD_RANK=", "PMI_RANK=", "SLURM_PROCID="},
+	{"LOCAL_RANK=", "OMPI_COMM_WORLD_LOCAL_RANK=", "MPI_LOCALRANKID=", "SLURM_LOCALID="},
+	{"WORLD_SIZE=", "OMPI_COMM_WORLD_SIZE=", "PMI_SIZE=", "SLURM_NTASKS="},
+};
+
+/* One NAME=VALUE against the keys: the value kept if its key ranks better than the last. */
+static void env_rank_var(const char *p, int *vals[3], int prio[3])
+{
+	size_t f, k, n;
+
+	for (f = 0; f < 3; f++) {
+		for (k = 0; k < 4 && (int)k < prio[f]; k++) {
+			n = strlen(env_keys[f][k]);
+			if (!strncmp(p, env_keys[f][k], n)) {
+				*vals[f] = env_int(p + n);
+				prio[f] = k;
+				return;
+			}
+		}
+	}
+}
+
 void target__read_env(struct target *t)
 {
 	char path[64], *buf, *p, slurm[sizeof(t->job)] = "";
+	int *vals[3] = {&t->rank, &t->local_rank, &t->world_size}, prio[3] = {4, 4, 4};
 	size_t n;
 
 	t->rank = t->local_rank = t->world_size = -1;
@@ -637,16 +666,12 @@ void target__read_env(struct target *t)
 	if (!buf)
 		return;
 	for (p = buf; p < buf + n; p += strlen(p) + 1) {
-		if (!strncmp(p, "RANK=", 5))
-			t->rank = env_int(p + 5);
-		else if (!strncmp(p, "LOCAL_RANK=", 11))
-			t->local_rank = env_int(p + 11);
-		else if (!strncmp(p, "WORLD_SIZE=", 11))
-			t->world_size = env_int(p + 11);
-		else if (!strncmp(p, "TORCHELASTIC_RUN_ID=", 20))
+		if (!strncmp(p, "TORCHELASTIC_RUN_ID=", 20))
 			snprintf(t->job, sizeof(t->job), "%s", p + 20);
 		else if (!strncmp(p, "SLURM_JOB_ID=", 13))
 			snprintf(slurm, sizeof(slurm), "%s", p + 13);
+		else
+			env_rank_var(p, vals, prio);
 	}
 	if (!t->job[0])
 		memcpy(t->job, slurm, sizeof(slurm));

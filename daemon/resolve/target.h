@@ -32,7 +32,8 @@ struct target {
 	char torch_series[16];	      /* "1.13" */
 	/* the job: TORCHELASTIC_RUN_ID, else SLURM_JOB_ID, from the environment; "" if unset */
 	char job[128];
-	/* RANK, LOCAL_RANK, WORLD_SIZE from the environment; -1 if unset or not an integer */
+	/* RANK, LOCAL_RANK, WORLD_SIZE from the environment (else Open MPI's, PMI's or Slurm's
+	 * variables); -1 if unset or not an integer */
 	int rank, local_rank, world_size;
 	uint64_t py_version_hex; /* Py_Version: PY_VERSION_HEX */
 	uint64_t runtime;	 /* &_PyRuntime (0 if not exported) */

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The service's YAML configuration: schema, checks, compiled matchers. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "output/metrics.h"
 #include "service/config.h"
+#include "util/optval.h"
 #include "util/yamlmap.h"
 
 /* A config is small: anything larger is a mistake, not a config. */
@@ -51,17 +52,18 @@ static const struct yamlmap_field root_fields[] = {
 	{"metrics", YAMLMAP_MAPPING, 0, 0, K_METRICS},
 	{"scan_interval_ms", YAMLMAP_INT, 20, 60000, K_SCAN},
 	{"layouts", YAMLMAP_STR, 1, PATH_MAX - 1, K_LAYOUTS},
-	{"stats_interval", YAMLMAP_INT, 0, 86400, K_STATS},
-	{"max_scan_mb", YAMLMAP_INT, 1, 1 << 20, K_MAXSCAN},
-	{"output_queue_kb", YAMLMAP_INT, 1, 1 << 20, K_QUEUE},
+	/* the options the command line has too: their values are read by util/optval */
+	{"stats_interval", YAMLMAP_STR, 1, PATH_MAX, K_STATS},
+	{"max_scan_mb", YAMLMAP_STR, 1, PATH_MAX, K_MAXSCAN},
+	{"output_queue_kb", YAMLMAP_STR, 1, PATH_MAX, K_QUEUE},
 };
 static const struct yamlmap_field rule_fields[] = {
 	{"name", YAMLMAP_STR, 1, 63, K_NAME},
 	{"match", YAMLMAP_MAPPING, 0, 0, K_MATCH},
-	{"mode", YAMLMAP_STR, 1, 7, K_MODE},
-	{"backward", YAMLMAP_STR, 1, 7, K_BACKWARD},
+	{"mode", YAMLMAP_STR, 1, PATH_MAX, K_MODE},
+	{"backward", YAMLMAP_STR, 1, PATH_MAX, K_BACKWARD},
 	{"capture_dir", YAMLMAP_STR, 1, PATH_MAX - 1, K_CAPDIR},
-	{"capture_max_mb", YAMLMAP_INT, 1, 512, K_CAPMAX},
+	{"capture_max_mb", YAMLMAP_STR, 1, PATH_MAX, K_CAPMAX},
 	{"job", YAMLMAP_STR, 1, 127, K_JOB},
 	{"children", YAMLMAP_STR, 1, 5, K_CHILDREN},
 };
@@ -77,7 +79,7 @@ static const struct yamlmap_field output_fields[] = {
 	{"stdout", YAMLMAP_STR, 1, 5, K_STDOUT},
 };
 static const struct yamlmap_field metrics_fields[] = {
-	{"listen", YAMLMAP_STR, 1, 63, K_LISTEN},
+	{"listen", YAMLMAP_STR, 1, PATH_MAX, K_LISTEN},
 };
 static const struct yamlmap_field env_field = {"", YAMLMAP_STR, 1, 1024, K_ENVVAR};
 
@@ -291,10 +293,34 @@ static int parse_bool(const struct yamlmap_value *v, bool *out, char *why, size_
 	return 0;
 }
 
+/* A number for util/optval: written as one (a quoted scalar is a string in YAML). */
+static int unquoted(const struct yamlmap_value *v, char *why, size_t whylen)
+{
+	if (!yamlmap__quoted(v->node))
+		return 0;
+	snprintf(why, whylen, "%s: '%.64s' is quoted: a number is written without quotes", v->key,
+		 v->s);
+	return -EINVAL;
+}
+
+/*
+ * A path the daemon opens: absolute, since what a relative one would name depends on the
+ * working directory the service was started in (the command line takes it from the user's).
+ */
+static int absolute(const struct yamlmap_value *v, char *why, size_t whylen)
+{
+	if (v->s[0] == '/')
+		return 0;
+	snprintf(why, whylen, "%s: '%.80s' is not an absolute path", v->key, v->s);
+	return -EINVAL;
+}
+
 static int on_rule(void *ctx, const struct yamlmap_value *v, char *why, size_t whylen)
 {
 	struct reader *rd = ctx;
 	struct config_rule *r = rd->r;
+	const char *mode;
+	int ret;
 
 	switch (v->field->id) {
 	case K_NAME:
@@ -303,28 +329,20 @@ static int on_rule(void *ctx, const struct yamlmap_value *v, char *why, size_t w
 	case K_MATCH:
 		return yamlmap__read(rd->y, v->node, &match_schema, on_match, rd, why, whylen);
 	case K_MODE:
-		if (strcmp(v->s, "full") && strcmp(v->s, "sample") && strcmp(v->s, "loss")) {
-			snprintf(why, whylen, "mode: '%s' is not full, sample or loss", v->s);
-			return -EINVAL;
-		}
-		snprintf(r->mode, sizeof(r->mode), "%s", v->s);
-		return 0;
+		ret = optval__mode(v->key, v->s, &mode, why, whylen);
+		if (!ret)
+			snprintf(r->mode, sizeof(r->mode), "%s", mode);
+		return ret;
 	case K_BACKWARD:
-		r->backward = !strcmp(v->s, "off")     ? 0
-			      : !strcmp(v->s, "norms") ? 1
-			      : !strcmp(v->s, "on")    ? 2
-						       : -1;
-		if (r->backward < 0) {
-			snprintf(why, whylen, "backward: '%s' is not off, norms or on", v->s);
-			return -EINVAL;
-		}
-		return 0;
+		return optval__backward(v->key, v->s, &r->backward, why, whylen);
 	case K_CAPDIR:
 		snprintf(r->capture_dir, sizeof(r->capture_dir), "%s", v->s);
-		return 0;
+		return absolute(v, why, whylen);
 	case K_CAPMAX:
-		r->capture_max_bytes = (uint64_t)v->i << 20;
-		return 0;
+		ret = unquoted(v, why, whylen);
+		return ret ? ret
+			   : optval__capture_max_mb(v->key, v->s, &r->capture_max_bytes, why,
+						    whylen);
 	case K_JOB:
 		snprintf(r->job, sizeof(r->job), "%s", v->s);
 		return 0;
@@ -374,19 +392,11 @@ static int on_output(void *ctx, const struct yamlmap_value *v, char *why, size_t
 	}
 	switch (v->field->id) {
 	case K_FILE:
-		if (v->s[0] != '/' || !strcmp(v->s, "-") || !strncmp(v->s, "unix:", 5)) {
-			snprintf(why, whylen, "file: '%.80s' is not an absolute path", v->s);
-			return -EINVAL;
-		}
 		snprintf(spec, PATH_MAX + 8, "%s", v->s);
-		return 0;
+		return absolute(v, why, whylen);
 	case K_UNIX:
-		if (v->s[0] != '/') {
-			snprintf(why, whylen, "unix: '%.80s' is not an absolute path", v->s);
-			return -EINVAL;
-		}
 		snprintf(spec, PATH_MAX + 8, "unix:%s", v->s);
-		return 0;
+		return absolute(v, why, whylen);
 	default:
 		ret = parse_bool(v, &on, why, whylen);
 		if (!ret && !on) {
@@ -424,38 +434,11 @@ static int read_outputs(struct reader *rd, const struct yamlmap_node *list, char
 	return 0;
 }
 
-/* ADDR:PORT with a loopback ADDR (127.0.0.0/8, [::1], localhost) and a port 1..65535. */
-static int check_listen(const char *s, char *why, size_t whylen)
-{
-	const char *colon = strrchr(s, ':');
-	char host[64], *end;
-	unsigned char buf[16];
-	long port;
-	size_t n;
-
-	if (!colon)
-		goto bad;
-	n = colon - s;
-	snprintf(host, sizeof(host), "%.*s", (int)n, s);
-	errno = 0;
-	port = strtol(colon + 1, &end, 10);
-	if (errno || end == colon + 1 || *end || port < 1 || port > 65535)
-		goto bad;
-	if (!strcmp(host, "localhost") || !strcmp(host, "[::1]"))
-		return 0;
-	if (inet_pton(AF_INET, host, buf) == 1 && buf[0] == 127)
-		return 0;
-	snprintf(why, whylen, "listen: '%s' is not a loopback address (127.0.0.0/8, [::1])", host);
-	return -EINVAL;
-bad:
-	snprintf(why, whylen, "listen: '%.64s' is not ADDR:PORT (port 1..65535)", s);
-	return -EINVAL;
-}
-
+/* What --metrics takes (output/metrics checks both). */
 static int on_metrics(void *ctx, const struct yamlmap_value *v, char *why, size_t whylen)
 {
 	struct config *c = ((struct reader *)ctx)->c;
-	int ret = check_listen(v->s, why, whylen);
+	int ret = metrics__check_listen(v->key, v->s, why, whylen);
 
 	if (!ret)
 		snprintf(c->metrics_listen, sizeof(c->metrics_listen), "%s", v->s);
@@ -466,6 +449,7 @@ static int on_root(void *ctx, const struct yamlmap_value *v, char *why, size_t w
 {
 	struct reader *rd = ctx;
 	struct config *c = rd->c;
+	int ret;
 
 	switch (v->field->id) {
 	case K_WATCH:
@@ -479,16 +463,18 @@ static int on_root(void *ctx, const struct yamlmap_value *v, char *why, size_t w
 		return 0;
 	case K_LAYOUTS:
 		snprintf(c->layouts, sizeof(c->layouts), "%s", v->s);
-		return 0;
+		return absolute(v, why, whylen);
+	}
+	ret = unquoted(v, why, whylen);
+	if (ret)
+		return ret;
+	switch (v->field->id) {
 	case K_STATS:
-		c->stats_interval = v->i;
-		return 0;
+		return optval__stats_interval(v->key, v->s, &c->stats_interval, why, whylen);
 	case K_MAXSCAN:
-		c->max_scan_bytes = (uint64_t)v->i << 20;
-		return 0;
+		return optval__max_scan_mb(v->key, v->s, &c->max_scan_bytes, why, whylen);
 	default:
-		c->queue_bytes = (size_t)v->i << 10;
-		return 0;
+		return optval__queue_kb(v->key, v->s, &c->queue_bytes, why, whylen);
 	}
 }
 

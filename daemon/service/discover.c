@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Bounded reads of /proc/PID/{stat,cmdline,exe,environ,cgroup,maps} for discovery. */
+/* Bounded reads of /proc/PID/{cmdline,exe,environ,cgroup,maps} for discovery. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
 #endif
@@ -41,32 +41,7 @@ static char *read_head(pid_t pid, const char *name, size_t max, size_t *lenp)
 	return buf;
 }
 
-int discover__stat(pid_t pid, struct proc_stat *st)
-{
-	char *buf = read_head(pid, "stat", 1024, NULL), *open, *close;
-	int ret = -EINVAL;
-
-	if (!buf)
-		return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
-	/* "PID (COMM) S PPID ...": comm may hold spaces and parentheses, the last ')' ends it */
-	open = strchr(buf, '(');
-	close = strrchr(buf, ')');
-	if (open && close && close > open) {
-		snprintf(st->comm, sizeof(st->comm), "%.*s", (int)(close - open - 1), open + 1);
-		/* after ')': state ppid pgrp session tty tpgid flags minflt cminflt majflt
-		 * cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime
-		 * vsize rss rsslim startcode endcode startstack */
-		if (sscanf(close + 1,
-			   " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-			   "%*d %*d %llu %*u %*d %*u %*u %*u %llu",
-			   &st->state, &st->ppid, &st->start, &st->startstack) == 4)
-			ret = 0;
-	}
-	free(buf);
-	return ret;
-}
-
-int discover__text(pid_t pid, struct proc_text *t)
+int discover__text(pid_t pid, struct proc_text *t, int env)
 {
 	char path[64];
 	size_t n = 0, i;
@@ -85,7 +60,8 @@ int discover__text(pid_t pid, struct proc_text *t)
 	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
 	len = readlink(path, t->exe, sizeof(t->exe) - 1);
 	t->exe[len > 0 ? len : 0] = 0;
-	t->env = read_head(pid, "environ", DISCOVER_MAX_ENV, &t->env_len);
+	if (env)
+		t->env = read_head(pid, "environ", DISCOVER_MAX_ENV, &t->env_len);
 	t->cgroup = read_head(pid, "cgroup", DISCOVER_MAX_CGROUP, NULL);
 	return 0;
 }

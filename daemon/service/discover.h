@@ -15,14 +15,6 @@
 #define DISCOVER_MAX_CGROUP (4u << 10)
 #define DISCOVER_MAX_MAPS (16u << 20)
 
-struct proc_stat {
-	pid_t ppid;
-	unsigned long long start;      /* clock ticks after boot: with the pid, names one process */
-	unsigned long long startstack; /* its stack's start, randomized at each exec */
-	char comm[32];
-	char state;
-};
-
 /* What rules match against: cmdline with NULs as spaces, exe, NUL-separated env, cgroup. */
 struct proc_text {
 	char *cmdline; /* "" for a kernel thread or a zombie */
@@ -32,11 +24,11 @@ struct proc_text {
 	char *cgroup;
 };
 
-/* /proc/PID/stat; 0 or a negative errno (-ENOENT: gone). */
-int discover__stat(pid_t pid, struct proc_stat *st);
-
-/* Fill t (free with discover__text_free even on failure); 0 or a negative errno. */
-int discover__text(pid_t pid, struct proc_text *t);
+/*
+ * Fill t (free with discover__text_free even on failure), the environment only if env (no
+ * rule matches on it otherwise); 0 or a negative errno.
+ */
+int discover__text(pid_t pid, struct proc_text *t, int env);
 void discover__text_free(struct proc_text *t);
 
 /* Whether the process has mapped libtorch_python (torch imported): 1, 0, or a negative errno. */

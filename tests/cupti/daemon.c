@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The daemon's side of the library socket, for the library's tests (daemon.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -45,10 +47,26 @@ __u64 td_put(struct tdaemon *d, const void *data, __u64 numel, __u32 dtype, __u3
 	return p + 1;
 }
 
-const char *td_sock_path(const char *dir, char *buf, size_t len)
+int td_sock_find(const char *dir, int pid, char *buf, size_t len)
 {
-	snprintf(buf, len, NW_GPU_SOCK_FMT, dir, (int)getpid());
-	return buf;
+	char prefix[64];
+	struct dirent *e;
+	struct stat st;
+	int ret = -1;
+	DIR *d;
+
+	snprintf(prefix, sizeof(prefix), NW_GPU_SOCK_DIR_PREFIX "%d.", pid);
+	d = opendir(dir);
+	if (!d)
+		return -1;
+	while (ret && (e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)))
+			continue;
+		snprintf(buf, len, "%s/%s/%s", dir, e->d_name, NW_GPU_SOCK_NAME);
+		ret = stat(buf, &st) || !S_ISSOCK(st.st_mode) ? -1 : 0;
+	}
+	closedir(d);
+	return ret;
 }
 
 int td_connect(struct tdaemon *d, const char *path, struct nw_gpu_ready *rd)
@@ -87,8 +105,6 @@ int td_connect(struct tdaemon *d, const char *path, struct nw_gpu_ready *rd)
 			return -1;
 	if (len != sizeof(*rd))
 		return -1;
-	/* as nanwatchd does: BPF writes requests once the library said READY */
-	__atomic_store_n(&((struct nw_gpu_head *)d->ring)->magic, NW_GPU_MAGIC, __ATOMIC_RELEASE);
 	return 0;
 }
 

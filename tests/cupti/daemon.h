@@ -39,6 +39,7 @@ int td_result(struct tdaemon *d, __u64 seq, struct nw_gpu_result *r);
 int td_stats_until(struct tdaemon *d, int which, __u64 min);
 int td_has_notice(const struct tdaemon *d, const char *part);
 void td_close(struct tdaemon *d);
-const char *td_sock_path(const char *dir, char *buf, size_t len);
+/* the socket of process pid's library in dir (NW_GPU_SOCK_DIR_FMT's directory): 0 or -1 */
+int td_sock_find(const char *dir, int pid, char *buf, size_t len);
 
 #endif /* __NW_CUPTI_TEST_DAEMON_H */

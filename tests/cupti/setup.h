@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "daemon.h"
 
 struct tlib {
 	char dir[64];	     /* NANWATCH_CUPTI_DIR */
@@ -44,19 +45,17 @@ static inline int tlib_load(struct tlib *t, int injected)
 		setenv("CUDA_INJECTION64_PATH", t->lib, 1);
 	else
 		unsetenv("CUDA_INJECTION64_PATH");
-	snprintf(t->sock, sizeof(t->sock), "%s/.nanwatch-cupti-%d.sock", t->dir, (int)getpid());
 	t->handle = dlopen(t->lib, RTLD_NOW | RTLD_LOCAL);
 	return t->handle ? 0 : -1;
 }
 
-/* The worker made its socket (it does so right after starting). */
-static inline int tlib_wait_socket(const struct tlib *t)
+/* The worker made its socket (it does so right after starting), in a directory of its own. */
+static inline int tlib_wait_socket(struct tlib *t)
 {
-	struct stat st;
 	int i;
 
 	for (i = 0; i < 20000; i++) {
-		if (!stat(t->sock, &st))
+		if (!td_sock_find(t->dir, (int)getpid(), t->sock, sizeof(t->sock)))
 			return 0;
 		usleep(1000);
 	}
@@ -64,7 +63,7 @@ static inline int tlib_wait_socket(const struct tlib *t)
 }
 
 /* As the CUDA driver does: InitializeInjection must answer 1; then its socket appears. */
-static inline int tlib_initialize(const struct tlib *t)
+static inline int tlib_initialize(struct tlib *t)
 {
 	int (*init)(void);
 
@@ -74,10 +73,17 @@ static inline int tlib_initialize(const struct tlib *t)
 	return tlib_wait_socket(t);
 }
 
-/* The library's socket and scratch directory go; the worker is left blocked in poll. */
+/* The library's socket, its directory and ours go; the worker is left blocked in poll. */
 static inline void tlib_cleanup(struct tlib *t)
 {
+	char *slash;
+
 	unlink(t->sock);
+	slash = strrchr(t->sock, '/');
+	if (slash) {
+		*slash = 0;
+		rmdir(t->sock);
+	}
 	rmdir(t->dir);
 }
 

@@ -2,10 +2,10 @@
 """The daemon's half of the GPU path, played from inside a test (bpf/nwgpu.h).
 
 Ring: a memfd laid out like the gpu_ring map (NW_GPU_SLOTS + 1 entries of NW_GPU_REQ_SIZE
-bytes; entry 0 the header with NW_GPU_MAGIC), written as BPF writes it: the slot, its seq
-last, then head. Link: a connection to libnanwatch_cupti.so's socket in this process
-(NANWATCH_CUPTI_DIR or /tmp, .nanwatch-cupti-PID.sock), HELLO with the memfd passed by
-SCM_RIGHTS, READY back, then RESULT, STATS and NOTICE messages read by a thread.
+bytes; entry 0 the header), written as BPF writes it: the slot, its seq last, then head.
+Link: a connection to libnanwatch_cupti.so's socket in this process (cupti.sock in the
+directory .nanwatch-cupti-PID.XXXXXX it makes in NANWATCH_CUPTI_DIR or /tmp), HELLO with the
+memfd passed by SCM_RIGHTS, READY back, then RESULT, STATS and NOTICE messages read by a thread.
 Producer: forward hooks that write a request for every CUDA module output, in the training
 thread right after the module returns (where BPF's uretprobe writes it), and for each
 tensor input gated on that output (origin against propagated), keeping each request's
@@ -23,7 +23,6 @@ import time
 NW_GPU_VERSION = 1
 NW_GPU_SLOTS = 4096
 NW_GPU_REQ_SIZE = 256
-NW_GPU_MAGIC = 0x6E7767707572696E
 NW_NO_INDEX = 0xFF
 MSG_HELLO, MSG_READY, MSG_RESULT, MSG_STATS, MSG_NOTICE = 1, 2, 3, 4, 5
 ROLE_OUTPUT, ROLE_INPUT, ROLE_LOSS, ROLE_PARAM = 0, 1, 2, 3
@@ -77,7 +76,6 @@ class Ring:
         self.fd = os.memfd_create("nw-gpu-ring", os.MFD_CLOEXEC)
         os.ftruncate(self.fd, self.size)
         self.m = mmap.mmap(self.fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        struct.pack_into("<QQQ", self.m, 0, 0, 0, NW_GPU_MAGIC)
         self.head = 0
         self.lock = threading.Lock()
 
@@ -103,20 +101,27 @@ class Ring:
 
 
 def sock_path(pid=None):
+    """The library's socket in its own directory (bpf/nwgpu.h NW_GPU_SOCK_DIR_FMT); None yet."""
     d = os.environ.get("NANWATCH_CUPTI_DIR") or "/tmp"
-    return "%s/.nanwatch-cupti-%d.sock" % (d, pid or os.getpid())
+    prefix = ".nanwatch-cupti-%d." % (pid or os.getpid())
+    for name in os.listdir(d):
+        path = os.path.join(d, name, "cupti.sock")
+        if name.startswith(prefix) and os.path.exists(path):
+            return path
+    return None
 
 
 class Link:
     """A connection to the library's socket: HELLO with the ring, then a reader thread."""
 
     def __init__(self, ring, pid=None, timeout=20.0):
-        path = sock_path(pid)
         deadline = time.monotonic() + timeout
-        while not os.path.exists(path):
+        path = sock_path(pid)
+        while path is None:
             if time.monotonic() > deadline:
-                raise TimeoutError("no library socket at %s after %.0f s" % (path, timeout))
+                raise TimeoutError("no library socket after %.0f s" % timeout)
             time.sleep(0.05)
+            path = sock_path(pid)
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.s.connect(path)
         hello = MSG.pack(MSG_HELLO, HELLO.size) + HELLO.pack(NW_GPU_VERSION, NW_GPU_SLOTS,

@@ -12,12 +12,24 @@
  *          pipe as stderr while it holds the main arena's lock, deep in stdio's frames
  *   fork   as read, but first a line is read (and dropped) in a pthread_atfork prepare
  *          handler, inside fork(): "IN FORK" before, "OUT FORK" once the child is reaped
+ *   seccomp-kill, seccomp-eperm
+ *          as sleep, under a seccomp filter (no_new_privs set, installed before "PID" and
+ *          before the threads, which inherit it) that kills the process for an mmap or
+ *          mprotect with PROT_EXEC, or refuses it with EPERM; everything else is allowed
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,10 +198,37 @@ static int run_mstats(void)
 	return 0;
 }
 
+/* Code mapped (mmap or mprotect with PROT_EXEC): the process killed, or EPERM. */
+static int sandbox(int kill)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mmap, 1, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mprotect, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K,
+			 kill ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_ERRNO | (EPERM & 0xffff)),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	       prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "sleep";
 
+	if (!strncmp(mode, "seccomp-", 8)) {
+		if (sandbox(!strcmp(mode + 8, "kill")))
+			return 5;
+		mode = "sleep";
+	}
 	say("PID %ld%s\n", getpid(), "");
 	if (!strcmp(mode, "sleep"))
 		return run_sleep();

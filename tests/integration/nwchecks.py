@@ -2,15 +2,17 @@
 envelope (schema, seq, time, attach ... stats ... detach), anomaly fields against the oracle's,
 the diagnosis, the stats tally, refusals; watch() runs a trainer under the daemon and checks
 its stream. Also how a test names the environments it runs in (conftest.py has the fixtures),
-and a service-mode daemon (nanwatchd --config) with its config, READY=1 and event file
-(write_config ... stop_service: test_service.py, test_security_files.py).
+and service mode's: a config written, the daemon started and READY=1 awaited on NOTIFY_SOCKET,
+its event file read and waited on, SIGTERM.
 """
 import json
 import os
 import re
 import signal
 import socket
+import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -373,7 +375,7 @@ def target_untouched(proc):
         raise Fail("target left in state %r, tracer %s" % (state, tracer))
 
 
-# ---- a service-mode daemon ----
+# ---- service mode (nanwatchd --config) ----
 
 READY_TIMEOUT = 60
 
@@ -474,6 +476,40 @@ def stop_service(daemon, sock=None):
         expect_notify(sock, "STOPPING=1")
 
 
+def attach_latencies(daemon):
+    return [line.split(" attached ")[1] for line in daemon.stderr_lines() if " attached " in line]
+
+
+def wait_stderr(daemon, text):
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not any(text in line for line in daemon.stderr_lines()):
+        if time.monotonic() > deadline or not daemon.running():
+            raise Fail("no %r on stderr:\n%s" % (text, daemon.stderr_tail()))
+        time.sleep(0.1)
+
+
+def free_port():
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port):
+    """The metrics endpoint's samples: {(name, frozenset of label pairs): value}."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        text = r.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        series, value = line.rsplit(" ", 1)
+        name, _, labels = series.partition("{")
+        pairs = frozenset(tuple(kv.split("=", 1)) for kv in labels.rstrip("}").split(",") if kv)
+        samples[(name, pairs)] = float(value)
+    return samples
+
+
 def usage(pid):
     """CPU seconds used and peak RSS in KiB of process pid."""
     with open("/proc/%d/stat" % pid) as f:
@@ -482,3 +518,20 @@ def usage(pid):
     with open("/proc/%d/status" % pid) as f:
         hwm = [line.split()[1] for line in f if line.startswith("VmHWM:")][0]
     return cpu, int(hwm)
+
+
+def collector(ctx):
+    """nanwatch-collect beside the daemon under test."""
+    path = os.path.join(os.path.dirname(ctx.daemon), "nanwatch-collect")
+    if not os.access(path, os.X_OK):
+        raise Fail("%s is not an executable file (build it first)" % path)
+    return path
+
+
+def run_collect(ctx, *args):
+    """nanwatch-collect ARGS: its stdout and stderr; Fail unless it exits 0."""
+    r = subprocess.run([collector(ctx)] + list(args), capture_output=True, timeout=60)
+    if r.returncode != 0:
+        raise Fail("nanwatch-collect %s exited %d: %s" % (" ".join(args), r.returncode,
+                                                         r.stderr.decode()[-500:]))
+    return r.stdout.decode(), r.stderr.decode()

@@ -19,19 +19,13 @@ import time
 
 from nwharness import (ATTACH_TIMEOUT, Fail, Proc, finish_trainer, oracle_of, run_trainer,
                        start_daemon, tail, trainer_argv, wait_daemon_exit)
-from nwchecks import HOST_ONLY, environments
+from nwchecks import HOST_ONLY, collector, environments, run_collect
 
 TRAINER = "div_zero"
 FAULT = ("--fault-step", "4")
 NO_FAULT = ("--fault-step", "100", "--steps", "7")  # as many steps as the faulty run trains
 FOLLOW_TIMEOUT = 30
 
-
-def collector(ctx):
-    path = os.path.join(os.path.dirname(ctx.daemon), "nanwatch-collect")
-    if not os.access(path, os.X_OK):
-        raise Fail("%s is not an executable file (build it first)" % path)
-    return path
 
 
 def read_events(path):
@@ -91,13 +85,6 @@ def receiver_stream(ctx, clean, faulty, first):
         f.writelines(json.dumps(ev) + "\n" for ev in events)
     return path, later[0]
 
-
-def run_collect(ctx, *args):
-    r = subprocess.run([collector(ctx)] + list(args), capture_output=True, timeout=60)
-    if r.returncode != 0:
-        raise Fail("nanwatch-collect %s exited %d: %s" % (" ".join(args), r.returncode,
-                                                         r.stderr.decode()[-500:]))
-    return r.stdout.decode(), r.stderr.decode()
 
 
 def check_verdict(v, want):

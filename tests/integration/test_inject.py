@@ -11,15 +11,26 @@ left on it. build/tests/inject/nwinject runs the daemon's injection code on any 
 daemon itself first requires Python with torch); nanwatchd --inject-lib runs it end to end on
 a waiting trainer, in a chroot and a mount-namespace container too, where the library is
 copied into the target's /tmp and removed once loaded.
+
+Under seccomp (counter seccomp-kill / seccomp-eperm: a filter that kills the process for an
+mmap or mprotect with PROT_EXEC, or refuses it with EPERM; uid 65534, no_new_privs) the
+injection is refused in one line before anything is touched: the target alive, its counter
+unbroken, no mapping of the library, its constructor never run; the same end to end with
+nanwatchd --inject-lib on a python that imported torch and put its threads under such a filter
+(TSYNC). A library whose code segment no mmap can map (its file offset past what a file may
+have: EOVERFLOW) makes dlopen fail after its first mapping, which glibc leaves: the daemon
+unmaps it, says so, and the target counts on; the next injection loads.
 """
 import glob
 import os
 import shutil
+import struct
 import subprocess
 
-from nwharness import (Fail, Proc, finish_trainer, run_trainer, start_daemon,
+from nwharness import (ERROR_TIMEOUT, Fail, Proc, finish_trainer, run_trainer, start_daemon,
                        start_waiting_trainer, tail, trainer_argv, wait_attach, wait_daemon_exit)
-from nwchecks import EVERYWHERE, HOST_ONLY, environments, expect_refusal, target_untouched
+from nwchecks import (EVERYWHERE, HOST_ONLY, NOBODY, environments, expect_refusal,
+                      target_untouched)
 
 ROUNDS = 50
 PY_COUNTER = """
@@ -330,3 +341,138 @@ def test_inject_daemon_refused_traced(ctx):
         raise Fail("library loaded although refused")
     trainer.send(b"go\n")
     finish_trainer(ctx, trainer, "healthy", trace)
+
+
+def as_nobody(argv, **kw):
+    """argv as uid NOBODY with no_new_privs: the attacker's (or a sandboxed job's) process."""
+    return Proc(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+                 "--no-new-privs"] + argv, **kw)
+
+
+def mapped(pid, lib):
+    with open("/proc/%d/maps" % pid) as f:
+        return [line for line in f.read().splitlines() if lib in line]
+
+
+def world_readable_copy(ctx, name):
+    """lib_copy in a directory uid NOBODY can read (the daemon loads it into NOBODY's process)."""
+    os.chmod(ctx.tmp, 0o755)
+    return lib_copy(ctx, name)
+
+
+def refused_seccomp(ctx, mode):
+    proc = as_nobody([os.path.join(inject_dir(ctx), "counter"), mode])
+    pid = started(proc)
+    with open("/proc/%d/status" % pid) as f:
+        if "Seccomp:\t2\n" not in f.read():
+            raise Fail("the target is not under a seccomp filter")
+    lib = world_readable_copy(ctx, mode)
+    rc, err = nwinject(ctx, pid, lib)
+    target_untouched(proc)
+    if os.path.exists(lib + ".loaded") or mapped(pid, lib):
+        raise Fail("%s: the library was loaded or mapped: %s" % (mode, mapped(pid, lib)))
+    if rc != 1 or len(err) != 1 or "under seccomp" not in err[0]:
+        raise Fail("%s: exit %d, stderr %r, want one line naming seccomp" % (mode, rc, err))
+    ctx.log(err[0])
+    counter_unharmed(ctx, proc)
+
+
+@environments(*HOST_ONLY)
+def test_inject_refused_seccomp_kill(ctx):
+    """A target whose filter kills the process for mmap(PROT_EXEC): refused in one line, the
+    target alive and counting, nothing mapped."""
+    refused_seccomp(ctx, "seccomp-kill")
+
+
+@environments(*HOST_ONLY)
+def test_inject_refused_seccomp_eperm(ctx):
+    """A target whose filter refuses mmap(PROT_EXEC) with EPERM: refused in one line, no
+    mapping of the library left behind, the target counting."""
+    refused_seccomp(ctx, "seccomp-eperm")
+
+
+def unmappable_copy(ctx, name):
+    """A copy of the marker library whose code segment's file offset is past 2^63: the
+    loader maps the first segment, then the code's mmap fails (EOVERFLOW)."""
+    path = lib_copy(ctx, name)
+    with open(path, "r+b") as f:
+        elf = bytearray(f.read())
+        phoff, = struct.unpack_from("<Q", elf, 0x20)
+        size, count = struct.unpack_from("<HH", elf, 0x36)
+        for i in range(count):
+            at = phoff + i * size
+            kind, flags, off = struct.unpack_from("<IIQ", elf, at)
+            if kind == 1 and flags & 1:  # PT_LOAD, PF_X
+                struct.pack_into("<Q", elf, at + 8, off + (1 << 63))  # alignment kept
+                break
+        else:
+            raise Fail("no executable PT_LOAD in %s" % path)
+        f.seek(0)
+        f.write(elf)
+    return path
+
+
+@environments(*HOST_ONLY)
+def test_inject_failed_load_unmapped(ctx):
+    """dlopen fails after it mapped the library (a later segment's mmap refused): one line
+    with the loader's reason saying the mapping was removed, none of the file left in
+    /proc/PID/maps, the target counting on; a good copy loads after it."""
+    proc = Proc([os.path.join(inject_dir(ctx), "counter"), "sleep"])
+    pid = started(proc)
+    bad = unmappable_copy(ctx, "unmappable")
+    rc, err = nwinject(ctx, pid, bad)
+    target_untouched(proc)
+    if mapped(pid, bad):
+        raise Fail("mappings of %s left in %d: %s" % (bad, pid, mapped(pid, bad)))
+    if rc != 1 or len(err) != 1 or "failed to map segment" not in err[0] or \
+            "was unmapped" not in err[0]:
+        raise Fail("an unmappable library: exit %d, stderr %r" % (rc, err))
+    ctx.log(err[0])
+    inject_ok(ctx, pid, lib_copy(ctx, "after-unmappable"))
+    counter_unharmed(ctx, proc)
+
+
+SANDBOXED_TORCH = r"""
+import ctypes, os, struct, sys
+import torch
+def op(code, k, jt=0, jf=0):
+    return struct.pack("HBBI", code, jt, jf, k)
+LD, JEQ, JSET, RET = 0x20, 0x15, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, JSET|K, BPF_RET|K
+ALLOW, KILL = 0x7fff0000, 0x80000000  # SECCOMP_RET_ALLOW, SECCOMP_RET_KILL_PROCESS
+prog = b"".join([op(LD, 4), op(JEQ, 0xc000003e, 1, 0), op(RET, ALLOW),  # x86-64 only
+                 op(LD, 0), op(JEQ, 9, 1, 0), op(JEQ, 10, 0, 3),  # mmap, mprotect
+                 op(LD, 32), op(JSET, 4, 0, 1), op(RET, KILL), op(RET, ALLOW)])  # PROT_EXEC
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+libc = ctypes.CDLL(None, use_errno=True)
+fprog = Fprog(len(prog) // 8, prog)
+# seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC): torch's threads too
+if libc.prctl(38, 1, 0, 0, 0) or libc.syscall(317, 1, 1, ctypes.byref(fprog)):
+    sys.exit("seccomp: errno %d" % ctypes.get_errno())
+print("READY %d" % os.getpid(), flush=True)
+sys.stdin.read()
+"""
+
+
+@environments(*HOST_ONLY)
+def test_inject_daemon_refused_seccomp(ctx):
+    """nanwatchd --inject-lib on a python with torch whose threads run under a filter that
+    kills the process for mmap(PROT_EXEC), as uid 65534: one line naming seccomp, non-zero
+    exit, no attach; the target alive, untraced, nothing of the library mapped."""
+    target = as_nobody([ctx.python, "-c", SANDBOXED_TORCH], stdin=True)
+    line = target.wait_out(lambda l: l.startswith(b"READY "), 120)
+    if line is None:
+        raise Fail("sandboxed python printed no READY:\n%s" % tail(target.stderr_lines()))
+    pid = int(line.split()[1])
+    lib = world_readable_copy(ctx, "daemon-seccomp")
+    daemon = start_daemon(ctx, pid, extra=("--inject-lib", lib))
+    if daemon.wait(ERROR_TIMEOUT) is None:
+        raise Fail("the daemon still runs after %d s" % ERROR_TIMEOUT)
+    target_untouched(target)
+    if os.path.exists(lib + ".loaded") or mapped(pid, lib):
+        raise Fail("the library was loaded or mapped: %s" % mapped(pid, lib))
+    expect_refusal(ctx, daemon, ["under seccomp"])
+    target.p.stdin.close()
+    if target.wait(30) != 0:
+        raise Fail("the sandboxed python ended %r:\n%s" % (target.p.returncode,
+                                                          tail(target.stderr_lines())))

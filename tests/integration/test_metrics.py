@@ -10,6 +10,13 @@ under the diagnosis's cause), nanwatch_targets 1, probe hits and scanned bytes a
 dropped on stdout, the target's steps above 0, up 1.
 The endpoint itself answers 404 on another path and 405 to a POST. Prometheus, its directory
 and every process are removed at the end.
+
+metrics_malformed (host): uid 65534 sends the endpoint of `nanwatchd --pid P --metrics` heads
+that cannot be requests, none finished (a NUL, a control byte, a bare CR, a 5000-byte line, a
+method that is not a token, HTTP/2.0, a header without a colon, a folded header): each is
+answered 400 at once (measured; under 2 s each, where a server waiting for the rest would take
+its 5 s deadline); then it fills every client slot with such a request and reads nothing, and
+a scrape (its own, then root's) still gets 200.
 """
 import json
 import os
@@ -24,7 +31,8 @@ import urllib.request
 
 from nwharness import (Fail, Proc, TRAINER_TIMEOUT, is_event, read_comm, start_daemon,
                        start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
-from nwchecks import check_envelope, environments, parse_stream, target_untouched
+from nwchecks import (HOST_ONLY, NOBODY, check_envelope, environments, free_port, parse_stream,
+                      target_untouched)
 
 PROMETHEUS = "/usr/bin/prometheus"
 READY_TIMEOUT = 120  # prometheus's start (seconds on this machine, see the log line)
@@ -40,11 +48,6 @@ scrape_configs:
       - targets: ["127.0.0.1:%d"]
 """
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http(url, method="GET"):
@@ -205,3 +208,81 @@ def test_metrics_prometheus(ctx):
     daemon.p.send_signal(signal.SIGTERM)
     wait_daemon_exit(daemon)
     check_envelope(parse_stream(daemon, trainer.pid, comm), "signal")
+
+
+MALFORMED_BOUND = 2  # s per answer: generous, a server that waits takes its 5 s deadline
+ATTACKER = r"""
+import json, socket, sys, time
+port = int(sys.argv[1])
+BAD = [b"GET /metrics HTTP/1.1\r\nHost: x\r\nX: a\x00b", b"GET /met\x00rics HTTP/1.1",
+       b"GET /metrics HTTP/1.1\r\nX: \x01", b"GET /metrics HTTP/1.1\rHost: x",
+       b"GET /" + b"a" * 5000, b"G@T /metrics HTTP/1.1\r\n", b"GET /metrics HTTP/2.0\r\n",
+       b"GET /metrics HTTP/1.1\r\nHost x\r\n", b"GET /metrics HTTP/1.1\r\nA: b\r\n c\r\n"]
+SCRAPE = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+
+def exchange(req):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    start = time.monotonic()
+    s.sendall(req)
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError as e:
+        data += b"<%s>" % type(e).__name__.encode()
+    s.close()
+    return data.split(b"\r\n")[0].decode("latin-1"), time.monotonic() - start
+
+for req in BAD:
+    status, took = exchange(req)
+    print(json.dumps({"req": req[:60].decode("latin-1"), "status": status, "took": took}))
+held = []
+for _ in range(8):  # every client slot: METRICS_DEFAULT_CLIENTS
+    c = socket.create_connection(("127.0.0.1", port), timeout=10)
+    c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\x00")
+    held.append(c)
+time.sleep(0.5)
+status, took = exchange(SCRAPE)
+print(json.dumps({"req": "scrape with the slots filled", "status": status, "took": took}))
+print("HELD", flush=True)
+sys.stdin.read()
+"""
+
+
+@environments(*HOST_ONLY)
+def test_metrics_malformed(ctx):
+    """uid 65534 sends malformed heads to the endpoint: each answered 400 at once; with every
+    client slot taken by one, scrapes still get 200."""
+    daemon_port = free_port()
+    trainer = start_waiting_trainer(ctx, "healthy")
+    daemon = start_daemon(ctx, trainer.pid, extra=["--metrics", "127.0.0.1:%d" % daemon_port])
+    wait_attach(daemon)
+    attacker = Proc(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+                     "/usr/bin/python3", "-c", ATTACKER, str(daemon_port)], stdin=True)
+    if attacker.wait_out(lambda l: l == b"HELD\n", 120) is None:
+        raise Fail("the attacker did not finish:\n%s" % tail(attacker.stderr_lines()))
+    try:
+        status, body = http("http://127.0.0.1:%d/metrics" % daemon_port)
+    except OSError as e:  # http.client's RemoteDisconnected among them
+        status, body = repr(e), b""
+    attacker.send(b"")
+    got = [json.loads(l) for l in attacker.out if l.startswith(b"{")]
+    scrape, bad = got[-1], got[:-1]
+    wrong = [g for g in bad if not g["status"].startswith("HTTP/1.1 400 ")]
+    slow = [g for g in bad if g["took"] > MALFORMED_BOUND]
+    if len(bad) != 9 or wrong or slow:
+        raise Fail("malformed requests: not 400 %s, over %d s %s" % (wrong, MALFORMED_BOUND,
+                                                                    slow))
+    if scrape["status"] != "HTTP/1.1 200 OK" or status != 200 or \
+            b"nanwatch_targets 1\n" not in body:
+        raise Fail("scrapes with the slots filled: nobody's %r, root's %r" % (scrape, status))
+    ctx.log("as uid %d: %d malformed heads answered 400 in at most %.3f s (mean %.3f s); a "
+            "scrape with every slot filled: %.3f s" % (
+                NOBODY, len(bad), max(g["took"] for g in bad),
+                sum(g["took"] for g in bad) / len(bad), scrape["took"]))
+    target_untouched(trainer)
+    trainer.kill()
+    wait_daemon_exit(daemon)

@@ -13,12 +13,16 @@ ends it within 5 s, exit 0 with detach. output_closed_pipe: stdout a pipe whose 
 the attach line and closes it; output_full_disk: a file output on a filled 64 KiB tmpfs
 (mounted and unmounted by the case) next to stdout: one stderr line naming the output and the
 reason, exit 1 (with stats and detach, reason error, on stdout), the trainer's trace unchanged.
+output_full_disk_service: the same in service mode, which outlives a broken output: the tmpfs
+filled and freed twice, the file written again after SIGHUP and, without it, by the back-off
+retry, each recovery followed by a lost event counting the lines dropped meanwhile.
 output_sighup: the output file renamed and SIGHUP sent: a new file at the path, seq continuous
 over both. output_collector_reconnect: the collector reads a few lines and goes (socket closed,
 path removed) while stats lines keep coming; the watch goes on, and a new collector listening at
 the path gets the lines queued meanwhile, then a lost event counting those its 4 KiB queue
 dropped, then the later lines, to the detach (seq increasing, whole JSON lines).
 """
+import contextlib
 import errno
 import json
 import os
@@ -31,11 +35,12 @@ import tempfile
 import threading
 import time
 
-from nwharness import (ATTACH_TIMEOUT, Fail, finish_trainer, is_event, oracle_of, read_comm,
-                       run_trainer, start_daemon, start_waiting_trainer, wait_attach,
-                       wait_daemon_exit)
-from nwchecks import (HOST_ONLY, NOBODY, check_envelope, environments, expect_refusal, last_stats,
-                      parse_stream, target_untouched)
+from nwharness import (ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, finish_trainer,
+                       is_event, oracle_of, read_comm, run_trainer, start_daemon,
+                       start_waiting_trainer, wait_attach, wait_daemon_exit)
+from nwchecks import (HOST_ONLY, NOBODY, check_envelope, environments, expect_refusal, has_event,
+                      last_stats, parse_stream, read_events, start_ready, start_trainer,
+                      stop_service, target_untouched, wait_events, write_config)
 
 
 STOP_TIMEOUT = 5  # SIGTERM with a stalled collector: the daemon needs well under a second
@@ -264,17 +269,30 @@ def test_output_closed_pipe(ctx):
     finish_trainer(ctx, trainer, "healthy", trace)
 
 
+@contextlib.contextmanager
+def small_tmpfs(ctx, size):
+    """A tmpfs of size mounted for the case, unmounted (the daemon killed first) after it."""
+    mnt = tempfile.mkdtemp(prefix="fulldisk-", dir=ctx.tmp)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0755" % size, "tmpfs", mnt],
+                       capture_output=True, timeout=30)
+    if r.returncode != 0:
+        raise Fail("cannot mount a tmpfs on %s: %s" % (mnt, r.stderr.decode()[-200:]))
+    try:
+        yield mnt
+    finally:
+        if ctx.current_daemon is not None:
+            ctx.current_daemon.kill()
+        if subprocess.run(["umount", mnt], capture_output=True, timeout=30).returncode:
+            subprocess.run(["umount", "-l", mnt], capture_output=True, timeout=30)
+        os.rmdir(mnt)
+
+
 @environments(*HOST_ONLY)
 def test_output_full_disk(ctx):
     """A file output on a full file system (a 64 KiB tmpfs, filled) next to stdout: one stderr
     line naming the file and the reason, stats and detach (reason error) on stdout, exit 1;
     the trainer runs on as it would alone."""
-    mnt = tempfile.mkdtemp(prefix="fulldisk-", dir=ctx.tmp)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", mnt],
-                       capture_output=True, timeout=30)
-    if r.returncode != 0:
-        raise Fail("cannot mount a tmpfs on %s: %s" % (mnt, r.stderr.decode()[-200:]))
-    try:
+    with small_tmpfs(ctx, "64k") as mnt:
         fill(os.path.join(mnt, "filler"))
         trace = oracle_of(ctx, "healthy")[1]
         trainer = start_waiting_trainer(ctx, "healthy")
@@ -292,12 +310,115 @@ def test_output_full_disk(ctx):
         target_untouched(trainer)
         trainer.send(b"go\n")
         finish_trainer(ctx, trainer, "healthy", trace)
-    finally:
-        if ctx.current_daemon is not None:
-            ctx.current_daemon.kill()
-        if subprocess.run(["umount", mnt], capture_output=True, timeout=30).returncode:
-            subprocess.run(["umount", "-l", mnt], capture_output=True, timeout=30)
-        os.rmdir(mnt)
+
+
+SIGHUP_RECOVERY = 2  # s: a reopen is tried at once
+RETRY_RECOVERY = 10  # s: a failing file is tried again at least every 5 s
+
+
+@environments(*HOST_ONLY)
+def test_output_full_disk_service(ctx):
+    """Service mode, a file output on a 1 MiB tmpfs beside one on a roomy disk, a target
+    writing a stats line each second. The tmpfs filled twice: each time one stderr line says
+    the output failed (ENOSPC) and the roomy file's stats show it failing and dropping (4 KiB
+    queue). The first time space is freed and SIGHUP sent: lines arrive again within 2 s; the
+    second time space is only freed: the back-off retry writes again within 10 s, no SIGHUP.
+    Each recovery is said once on stderr and followed, in the tmpfs file, by a lost event
+    (where sink, the file named) counting what was dropped; that file holds whole JSON lines
+    only (a line cut by the full disk is completed), seq increasing; the target's detach is
+    target_exit and SIGTERM ends the daemon with exit 0."""
+    with small_tmpfs(ctx, "1m") as mnt:
+        tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
+        token = "fulldisk-%d" % os.getpid()
+        out = os.path.join(mnt, "events.ndjson")
+        config, events_path = write_config(ctx, tmp, [
+            "  - name: t\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n" % token],
+            extra="output_queue_kb: 4\nstats_interval: 1\n")
+        with open(config) as f:
+            text = f.read().replace("output:\n", "output:\n  - file: %s\n" % out)
+        with open(config, "w") as f:
+            f.write(text)
+        daemon = start_ready(ctx, tmp, config)
+        t = start_trainer(ctx, {"NW_SERVICE_TEST": token})
+        wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
+                    ATTACH_TIMEOUT)
+        dropped, took = 0, {}
+        for n, how in enumerate(("sighup", "retry"), 1):
+            fill(os.path.join(mnt, "filler"))
+            wait_said(daemon, "failed to write to output %s: No space left on device" % out, n,
+                      RETRY_RECOVERY)
+            events = wait_events(events_path, daemon, failing(t.pid, out, dropped),
+                                 "stats: %s failing and dropping" % out, 60)
+            dropped = failing(t.pid, out, dropped)(events)
+            os.unlink(os.path.join(mnt, "filler"))
+            start = time.monotonic()
+            if how == "sighup":
+                daemon.p.send_signal(signal.SIGHUP)
+            wait_said(daemon, "writing to output %s again" % out, n,
+                      SIGHUP_RECOVERY if how == "sighup" else RETRY_RECOVERY)
+            took[how] = time.monotonic() - start
+            wait_events(out, daemon, lambda evs: len(lost_of(evs, out)) == n,
+                        "lost event %d in %s" % (n, out), 30)
+        t.send(b"fault\n")
+        if t.wait(TRAINER_TIMEOUT) != 0:
+            raise Fail("trainer %d failed under the daemon:\n%s" % (t.pid, t.stderr_tail()))
+        wait_events(events_path, daemon, has_event("detach", t.pid), "detach of %d" % t.pid,
+                    DETACH_TIMEOUT)
+        stop_service(daemon)
+        check_mended(ctx, daemon, out, events_path, t.pid, took)
+
+
+def wait_said(daemon, text, n, timeout):
+    """Until n stderr lines hold text; Fail after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while sum(text in line for line in daemon.stderr_lines()) < n:
+        if time.monotonic() > deadline or not daemon.running():
+            raise Fail("not %d stderr lines with %r in %d s:\n%s" % (n, text, timeout,
+                                                                   daemon.stderr_tail()))
+        time.sleep(0.05)
+
+
+def failing(pid, name, before):
+    """pred: a stats line of pid shows output name failing, more than before dropped (the
+    count, 0 if none)."""
+    def pred(events):
+        for e in events:
+            if e["pid"] == pid and e["event"] == "stats":
+                sink = {s["name"]: s for s in e["sinks"]}[name]
+                if sink["error"] == "No space left on device" and sink["dropped"] > before:
+                    return sink["dropped"]
+        return 0
+    return pred
+
+
+def lost_of(events, name):
+    return [e for e in events if e["event"] == "lost" and e.get("sink") == name]
+
+
+def check_mended(ctx, daemon, out, events_path, pid, took):
+    """What test_output_full_disk_service's file and stderr hold at the end."""
+    with open(out, "rb") as f:
+        lines = f.read().splitlines()
+    events = [json.loads(line) for line in lines]  # a cut line would not parse
+    seqs = [e["seq"] for e in events if e["pid"] == pid]
+    if seqs != sorted(set(seqs)) or events[-1]["event"] != "detach" or \
+            events[-1]["reason"] != "target_exit":
+        raise Fail("%s: seq %s..., last %s" % (out, seqs[:8], events[-1]))
+    lost = lost_of(events, out)
+    stats = [e for e in read_events(events_path) if e["pid"] == pid and e["event"] == "stats"]
+    sink = {s["name"]: s for s in stats[-1]["sinks"]}[out]
+    if len(lost) != 2 or any(e["where"] != "sink" or e["count"] <= 0 for e in lost) or \
+            sum(e["count"] for e in lost) > sink["dropped"] or sink["error"] is not None:
+        raise Fail("lost events %s, last stats.sinks %s" % (lost, sink))
+    err = "\n".join(daemon.stderr_lines())
+    for text in ("failed to write to output %s" % out, "writing to output %s again" % out):
+        if err.count(text) != 2:
+            raise Fail("stderr has %r %d times, want 2:\n%s" % (text, err.count(text),
+                                                               daemon.stderr_tail()))
+    ctx.log("%s: %d whole lines; recovered %.2f s after SIGHUP, %.2f s after space was freed "
+            "(back-off); lost %s; stats.sinks %s" % (
+                out, len(lines), took["sighup"], took["retry"],
+                [e["count"] for e in lost], json.dumps(sink)))
 
 
 def fill(path):

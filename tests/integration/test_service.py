@@ -46,15 +46,13 @@ import time
 import urllib.request
 
 from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, trainer_argv
-from nwchecks import (HOST_ONLY, READY_TIMEOUT, environments, expect_notify, has_event,
-                      notify_socket, read_events, start_process, start_ready, start_service,
-                      start_trainer, stop_service, usage, wait_events, write_config)
+from nwchecks import (HOST_ONLY, READY_TIMEOUT, attach_latencies, environments, expect_notify,
+                      free_port, has_event, notify_socket, read_events, scrape, start_process,
+                      start_ready, start_service, start_trainer, stop_service, usage,
+                      wait_events, wait_stderr, write_config)
 
 LEAK_TRAINERS = 20
 
-
-def attach_latencies(daemon):
-    return [line.split(" attached ")[1] for line in daemon.stderr_lines() if " attached " in line]
 
 
 @environments("host", "container")
@@ -225,7 +223,7 @@ def test_service_check_config(ctx):
         ("watch:\n  - name: a\n    match: {cmdline: x}\n    colour: red\n",
          "line 4: unknown key 'colour'"),
         ("watch:\n  - name: a\n    match: {cmdline: x}\nmetrics:\n  listen: 0.0.0.0:9464\n",
-         "line 5: listen: '0.0.0.0' is not a loopback address"),
+         "line 5: listen: '0.0.0.0:9464' is not a loopback address"),
         ("watch:\n  - name: a\n    match: {cmdline: x}\n    mode: fast\n",
          "line 4: mode: 'fast' is not full, sample or loss"),
     ]
@@ -236,6 +234,53 @@ def test_service_check_config(ctx):
                 not p.stderr.startswith(line):
             raise Fail("bad config: exit %d, stdout %r, stderr %r; wanted exit 1 and %r" %
                        (p.returncode, p.stdout, p.stderr, line))
+
+
+# (config key, its text in a config, command-line option, value): the options both take
+SHARED_VALUES = [
+    ("capture_max_mb", "watch:\n  - match: {cmdline: x}\n    capture_max_mb: %s\n",
+     "--capture-max-mb", v) for v in ("0.5", ".25", "512", "0", "512.5", "1e2", "0x10")] + [
+    ("mode", "watch:\n  - match: {cmdline: x}\n    mode: %s\n", "--mode", v)
+    for v in ("loss", "fast")] + [
+    ("backward", "watch:\n  - match: {cmdline: x}\n    backward: %s\n", "--backward", v)
+    for v in ("off", "yes")] + [
+    ("stats_interval", "watch: [{match: {cmdline: x}}]\nstats_interval: %s\n",
+     "--stats-interval", v) for v in ("0", "86400", "86401", "1.5")] + [
+    ("max_scan_mb", "watch: [{match: {cmdline: x}}]\nmax_scan_mb: %s\n", "--max-scan-mb", v)
+    for v in ("1", "0", "0.5")] + [
+    ("output_queue_kb", "watch: [{match: {cmdline: x}}]\noutput_queue_kb: %s\n",
+     "--output-queue-kb", v) for v in ("4", "0")] + [
+    ("listen", "watch: [{match: {cmdline: x}}]\nmetrics: {listen: '%s'}\n", "--metrics", v)
+    for v in ("localhost:9464", "[::ffff:127.0.0.1]:9464", "0.0.0.0:9464", "127.0.0.1:0")]
+
+
+@environments(*HOST_ONLY)
+def test_service_check_config_same_values(ctx):
+    """Each option the config and the command line share, with values good and bad: the
+    config (--check-config) and the command line (--pid of no process, so that a value taken
+    ends in "no such process", exit 1) both take it or both refuse it (exit 1 and 2), and a
+    refusal says the same after the option's name."""
+    differ = []
+    for key, text, flag, value in SHARED_VALUES:
+        path, cfg = check_config(ctx, text % value)
+        cli = subprocess.run([ctx.daemon, "--pid", str(2 ** 22 + 1), flag, value],
+                             capture_output=True, text=True, timeout=30)
+        took = (cfg.returncode == 0, cli.returncode == 1 and "no such process" in cli.stderr)
+        if took[0] != took[1] or (not took[0] and cli.returncode != 2):
+            differ.append("%s/%s %r: config exit %d %r, command line exit %d %r" % (
+                key, flag, value, cfg.returncode, cfg.stderr.strip(), cli.returncode,
+                cli.stderr.strip()))
+            continue
+        if took[0]:
+            continue
+        said = cfg.stderr.split(": %s: " % key, 1)[-1].strip()
+        want = cli.stderr.split(": %s: " % flag, 1)[-1].replace(" (see --help)", "").strip()
+        if said != want:
+            differ.append("%s %r: config says %r, command line %r" % (key, value, said, want))
+    if differ:
+        raise Fail("the config and the command line differ:\n  " + "\n  ".join(differ))
+    ctx.log("%d values of %d options read alike" % (len(SHARED_VALUES),
+                                                    len({v[0] for v in SHARED_VALUES})))
 
 
 @environments("host", "container")
@@ -311,14 +356,6 @@ def accept_collector(daemon, server):
         return server.accept()[0]
     except socket.timeout:
         raise Fail("the daemon did not connect to the collector:\n%s" % daemon.stderr_tail())
-
-
-def wait_stderr(daemon, text):
-    deadline = time.monotonic() + READY_TIMEOUT
-    while not any(text in line for line in daemon.stderr_lines()):
-        if time.monotonic() > deadline or not daemon.running():
-            raise Fail("no %r on stderr:\n%s" % (text, daemon.stderr_tail()))
-        time.sleep(0.1)
 
 
 def read_to_eof(conn):
@@ -447,25 +484,6 @@ def test_service_target_error(ctx):
     stop_service(daemon)
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def scrape(port):
-    """The endpoint's samples: {(name, frozenset of label pairs): value}."""
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
-        text = r.read().decode()
-    samples = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        series, value = line.rsplit(" ", 1)
-        name, _, labels = series.partition("{")
-        pairs = frozenset(tuple(kv.split("=", 1)) for kv in labels.rstrip("}").split(",") if kv)
-        samples[(name, pairs)] = float(value)
-    return samples
 
 
 def metric(samples, name, **labels):

@@ -25,22 +25,15 @@ import time
 
 from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, Proc, tail, \
     trainer_argv
-from nwchecks import environments
-from test_collect import run_collect
-from test_service import (attach_latencies, expect_notify, has_event, notify_socket,
-                          read_events, start_service, stop_service, wait_events, write_config)
+from nwchecks import (attach_latencies, environments, expect_notify, free_port, has_event,
+                      notify_socket, read_events, run_collect, start_service, stop_service,
+                      wait_events, write_config)
 
 WORLD = 3
 BAD_RANK = 1
 FAULT_STEP = 6
 READY_TIMEOUT = 120  # three torch imports and the rendezvous on a busy machine
 
-
-def free_port():
-    """A TCP port on loopback that nothing listens on now (the rendezvous' MASTER_PORT)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(ctx, mode, extra_env):

@@ -22,18 +22,27 @@ with `systemd-analyze syscall-filter`), so the filter cannot break a watch. With
 naming it; without CAP_CHOWN the capture fails (EPERM: the capture part fails); without
 CAP_DAC_READ_SEARCH it cannot watch a trainer whose interpreter lies in a 0700 directory of
 its user's (a copy of the interpreter there), which it watches with the whole set. (The watch is the single-target `--pid` one.)
+
+service_unit_service_calls: the daemon as the unit runs it, `--config` (service mode: the
+process list's BPF iterator, worker threads, a thread per session, the metrics endpoint),
+inside the bounding set with no_new_privs and under `strace -f -c`, finds a trainer that a
+rule matches, attaches, writes its anomaly, links to a second trainer's GPU library (the real
+library over the emulated driver: the socket taken with pidfd_getfd, its peer checked), and
+stops on SIGTERM: every system call it made is allowed by the unit's SystemCallFilter.
 """
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import time
 
 from nwharness import (ERROR_TIMEOUT, TRAINERS, Fail, Proc, finish_trainer, is_event, oracle_of,
                        read_comm, start_waiting_trainer, tail, trainer_argv, wait_attach,
                        wait_daemon_exit)
 from nwchecks import (HOST_ONLY, NOBODY, check_anomalies, check_envelope, environments,
-                      expect_refusal, parse_stream)
+                      expect_refusal, free_port, parse_stream)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UNIT = os.path.join(REPO, "config", "nanwatchd.service")
@@ -254,4 +263,81 @@ def test_service_unit_sandbox(ctx):
             if not outside else "outside the filter: %s" % ", ".join(outside))
     if outside:
         raise Fail("the daemon calls %s, which SystemCallFilter=%s refuses (EPERM)" %
+                   (", ".join(outside), " ".join(filters)))
+
+
+
+def gpu_trainer(ctx, token):
+    """gpu_emu.py with the real GPU library over the emulated driver (its link is made with
+    pidfd_getfd and SO_PEERPIDFD); None without a CUDA toolkit's build of the library."""
+    here = os.path.join(REPO, "build", "tests")
+    lib = os.path.join(os.path.dirname(ctx.daemon), "libnanwatch_cupti.so")
+    if not os.path.exists(lib):
+        return None
+    env = ["NW_CALLS_TEST=" + token, "NANWATCH_CUDA_LIB=" + os.path.join(here, "libnwemu_cuda.so"),
+           "NANWATCH_CUPTI_LIB=" + os.path.join(here, "libnwmock_cupti.so"),
+           "CUDA_INJECTION64_PATH=" + lib]
+    return Proc(["env"] + env + trainer_argv(ctx, "gpu_emu", "--live", "--pace", "0.05"),
+                stdin=True)
+
+
+def wait_text(path, text, daemon, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path) or text not in open(path).read():
+        if time.monotonic() > deadline or not daemon.running():
+            lines = open(path).read().splitlines() if os.path.exists(path) else []
+            raise Fail("no %s under strace in service mode:\n%s\nevents: %s" % (
+                what, daemon.stderr_tail(), sorted({line[:120] for line in lines
+                                                     if '"stats"' not in line})))
+        time.sleep(0.2)
+
+
+@environments(*HOST_ONLY)
+def test_service_unit_service_calls(ctx):
+    caps = bounding_caps()
+    filters = " ".join(unit_settings(UNIT).get("SystemCallFilter", [])).split()
+    allowed = expand_filter(filters)
+    tmp = tempfile.mkdtemp(prefix="service-calls-", dir=ctx.tmp)
+    token = "calls-%d" % os.getpid()
+    events = os.path.join(tmp, "events.ndjson")
+    config = os.path.join(tmp, "nanwatch.yaml")
+    with open(config, "w") as f:
+        f.write("watch:\n  - name: t\n    match: {env: {NW_CALLS_TEST: '^%s$'}}\n" % token)
+        f.write("output:\n  - file: %s\nlayouts: %s\nmetrics:\n  listen: 127.0.0.1:%d\n"
+                "stats_interval: 1\n" % (events, ctx.layouts, free_port()))
+    summary = os.path.join(tmp, "calls")
+    trainer = gpu_trainer(ctx, token)
+    gpu = trainer is not None
+    # the test switch makes every session take CPU tensors for GPU ones: the GPU trainer alone
+    switch = ["env", "NANWATCH_TEST_GPU_DEVICE=cpu"] if gpu else []
+    daemon = Proc(sandboxed(caps, ["strace", "-f", "-c", "-o", summary] + switch +
+                            [ctx.daemon, "--config", config]), term_timeout=30)
+    if not gpu:
+        trainer = Proc(["env", "NW_CALLS_TEST=" + token] + trainer_argv(
+            ctx, "inflight", "--live", "--pace", "0.05"), stdin=True)
+    wait_text(events, '"event":"attach"', daemon, 120, "attach")
+    if gpu:
+        wait_text(events, '"connected":true', daemon, 120, "GPU link")
+    trainer.send(b"fault\n", close=False)
+    wait_text(events, '"event":"anomaly"', daemon, 120, "anomaly")
+    # the daemon is strace's child (setpriv execs strace): the signal goes to it, as systemd's
+    with open("/proc/%d/task/%d/children" % (daemon.pid, daemon.pid)) as f:
+        traced = [int(x) for x in f.read().split()]
+    if len(traced) != 1 or read_comm(traced[0]) != "nanwatchd":  # env, if any, execs it
+        raise Fail("strace's children %s: not the daemon alone" % traced)
+    os.kill(traced[0], signal.SIGTERM)
+    if daemon.wait(60) != 0:
+        raise Fail("the service under strace did not exit 0 on SIGTERM:\n%s" %
+                   daemon.stderr_tail())
+    trainer.kill()
+    used = strace_calls(summary)
+    for call in ("bpf", "perf_event_open", "process_vm_readv", "eventfd2") + (
+            ("pidfd_getfd",) if gpu else ()):
+        if call not in used:
+            raise Fail("strace saw no %s call: not the daemon's summary? %s" % (call, sorted(used)))
+    outside = sorted(used - allowed)
+    ctx.log("service mode: %d system calls used, %s" % (
+        len(used), "all in the filter" if not outside else "outside: " + ", ".join(outside)))
+    if outside:
+        raise Fail("in service mode the daemon calls %s, which SystemCallFilter=%s refuses" %
                    (", ".join(outside), " ".join(filters)))

@@ -1,10 +1,15 @@
 """A test-side stand-in for libnanwatch_cupti.so, run as a thread inside a trainer (the daemon
 checks that its peer is the target itself, as it would be for the real library).
 
-It speaks the socket protocol of bpf/nwgpu.h: listens at $NANWATCH_CUPTI_DIR/.nanwatch-cupti-
-PID.sock, takes HELLO and the request ring's descriptor, maps the ring read-only (and records
-whether a writable mapping was refused), answers READY, says one NOTICE, and then reads every
-request from the ring as the library would. It scans nothing (meta tensors have no data):
+It speaks the socket protocol of bpf/nwgpu.h: listens at cupti.sock in a directory of its own
+made in $NANWATCH_CUPTI_DIR (listen_private), maps a page of a file named libnanwatch_cupti.so
+there (the daemon connects only to a process that maps the library), takes HELLO and the request
+ring's descriptor, maps the ring read-only (and records whether a writable mapping was refused),
+answers READY, says one NOTICE, and then reads every request from the ring as the library
+would. For tests of whom a daemon connects to: legacy also listens at the name the library used
+to bind ($NANWATCH_CUPTI_DIR/.nanwatch-cupti-PID.sock, what a daemon of before looks for), each
+connection recorded with the listener it came through; map_lib=False maps no library name until
+map_library() is called. It scans nothing (meta tensors have no data):
 results follow a plan. The first output request of module `poison` whose iteration is at least
 `after` iterations past the first one seen is answered as all NaN; the requests gated on it
 (its call's inputs and parameters) as scanned and finite; every other gated request as
@@ -15,11 +20,15 @@ one the same way (NOTICE again included). Every request (with the number of the 
 came in) and that choice go to a JSON-lines file for the test to compare with the trainer's
 forward hooks.
 """
+import ctypes
+import errno
 import json
 import mmap
 import os
+import select
 import socket
 import struct
+import tempfile
 import threading
 import time
 
@@ -56,19 +65,111 @@ def msg(kind, body):
     return struct.pack("<II", kind, len(body)) + body
 
 
+def listen_private(base=None):
+    """The library's socket as it makes it: cupti.sock (0600) in a directory of its own that
+    mkdtemp makes (0700) in base, NANWATCH_CUPTI_DIR or /tmp. Returns (listener, dir, path)."""
+    base = base or os.environ.get("NANWATCH_CUPTI_DIR") or "/tmp"
+    d = tempfile.mkdtemp(prefix=".nanwatch-cupti-%d." % os.getpid(), dir=base)
+    path = os.path.join(d, "cupti.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(1)
+    return listener, d, path
+
+
+def map_library_name(d):
+    """A page of a file named libnanwatch_cupti.so in d, mapped: the stand-in is no shared
+    library, but the daemon looks for that name in the target's maps before it connects.
+    Returns (mapping, path); keep the mapping."""
+    path = os.path.join(d, "libnanwatch_cupti.so")
+    with open(path, "wb") as f:
+        f.write(b"\0" * mmap.PAGESIZE)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ), path
+    finally:
+        os.close(fd)
+
+
+def listen_legacy():
+    """The name the library used to listen at (its pid in NANWATCH_CUPTI_DIR or /tmp): what
+    a daemon that guesses the path connects to. Returns (listener, path), or None when another
+    user took the name first (as the library then could not listen at all)."""
+    base = os.environ.get("NANWATCH_CUPTI_DIR") or "/tmp"
+    path = os.path.join(base, ".nanwatch-cupti-%d.sock" % os.getpid())
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        listener.bind(path)
+    except OSError:
+        listener.close()
+        return None
+    os.chmod(path, 0o600)
+    listener.listen(1)
+    return listener, path
+
+
+def ring_writes(fd):
+    """What a peer holding the ring's descriptor can write, each tried: a shared writable
+    mapping, a read-only one made writable (mprotect), a BPF_MAP_UPDATE_ELEM (one that works
+    zeroes slot 1). Each None (it worked) or the errno name it failed with."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint]
+    failed = lambda: errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno())
+    out = {}
+    try:
+        mmap.mmap(fd, RING_BYTES, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        out["mmap_write"] = None
+    except OSError as e:
+        out["mmap_write"] = errno.errorcode.get(e.errno, e.errno)
+    addr = libc.mmap(None, RING_BYTES, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        out["mprotect_write"] = "mmap: %s" % failed()
+    else:
+        r = libc.mprotect(addr, RING_BYTES, mmap.PROT_READ | mmap.PROT_WRITE)
+        out["mprotect_write"] = None if r == 0 else failed()
+        libc.munmap(addr, RING_BYTES)
+    key, value = ctypes.c_uint32(1), ctypes.create_string_buffer(REQ_SIZE)
+    attr = struct.pack("<IIQQQ", fd, 0, ctypes.addressof(key), ctypes.addressof(value), 0)
+    buf = ctypes.create_string_buffer(attr, 128)
+    r = libc.syscall(321, 2, buf, 128)  # bpf(BPF_MAP_UPDATE_ELEM)
+    out["bpf_update"] = None if r == 0 else failed()
+    return out
+
+
+def remove_private(d):
+    """Everything listen_private and map_library_name made (the mapping stays, of a removed
+    file)."""
+    for name in ("cupti.sock", "libnanwatch_cupti.so"):
+        try:
+            os.unlink(os.path.join(d, name))
+        except OSError:
+            pass
+    try:
+        os.rmdir(d)
+    except OSError:
+        pass
+
+
 class FakeLibrary(threading.Thread):
-    def __init__(self, out_path, poison, after, names):
+    def __init__(self, out_path, poison, after, names, legacy=False, map_lib=True):
         super().__init__(daemon=True)
         self.out = open(out_path, "w")
         self.poison = poison  # id() of the module whose output is answered as NaN
         self.after = after
         self.names = names  # id() -> layer path, for the record
-        self.path = os.path.join(os.environ.get("NANWATCH_CUPTI_DIR", "/tmp"),
-                                 ".nanwatch-cupti-%d.sock" % os.getpid())
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.listener.bind(self.path)
-        os.chmod(self.path, 0o600)
-        self.listener.listen(1)
+        self.listener, self.dir, self.path = listen_private()
+        self.libmap = None
+        if map_lib:
+            self.map_library()
+        self.legacy = listen_legacy() if legacy else None
+        if legacy:
+            self.record({"legacy": self.legacy[1] if self.legacy else "taken"})
         self.stats = [0] * 11
         self.poisoned = None  # the poisoned output's seq
         self.poisoned_iter = None
@@ -80,16 +181,33 @@ class FakeLibrary(threading.Thread):
         self.out.write(json.dumps(obj) + "\n")
         self.out.flush()
 
+    def map_library(self):
+        if self.libmap is None:
+            self.libmap = map_library_name(self.dir)[0]
+            self.record({"mapped": True})
+
     def close(self):
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        remove_private(self.dir)
+        if self.legacy is not None:
+            try:
+                os.unlink(self.legacy[1])
+            except OSError:
+                pass
+
+    def accept(self):
+        """The next connection, on whichever listener; recorded with it."""
+        listeners = {self.listener: "private"}
+        if self.legacy is not None:
+            listeners[self.legacy[0]] = "legacy"
+        ready = select.select(list(listeners), [], [])[0]
+        conn, _ = ready[0].accept()
+        self.conn += 1
+        self.record({"accepted": self.conn, "listener": listeners[ready[0]]})
+        return conn
 
     def run(self):
         while True:
-            conn, _ = self.listener.accept()
-            self.conn += 1
+            conn = self.accept()
             try:
                 self.serve(conn)
             except (OSError, ValueError) as e:

@@ -7,12 +7,17 @@ request for each of them. The batch size grows with the iteration (1 + iteration
 the requests of one forward pass match the hooks' log of exactly one iteration.
 
   gpu_meta.py --live [--pace S] [--log FILE] [--fake-lib FILE --poison LAYER --after N]
+              [--legacy-socket] [--no-map]
+  gpu_meta.py --live --hostile-lib FILE [--legacy-socket]
   gpu_meta.py --live --device cpu --libcuda PATH
 
 --live prints "LIVE <pid>" and trains at once, "STEP n" after each optimizer step; a line on
 stdin ends the run. --log: forward hooks on every module write one JSON line per module output
 (iteration, step, tid, module id, layer, class, numel, dtype, shape). --fake-lib: a test-side
-stand-in for the GPU library runs in this process (fake_cupti.py) and records to FILE.
+stand-in for the GPU library runs in this process (fake_cupti.py) and records to FILE;
+--legacy-socket: it also listens at the name the library used to; --no-map: it maps no file of
+the library's name until a line "map" on stdin (any other line ends the run). --hostile-lib:
+a stand-in that lies to the daemon instead (hostile_cupti.py).
 --libcuda: dlopen that library first (the driver stub of the CUDA toolkit), as a process that
 initialised CUDA maps libcuda.
 """
@@ -80,6 +85,9 @@ def main():
     ap.add_argument("--poison", default="blocks.1.lin")
     ap.add_argument("--after", type=int, default=5)
     ap.add_argument("--libcuda")
+    ap.add_argument("--legacy-socket", action="store_true")
+    ap.add_argument("--no-map", action="store_true")
+    ap.add_argument("--hostile-lib")
     a = ap.parse_args()
     if a.libcuda:
         ctypes.CDLL(a.libcuda)
@@ -94,7 +102,12 @@ def main():
         import fake_cupti
         names = {id(m): n for n, m in model.named_modules()}
         poison = dict(model.named_modules())[a.poison]
-        lib = fake_cupti.FakeLibrary(a.fake_lib, id(poison), a.after, names)
+        lib = fake_cupti.FakeLibrary(a.fake_lib, id(poison), a.after, names,
+                                     legacy=a.legacy_socket, map_lib=not a.no_map)
+        lib.start()
+    elif a.hostile_lib:
+        import hostile_cupti
+        lib = hostile_cupti.HostileLibrary(a.hostile_lib, legacy=a.legacy_socket)
         lib.start()
     print("LIVE %d" % os.getpid(), flush=True)
     try:
@@ -108,7 +121,9 @@ def main():
             opt.zero_grad()
             print("STEP %d" % (step + 1), flush=True)
             if select.select([sys.stdin], [], [], 0)[0]:
-                break
+                if sys.stdin.readline().strip() != "map" or lib is None:
+                    break
+                lib.map_library()
             time.sleep(a.pace)
     finally:
         if lib is not None:

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Option values the command line and the config share (see optval.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "util/optval.h"
+
+/*
+ * Plain decimal digits, with a fraction (".5", "0.25", "3.") only if frac; the value in *v.
+ * At most 18 digits before the point: no overflow, and far past every range here.
+ */
+static int decimal(const char *s, int frac, double *v)
+{
+	const char *p = s;
+	double scale = 1;
+	int digits = 0, ints = 0;
+
+	*v = 0;
+	for (; *p >= '0' && *p <= '9'; p++, digits++, ints++)
+		*v = *v * 10 + (*p - '0');
+	if (frac && *p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+			*v += (*p - '0') * (scale /= 10);
+	return *p || !digits || ints > 18 ? -EINVAL : 0;
+}
+
+static int bad(const char *name, const char *s, const char *what, int ret, char *why, size_t whylen)
+{
+	snprintf(why, whylen, "%s: '%.64s' is not %s", name, s, what);
+	return ret;
+}
+
+/* A whole number min..max of unit. */
+static int whole(const char *name, const char *s, long long min, long long max, const char *unit,
+		 long long *out, char *why, size_t whylen)
+{
+	char what[96];
+	double v;
+	int ret = decimal(s, 0, &v);
+
+	if (!ret && (v < min || v > max))
+		ret = -ERANGE;
+	if (ret) {
+		snprintf(what, sizeof(what), "a whole number of %s from %lld to %lld", unit, min,
+			 max);
+		return bad(name, s, what, ret, why, whylen);
+	}
+	*out = (long long)v;
+	return 0;
+}
+
+int optval__queue_kb(const char *name, const char *s, size_t *out, char *why, size_t whylen)
+{
+	long long v;
+	int ret = whole(name, s, 1, OPTVAL_QUEUE_KB_MAX, "KiB", &v, why, whylen);
+
+	if (!ret)
+		*out = (size_t)v << 10;
+	return ret;
+}
+
+int optval__max_scan_mb(const char *name, const char *s, uint64_t *out, char *why, size_t whylen)
+{
+	long long v;
+	int ret = whole(name, s, 1, OPTVAL_MAX_SCAN_MB_MAX, "MiB", &v, why, whylen);
+
+	if (!ret)
+		*out = (uint64_t)v << 20;
+	return ret;
+}
+
+int optval__stats_interval(const char *name, const char *s, int *out, char *why, size_t whylen)
+{
+	long long v;
+	int ret = whole(name, s, 0, OPTVAL_STATS_INTERVAL_MAX, "seconds", &v, why, whylen);
+
+	if (!ret)
+		*out = (int)v;
+	return ret;
+}
+
+int optval__capture_max_mb(const char *name, const char *s, uint64_t *out, char *why, size_t whylen)
+{
+	double v, bytes;
+	int ret = decimal(s, 1, &v);
+
+	bytes = v * 1048576 + 0.5;
+	if (!ret && (v > OPTVAL_CAPTURE_MAX_MB_MAX || bytes < 1))
+		ret = -ERANGE;
+	if (ret)
+		return bad(name, s,
+			   "a number of MiB more than 0 (a byte at least) and at most "
+			   "512, fractions allowed",
+			   ret, why, whylen);
+	*out = (uint64_t)bytes;
+	return 0;
+}
+
+/* Which of the NULL-terminated words s is; its index, or -EINVAL with why saying which. */
+static int word(const char *name, const char *s, const char *const *words, const char *list,
+		char *why, size_t whylen)
+{
+	int i;
+
+	for (i = 0; words[i]; i++)
+		if (!strcmp(s, words[i]))
+			return i;
+	return bad(name, s, list, -EINVAL, why, whylen);
+}
+
+int optval__mode(const char *name, const char *s, const char **out, char *why, size_t whylen)
+{
+	static const char *const modes[] = {"full", "sample", "loss", NULL};
+	int i = word(name, s, modes, "full, sample or loss", why, whylen);
+
+	if (i < 0)
+		return i;
+	*out = modes[i];
+	return 0;
+}
+
+int optval__backward(const char *name, const char *s, int *out, char *why, size_t whylen)
+{
+	static const char *const modes[] = {"off", "norms", "on", NULL};
+	int i = word(name, s, modes, "off, norms or on", why, whylen);
+
+	if (i < 0)
+		return i;
+	*out = i;
+	return 0;
+}

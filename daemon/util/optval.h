@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The values of the options that nanwatchd's command line (main.c) and the service's config
+ * (service/config.c) both take, read here once, so that both accept the same text in the same
+ * units and ranges and say the same about a bad one: "NAME: 'TEXT' is not WHAT", NAME as the
+ * caller spells the option (--capture-max-mb, capture_max_mb). Numbers are plain decimal: no
+ * sign, space, exponent or 0x; a fraction only where the option takes one.
+ * Each returns 0 with the value in *out, or -EINVAL (-ERANGE: a number out of range) with
+ * why written.
+ */
+#ifndef __OPTVAL_H
+#define __OPTVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OPTVAL_QUEUE_KB_MAX (1 << 20)	 /* --output-queue-kb, output_queue_kb: KiB, 1.. */
+#define OPTVAL_MAX_SCAN_MB_MAX (1 << 20) /* --max-scan-mb, max_scan_mb: MiB, 1.. */
+#define OPTVAL_STATS_INTERVAL_MAX 86400	 /* --stats-interval, stats_interval: s, 0 (none).. */
+#define OPTVAL_CAPTURE_MAX_MB_MAX 512	 /* --capture-max-mb, capture_max_mb: MiB, fractions */
+
+/* KiB each output holds back: whole, 1..OPTVAL_QUEUE_KB_MAX; *out in bytes. */
+int optval__queue_kb(const char *name, const char *s, size_t *out, char *why, size_t whylen);
+
+/* MiB scanned of each tensor: whole, 1..OPTVAL_MAX_SCAN_MB_MAX; *out in bytes. */
+int optval__max_scan_mb(const char *name, const char *s, uint64_t *out, char *why, size_t whylen);
+
+/* Seconds between stats lines: whole, 0 (at the detach only)..OPTVAL_STATS_INTERVAL_MAX. */
+int optval__stats_interval(const char *name, const char *s, int *out, char *why, size_t whylen);
+
+/*
+ * MiB one capture may hold: more than 0, at most OPTVAL_CAPTURE_MAX_MB_MAX, fractions allowed
+ * (a budget of a few bytes is a valid test), at least one byte; *out in bytes, rounded.
+ */
+int optval__capture_max_mb(const char *name, const char *s, uint64_t *out, char *why,
+			   size_t whylen);
+
+/* The watch's mode: full, sample or loss; *out points at the constant. */
+int optval__mode(const char *name, const char *s, const char **out, char *why, size_t whylen);
+
+/* The backward pass: off, norms or on; *out 0, 1 or 2. */
+int optval__backward(const char *name, const char *s, int *out, char *why, size_t whylen);
+
+#endif /* __OPTVAL_H */
