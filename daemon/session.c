@@ -17,6 +17,7 @@
 #include "util/file.h"
 #include "resolve/names.h"
 #include "resolve/optstate.h"
+#include "resolve/vtable.h"
 #include "output/event.h"
 #include "attach/inject.h"
 #include "attach/probe.h"
@@ -60,6 +61,28 @@ static int target_exited(const struct session *s)
 	return poll(&pfd, 1, 0) > 0;
 }
 
+/* Its files, the layout tables and the tensor type; with --verbose, what reading cost. */
+static int resolve_files(struct session *s, pid_t pid, char *err, size_t errlen)
+{
+	double start = now_s();
+	int ret;
+
+	ret = target__resolve(pid, &s->t, err, errlen);
+	if (!ret) {
+		remote__init_pid(&s->remote, pid);
+		s->remote.none = s->t.none;
+		ret = load_layouts(s, err, errlen);
+	}
+	if (!ret)
+		ret = target__tensor_type(&s->t, &s->remote, s->remote.l.type_name,
+					  s->nwl.type_base, err, errlen);
+	if (s->o.verbose)
+		fprintf(stderr, "nanwatchd: pid %d %s in %.1f ms, %llu KiB of its files read\n",
+			pid, ret ? "refused" : "resolved", (now_s() - start) * 1e3,
+			(unsigned long long)s->t.budget.bytes_read >> 10);
+	return ret;
+}
+
 /* The process, its interpreter and torch, the layout tables and the tensor type. */
 static int resolve(struct session *s, pid_t pid, char *err, size_t errlen)
 {
@@ -75,15 +98,7 @@ static int resolve(struct session *s, pid_t pid, char *err, size_t errlen)
 	}
 	ret = s->o.may_watch ? s->o.may_watch(err, errlen) : 0;
 	if (!ret)
-		ret = target__resolve(pid, &s->t, err, errlen);
-	if (ret)
-		return ret;
-	remote__init_pid(&s->remote, pid);
-	s->remote.none = s->t.none;
-	ret = load_layouts(s, err, errlen);
-	if (!ret)
-		ret = target__tensor_type(&s->t, &s->remote, s->remote.l.type_name,
-					  s->nwl.type_base, err, errlen);
+		ret = resolve_files(s, pid, err, errlen);
 	if (ret)
 		return ret;
 	if (s->o.verbose)
@@ -225,12 +240,11 @@ static int setup_backward(struct session *s, struct probe_opts *po, char *err, s
 {
 	if (!s->node_symbol[0])
 		return 0;
-	s->x.bwd = backward__new(s->t.torch_cpu_file, s->t.torch_cpu_base, s->vtable_offset,
-				 &s->remote, s->nwl.var_tensor);
+	s->x.bwd = backward__new(s->vt, &s->remote, s->nwl.var_tensor);
+	s->vt = NULL; /* the backward state's now */
 	if (!s->x.bwd) {
-		snprintf(err, errlen, "failed to open %.200s: %s", s->t.torch_cpu_file,
-			 strerror(errno));
-		return -errno;
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
 	}
 	po->node_symbol = s->node_symbol;
 	po->bwd = &s->bwl;
@@ -320,6 +334,9 @@ int session__attach(struct session *s, struct sinks *out, char *err, size_t errl
 		return ret;
 	po.step_symbol = s->step_symbol[0] ? s->step_symbol : NULL;
 	po.backward_symbol = s->backward_symbol[0] ? s->backward_symbol : NULL;
+	po.step_offset = s->step_offset;
+	po.backward_offset = s->backward_offset;
+	po.node_offset = s->node_offset;
 	ret = setup_backward(s, &po, err, errlen);
 	gpu_configure(s, &po);
 	if (!ret)
@@ -334,6 +351,7 @@ int session__attach(struct session *s, struct sinks *out, char *err, size_t errl
 	}
 	emit_attach(s);
 	s->next_stats = now_s() + s->o.stats_interval;
+	target__close(&s->t); /* the uprobes hold the files now */
 	return 0;
 }
 
@@ -510,6 +528,8 @@ void session__free(struct session *s)
 	gpu_free(s);
 	probe__close(s->p);
 	backward__free(s->x.bwd);
+	vtable__free(s->vt);
+	target__close(&s->t);
 	names__free(s->names);
 	if (s->emitting)
 		emit__free(&s->e);

@@ -16,6 +16,7 @@ struct gpulink;
 struct names;
 struct probe;
 struct probe_opts;
+struct vtable_names;
 
 #define SESSION_SOURCES 4 /* sources of findings a session can hold */
 
@@ -43,7 +44,10 @@ struct session {
 	int nsrc;
 	char step_symbol[512];
 	char backward_symbol[256];
-	int published; /* offsets taken from the interpreter itself */
+	/* file offsets of the probed functions (0: not in the file), found while resolving */
+	uint64_t step_offset, backward_offset, node_offset;
+	struct vtable_names *vt; /* node classes, until backward__new takes them */
+	int published;		 /* offsets taken from the interpreter itself */
 	struct nw_bwd_layout bwl;
 	struct nw_rescan rescan; /* .on: the torch table lets outputs skip a rescan */
 	char node_symbol[256];	 /* "" : the backward pass is not checked */

@@ -5,6 +5,7 @@
  * each float32), checked against the norm computed directly.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "explain/backward.h"
+#include "resolve/elfsym.h"
 #include "resolve/vtable.h"
 
 static void test_vtable_class(void **state)
@@ -139,12 +141,14 @@ static void test_zero_and_nonfinite(void **state)
 /* Passes end when a gradient of a later iteration arrives, or at flush. */
 static void test_passes(void **state)
 {
-	struct backward *b = backward__new("/proc/self/exe", 0x400000, 16, NULL, 24);
+	struct elfsym *e = elfsym__open_fd(open("/proc/self/exe", O_RDONLY | O_CLOEXEC), NULL);
+	struct backward *b = backward__new(vtable__open(e, 0x400000, 16), NULL, 24);
 	static struct nw_grad g;
 	struct grad_norm n[4];
 	int k;
 
 	(void)state;
+	elfsym__close(e); /* the classes were read: the file need not stay open */
 	assert_non_null(b);
 	memset(&g, 0, sizeof(g));
 	g.type = NW_EV_GRAD;

@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Unit tests for daemon/util/file.c: whole files read at once, bounded, regular files only. */
+/*
+ * Unit tests for daemon/util/file.c: whole files read at once, bounded, regular files only;
+ * the target's files reopened from O_PATH descriptors (nothing but a regular file is ever
+ * opened for reading) and read below a root through no symbolic link.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -103,6 +107,79 @@ static void test_not_regular(void **state)
 	assert_int_equal(errno, ENOENT);
 }
 
+static void test_reopen(void **state)
+{
+	struct stat st, other = {0};
+	int fd;
+
+	(void)state;
+	put(10);
+	assert_int_equal(stat(path, &st), 0);
+	fd = file__reopen(open(path, O_PATH | O_CLOEXEC), &st);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, (char[16]){0}, 16), 10);
+	close(fd);
+	/* another file than the one asked for */
+	other.st_dev = st.st_dev;
+	other.st_ino = st.st_ino + 1;
+	assert_int_equal(file__reopen(open(path, O_PATH | O_CLOEXEC), &other), -ESTALE);
+	/* not regular: refused before anything opens it (a FIFO's open would wait) */
+	unlink(path);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	alarm(10);
+	assert_int_equal(file__reopen(open(path, O_PATH | O_CLOEXEC), NULL), -EINVAL);
+	alarm(0);
+	unlink(path);
+	assert_int_equal(file__reopen(open(dir, O_PATH | O_CLOEXEC), NULL), -EISDIR);
+	assert_int_equal(file__reopen(open("/dev/zero", O_PATH | O_CLOEXEC), NULL), -EINVAL);
+	assert_int_equal(symlink("/etc/passwd", path), 0);
+	assert_int_equal(file__reopen(open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC), NULL), -EINVAL);
+	unlink(path);
+}
+
+/* Below a root: ".." and absolute links stay inside it, and no link is followed at all. */
+static void test_read_in(void **state)
+{
+	char sub[128], *buf;
+	size_t len;
+	int root;
+
+	(void)state;
+	put(5);
+	root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(root >= 0);
+	buf = file__read_in(root, "/f", 64, &len);
+	assert_non_null(buf);
+	assert_int_equal(len, 5);
+	free(buf);
+	buf = file__read_in(root, "/../../f", 64, &len); /* ".." stops at the root */
+	assert_non_null(buf);
+	free(buf);
+	errno = 0;
+	assert_null(file__read_in(root, "f", 4, &len));
+	assert_int_equal(errno, EFBIG);
+	snprintf(sub, sizeof(sub), "%s/l", dir);
+	assert_int_equal(symlink("/f", sub), 0);
+	errno = 0;
+	assert_null(file__read_in(root, "/l", 64, &len));
+	assert_int_equal(errno, EINVAL); /* the link itself, not a regular file */
+	unlink(sub);
+	assert_int_equal(symlink("/", sub), 0); /* a directory on the path that is a link */
+	errno = 0;
+	assert_null(file__read_in(root, "/l/f", 64, &len));
+	assert_int_equal(errno, ELOOP);
+	unlink(sub);
+	unlink(path);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	alarm(10);
+	errno = 0;
+	assert_null(file__read_in(root, "/f", 64, &len));
+	assert_int_equal(errno, EINVAL);
+	alarm(0);
+	unlink(path);
+	close(root);
+}
+
 /* /proc files report size 0 and are read to their end all the same. */
 static void test_proc(void **state)
 {
@@ -119,10 +196,9 @@ static void test_proc(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sizes),
-		cmocka_unit_test(test_limit),
-		cmocka_unit_test(test_not_regular),
-		cmocka_unit_test(test_proc),
+		cmocka_unit_test(test_sizes),	    cmocka_unit_test(test_limit),
+		cmocka_unit_test(test_not_regular), cmocka_unit_test(test_proc),
+		cmocka_unit_test(test_reopen),	    cmocka_unit_test(test_read_in),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

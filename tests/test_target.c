@@ -4,17 +4,29 @@
  * through THPVariableClass (torch.Tensor) and its tp_base, in a fake target memory
  * (name checks, a torch not yet initialised, unreadable words) and in a real process
  * that imported torch, where the result must equal the THPVariableType symbol.
+ *
+ * target__open_image on a file this process maps whose path is then given to something
+ * else (a FIFO, a symbolic link to a root-only file, another file, a directory swapped for a
+ * link): through map_files the mapped file is what opens; by path (map_files taken away with
+ * CAP_SYS_ADMIN and CAP_CHECKPOINT_RESTORE) only the mapped file, never the substitute, and
+ * nothing blocks.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/capability.h>
 #include <cmocka.h>
 #include "resolve/layout.h"
 #include "resolve/remote.h"
@@ -181,17 +193,154 @@ static void test_real_torch(void **state)
 	assert_int_equal(target__tensor_type(&t, &r, name, base, err, sizeof(err)), 0);
 	assert_int_equal(t.tensor_type, symbol);
 	assert_string_equal(t.tensor_type_from, "THPVariableClass");
+	target__close(&t);
 	close(in);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
+}
+
+struct mapped {
+	char dir[64], sub[96], path[128], away[128];
+	void *addr;
+	struct stat st;
+};
+
+/* DIR/sub/lib.so, one page, mapped here; its maps facts in *m. */
+static void map_file(struct mapped *m)
+{
+	char page[4096] = "\177ELF";
+	int fd;
+
+	snprintf(m->dir, sizeof(m->dir), "%s", "/tmp/test_target.XXXXXX");
+	assert_non_null(mkdtemp(m->dir));
+	snprintf(m->sub, sizeof(m->sub), "%s/sub", m->dir);
+	assert_int_equal(mkdir(m->sub, 0700), 0);
+	snprintf(m->path, sizeof(m->path), "%s/lib.so", m->sub);
+	snprintf(m->away, sizeof(m->away), "%s/away.so", m->dir);
+	fd = open(m->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, page, sizeof(page)), (ssize_t)sizeof(page));
+	m->addr = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	assert_true(m->addr != MAP_FAILED);
+	assert_int_equal(fstat(fd, &m->st), 0);
+	close(fd);
+}
+
+static int open_mapped(const struct mapped *m)
+{
+	uint64_t a = (uint64_t)(uintptr_t)m->addr;
+
+	return target__open_image(getpid(), m->path, a, a + 4096, m->st.st_dev, m->st.st_ino);
+}
+
+/* The fd is the mapped file: 0, else 1. */
+static int is_mapped(int fd, const struct mapped *m)
+{
+	struct stat st;
+	int bad = fd < 0 || fstat(fd, &st) || st.st_ino != m->st.st_ino;
+
+	if (fd >= 0)
+		close(fd);
+	return bad;
+}
+
+/* Put substitute kind k (0 FIFO, 1 link to a root-only file, 2 another file) at the path. */
+static int put_substitute(const struct mapped *m, int k)
+{
+	int fd;
+
+	unlink(m->path);
+	if (k == 0)
+		return mkfifo(m->path, 0600);
+	if (k == 1)
+		return symlink("/etc/shadow", m->path);
+	fd = open(m->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	return fd < 0 ? -1 : close(fd);
+}
+
+/*
+ * Each substitute at the path in turn (the mapped file renamed away): through map_files the
+ * mapped file opens (by_path 0); by path, each is refused. 0, or the step that went wrong.
+ */
+static int substitutes(const struct mapped *m, int by_path)
+{
+	int k, fd;
+
+	for (k = 0; k < 3; k++) {
+		if (put_substitute(m, k))
+			return 10 * k + 1;
+		fd = open_mapped(m); /* O_PATH first: the FIFO is never opened, nothing waits */
+		if (!by_path && is_mapped(fd, m))
+			return 10 * k + 2;
+		if (by_path && fd != -ESTALE && !(k == 1 && fd == -ELOOP))
+			return 10 * k + 3;
+	}
+	unlink(m->path);
+	return 0;
+}
+
+/* Without CAP_SYS_ADMIN and CAP_CHECKPOINT_RESTORE no map_files: the path, checked. */
+static int by_path(const struct mapped *m)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[2];
+	char moved[128];
+	int ret;
+
+	if (syscall(SYS_capget, &h, d))
+		return 1;
+	d[0].effective &= ~(1u << CAP_SYS_ADMIN);
+	d[1].effective &= ~(1u << (CAP_CHECKPOINT_RESTORE - 32));
+	if (syscall(SYS_capset, &h, d))
+		return 2;
+	ret = substitutes(m, 1);
+	if (ret)
+		return 100 + ret;
+	if (rename(m->away, m->path) || is_mapped(open_mapped(m), m))
+		return 3; /* the mapped file back at its path: that one opens */
+	/* a directory on the path swapped for a link to a copy of it */
+	snprintf(moved, sizeof(moved), "%s.d", m->sub);
+	if (rename(m->sub, moved) || symlink(moved, m->sub))
+		return 4;
+	ret = open_mapped(m) == -ELOOP ? 0 : 5;
+	unlink(m->sub);
+	return rename(moved, m->sub) ? 6 : ret;
+}
+
+static void test_image_swapped(void **state)
+{
+	struct mapped m;
+	int status;
+	pid_t pid;
+	(void)state;
+
+	if (geteuid())
+		skip(); /* map_files needs CAP_SYS_ADMIN */
+	map_file(&m);
+	assert_int_equal(is_mapped(open_mapped(&m), &m), 0);
+	assert_int_equal(rename(m.path, m.away), 0);
+	alarm(20); /* a FIFO opened for reading would wait for a writer */
+	assert_int_equal(substitutes(&m, 0), 0);
+	pid = fork();
+	if (pid == 0)
+		_exit(by_path(&m));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	alarm(0);
+	/* a mapping gone is not looked for at its path (the child put the file back there) */
+	assert_int_equal(munmap(m.addr, 4096), 0);
+	assert_int_equal(open_mapped(&m), -ENOENT);
+	unlink(m.path);
+	rmdir(m.sub);
+	rmdir(m.dir);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_class_fallback),
-		cmocka_unit_test(test_symbol_kept),
-		cmocka_unit_test(test_class_errors),
-		cmocka_unit_test(test_real_torch),
+		cmocka_unit_test(test_class_fallback), cmocka_unit_test(test_symbol_kept),
+		cmocka_unit_test(test_class_errors),   cmocka_unit_test(test_real_torch),
+		cmocka_unit_test(test_image_swapped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

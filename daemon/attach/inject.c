@@ -372,22 +372,23 @@ struct image {
 	uint64_t bias; /* runtime address - link-time address */
 };
 
+/* The mapped file itself (target__open_image), read bounded (elfsym), never by its path. */
 static int image_open(struct inject *in, const struct map *m, struct image *img)
 {
-	char file[PATH_MAX + 64];
 	uint64_t first;
-	int ret;
+	int fd;
 
-	ret = target__image_file(in->pid, m->path, m->dev, m->ino, file, sizeof(file));
-	if (ret)
-		return fail(in, ret, "failed to open %s in its root: %s", m->path, strerror(-ret));
-	img->e = elfsym__open(file);
+	fd = target__open_image(in->pid, m->path, m->start, m->end, m->dev, m->ino);
+	if (fd < 0)
+		return fail(in, fd, "failed to open %s: %s", m->path, target__image_why(fd));
+	img->e = elfsym__open_fd(fd, NULL);
 	if (!img->e)
-		return fail(in, -errno, "failed to read %s: %s", file, strerror(errno));
+		return fail(in, -errno, "failed to read %s: %s", m->path,
+			    target__image_why(-errno));
 	if (elfsym__first_load(img->e, &first)) {
 		elfsym__close(img->e);
 		img->e = NULL;
-		return fail(in, -ENOEXEC, "%s has no loadable segment", file);
+		return fail(in, -ENOEXEC, "%s has no loadable segment", m->path);
 	}
 	img->bias = m->start - first;
 	return 0;

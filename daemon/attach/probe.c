@@ -4,6 +4,12 @@
  * uprobes on the target's own interpreter image (pid-filtered, so other
  * processes using the same file are not touched). Links are owned by file
  * descriptors: a killed daemon leaves nothing behind.
+ *
+ * The uprobes go on the descriptors the resolve opened and read (/proc/self/fd/N: the kernel
+ * resolves nothing by the target's paths again) at offsets found there, not on a path with a
+ * symbol name for libbpf to look up: libbpf would open and map the target's file itself, so a
+ * file truncated meanwhile would raise SIGBUS in the daemon, and the path could name another
+ * file by then.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -14,6 +20,7 @@
 #include <bpf/libbpf.h>
 #include "attach/probe.h"
 #include "nanwatch.skel.h"
+#include "resolve/elfsym.h"
 #include "resolve/target.h"
 
 _Static_assert(sizeof(struct nw_event) == 576, "nw_event layout changed: update both sides");
@@ -99,19 +106,34 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	return 0;
 }
 
-/* One uprobe (or uretprobe) on symbol in file; the link is kept in *link. */
-static int attach_one(struct probe *p, struct bpf_program *prog, struct bpf_link **link,
-		      const struct target *t, const char *file, const char *shown,
-		      const char *symbol, bool retprobe, char *err, size_t errlen)
-{
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = symbol, .retprobe = retprobe);
+/* Where a uprobe goes: the open file (shown by its path in messages), the function's offset. */
+struct site {
+	const struct elfsym *file;
+	const char *shown;
+	const char *symbol;
+	uint64_t offset; /* 0: the symbol is not in the file */
+};
 
-	*link = bpf_program__attach_uprobe_opts(prog, t->pid, file, 0, &uo);
+/* One uprobe (or uretprobe) at a site; the link is kept in *link. */
+static int attach_one(struct probe *p, struct bpf_program *prog, struct bpf_link **link,
+		      const struct target *t, const struct site *at, bool retprobe, char *err,
+		      size_t errlen)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = retprobe);
+	char self[32];
+
+	if (!at->file || !at->offset) {
+		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s", at->shown,
+			 at->symbol, at->file ? "no such symbol in the file" : "file not open");
+		return -ENOENT;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", elfsym__fd(at->file));
+	*link = bpf_program__attach_uprobe_opts(prog, t->pid, self, at->offset, &uo);
 	if (!*link) {
 		int e = errno;
 
-		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s", shown, symbol,
-			 strerror(e));
+		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s", at->shown,
+			 at->symbol, strerror(e));
 		return -e;
 	}
 	p->nprobes++;
@@ -133,11 +155,45 @@ static int attach_exec(struct probe *p, char *err, size_t errlen)
 	return 0;
 }
 
-/* The frame evaluator's return and entry, then the optional torch probes. */
+/* The optional torch probes: the step marker, the backward pass's nodes, the loss. */
+static int attach_torch(struct probe *p, const struct target *t, const struct probe_opts *o,
+			const struct nw_layout *l, char *err, size_t errlen)
+{
+	const struct site step = {t->torch_cpu_elf, t->torch_cpu_path, o->step_symbol,
+				  o->step_offset};
+	const struct site node = {t->torch_cpu_elf, t->torch_cpu_path, o->node_symbol,
+				  o->node_offset};
+	const struct site loss = {t->torch_python_elf, t->torch_path, o->backward_symbol,
+				  o->backward_offset};
+	struct nanwatch_bpf *s = p->skel;
+	int ret = 0;
+
+	if (s_marker(o, l)) {
+		if (!t->torch_cpu_path[0]) {
+			snprintf(err, errlen,
+				 "torch layout names a step marker but pid %d maps "
+				 "no libtorch_cpu.so",
+				 t->pid);
+			return -ENOENT;
+		}
+		ret = attach_one(p, s->progs.uprobe_step_marker, &s->links.uprobe_step_marker, t,
+				 &step, false, err, errlen);
+	}
+	if (!ret && o->node_symbol && o->bwd)
+		ret = attach_one(p, s->progs.uprobe_bwd_node, &s->links.uprobe_bwd_node, t, &node,
+				 false, err, errlen);
+	if (!ret && o->backward_symbol && (!o->top_only || o->loss_only))
+		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
+				 &loss, false, err, errlen);
+	return ret;
+}
+
+/* The torch probes, then the frame evaluator's return and entry. */
 static int attach(struct probe *p, const struct target *t, const struct probe_opts *o,
 		  const struct nw_layout *l, char *err, size_t errlen)
 {
-	static const char eval[] = "_PyEval_EvalFrameDefault";
+	const struct site eval = {t->python_elf, t->python_path, "_PyEval_EvalFrameDefault",
+				  t->eval_offset};
 	struct nanwatch_bpf *s = p->skel;
 	int ret;
 
@@ -152,34 +208,14 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 	 * and none entered after it can return unseen.
 	 */
 	ret = attach_exec(p, err, errlen);
-	if (!ret && s_marker(o, l)) {
-		if (!t->torch_cpu_file[0]) {
-			snprintf(err, errlen,
-				 "torch layout names a step marker but pid %d maps "
-				 "no libtorch_cpu.so",
-				 t->pid);
-			return -ENOENT;
-		}
-		ret = attach_one(p, s->progs.uprobe_step_marker, &s->links.uprobe_step_marker, t,
-				 t->torch_cpu_file, t->torch_cpu_file, o->step_symbol, false, err,
-				 errlen);
-	}
-	if (!ret && o->node_symbol && o->bwd)
-		ret = attach_one(p, s->progs.uprobe_bwd_node, &s->links.uprobe_bwd_node, t,
-				 t->torch_cpu_file, t->torch_cpu_file, o->node_symbol, false, err,
-				 errlen);
-	if (!ret && o->backward_symbol && (!o->top_only || o->loss_only))
-		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
-				 t->torch_python_file, t->torch_path, o->backward_symbol, false,
-				 err, errlen);
-	ret = ret || o->loss_only
-		      ? ret
-		      : attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame,
-				   t, t->python_file, t->python_path, eval, true, err, errlen);
-	ret = ret || o->loss_only
-		      ? ret
-		      : attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
-				   t->python_file, t->python_path, eval, false, err, errlen);
+	if (!ret)
+		ret = attach_torch(p, t, o, l, err, errlen);
+	if (!ret && !o->loss_only)
+		ret = attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame,
+				 t, &eval, true, err, errlen);
+	if (!ret && !o->loss_only)
+		ret = attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
+				 &eval, false, err, errlen);
 	return ret;
 }
 

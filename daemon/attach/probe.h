@@ -19,8 +19,10 @@ struct probe_opts {
 	int verbose;
 	int bpf_stats;		 /* keep kernel run-time stats of our programs (global toggle) */
 	const char *step_symbol; /* libtorch_cpu function marking optimizer steps, or NULL */
-	int top_only;		 /* check only outermost module calls (mode sample) */
-	int loss_only;		 /* no module probes: only the loss (mode loss) */
+	/* each probed function's offset in its file (resolve/elfsym.h); 0: not in the file */
+	uint64_t step_offset, backward_offset, node_offset;
+	int top_only;			   /* check only outermost module calls (mode sample) */
+	int loss_only;			   /* no module probes: only the loss (mode loss) */
 	const struct nw_rescan *rescan;	   /* outputs not scanned twice; NULL: every one is */
 	const struct nw_dict_layout *dict; /* BPF lists unlisted parameters; NULL: it does not */
 	const char *backward_symbol; /* libtorch_python's run_backward, or NULL: no loss check */

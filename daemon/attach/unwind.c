@@ -6,21 +6,21 @@
  * address at that PC. Only what a return address needs is evaluated: a CFA that is a register
  * plus an offset, registers saved at an offset from it; an expression, a signal frame or a
  * PC without a table ends the walk where it is (the caller then searches the rest of the
- * stack the cruder way). Everything read is bounded by the section it came from.
+ * stack the cruder way). Everything read is bounded by the section it came from; the sections
+ * themselves are read from the mapped files (target__open_image), bounded (resolve/elfsym.c),
+ * never mapped.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* process_vm_readv */
 #endif
 #include <errno.h>
-#include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include "attach/unwind.h"
+#include "resolve/elfsym.h"
 #include "resolve/target.h"
 
 #define MAX_MODS 16384
@@ -29,17 +29,17 @@
 #define REG_RSP 7
 #define REG_RA 16
 #define STATE_DEPTH 8
+/* the tables of all files together: a call chain through hostile files costs this at most */
+#define UNWIND_BUDGET (256ull << 20)
 
 struct mod {
 	uint64_t lo, hi, base;
 	char *path;
 	dev_t dev;
 	ino_t ino;
-	int state; /* 0: not read yet, 1: ready, -1: no usable tables */
-	int fd;
-	Elf *elf;
-	uint64_t bias; /* runtime address - link-time address */
-	const uint8_t *hdr, *eh;
+	int state;	   /* 0: not read yet, 1: ready, -1: no usable tables */
+	uint64_t bias;	   /* runtime address - link-time address */
+	uint8_t *hdr, *eh; /* the two sections, read whole */
 	size_t hdr_len, eh_len;
 	uint64_t hdr_addr, eh_addr; /* link-time addresses of the two sections */
 };
@@ -48,14 +48,17 @@ struct unwind {
 	pid_t pid;
 	struct mod *m;
 	size_t n;
+	struct elfsym_budget budget; /* bytes only: a slow file ends a walk, not the inject */
 };
 
 struct unwind *unwind__new(pid_t pid)
 {
 	struct unwind *u = calloc(1, sizeof(*u));
 
-	if (u)
+	if (u) {
 		u->pid = pid;
+		elfsym__budget(&u->budget, UNWIND_BUDGET, 0);
+	}
 	return u;
 }
 
@@ -66,10 +69,8 @@ void unwind__free(struct unwind *u)
 	if (!u)
 		return;
 	for (i = 0; i < u->n; i++) {
-		if (u->m[i].elf)
-			elf_end(u->m[i].elf);
-		if (u->m[i].fd > 0)
-			close(u->m[i].fd);
+		free(u->m[i].hdr);
+		free(u->m[i].eh);
 		free(u->m[i].path);
 	}
 	free(u->m);
@@ -88,7 +89,7 @@ int unwind__add(struct unwind *u, uint64_t lo, uint64_t hi, uint64_t base, const
 		return -ENOMEM;
 	u->m = m;
 	m += u->n;
-	*m = (struct mod){.lo = lo, .hi = hi, .base = base, .dev = dev, .ino = ino, .fd = -1};
+	*m = (struct mod){.lo = lo, .hi = hi, .base = base, .dev = dev, .ino = ino};
 	m->path = strdup(path);
 	if (!m->path)
 		return -ENOMEM;
@@ -204,75 +205,41 @@ static uint32_t u32(const uint8_t *p)
 
 /* ---- a file's tables ---- */
 
-static int first_load(Elf *elf, uint64_t *vaddr)
+/* The file's .eh_frame_hdr and .eh_frame, read whole; -1 when either is missing or too big. */
+static int mod_read(struct mod *m, struct elfsym *e)
 {
-	size_t i, n;
+	uint64_t first;
+	void *hdr = NULL, *eh = NULL;
 
-	if (elf_getphdrnum(elf, &n))
+	if (elfsym__first_load(e, &first) ||
+	    elfsym__section(e, ".eh_frame_hdr", ELFSYM_MAX_SECTION, &hdr, &m->hdr_len,
+			    &m->hdr_addr) ||
+	    elfsym__section(e, ".eh_frame", ELFSYM_MAX_SECTION, &eh, &m->eh_len, &m->eh_addr) ||
+	    m->hdr_len < 12) {
+		free(hdr);
+		free(eh);
 		return -1;
-	for (i = 0; i < n; i++) {
-		GElf_Phdr ph;
-
-		if (gelf_getphdr(elf, i, &ph) && ph.p_type == PT_LOAD) {
-			*vaddr = (ph.p_vaddr - ph.p_offset) & ~(uint64_t)4095;
-			return 0;
-		}
 	}
-	return -1;
-}
-
-static void take_section(struct mod *m, Elf_Scn *scn, const GElf_Shdr *sh, const char *name)
-{
-	Elf_Data *d = elf_rawdata(scn, NULL);
-
-	if (!d || !d->d_buf || d->d_size != sh->sh_size)
-		return;
-	if (!strcmp(name, ".eh_frame_hdr")) {
-		m->hdr = d->d_buf;
-		m->hdr_len = d->d_size;
-		m->hdr_addr = sh->sh_addr;
-	} else if (!strcmp(name, ".eh_frame")) {
-		m->eh = d->d_buf;
-		m->eh_len = d->d_size;
-		m->eh_addr = sh->sh_addr;
-	}
+	m->hdr = hdr;
+	m->eh = eh;
+	m->bias = m->base - first;
+	return 0;
 }
 
 static int mod_load(struct unwind *u, struct mod *m)
 {
-	char file[PATH_MAX + 64];
-	Elf_Scn *scn = NULL;
-	uint64_t first;
-	size_t shstr;
+	struct elfsym *e;
+	int fd;
 
 	if (m->state)
 		return m->state;
 	m->state = -1;
-	if (elf_version(EV_CURRENT) == EV_NONE ||
-	    target__image_file(u->pid, m->path, m->dev, m->ino, file, sizeof(file)))
-		return -1;
-	m->fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (m->fd < 0)
-		return -1;
-	m->elf = elf_begin(m->fd, ELF_C_READ_MMAP, NULL);
-	if (!m->elf || elf_kind(m->elf) != ELF_K_ELF || elf_getshdrstrndx(m->elf, &shstr) ||
-	    first_load(m->elf, &first))
-		return -1;
-	while ((scn = elf_nextscn(m->elf, scn))) {
-		GElf_Shdr sh;
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		name = elf_strptr(m->elf, shstr, sh.sh_name);
-		if (name)
-			take_section(m, scn, &sh, name);
-	}
-	if (!m->hdr || !m->eh || m->hdr_len < 12)
-		return -1;
-	m->bias = m->base - first;
-	m->state = 1;
-	return 1;
+	fd = target__open_image(u->pid, m->path, m->lo, m->hi, m->dev, m->ino);
+	e = fd < 0 ? NULL : elfsym__open_fd(fd, &u->budget);
+	if (e && !mod_read(m, e))
+		m->state = 1;
+	elfsym__close(e);
+	return m->state;
 }
 
 static struct mod *mod_at(struct unwind *u, uint64_t pc)

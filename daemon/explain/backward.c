@@ -42,14 +42,14 @@ struct backward {
 	uint64_t lost_end; /* histograms dropped as the last completed pass ended */
 };
 
-struct backward *backward__new(const char *torch_cpu_file, uint64_t base, int64_t vtable_offset,
-			       const struct remote *r, int64_t var_tensor)
+struct backward *backward__new(struct vtable_names *vt, const struct remote *r, int64_t var_tensor)
 {
-	struct vtable_names *vt = vtable__open(torch_cpu_file, base, vtable_offset);
 	struct backward *b;
 
-	if (!vt)
+	if (!vt) {
+		errno = EINVAL;
 		return NULL;
+	}
 	b = calloc(1, sizeof(*b));
 	if (b && !(b->params = htab__new(sizeof(struct param_slot), PARAM_SLOTS))) {
 		free(b);

@@ -17,6 +17,7 @@ struct layout;
 struct remote;
 struct names;
 struct backward;
+struct vtable_names;
 
 #define BWD_MAX_TOP 3  /* modules listed with the largest gradient norms */
 #define BWD_HISTORY 64 /* backward passes whose norms are kept */
@@ -44,9 +45,11 @@ struct grad_norm {
 	struct grad_module top[BWD_MAX_TOP]; /* largest per-module norms first */
 };
 
-/* NULL + errno on failure. var_tensor: THPVariable's TensorImpl* offset. */
-struct backward *backward__new(const char *torch_cpu_file, uint64_t base, int64_t vtable_offset,
-			       const struct remote *r, int64_t var_tensor);
+/*
+ * vt: the node classes (resolve/vtable.h), which the new object owns, freed with it (also on
+ * failure). NULL + errno on failure. var_tensor: THPVariable's TensorImpl* offset.
+ */
+struct backward *backward__new(struct vtable_names *vt, const struct remote *r, int64_t var_tensor);
 void backward__free(struct backward *b);
 
 /* "LogBackward0" for a node's vtable pointer; NULL if it names no class we know. */

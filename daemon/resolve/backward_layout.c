@@ -10,7 +10,7 @@
 
 #define SEQ_PEEK "_ZN2at15sequence_number4peekEv"
 
-int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
+int backward__layout(const struct layout *tl, struct elfsym *torch_cpu, uint64_t base,
 		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err, size_t errlen)
 {
 	const char *node = layout__str(tl, LK_node_symbol);
@@ -18,7 +18,6 @@ int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64
 	struct nw_bwd_layout bl = {};
 	long long voff = 0;
 	uint64_t addr, first;
-	struct elfsym *e;
 	int ret;
 
 	if (!node || !acc)
@@ -34,15 +33,14 @@ int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64
 		snprintf(err, errlen, "node_symbol too long");
 		return -ENAMETOOLONG;
 	}
-	e = torch_cpu_file[0] && base ? elfsym__open(torch_cpu_file) : NULL;
-	if (!e) {
+	if (!torch_cpu || !base) {
 		snprintf(err, errlen, "failed to open the target's libtorch_cpu");
 		return -ENOENT;
 	}
-	ret = elfsym__find(e, acc, &addr) ?: elfsym__first_load(e, &first);
-	elfsym__close(e);
+	ret = elfsym__find(torch_cpu, acc, &addr) ?: elfsym__first_load(torch_cpu, &first);
 	if (ret) {
-		snprintf(err, errlen, "no symbol %.80s in %.200s", acc, torch_cpu_file);
+		snprintf(err, errlen, "no symbol %.80s in the target's libtorch_cpu: %s", acc,
+			 strerror(-ret));
 		return ret;
 	}
 	bl.acc_vptr = base - first + addr + voff;
@@ -51,23 +49,20 @@ int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64
 	return 0;
 }
 
-int backward__seq_counter(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
+int backward__seq_counter(const struct layout *tl, struct elfsym *torch_cpu, uint64_t base,
 			  const struct remote *r, struct nw_bwd_layout *bl)
 {
 	long long off = -1;
 	uint64_t addr, first, modid, offset;
-	struct elfsym *e;
 	int ret;
 
 	bl->node_sequence_nr = -1;
 	bl->seq_modid = bl->seq_offset = 0;
 	if (layout__int(tl, LK_node_sequence_nr, &off) || off < 0)
 		return -ENOENT;
-	e = torch_cpu_file[0] && base ? elfsym__open(torch_cpu_file) : NULL;
-	if (!e)
+	if (!torch_cpu || !base)
 		return -ENOENT;
-	ret = elfsym__find(e, SEQ_PEEK, &addr) ?: elfsym__first_load(e, &first);
-	elfsym__close(e);
+	ret = elfsym__find(torch_cpu, SEQ_PEEK, &addr) ?: elfsym__first_load(torch_cpu, &first);
 	if (!ret)
 		ret = seqtls__resolve(r, base - first + addr, &modid, &offset);
 	if (ret)

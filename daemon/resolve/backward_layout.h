@@ -8,6 +8,7 @@
 #include <linux/types.h>
 #include "nanwatch.h"
 
+struct elfsym;
 struct layout;
 struct remote;
 
@@ -16,7 +17,7 @@ struct remote;
  * libtorch_cpu mapped at base) and the probe symbol into sym. -ENOENT when the table has
  * no backward keys (then the backward pass is not checked); other errors as layout__fill.
  */
-int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
+int backward__layout(const struct layout *tl, struct elfsym *torch_cpu, uint64_t base,
 		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err, size_t errlen);
 
 /*
@@ -26,7 +27,7 @@ int backward__layout(const struct layout *tl, const char *torch_cpu_file, uint64
  * module outputs they are the grad_fn of) when the table lacks the key or the code of
  * peek() is of a kind not decoded.
  */
-int backward__seq_counter(const struct layout *tl, const char *torch_cpu_file, uint64_t base,
+int backward__seq_counter(const struct layout *tl, struct elfsym *torch_cpu, uint64_t base,
 			  const struct remote *r, struct nw_bwd_layout *bl);
 
 #endif /* __BACKWARD_LAYOUT_H */

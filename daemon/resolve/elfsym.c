@@ -1,63 +1,338 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Symbol look-up in the target's ELF files with libelf. Files are never executed. */
+/*
+ * Symbol look-up in the target's ELF files, which the target's user may have written to hurt
+ * the daemon. Read with pread, never mapped (a file truncated under a mapping raises SIGBUS in
+ * whoever touches it); only the headers, the symbol table looked in and its names, or a
+ * section asked for by name, each checked against the file's size and the caps of elfsym.h
+ * before it is read (and for holes: a sparse table costs its maker nothing), and charged to
+ * the resolve's budget. A file that gets shorter while it is read is an error (-EIO). Files
+ * are never executed.
+ */
+#include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "resolve/elfsym.h"
 
-struct elfsym {
-	int fd;
-	Elf *elf;
+#define READ_CHUNK (4u << 20)  /* the deadline is looked at between chunks */
+#define HOLE_CHECK (64u << 10) /* tables from this size on are looked at for holes */
+
+enum {
+	TAB_DYNSYM,
+	TAB_SYMTAB,
+	NTABS
 };
 
-struct elfsym *elfsym__open(const char *path)
-{
-	struct elfsym *e;
-	int err;
+struct symtab {
+	Elf64_Sym *sym;
+	size_t n;
+	char *str; /* strsz bytes and a NUL */
+	size_t strsz;
+	int state; /* 0: not read yet, 1: read (or absent), negative: the errno it failed with */
+};
 
-	if (elf_version(EV_CURRENT) == EV_NONE) {
-		errno = EINVAL;
+struct elfsym {
+	int fd;
+	uint64_t size; /* st_size when opened */
+	Elf64_Ehdr eh;
+	Elf64_Phdr *ph;
+	size_t phnum;
+	Elf64_Shdr *sh;
+	size_t shnum;
+	char *shstr; /* section names, NUL after the last */
+	size_t shstrsz;
+	int shstr_state;
+	struct symtab tab[NTABS];
+	struct elfsym_budget own, *b;
+	uint64_t bytes_read;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+void elfsym__budget(struct elfsym_budget *b, uint64_t bytes, unsigned int ms)
+{
+	b->bytes_left = bytes;
+	b->deadline_ns = ms ? now_ns() + ms * 1000000ull : 0;
+	b->bytes_read = 0;
+}
+
+static int in_file(const struct elfsym *e, uint64_t off, uint64_t len)
+{
+	return off <= e->size && len <= e->size - off;
+}
+
+/* len bytes at off, which the headers put inside the file; the budget pays for them. */
+static int read_at(struct elfsym *e, void *buf, size_t len, uint64_t off)
+{
+	struct elfsym_budget *b = e->b;
+	size_t done = 0;
+
+	if (!in_file(e, off, len))
+		return -ENOEXEC;
+	if (len > b->bytes_left)
+		return -EFBIG;
+	while (done < len) {
+		size_t chunk = len - done < READ_CHUNK ? len - done : READ_CHUNK;
+		ssize_t r;
+
+		if (b->deadline_ns && now_ns() > b->deadline_ns)
+			return -ETIME;
+		r = pread(e->fd, (char *)buf + done, chunk, off + done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -EIO; /* shorter than when opened: it changed while read */
+		done += r;
+		b->bytes_left -= r;
+		b->bytes_read += r;
+		e->bytes_read += r;
+	}
+	return 0;
+}
+
+/*
+ * [off, off + len) must have no hole: a linker writes every byte of a table, so a hole is a
+ * sparse file made to cost the reader, not the writer, refused before it is read (-ENOEXEC).
+ * The hole at the end of a file cut since it was opened is that change (-EIO). Where holes are
+ * not known (the file system reports none), every file passes.
+ */
+static int check_dense(const struct elfsym *e, uint64_t off, size_t len)
+{
+	struct stat st;
+	off_t hole;
+
+	if (len < HOLE_CHECK)
+		return 0;
+	hole = lseek(e->fd, off, SEEK_HOLE);
+	if (hole < 0 || (uint64_t)hole >= off + len)
+		return 0;
+	return !fstat(e->fd, &st) && (uint64_t)st.st_size < off + len ? -EIO : -ENOEXEC;
+}
+
+/* A malloc'd copy of len bytes at off, with a NUL after them. */
+static int read_alloc(struct elfsym *e, void **out, size_t len, uint64_t off)
+{
+	char *buf;
+	int ret;
+
+	if (!in_file(e, off, len))
+		return -ENOEXEC;
+	ret = check_dense(e, off, len);
+	if (ret)
+		return ret;
+	buf = malloc(len + 1);
+	if (!buf)
+		return -ENOMEM;
+	ret = read_at(e, buf, len, off);
+	if (ret) {
+		free(buf);
+		return ret;
+	}
+	buf[len] = 0;
+	*out = buf;
+	return 0;
+}
+
+static int check_ident(const Elf64_Ehdr *eh)
+{
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_ident[EI_VERSION] != EV_CURRENT ||
+	    (eh->e_type != ET_EXEC && eh->e_type != ET_DYN))
+		return -ENOEXEC;
+	return 0;
+}
+
+/* The program headers, then the section headers; extended numbering is no real library's. */
+static int read_headers(struct elfsym *e)
+{
+	const Elf64_Ehdr *eh = &e->eh;
+	int ret;
+
+	if (eh->e_phnum && eh->e_phentsize != sizeof(Elf64_Phdr))
+		return -ENOEXEC;
+	if (eh->e_phnum > ELFSYM_MAX_SEGMENTS)
+		return -EFBIG;
+	if (eh->e_shnum && eh->e_shentsize != sizeof(Elf64_Shdr))
+		return -ENOEXEC;
+	if (eh->e_shnum > ELFSYM_MAX_SECTIONS)
+		return -EFBIG;
+	if ((!eh->e_shnum && eh->e_shoff) || eh->e_shstrndx == SHN_XINDEX)
+		return -ENOEXEC;
+	e->phnum = eh->e_phnum;
+	e->shnum = eh->e_shnum;
+	ret = e->phnum ? read_alloc(e, (void **)&e->ph, e->phnum * sizeof(Elf64_Phdr), eh->e_phoff)
+		       : 0;
+	if (!ret && e->shnum)
+		ret = read_alloc(e, (void **)&e->sh, e->shnum * sizeof(Elf64_Shdr), eh->e_shoff);
+	return ret;
+}
+
+static int open_fd(struct elfsym *e)
+{
+	struct stat st;
+	int ret;
+
+	if (fstat(e->fd, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	if ((uint64_t)st.st_size > ELFSYM_MAX_FILE)
+		return -EFBIG;
+	e->size = st.st_size;
+	if (e->size < sizeof(e->eh))
+		return -ENOEXEC;
+	ret = read_at(e, &e->eh, sizeof(e->eh), 0);
+	if (!ret)
+		ret = check_ident(&e->eh);
+	return ret ? ret : read_headers(e);
+}
+
+struct elfsym *elfsym__open_fd(int fd, struct elfsym_budget *b)
+{
+	struct elfsym *e = calloc(1, sizeof(*e));
+	int ret;
+
+	if (!e) {
+		close(fd);
+		errno = ENOMEM;
 		return NULL;
 	}
-	e = calloc(1, sizeof(*e));
-	if (!e)
+	e->fd = fd;
+	if (!b) {
+		elfsym__budget(&e->own, ELFSYM_BUDGET_BYTES, ELFSYM_BUDGET_MS);
+		b = &e->own;
+	}
+	e->b = b;
+	ret = open_fd(e);
+	if (ret) {
+		elfsym__close(e);
+		errno = -ret;
 		return NULL;
-	e->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (e->fd < 0 && errno == ELOOP)
-		e->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (e->fd < 0)
-		goto err_free;
-	e->elf = elf_begin(e->fd, ELF_C_READ_MMAP, NULL);
-	if (!e->elf || elf_kind(e->elf) != ELF_K_ELF) {
-		errno = ENOEXEC;
-		goto err_close;
 	}
 	return e;
-
-err_close:
-	err = errno;
-	if (e->elf)
-		elf_end(e->elf);
-	close(e->fd);
-	errno = err;
-err_free:
-	err = errno;
-	free(e);
-	errno = err;
-	return NULL;
 }
 
 void elfsym__close(struct elfsym *e)
 {
+	int t;
+
 	if (!e)
 		return;
-	elf_end(e->elf);
+	for (t = 0; t < NTABS; t++) {
+		free(e->tab[t].sym);
+		free(e->tab[t].str);
+	}
+	free(e->shstr);
+	free(e->sh);
+	free(e->ph);
 	close(e->fd);
 	free(e);
+}
+
+int elfsym__fd(const struct elfsym *e)
+{
+	return e->fd;
+}
+
+uint64_t elfsym__bytes_read(const struct elfsym *e)
+{
+	return e->bytes_read;
+}
+
+/* A section's file bytes, checked against the file and a cap, before reading them. */
+static int section_bytes(const struct elfsym *e, const Elf64_Shdr *s, uint64_t cap)
+{
+	if (s->sh_type == SHT_NOBITS)
+		return -ENOEXEC;
+	if (s->sh_size > cap)
+		return -EFBIG;
+	return in_file(e, s->sh_offset, s->sh_size) ? 0 : -ENOEXEC;
+}
+
+/* The symbol table of this kind and its names, checked, then read; its errno if not. */
+static int tab_read(struct elfsym *e, struct symtab *tab, const Elf64_Shdr *s)
+{
+	const Elf64_Shdr *str;
+	int ret;
+
+	if (s->sh_entsize != sizeof(Elf64_Sym) || s->sh_link >= e->shnum ||
+	    e->sh[s->sh_link].sh_type != SHT_STRTAB)
+		return -ENOEXEC;
+	str = &e->sh[s->sh_link];
+	ret = section_bytes(e, s, ELFSYM_MAX_SYMTAB) ?: section_bytes(e, str, ELFSYM_MAX_STRTAB);
+	if (ret)
+		return ret;
+	tab->n = s->sh_size / sizeof(Elf64_Sym);
+	tab->strsz = str->sh_size;
+	ret = read_alloc(e, (void **)&tab->sym, tab->n * sizeof(Elf64_Sym), s->sh_offset);
+	return ret ?: read_alloc(e, (void **)&tab->str, tab->strsz, str->sh_offset);
+}
+
+/* Table t read (once: its result is kept); an absent one is an empty table. */
+static int tab_load(struct elfsym *e, int t)
+{
+	static const Elf64_Word types[NTABS] = {SHT_DYNSYM, SHT_SYMTAB};
+	struct symtab *tab = &e->tab[t];
+	size_t i;
+	int ret;
+
+	if (tab->state)
+		return tab->state < 0 ? tab->state : 0;
+	tab->state = 1;
+	/* one of each kind (the ELF spec): the first is the one */
+	for (i = 0; i < e->shnum && e->sh[i].sh_type != types[t]; i++)
+		;
+	ret = i < e->shnum ? tab_read(e, tab, &e->sh[i]) : 0;
+	if (!ret)
+		return 0;
+	free(tab->sym);
+	free(tab->str);
+	/* .symtab is what strip removes: one past the caps (a debug build's) counts as absent */
+	*tab = (struct symtab){.state = ret == -EFBIG && t == TAB_SYMTAB ? 1 : ret};
+	return tab->state < 0 ? ret : 0;
+}
+
+/* Every defined symbol of table t starting with prefix; stops when fn returns non-zero. */
+static int each_in(struct elfsym *e, int t, const char *prefix, size_t plen, elfsym_fn fn,
+		   void *ctx)
+{
+	const struct symtab *tab = &e->tab[t];
+	int ret = tab_load(e, t);
+	size_t i;
+
+	for (i = 0; !ret && i < tab->n; i++) {
+		const Elf64_Sym *sym = &tab->sym[i];
+		const char *s;
+
+		if (sym->st_shndx == SHN_UNDEF || !sym->st_value || sym->st_name >= tab->strsz)
+			continue;
+		s = tab->str + sym->st_name; /* ends at the NUL after the table at the latest */
+		if (strncmp(s, prefix, plen))
+			continue;
+		ret = fn(s, sym->st_value, ctx);
+	}
+	return ret;
+}
+
+int elfsym__each(struct elfsym *e, const char *prefix, elfsym_fn fn, void *ctx)
+{
+	size_t plen = strlen(prefix);
+	int t, ret = 0;
+
+	for (t = 0; t < NTABS && !ret; t++)
+		ret = each_in(e, t, prefix, plen, fn, ctx);
+	return ret;
 }
 
 struct find_ctx {
@@ -80,39 +355,18 @@ static int find_cb(const char *s, uint64_t value, void *ctx)
 	return 1;
 }
 
-static int each_in(Elf *elf, Elf_Scn *scn, const char *prefix, size_t plen, elfsym_fn fn,
-		   void *ctx);
-
 /* prefix_len 0: name must match whole; else the first symbol starting with name[0..len). */
-static int find_in(Elf *elf, Elf_Scn *scn, const char *name, size_t prefix_len, uint64_t *addr,
-		   char *found, size_t found_len)
-{
-	struct find_ctx f = {name, prefix_len, addr, found, found_len};
-
-	return each_in(elf, scn, name, prefix_len ? prefix_len : strlen(name), find_cb, &f) > 0
-		       ? 0
-		       : -ENOENT;
-}
-
 static int find_sym(struct elfsym *e, const char *name, size_t prefix_len, uint64_t *addr,
 		    char *found, size_t found_len)
 {
-	static const Elf64_Word types[] = {SHT_DYNSYM, SHT_SYMTAB};
-	size_t t;
+	struct find_ctx f = {name, prefix_len, addr, found, found_len};
+	size_t plen = prefix_len ? prefix_len : strlen(name);
+	int t, ret = 0;
 
 	/* .dynsym first: exported symbols are what a stripped build keeps */
-	for (t = 0; t < 2; t++) {
-		Elf_Scn *scn = NULL;
-
-		while ((scn = elf_nextscn(e->elf, scn))) {
-			GElf_Shdr sh;
-
-			if (gelf_getshdr(scn, &sh) && sh.sh_type == types[t] &&
-			    !find_in(e->elf, scn, name, prefix_len, addr, found, found_len))
-				return 0;
-		}
-	}
-	return -ENOENT;
+	for (t = 0; t < NTABS && !ret; t++)
+		ret = each_in(e, t, name, plen, find_cb, &f);
+	return ret > 0 ? 0 : ret < 0 ? ret : -ENOENT;
 }
 
 int elfsym__find(struct elfsym *e, const char *name, uint64_t *addr)
@@ -131,66 +385,77 @@ int elfsym__find_prefix(struct elfsym *e, const char *prefix, char *name, size_t
 
 int elfsym__first_load(struct elfsym *e, uint64_t *vaddr)
 {
-	size_t i, n;
+	size_t i;
 
-	if (elf_getphdrnum(e->elf, &n))
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		GElf_Phdr ph;
-
-		if (gelf_getphdr(e->elf, i, &ph) && ph.p_type == PT_LOAD) {
-			*vaddr = (ph.p_vaddr - ph.p_offset) & ~(uint64_t)4095;
+	for (i = 0; i < e->phnum; i++) {
+		if (e->ph[i].p_type == PT_LOAD) {
+			*vaddr = (e->ph[i].p_vaddr - e->ph[i].p_offset) & ~(uint64_t)4095;
 			return 0;
 		}
 	}
 	return -ENOENT;
 }
 
-/* Every defined symbol of one table starting with prefix; stops when fn returns non-zero. */
-static int each_in(Elf *elf, Elf_Scn *scn, const char *prefix, size_t plen, elfsym_fn fn, void *ctx)
+int elfsym__file_offset(struct elfsym *e, uint64_t addr, uint64_t *off)
 {
-	Elf_Data *data = elf_getdata(scn, NULL);
-	GElf_Shdr sh;
-	size_t i, n;
-	int ret;
+	size_t i;
 
-	if (!data || !gelf_getshdr(scn, &sh) || !sh.sh_entsize)
+	for (i = 0; i < e->phnum; i++) {
+		const Elf64_Phdr *p = &e->ph[i];
+
+		if (p->p_type != PT_LOAD || addr < p->p_vaddr || addr - p->p_vaddr >= p->p_filesz)
+			continue;
+		if (!in_file(e, p->p_offset, addr - p->p_vaddr + 1))
+			return -ENOEXEC;
+		*off = p->p_offset + (addr - p->p_vaddr);
 		return 0;
-	n = sh.sh_size / sh.sh_entsize;
-	for (i = 0; i < n; i++) {
-		GElf_Sym sym;
-		const char *s;
-
-		if (!gelf_getsym(data, i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
-			continue;
-		s = elf_strptr(elf, sh.sh_link, sym.st_name);
-		if (!s || strncmp(s, prefix, plen))
-			continue;
-		ret = fn(s, sym.st_value, ctx);
-		if (ret)
-			return ret;
 	}
+	return -ENOENT;
+}
+
+static int shstr_load(struct elfsym *e)
+{
+	const Elf64_Shdr *s;
+
+	if (e->shstr_state)
+		return e->shstr_state < 0 ? e->shstr_state : 0;
+	e->shstr_state = -ENOEXEC;
+	if (e->eh.e_shstrndx == SHN_UNDEF || e->eh.e_shstrndx >= e->shnum)
+		return e->shstr_state;
+	s = &e->sh[e->eh.e_shstrndx];
+	if (s->sh_type != SHT_STRTAB)
+		return e->shstr_state;
+	e->shstr_state = section_bytes(e, s, ELFSYM_MAX_SHSTRTAB)
+				 ?: read_alloc(e, (void **)&e->shstr, s->sh_size, s->sh_offset);
+	if (e->shstr_state)
+		return e->shstr_state;
+	e->shstrsz = s->sh_size;
+	e->shstr_state = 1;
 	return 0;
 }
 
-int elfsym__each(struct elfsym *e, const char *prefix, elfsym_fn fn, void *ctx)
+int elfsym__section(struct elfsym *e, const char *name, size_t max, void **buf, size_t *len,
+		    uint64_t *addr)
 {
-	static const Elf64_Word types[] = {SHT_DYNSYM, SHT_SYMTAB};
-	size_t plen = strlen(prefix), t;
-	int ret;
+	size_t i;
+	int ret = shstr_load(e);
 
-	for (t = 0; t < 2; t++) {
-		Elf_Scn *scn = NULL;
+	if (ret)
+		return ret;
+	if (max > ELFSYM_MAX_SECTION)
+		max = ELFSYM_MAX_SECTION;
+	for (i = 0; i < e->shnum; i++) {
+		const Elf64_Shdr *s = &e->sh[i];
 
-		while ((scn = elf_nextscn(e->elf, scn))) {
-			GElf_Shdr sh;
-
-			if (!gelf_getshdr(scn, &sh) || sh.sh_type != types[t])
-				continue;
-			ret = each_in(e->elf, scn, prefix, plen, fn, ctx);
-			if (ret)
-				return ret;
-		}
+		if (s->sh_type == SHT_NOBITS || s->sh_name >= e->shstrsz ||
+		    strcmp(e->shstr + s->sh_name, name))
+			continue;
+		ret = section_bytes(e, s, max) ?: read_alloc(e, buf, s->sh_size, s->sh_offset);
+		if (ret)
+			return ret;
+		*len = s->sh_size;
+		*addr = s->sh_addr;
+		return 0;
 	}
-	return 0;
+	return -ENOENT;
 }

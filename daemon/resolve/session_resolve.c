@@ -9,6 +9,7 @@
 #include "resolve/elfsym.h"
 #include "resolve/layout.h"
 #include "resolve/pyoffsets.h"
+#include "resolve/vtable.h"
 #include "session_priv.h"
 
 #ifndef NW_LAYOUT_DIR
@@ -37,25 +38,36 @@ static const char *layouts_dir(const struct session_opts *a, char *buf, size_t l
 	return NW_LAYOUT_DIR;
 }
 
+/* name's file offset in e, for its uprobe; 0 when it is not there (the attach says so). */
+static uint64_t probe_offset(struct elfsym *e, const char *name)
+{
+	uint64_t addr, off;
+
+	if (!e || !name[0] || elfsym__find(e, name, &addr) || elfsym__file_offset(e, addr, &off))
+		return 0;
+	return off;
+}
+
 /* The full name of the torch table's step marker function in the target's libtorch_cpu. */
 static int step_symbol(struct session *s, const char *prefix, char *err, size_t errlen)
 {
-	struct elfsym *e;
+	struct elfsym *e = s->t.torch_cpu_elf;
 	int ret;
 
 	s->step_symbol[0] = 0;
 	if (!prefix)
 		return 0;
-	e = s->t.torch_cpu_file[0] ? elfsym__open(s->t.torch_cpu_file) : NULL;
 	if (!e) {
 		snprintf(err, errlen,
-			 "failed to open the target's libtorch_cpu for the step marker");
+			 "failed to open the target's libtorch_cpu for the step marker%s%s",
+			 s->t.torch_cpu_err ? ": " : "",
+			 s->t.torch_cpu_err ? target__image_why(s->t.torch_cpu_err) : "");
 		return -ENOENT;
 	}
 	ret = elfsym__find_prefix(e, prefix, s->step_symbol, sizeof(s->step_symbol));
-	elfsym__close(e);
 	if (ret)
-		snprintf(err, errlen, "no symbol %.60s* in %.100s", prefix, s->t.torch_cpu_file);
+		snprintf(err, errlen, "no symbol %.60s* in %.100s", prefix, s->t.torch_cpu_path);
+	s->step_offset = ret ? 0 : probe_offset(e, s->step_symbol);
 	return ret;
 }
 
@@ -69,22 +81,37 @@ static void rescan_layout(struct session *s, const struct layout *tl)
 /* The torch table's backward keys; a table without them leaves the backward pass unwatched. */
 static int backward_layout(struct session *s, const struct layout *tl, char *err, size_t errlen)
 {
+	struct elfsym *e = s->t.torch_cpu_elf;
 	int ret;
 
 	s->node_symbol[0] = 0;
-	if (!s->o.backward || s->o.top_only || !s->t.torch_cpu_file[0])
+	if (!s->o.backward || s->o.top_only || !s->t.torch_cpu_path[0])
 		return 0;
-	ret = backward__layout(tl, s->t.torch_cpu_file, s->t.torch_cpu_base, &s->bwl,
-			       s->node_symbol, sizeof(s->node_symbol), err, errlen);
+	if (!e && layout__str(tl, LK_node_symbol)) {
+		snprintf(err, errlen, "failed to read %.200s: %s", s->t.torch_cpu_path,
+			 target__image_why(s->t.torch_cpu_err));
+		return s->t.torch_cpu_err ? s->t.torch_cpu_err : -ENOENT;
+	}
+	ret = backward__layout(tl, e, s->t.torch_cpu_base, &s->bwl, s->node_symbol,
+			       sizeof(s->node_symbol), err, errlen);
 	if (ret == -ENOENT && !s->node_symbol[0] && !layout__str(tl, LK_node_symbol))
 		return 0;
 	if (!ret)
 		ret = layout__int(tl, LK_vtable_offset, &s->vtable_offset);
+	if (ret)
+		return ret;
+	s->node_offset = probe_offset(e, s->node_symbol);
+	/* node classes by vtable: read now, with the rest of the target's files */
+	s->vt = vtable__open(e, s->t.torch_cpu_base, s->vtable_offset);
+	if (!s->vt) {
+		ret = -errno;
+		snprintf(err, errlen, "failed to read the vtables of %.200s: %s",
+			 s->t.torch_cpu_path, target__image_why(ret));
+		return ret;
+	}
 	/* without the counter, nodes are named by the module outputs they are the grad_fn of */
-	if (!ret)
-		backward__seq_counter(tl, s->t.torch_cpu_file, s->t.torch_cpu_base, &s->remote,
-				      &s->bwl);
-	return ret;
+	backward__seq_counter(tl, e, s->t.torch_cpu_base, &s->remote, &s->bwl);
+	return 0;
 }
 
 /* The torch table's device keys for GPU tensors; -1 for each it lacks. */
@@ -134,6 +161,7 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 	memset(&s->nwl, 0, sizeof(s->nwl));
 	snprintf(s->backward_symbol, sizeof(s->backward_symbol), "%s",
 		 layout__str(tl, LK_backward_symbol) ? layout__str(tl, LK_backward_symbol) : "");
+	s->backward_offset = probe_offset(s->t.torch_python_elf, s->backward_symbol);
 	ret = step_symbol(s, layout__str(tl, LK_step_symbol_prefix), why, sizeof(why));
 	if (!ret)
 		ret = backward_layout(s, tl, why, sizeof(why));

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Target resolution from /proc/PID/{maps,root,environ,comm}. Every path is
- * opened through the target's root so containers and chroots work, and
- * nothing of the target's is executed: versions come from symbols in its
- * memory and from torch/version.py read as text.
+ * Target resolution from /proc/PID/{maps,map_files,root,environ,comm}. The images are the
+ * files the process maps, opened through map_files (else by path, device and inode checked),
+ * other files through the target's root so containers and chroots work; all of them are the
+ * target user's to write, so they are read bounded (resolve/elfsym.c) and nothing of the
+ * target's is executed: versions come from symbols in its memory and from torch/version.py
+ * read as text.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -13,8 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include "resolve/elfsym.h"
 #include "util/file.h"
 #include "resolve/remote.h"
@@ -24,8 +30,9 @@
 
 struct image {
 	char *path;
-	uint64_t base; /* start of its offset-0 mapping */
-	dev_t dev;     /* device and inode from the maps line */
+	uint64_t base;	     /* start of its offset-0 mapping */
+	uint64_t start, end; /* its first mapping: /proc/PID/map_files/START-END */
+	dev_t dev;	     /* device and inode from the maps line */
 	ino_t ino;
 };
 
@@ -64,14 +71,14 @@ static void maps_free(struct maps *m)
 	free(m->img);
 }
 
-static int maps_add(struct maps *m, const char *path, uint64_t start, uint64_t off, dev_t dev,
-		    ino_t ino)
+static int maps_add(struct maps *m, const char *path, uint64_t start, uint64_t end, uint64_t off,
+		    dev_t dev, ino_t ino)
 {
 	struct image *img;
 	size_t i;
 
 	for (i = 0; i < m->n; i++) {
-		if (strcmp(m->img[i].path, path))
+		if (strcmp(m->img[i].path, path) || m->img[i].dev != dev || m->img[i].ino != ino)
 			continue;
 		if (off == 0 && (!m->img[i].base || start < m->img[i].base))
 			m->img[i].base = start;
@@ -83,12 +90,15 @@ static int maps_add(struct maps *m, const char *path, uint64_t start, uint64_t o
 	if (!img)
 		return -ENOMEM;
 	m->img = img;
-	img[m->n].path = strdup(path);
-	if (!img[m->n].path)
+	img += m->n;
+	*img = (struct image){.path = strdup(path),
+			      .base = off == 0 ? start : 0,
+			      .start = start,
+			      .end = end,
+			      .dev = dev,
+			      .ino = ino};
+	if (!img->path)
 		return -ENOMEM;
-	img[m->n].base = off == 0 ? start : 0;
-	img[m->n].dev = dev;
-	img[m->n].ino = ino;
 	m->n++;
 	return 0;
 }
@@ -113,7 +123,7 @@ static int maps_read(pid_t pid, struct maps *m)
 			continue;
 		if (strstr(line + pos, " (deleted)"))
 			continue;
-		err = maps_add(m, line + pos, start, off, makedev(major, minor), ino);
+		err = maps_add(m, line + pos, start, end, off, makedev(major, minor), ino);
 	}
 	free(buf);
 	return err;
@@ -126,88 +136,172 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path;
 }
 
-/* Runtime address of a symbol in a mapped image; 0 if absent. */
-static uint64_t sym_addr(struct elfsym *e, const struct image *img, const char *name)
+/*
+ * Runtime address of a symbol in a mapped image; 0 if absent. A table that could not be read
+ * (a hostile file) sets *err, the first such errno kept, for the caller to say so.
+ */
+static uint64_t sym_addr(struct elfsym *e, const struct image *img, const char *name, int *err)
 {
 	uint64_t value, first;
+	int ret = elfsym__find(e, name, &value);
 
-	if (!img->base || elfsym__find(e, name, &value) || elfsym__first_load(e, &first))
+	if (ret && ret != -ENOENT && !*err)
+		*err = ret;
+	if (!img->base || ret || elfsym__first_load(e, &first))
 		return 0;
 	return img->base - first + value;
 }
 
 /*
- * /proc/PID/maps names files as the reader sees them: a target in its own
- * mount namespace (a container) shows paths inside it, one in a plain chroot
- * shows host paths. Take the candidate whose device and inode are the mapped
- * file's; prefer the path through the target's root.
+ * /proc/PID/maps names files as the reader sees them: a target in its own mount namespace (a
+ * container) shows paths inside it, one in a plain chroot host paths, below what its
+ * /proc/PID/root link names. The path as the target sees it, in place.
  */
-static int resolve_image(const struct target *t, const struct image *img, int *through_root)
+static void strip_root(pid_t pid, char *path, size_t len)
 {
-	const char *cand[2] = {t->proc_root, ""};
-	int i, pass, denied = 0;
+	char link[64], root[PATH_MAX];
+	ssize_t n;
 
-	for (pass = 0; pass < 2; pass++) {
-		for (i = 0; i < 2; i++) {
-			char file[PATH_MAX + 64];
-			struct stat st;
-
-			if (snprintf(file, sizeof(file), "%s%s", cand[i], img->path) >=
-			    (int)sizeof(file))
-				continue;
-			if (stat(file, &st)) {
-				denied |= errno == EACCES;
-				continue;
-			}
-			/* overlay filesystems may report other numbers: then take what exists */
-			if (pass == 0 && (st.st_ino != img->ino || st.st_dev != img->dev))
-				continue;
-			*through_root = i == 0;
-			return 0;
-		}
-	}
-	return denied ? -EACCES : -ENOENT;
+	snprintf(link, sizeof(link), "/proc/%d/root", pid);
+	n = readlink(link, root, sizeof(root) - 1);
+	if (n <= 1)
+		return; /* unreadable, or "/" */
+	root[n] = 0;
+	if (!strncmp(path, root, n) && path[n] == '/')
+		memmove(path, path + n, strnlen(path + n, len - n) + 1);
 }
 
-static void image_file(const struct target *t, const char *path, int through_root, char *out,
-		       size_t len)
+static int openat2_(int dirfd, const char *path, int flags, uint64_t resolve)
 {
-	const char *prefix = through_root ? t->proc_root : "";
-	size_t n = strlen(prefix);
+	struct open_how how = {.flags = flags, .resolve = resolve};
 
-	if (n + strlen(path) + 1 > len) {
-		out[0] = 0; /* too long to open: fails as a missing file */
-		return;
-	}
-	memcpy(out, prefix, n);
-	strcpy(out + n, path);
+	return syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
-int target__image_file(pid_t pid, const char *path, dev_t dev, ino_t ino, char *out, size_t len)
+/* pid's root, for paths of its to be resolved inside it (RESOLVE_IN_ROOT); -errno if none. */
+static int root_fd(pid_t pid)
 {
-	struct image img = {.path = (char *)path, .dev = dev, .ino = ino};
-	struct target t = {.pid = pid};
-	int root, ret;
+	char root[64];
+	int fd;
 
-	snprintf(t.proc_root, sizeof(t.proc_root), "/proc/%d/root", pid);
-	ret = resolve_image(&t, &img, &root);
-	if (ret)
-		return ret;
-	image_file(&t, path, root, out, len);
-	return out[0] ? 0 : -ENAMETOOLONG;
+	snprintf(root, sizeof(root), "/proc/%d/root", pid);
+	fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
 }
 
-static int open_image(struct target *t, const struct image *img, struct elfsym **e,
-		      int *through_root)
+/*
+ * Before Linux 6.8 the maps line of a file on overlayfs gave the inode underneath (the path
+ * and the file itself are the overlay's, whose device differs). Through map_files, the
+ * kernel's link to the mapping itself, that one difference is taken as the same file: the
+ * inode number equal, the file on overlayfs. Never for a file found by its path.
+ */
+static int overlay_alias(int pathfd, const struct stat *st, ino_t ino)
 {
-	char file[PATH_MAX + 64];
-	int err = resolve_image(t, img, through_root);
+	struct statfs fs;
 
-	if (err)
+	return st->st_ino == ino && !fstatfs(pathfd, &fs) && fs.f_type == OVERLAYFS_SUPER_MAGIC;
+}
+
+/* Reopen pathfd for reading if it is the mapped file (dev, ino). */
+static int reopen_mapped(int pathfd, dev_t dev, ino_t ino, int via_map_files)
+{
+	struct stat st;
+
+	if (fstat(pathfd, &st)) {
+		int err = -errno;
+
+		close(pathfd);
 		return err;
-	image_file(t, img->path, *through_root, file, sizeof(file));
-	*e = elfsym__open(file);
+	}
+	if ((st.st_dev != dev || st.st_ino != ino) &&
+	    !(via_map_files && S_ISREG(st.st_mode) && overlay_alias(pathfd, &st, ino))) {
+		close(pathfd);
+		return -ESTALE;
+	}
+	return file__reopen(pathfd, &st);
+}
+
+/* The path below pid's root, through no symbolic link: nothing but the name is trusted. */
+static int open_by_path(pid_t pid, const char *path, dev_t dev, ino_t ino)
+{
+	char in[PATH_MAX];
+	int rootfd, fd, err;
+
+	if (snprintf(in, sizeof(in), "%s", path) >= (int)sizeof(in))
+		return -ENAMETOOLONG;
+	strip_root(pid, in, sizeof(in));
+	rootfd = root_fd(pid);
+	if (rootfd < 0)
+		return rootfd;
+	fd = openat2_(rootfd, in, O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		      RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+	err = errno;
+	close(rootfd);
+	return fd < 0 ? -err : reopen_mapped(fd, dev, ino, 0);
+}
+
+int target__open_image(pid_t pid, const char *path, uint64_t start, uint64_t end, dev_t dev,
+		       ino_t ino)
+{
+	char link[96];
+	int fd;
+
+	snprintf(link, sizeof(link), "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)start,
+		 (unsigned long long)end);
+	/* O_PATH: the link followed opens nothing (a device's driver, a FIFO) */
+	fd = open(link, O_PATH | O_CLOEXEC);
+	if (fd >= 0)
+		return reopen_mapped(fd, dev, ino, 1);
+	/* opening map_files takes CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE) */
+	if (errno != EPERM && errno != EACCES)
+		return -errno; /* ENOENT: unmapped since; the path is not looked at then */
+	return open_by_path(pid, path, dev, ino);
+}
+
+const char *target__image_why(int err)
+{
+	switch (-err) {
+	case ESTALE:
+		return "not the file the process maps (replaced since it was mapped)";
+	case EINVAL:
+		return "not a regular file";
+	case EISDIR:
+		return "a directory";
+	case ENOEXEC:
+		return "not an ELF file the daemon reads (malformed, headers pointing out of the "
+		       "file, or a table with holes)";
+	case EFBIG:
+		return "larger than the daemon reads (over 1024 sections, a 32 MiB symbol table, "
+		       "96 MiB of names, or the resolve's 128 MiB)";
+	case ETIME:
+		return "reading it took longer than the resolve's 5 s";
+	case EIO:
+		return "it changed while it was read";
+	case ENOENT:
+		return "no longer mapped";
+	case ELOOP:
+		return "a symbolic link on its path";
+	default:
+		return strerror(-err);
+	}
+}
+
+static int open_image(struct target *t, const struct image *img, struct elfsym **e)
+{
+	int fd = target__open_image(t->pid, img->path, img->start, img->end, img->dev, img->ino);
+
+	if (fd < 0)
+		return fd;
+	*e = elfsym__open_fd(fd, &t->budget);
 	return *e ? 0 : -errno;
+}
+
+void target__close(struct target *t)
+{
+	elfsym__close(t->python_elf);
+	elfsym__close(t->torch_python_elf);
+	elfsym__close(t->torch_cpu_elf);
+	t->python_elf = t->torch_python_elf = t->torch_cpu_elf = NULL;
 }
 
 static int is_python_name(const char *path)
@@ -217,67 +311,69 @@ static int is_python_name(const char *path)
 	return !strncmp(b, "python", 6) || !strncmp(b, "libpython", 9);
 }
 
-/* Find the image exporting the frame evaluator and read the interpreter's facts from it. */
-static int find_python(struct target *t, const struct maps *m, char *err, size_t errlen)
+/* The interpreter's facts from its image e: the evaluator's offset, types, the version. */
+static int python_facts(struct target *t, struct elfsym *e, const struct image *img, uint64_t eval,
+			char *err, size_t errlen)
 {
-	const char *denied = NULL; /* a Python image the daemon may not read */
+	uint64_t ver_addr, ver = 0;
 	struct remote r;
-	size_t i;
+	int bad = 0;
 
 	remote__init_pid(&r, t->pid);
-	for (i = 0; i < m->n; i++) {
-		const struct image *img = &m->img[i];
-		struct elfsym *e = NULL;
-		uint64_t dummy, ver_addr, ver = 0;
-		int root, ret;
-
-		if (!is_python_name(img->path))
-			continue;
-		ret = open_image(t, img, &e, &root);
-		if (ret == -EACCES || ret == -EPERM)
-			denied = img->path;
-		if (ret)
-			continue;
-		if (elfsym__find(e, "_PyEval_EvalFrameDefault", &dummy)) {
-			elfsym__close(e);
-			continue;
-		}
-		snprintf(t->python_path, sizeof(t->python_path), "%s", img->path);
-		image_file(t, img->path, root, t->python_file, sizeof(t->python_file));
-		ver_addr = sym_addr(e, img, "Py_Version"); /* exported since 3.11 */
-		t->tuple_type = sym_addr(e, img, "PyTuple_Type");
-		t->list_type = sym_addr(e, img, "PyList_Type");
-		t->none = sym_addr(e, img, "_Py_NoneStruct");
-		t->runtime = sym_addr(e, img, "_PyRuntime");
-		elfsym__close(e);
-		if (!ver_addr || remote__u64(&r, ver_addr, &ver)) {
-			snprintf(err, errlen,
-				 "unsupported Python in pid %d (%s): older than 3.11 "
-				 "(no Py_Version); nanwatch supports CPython 3.11+",
-				 t->pid, img->path);
-			return -ENOTSUP;
-		}
-		t->py_version_hex = ver;
-		snprintf(t->python_version, sizeof(t->python_version), "%u.%u.%u",
-			 (unsigned)(ver >> 24) & 0xff, (unsigned)(ver >> 16) & 0xff,
-			 (unsigned)(ver >> 8) & 0xff);
-		target__series(t->python_version, t->python_series, sizeof(t->python_series));
-		if (!t->tuple_type || !t->list_type || !t->none) {
-			snprintf(err, errlen, "failed to resolve CPython type symbols in %s",
-				 img->path);
-			return -ENOENT;
-		}
-		return 0;
+	if (elfsym__file_offset(e, eval, &t->eval_offset)) {
+		snprintf(err, errlen, "failed to place _PyEval_EvalFrameDefault in %s: %s",
+			 img->path, "outside the file's loaded segments");
+		return -ENOEXEC;
 	}
-	if (denied) {
+	ver_addr = sym_addr(e, img, "Py_Version", &bad); /* exported since 3.11 */
+	t->tuple_type = sym_addr(e, img, "PyTuple_Type", &bad);
+	t->list_type = sym_addr(e, img, "PyList_Type", &bad);
+	t->none = sym_addr(e, img, "_Py_NoneStruct", &bad);
+	t->runtime = sym_addr(e, img, "_PyRuntime", &bad);
+	if (bad) {
+		snprintf(err, errlen, "failed to read pid %d's %s: %s", t->pid, img->path,
+			 target__image_why(bad));
+		return bad;
+	}
+	if (!ver_addr || remote__u64(&r, ver_addr, &ver)) {
+		snprintf(err, errlen,
+			 "unsupported Python in pid %d (%s): older than 3.11 "
+			 "(no Py_Version); nanwatch supports CPython 3.11+",
+			 t->pid, img->path);
+		return -ENOTSUP;
+	}
+	t->py_version_hex = ver;
+	snprintf(t->python_version, sizeof(t->python_version), "%u.%u.%u",
+		 (unsigned)(ver >> 24) & 0xff, (unsigned)(ver >> 16) & 0xff,
+		 (unsigned)(ver >> 8) & 0xff);
+	target__series(t->python_version, t->python_series, sizeof(t->python_series));
+	if (!t->tuple_type || !t->list_type || !t->none) {
+		snprintf(err, errlen, "failed to resolve CPython type symbols in %s", img->path);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/* No image exports the evaluator: say why, naming an image refused (ret) if there was one. */
+static int no_python(struct target *t, const struct image *refused, int ret, char *err,
+		     size_t errlen)
+{
+	if (refused && (ret == -EACCES || ret == -EPERM)) {
 		/* a file its owner keeps private (a 0700 home, a virtualenv): root needs
 		 * CAP_DAC_READ_SEARCH to reach it */
 		snprintf(
 			err, errlen,
 			"failed to open pid %d (%s)'s interpreter %s: permission denied (the "
 			"daemon needs CAP_DAC_READ_SEARCH to read files their owner keeps private)",
-			t->pid, t->comm, denied);
+			t->pid, t->comm, refused->path);
 		return -EACCES;
+	}
+	if (refused) {
+		snprintf(err, errlen,
+			 "pid %d (%s): no readable mapped file exports _PyEval_EvalFrameDefault; "
+			 "refused %s: %s",
+			 t->pid, t->comm, refused->path, target__image_why(ret));
+		return ret;
 	}
 	snprintf(err, errlen,
 		 "pid %d (%s) is not a Python process: no mapped file exports "
@@ -286,24 +382,56 @@ static int find_python(struct target *t, const struct maps *m, char *err, size_t
 	return -ENOEXEC;
 }
 
-/* The torch package directory, as the daemon can open it: where torch/_C.*.so is mapped from. */
+/* Find the image exporting the frame evaluator and read the interpreter's facts from it. */
+static int find_python(struct target *t, const struct maps *m, char *err, size_t errlen)
+{
+	const struct image *refused = NULL; /* a Python image the daemon did not read */
+	int refused_err = 0;
+	size_t i;
+
+	for (i = 0; i < m->n; i++) {
+		const struct image *img = &m->img[i];
+		struct elfsym *e = NULL;
+		uint64_t eval;
+		int ret;
+
+		if (!is_python_name(img->path))
+			continue;
+		ret = open_image(t, img, &e);
+		if (!ret)
+			ret = elfsym__find(e, "_PyEval_EvalFrameDefault", &eval);
+		if (ret) {
+			/* permission first: what the user can do something about */
+			if (ret != -ENOENT && (!refused || ret == -EACCES || ret == -EPERM)) {
+				refused = img;
+				refused_err = ret;
+			}
+			elfsym__close(e);
+			continue;
+		}
+		snprintf(t->python_path, sizeof(t->python_path), "%s", img->path);
+		t->python_elf = e;
+		return python_facts(t, e, img, eval, err, errlen);
+	}
+	return no_python(t, refused, refused_err, err, errlen);
+}
+
+/* The torch package directory as the target sees it: where torch/_C.*.so is mapped from. */
 static int torch_dir(struct target *t, const struct maps *m, char *out, size_t len)
 {
 	size_t i;
 
 	for (i = 0; i < m->n; i++) {
 		const char *p = m->img[i].path, *b = base_name(p);
-		char dir[PATH_MAX];
 		size_t dirlen = b - p;
-		int root;
 
 		if (strncmp(b, "_C.", 3) || dirlen < 7 || strncmp(b - 7, "/torch/", 7))
 			continue;
-		if (dirlen >= sizeof(dir) || resolve_image(t, &m->img[i], &root))
+		if (dirlen > len)
 			return -ENOENT;
-		memcpy(dir, p, dirlen - 1);
-		dir[dirlen - 1] = 0;
-		image_file(t, dir, root, out, len);
+		memcpy(out, p, dirlen - 1);
+		out[dirlen - 1] = 0;
+		strip_root(t->pid, out, len);
 		return 0;
 	}
 	return -ENOENT;
@@ -331,17 +459,38 @@ static char *version_line(char *buf)
 	return NULL;
 }
 
-/* torch/version.py, read as text, never run. dir is a path the daemon can open. */
+/* dir/version.py below the target's root, through no symbolic link; errno set on failure. */
+static char *read_version_py(struct target *t, const char *file, size_t *n)
+{
+	int rootfd = root_fd(t->pid), err;
+	char *buf;
+
+	if (rootfd < 0) {
+		errno = -rootfd;
+		return NULL;
+	}
+	buf = file__read_in(rootfd, file, 64 << 10, n);
+	err = errno;
+	close(rootfd);
+	errno = err;
+	return buf;
+}
+
+/* torch/version.py, read as text, never run. dir is the package as the target sees it. */
 static int torch_version(struct target *t, const char *dir, char *err, size_t errlen)
 {
 	char file[PATH_MAX + 128], *buf, *p, *q;
 	size_t n;
 
 	snprintf(file, sizeof(file), "%s/version.py", dir);
-	buf = file__read(file, 64 << 10, &n);
+	buf = read_version_py(t, file, &n);
 	if (!buf) {
-		snprintf(err, errlen, "failed to read %s: %s", file, strerror(errno));
-		return -ENOENT;
+		snprintf(err, errlen, "failed to read %s in pid %d's root: %s%s", file, t->pid,
+			 strerror(errno),
+			 errno == EACCES ? " (the daemon needs CAP_DAC_READ_SEARCH to read files "
+					   "their owner keeps private)"
+					 : "");
+		return errno == EACCES ? -EACCES : -ENOENT;
 	}
 	p = version_line(buf);
 	q = p ? strchr(p + 1, *p) : NULL;
@@ -360,18 +509,17 @@ static int torch_version(struct target *t, const char *dir, char *err, size_t er
 	return 0;
 }
 
+/* libtorch_cpu, opened now (its tables are read when first looked up); why not in torch_cpu_err. */
 static void find_torch_cpu(struct target *t, const struct maps *m)
 {
 	size_t i;
 
 	for (i = 0; i < m->n; i++) {
-		int root;
-
-		if (strncmp(base_name(m->img[i].path), "libtorch_cpu.so", 15) ||
-		    resolve_image(t, &m->img[i], &root))
+		if (strncmp(base_name(m->img[i].path), "libtorch_cpu.so", 15))
 			continue;
-		image_file(t, m->img[i].path, root, t->torch_cpu_file, sizeof(t->torch_cpu_file));
+		snprintf(t->torch_cpu_path, sizeof(t->torch_cpu_path), "%s", m->img[i].path);
 		t->torch_cpu_base = m->img[i].base;
+		t->torch_cpu_err = open_image(t, &m->img[i], &t->torch_cpu_elf);
 		return;
 	}
 }
@@ -383,22 +531,25 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 
 	for (i = 0; i < m->n; i++) {
 		const struct image *img = &m->img[i];
-		struct elfsym *e = NULL;
-		int root;
+		int ret;
 
 		/* pip wheels map torch/lib/libtorch_python.so; Debian a versioned .so.1.13.0 */
 		if (strncmp(base_name(img->path), "libtorch_python.so", 18))
 			continue;
 		snprintf(t->torch_path, sizeof(t->torch_path), "%s", img->path);
-		if (open_image(t, img, &e, &root)) {
-			snprintf(err, errlen, "failed to open %s in pid %d's root", img->path,
-				 t->pid);
-			return -ENOENT;
+		ret = open_image(t, img, &t->torch_python_elf);
+		if (ret) {
+			snprintf(err, errlen, "failed to read pid %d's %s: %s", t->pid, img->path,
+				 target__image_why(ret));
+			return ret;
 		}
-		t->tensor_type = sym_addr(e, img, "THPVariableType");
-		t->tensor_class = sym_addr(e, img, "THPVariableClass");
-		elfsym__close(e);
-		image_file(t, img->path, root, t->torch_python_file, sizeof(t->torch_python_file));
+		t->tensor_type = sym_addr(t->torch_python_elf, img, "THPVariableType", &ret);
+		t->tensor_class = sym_addr(t->torch_python_elf, img, "THPVariableClass", &ret);
+		if (ret) {
+			snprintf(err, errlen, "failed to read pid %d's %s: %s", t->pid, img->path,
+				 target__image_why(ret));
+			return ret;
+		}
 		if (!t->tensor_type && !t->tensor_class) {
 			snprintf(err, errlen,
 				 "failed to resolve THPVariableType or THPVariableClass "
@@ -546,21 +697,6 @@ static int read_comm(struct target *t, char *err, size_t errlen)
 	return 0;
 }
 
-/* Paths as the target sees them: a plain chroot's maps show host paths below its root. */
-static void strip_root(const struct target *t, char *path, size_t len)
-{
-	char link[64], root[PATH_MAX];
-	ssize_t n;
-
-	snprintf(link, sizeof(link), "/proc/%d/root", t->pid);
-	n = readlink(link, root, sizeof(root) - 1);
-	if (n <= 1)
-		return; /* unreadable, or "/" */
-	root[n] = 0;
-	if (!strncmp(path, root, n) && path[n] == '/')
-		memmove(path, path + n, strnlen(path + n, len - n) + 1);
-}
-
 int target__resolve(pid_t pid, struct target *t, char *err, size_t errlen)
 {
 	struct maps m = {};
@@ -576,6 +712,7 @@ int target__resolve(pid_t pid, struct target *t, char *err, size_t errlen)
 	if (ret)
 		return ret;
 	snprintf(t->proc_root, sizeof(t->proc_root), "/proc/%d/root", pid);
+	elfsym__budget(&t->budget, ELFSYM_BUDGET_BYTES, ELFSYM_BUDGET_MS);
 	ret = maps_read(pid, &m);
 	if (ret) {
 		snprintf(err, errlen, "failed to read /proc/%d/maps: %s", pid, strerror(-ret));
@@ -586,10 +723,13 @@ int target__resolve(pid_t pid, struct target *t, char *err, size_t errlen)
 		ret = find_torch(t, &m, err, errlen);
 	if (!ret) {
 		target__read_env(t);
-		strip_root(t, t->python_path, sizeof(t->python_path));
-		strip_root(t, t->torch_path, sizeof(t->torch_path));
+		strip_root(pid, t->python_path, sizeof(t->python_path));
+		strip_root(pid, t->torch_path, sizeof(t->torch_path));
+		strip_root(pid, t->torch_cpu_path, sizeof(t->torch_cpu_path));
 	}
 cleanup:
+	if (ret)
+		target__close(t); /* a failed resolve holds nothing open */
 	maps_free(&m);
 	return ret;
 }

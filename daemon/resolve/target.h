@@ -6,21 +6,30 @@
 #include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "resolve/elfsym.h"
 
+/*
+ * The images below are open from the resolve to the attach: the very files the process maps
+ * (through /proc/PID/map_files, else by path with device and inode checked), read through the
+ * one budget, their descriptors what the uprobes are attached to. target__close closes them.
+ */
 struct target {
 	pid_t pid;
 	char comm[32];
 	char proc_root[64];	    /* /proc/PID/root: the target's files, whatever its mount ns */
 	char python_path[PATH_MAX]; /* image exporting the frame evaluator, as the target sees it */
-	char python_file[PATH_MAX]; /* the same file reached through proc_root */
 	char torch_path[PATH_MAX];  /* libtorch_python.so, as the target sees it */
-	/* libtorch_cpu.so, as the daemon opens it ("" if unmapped) */
-	char torch_cpu_file[PATH_MAX];
-	char torch_python_file[PATH_MAX]; /* libtorch_python.so, as the daemon opens it */
-	char python_version[16];	  /* "3.11.2" */
-	char python_series[8];		  /* "3.11" */
-	char torch_version[64];		  /* "1.13.0a0" */
-	char torch_series[16];		  /* "1.13" */
+	char torch_cpu_path[PATH_MAX]; /* libtorch_cpu.so, as the target sees it ("" if unmapped) */
+	struct elfsym *python_elf;     /* the interpreter image */
+	struct elfsym *torch_python_elf;
+	struct elfsym *torch_cpu_elf; /* NULL: unmapped, or not readable (torch_cpu_err) */
+	int torch_cpu_err;	      /* why torch_cpu_elf is NULL although mapped; 0 if unmapped */
+	struct elfsym_budget budget;  /* what one resolve may read of the target's files */
+	uint64_t eval_offset;	      /* _PyEval_EvalFrameDefault's file offset in python_elf */
+	char python_version[16];      /* "3.11.2" */
+	char python_series[8];	      /* "3.11" */
+	char torch_version[64];	      /* "1.13.0a0" */
+	char torch_series[16];	      /* "1.13" */
 	/* the job: TORCHELASTIC_RUN_ID, else SLURM_JOB_ID, from the environment; "" if unset */
 	char job[128];
 	/* RANK, LOCAL_RANK, WORLD_SIZE from the environment (else Open MPI's, PMI's or Slurm's
@@ -56,12 +65,23 @@ struct remote;
 int target__tensor_type(struct target *t, const struct remote *r, int64_t type_name,
 			int64_t type_base, char *err, size_t errlen);
 
+/* Close the images t holds (after the attach, or a failed resolve); t stays readable. */
+void target__close(struct target *t);
+
 /*
- * A file the process maps (path, device and inode as its /proc/PID/maps line names them), as
- * the daemon can open it: through /proc/PID/root when that is the same file, else the path as
- * given (a plain chroot's maps show host paths). 0, or -ENOENT/-EACCES.
+ * A file the process maps, opened for reading: the one its /proc/PID/maps line names (path,
+ * one mapping [start, end), device and inode), through /proc/PID/map_files (the kernel's own
+ * link to the mapped file); where the daemon may not use that (it needs CAP_SYS_ADMIN), by
+ * the path below the process's root, through no symbolic link. Either way only a regular file
+ * whose device and inode are the line's, opened without blocking; no other file at the path is
+ * ever opened. A descriptor, or a negative errno: -ESTALE (another file than the mapped one),
+ * -EINVAL (not a regular file), -ENOENT (unmapped since), -EACCES.
  */
-int target__image_file(pid_t pid, const char *path, dev_t dev, ino_t ino, char *out, size_t len);
+int target__open_image(pid_t pid, const char *path, uint64_t start, uint64_t end, dev_t dev,
+		       ino_t ino);
+
+/* Why an image could not be opened or read (an errno of target__open_image or elfsym). */
+const char *target__image_why(int err);
 
 /* Read t->pid's rank, local rank, world size and job from /proc/PID/environ (unset: -1, ""). */
 void target__read_env(struct target *t);

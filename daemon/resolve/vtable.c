@@ -10,44 +10,96 @@
 #include "resolve/elfsym.h"
 #include "resolve/vtable.h"
 
-#define CLASS_CACHE 64
+#define VTABLE_MAX_CLASSES (1u << 20) /* libtorch_cpu of torch 2.6 has about 12000 */
 
 struct class_entry {
-	uint64_t vptr;
-	char name[64]; /* "" : looked up, not found */
+	uint64_t addr; /* link-time address of the _ZTV symbol */
+	uint32_t name; /* offset in names */
 };
 
+/*
+ * Every vtable symbol of the file, read once and sorted by address (looked up by binary
+ * search, as libbpf-tools' syms__map_addr): the file itself is not kept open, nor its tables.
+ */
 struct vtable_names {
-	struct elfsym *elf; /* libtorch_cpu, open from the attach: the target may be gone later */
-	uint64_t bias;	    /* runtime address - link-time address */
+	struct class_entry *cls;
+	size_t n, cap;
+	char *names;
+	size_t names_len, names_cap;
+	uint64_t bias; /* runtime address - link-time address */
 	int64_t vtable_offset;
-	struct class_entry cls[CLASS_CACHE];
-	int ncls;
 };
 
-struct vtable_names *vtable__open(const char *torch_cpu_file, uint64_t base, int64_t vtable_offset)
+static int grow(void **p, size_t *cap, size_t want, size_t size)
+{
+	size_t n = *cap ? *cap : 256;
+	void *q;
+
+	while (n < want)
+		n *= 2;
+	if (n == *cap)
+		return 0;
+	q = realloc(*p, n * size);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+static int add_cb(const char *sym, uint64_t addr, void *ctx)
+{
+	struct vtable_names *v = ctx;
+	char name[64];
+	size_t len;
+
+	if (vtable__class_name(sym, name, sizeof(name)))
+		return 0;
+	if (v->n >= VTABLE_MAX_CLASSES)
+		return -EFBIG;
+	len = strlen(name) + 1;
+	if (grow((void **)&v->cls, &v->cap, v->n + 1, sizeof(*v->cls)) ||
+	    grow((void **)&v->names, &v->names_cap, v->names_len + len, 1))
+		return -ENOMEM;
+	memcpy(v->names + v->names_len, name, len);
+	v->cls[v->n++] = (struct class_entry){.addr = addr, .name = v->names_len};
+	v->names_len += len;
+	return 0;
+}
+
+/* By address; of two at one address, the first read (.dynsym before .symtab) first. */
+static int cmp_class(const void *a, const void *b)
+{
+	const struct class_entry *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return x->name < y->name ? -1 : x->name > y->name;
+}
+
+struct vtable_names *vtable__open(struct elfsym *torch_cpu, uint64_t base, int64_t vtable_offset)
 {
 	struct vtable_names *v;
-	struct elfsym *e;
 	uint64_t first;
+	int ret;
 
-	e = elfsym__open(torch_cpu_file);
-	if (!e)
-		return NULL;
-	if (elfsym__first_load(e, &first)) {
-		elfsym__close(e);
+	if (!torch_cpu || elfsym__first_load(torch_cpu, &first)) {
 		errno = ENOEXEC;
 		return NULL;
 	}
 	v = calloc(1, sizeof(*v));
-	if (!v) {
-		elfsym__close(e);
-		errno = ENOMEM;
+	if (!v)
 		return NULL;
-	}
-	v->elf = e;
 	v->bias = base - first;
 	v->vtable_offset = vtable_offset;
+	ret = elfsym__each(torch_cpu, "_ZTV", add_cb, v);
+	if (ret < 0) {
+		vtable__free(v);
+		errno = -ret;
+		return NULL;
+	}
+	if (v->n)
+		qsort(v->cls, v->n, sizeof(*v->cls), cmp_class);
 	return v;
 }
 
@@ -55,7 +107,8 @@ void vtable__free(struct vtable_names *v)
 {
 	if (!v)
 		return;
-	elfsym__close(v->elf);
+	free(v->cls);
+	free(v->names);
 	free(v);
 }
 
@@ -101,39 +154,22 @@ int vtable__class_name(const char *sym, char *out, size_t len)
 	return 0;
 }
 
-struct find_ctx {
-	uint64_t want;
-	char *out;
-	size_t len;
-};
-
-static int find_cb(const char *name, uint64_t addr, void *ctx)
-{
-	struct find_ctx *f = ctx;
-
-	if (addr != f->want)
-		return 0;
-	return vtable__class_name(name, f->out, f->len) ? 0 : 1;
-}
-
 const char *vtable__class(struct vtable_names *v, uint64_t vptr)
 {
-	struct find_ctx f;
-	struct class_entry *c;
-	int i;
+	size_t lo = 0, hi;
+	uint64_t want;
 
-	if (!v || !vptr)
+	if (!v || !vptr || !v->n)
 		return NULL;
-	for (i = 0; i < v->ncls; i++)
-		if (v->cls[i].vptr == vptr)
-			return v->cls[i].name[0] ? v->cls[i].name : NULL;
-	c = &v->cls[v->ncls < CLASS_CACHE ? v->ncls++ : CLASS_CACHE - 1];
-	c->vptr = vptr;
-	c->name[0] = 0;
-	f.want = vptr - v->vtable_offset - v->bias;
-	f.out = c->name;
-	f.len = sizeof(c->name);
-	if (elfsym__each(v->elf, "_ZTV", find_cb, &f) != 1)
-		c->name[0] = 0;
-	return c->name[0] ? c->name : NULL;
+	want = vptr - v->vtable_offset - v->bias;
+	hi = v->n;
+	while (lo < hi) { /* the first entry at or past want */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v->cls[mid].addr < want)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < v->n && v->cls[lo].addr == want ? v->names + v->cls[lo].name : NULL;
 }

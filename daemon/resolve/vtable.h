@@ -6,13 +6,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct elfsym;
 struct vtable_names;
 
 /*
- * libtorch_cpu (as the daemon opens it) mapped at base; a vtable pointer is vtable_offset
- * bytes past its _ZTV symbol. NULL + errno on failure.
+ * The vtable symbols of libtorch_cpu (torch_cpu, which need not stay open), mapped at base; a
+ * vtable pointer is vtable_offset bytes past its _ZTV symbol. NULL + errno on failure.
  */
-struct vtable_names *vtable__open(const char *torch_cpu_file, uint64_t base, int64_t vtable_offset);
+struct vtable_names *vtable__open(struct elfsym *torch_cpu, uint64_t base, int64_t vtable_offset);
 void vtable__free(struct vtable_names *v); /* accepts NULL */
 
 /* "LogBackward0" for a node's vtable pointer; NULL if it names no class we know. */

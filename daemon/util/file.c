@@ -1,10 +1,17 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The one whole-file reader: bounded, regular files only, never blocking on open. */
+/*
+ * The one whole-file reader: bounded, regular files only, never blocking on open; and the
+ * opening of the target's files: by an O_PATH descriptor first (which opens nothing), then for
+ * reading once it is known to be a regular file.
+ */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/openat2.h>
 
 #include "util/file.h"
 
@@ -40,16 +47,14 @@ static int file__slurp(int fd, char **bufp, size_t cap, size_t max, size_t *len)
 	return 0;
 }
 
-char *file__read(const char *path, size_t max, size_t *len)
+/* fd read whole (at most max bytes) into a malloc'd buffer; fd is closed. */
+static char *file__read_fd(int fd, size_t max, size_t *len)
 {
 	size_t cap = max < 4096 ? max : 4096, n = 0;
 	char *buf = NULL;
 	struct stat st;
-	int fd, err;
+	int err;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return NULL;
 	if (fstat(fd, &st))
 		err = -errno;
 	else if (!S_ISREG(st.st_mode))
@@ -67,4 +72,56 @@ char *file__read(const char *path, size_t max, size_t *len)
 	if (len)
 		*len = n;
 	return buf;
+}
+
+char *file__read(const char *path, size_t max, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	return fd < 0 ? NULL : file__read_fd(fd, max, len);
+}
+
+int file__reopen(int pathfd, const struct stat *id)
+{
+	struct stat st, now;
+	char self[32];
+	int fd = -1, err = 0;
+
+	if (fstat(pathfd, &st))
+		err = -errno;
+	else if (!S_ISREG(st.st_mode))
+		err = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	else if (id && (st.st_dev != id->st_dev || st.st_ino != id->st_ino))
+		err = -ESTALE;
+	if (!err) {
+		/* the magic link is the open file itself: nothing is looked up by name again */
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", pathfd);
+		fd = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			err = -errno;
+		else if (fstat(fd, &now) || now.st_dev != st.st_dev || now.st_ino != st.st_ino)
+			err = -ESTALE;
+	}
+	close(pathfd);
+	if (err && fd >= 0)
+		close(fd);
+	return err ? err : fd;
+}
+
+char *file__read_in(int dirfd, const char *path, size_t max, size_t *len)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+
+	if (fd < 0)
+		return NULL;
+	fd = file__reopen(fd, NULL);
+	if (fd < 0) {
+		errno = -fd;
+		return NULL;
+	}
+	return file__read_fd(fd, max, len);
 }
