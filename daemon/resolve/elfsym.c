@@ -8,6 +8,9 @@
  * the resolve's budget. A file that gets shorter while it is read is an error (-EIO). Files
  * are never executed.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* SEEK_HOLE, SEEK_DATA */
+#endif
 #include <elf.h>
 #include <errno.h>
 #include <stdlib.h>

@@ -7,6 +7,9 @@
  * target's is executed: versions come from symbols in its memory and from torch/version.py
  * read as text.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* O_PATH */
+#endif
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -4,6 +4,9 @@
  * opening of the target's files: by an O_PATH descriptor first (which opens nothing), then for
  * reading once it is known to be a regular file.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* O_PATH */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
