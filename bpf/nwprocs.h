@@ -9,11 +9,16 @@
  * fork-server child), and one that has (every launcher's rank: torchrun, mp.spawn, mpirun,
  * a script relaunching itself, setsid -f, systemd) differs, whatever its name or command
  * line, and whoever its parent is now.
+ *
+ * The count goes up inside the exec, before the new program's arguments and environment are
+ * in place (/proc/PID/cmdline and environ read empty then): such a process is flagged
+ * NW_PROC_IN_EXEC, and the service looks at it once its exec is through.
  */
 #ifndef __NWPROCS_H
 #define __NWPROCS_H
 
-#define NW_PROC_EXECED 1 /* nw_proc.flags: execed since its fork */
+#define NW_PROC_EXECED 1  /* nw_proc.flags: execed since its fork */
+#define NW_PROC_IN_EXEC 2 /* in an exec: its new program's arguments not set up yet */
 
 struct nw_proc {
 	__u64 start_ns; /* boot-time ns of its start: with tgid, names one process */

@@ -37,6 +37,7 @@ int dump_procs(struct bpf_iter__task *ctx)
 {
 	struct task_struct *t = ctx->task;
 	struct nw_proc r = {};
+	struct mm_struct *mm;
 
 	/* a thread's record would repeat its process: the group leader alone */
 	if (!t || t->pid != t->tgid || (t->flags & PF_KTHREAD))
@@ -48,6 +49,11 @@ int dump_procs(struct bpf_iter__task *ctx)
 	r.exec_id = t->self_exec_id;
 	if (t->self_exec_id != t->parent_exec_id)
 		r.flags |= NW_PROC_EXECED;
+	/* an exec past its point of no return has its new mm, and its exec count up, some time
+	 * before the arguments and environment are set in it: cmdline and environ read empty */
+	mm = t->mm;
+	if (mm && (BPF_CORE_READ(mm, arg_end) == 0 || BPF_CORE_READ(mm, env_end) == 0))
+		r.flags |= NW_PROC_IN_EXEC;
 	BPF_CORE_READ_STR_INTO(&r.comm, t, comm);
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;

@@ -53,6 +53,7 @@
 #define WAIT_SLOW_EVERY 2.0   /* ... has its maps read only this often */
 #define TICK_S 0.1	      /* metrics from the sessions' counts */
 #define STOP_WAIT_S 20.0      /* the stop waits this long (the unit's TimeoutStopSec is 30 s) */
+#define EMPTY_TRIES 3	      /* an empty command line is read again this often, a scan apart */
 #define EXEC_SCAN_GAP_S 0.02  /* an exec brings the next scan forward, at most this often */
 #define WORKERS_MAX 32	      /* threads for jobs, at most */
 
@@ -81,6 +82,7 @@ struct slot {
 	double torch_at; /* when a job first saw libtorch_python mapped; 0: not yet */
 	double next_check;
 	double backoff;
+	int empty;		   /* its command line read empty this often */
 	struct runner *r;	   /* its session, watching or detaching; NULL: none */
 	struct metrics_target *mt; /* its series on the metrics endpoint; NULL: none */
 	/* from its environment once it matched (RANK, ...; the job): what its error lines say */
@@ -279,15 +281,25 @@ static void update_metrics(struct slot *sl)
 
 /* --- jobs, on the worker threads ------------------------------------------------------- */
 
-/* The first rule that matches the process, -1 for none (or a forked child without children). */
+#define MATCH_EMPTY -2
+
+/*
+ * The first rule that matches the process, -1 for none (or a forked child without children),
+ * MATCH_EMPTY for an empty command line: an exec between the scan and this read, or a
+ * program that blanked its own.
+ */
 static int match_rules(const struct service *sv, pid_t pid, int execed)
 {
 	struct proc_text t;
 	int i, rule = -1;
 
-	if (discover__text(pid, &t, sv->need_env) || !t.cmdline[0]) {
-		discover__text_free(&t); /* gone, or a kernel thread */
+	if (discover__text(pid, &t, sv->need_env)) {
+		discover__text_free(&t); /* gone */
 		return -1;
+	}
+	if (!t.cmdline[0]) {
+		discover__text_free(&t);
+		return MATCH_EMPTY;
 	}
 	for (i = 0; i < sv->c->nrules && rule < 0; i++)
 		if (config__rule_match(&sv->c->rules[i], t.cmdline, t.exe, t.env, t.env_len,
@@ -411,6 +423,8 @@ static void finish_runner(struct service *sv, struct slot *sl)
 	sl->r = NULL;
 	/* an exec is a new program: it may match a rule again */
 	sl->state = stop == SESSION_TARGET_EXEC ? SLOT_NEW : SLOT_DONE;
+	sl->next_check = 0;
+	sl->empty = 0;
 	follow(sv, sl, 0);
 }
 
@@ -486,6 +500,8 @@ static void slot_seen(struct service *sv, struct slot *sl, const struct nw_proc 
 	sl->state = SLOT_NEW;
 	sl->torch_at = 0;
 	sl->backoff = 0;
+	sl->next_check = 0;
+	sl->empty = 0;
 }
 
 /* Merge the kernel's list (ascending tgid) into the slots (ascending pid). */
@@ -510,7 +526,9 @@ static int merge(struct service *sv, const struct nw_proc *p, size_t np, double 
 		}
 		if (i < sv->n && sv->slots[i].pid == (pid_t)p[k].tgid) {
 			o = &sv->slots[i++];
-			if (o->start != p[k].start_ns) { /* the pid was reused */
+			if (p[k].flags & NW_PROC_IN_EXEC) {
+				/* mid-exec: as it was, until a scan sees the exec through */
+			} else if (o->start != p[k].start_ns) { /* the pid was reused */
 				slot_reused(sv, o);
 				/* a job for the old one finds its start differs */
 				reset_slot(o, &p[k], now);
@@ -519,6 +537,10 @@ static int merge(struct service *sv, const struct nw_proc *p, size_t np, double 
 			}
 			o->gen = sv->gen;
 			out[n++] = *o;
+			k++;
+			continue;
+		}
+		if (p[k].flags & NW_PROC_IN_EXEC) { /* new and mid-exec: the next scan's */
 			k++;
 			continue;
 		}
@@ -561,7 +583,7 @@ static int wants_look(const struct slot *sl, double now)
 {
 	if (sl->job || sl->r)
 		return 0;
-	return sl->state == SLOT_NEW || (sl->state == SLOT_WAITING && now >= sl->next_check);
+	return (sl->state == SLOT_NEW || sl->state == SLOT_WAITING) && now >= sl->next_check;
 }
 
 static void start_look(struct service *sv, struct slot *sl, struct budget_uid *u)
@@ -694,6 +716,10 @@ static double wait_every(const struct service *sv, const struct slot *sl, double
 static void apply_look(struct service *sv, struct slot *sl, struct job *j, double now)
 {
 	if (j->match) {
+		if (j->rule == MATCH_EMPTY && ++sl->empty < EMPTY_TRIES) {
+			sl->next_check = now + sv->c->scan_interval_ms / 1000.0;
+			return; /* still SLOT_NEW */
+		}
 		if (j->rule < 0) {
 			sl->state = SLOT_IGNORED;
 			return;

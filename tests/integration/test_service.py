@@ -10,7 +10,7 @@ and job (the launcher's TORCHELASTIC_RUN_ID for one, the rule's job key over SLU
 the other), the launcher costs no error event, and each is detached with reason target_exit
 when it exits; SIGTERM then ends the daemon with exit 0 and STOPPING=1.
 
-service_leak (host and container): 20 trainers started and stopped (two at a time) while one daemon runs: its open
+service_leak (host and container): 10 trainers started and stopped (two at a time) while one daemon runs: its open
 descriptors, and among them its BPF programs, maps and links, are the same before and after.
 
 service_broken_output (host and container): a unix collector that goes away ends no watch; the file output goes on,
@@ -51,7 +51,7 @@ from nwchecks import (HOST_ONLY, READY_TIMEOUT, attach_latencies, environments, 
                       start_ready, start_service, start_trainer, stop_service, usage,
                       wait_events, wait_stderr, write_config)
 
-LEAK_TRAINERS = 20
+LEAK_TRAINERS = 10
 
 
 

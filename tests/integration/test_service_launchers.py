@@ -19,6 +19,14 @@ attached, and nanwatch-collect --json names rank 1 (its pid), at step 6, layer
 module.features, cause division_by_zero from the daemon's diagnosis, the other ranks as
 receivers.
 
+service_exec_window: 24 processes forked without exec, then each execing at once a copy of
+sleep whose pages are not cached (so that each exec waits on the disk between the kernel
+counting the exec and setting up the new program's arguments: /proc/PID/cmdline and environ
+read empty then), with an environment marker the rule matches. Every one is followed
+(nanwatch_processes_followed reaches 24 on the metrics endpoint). Before, a scan that saw such a
+process mid-exec read its command line empty, took it for no match, and never looked again:
+about half of them were missed, and in a loaded run the third rank of a spawn job was.
+
 service_orphan_no_crash: a process matching a rule whose parent is pid 1 and that never loads
 torch (`setsid -f sh -c 'sleep 5; : MARKER'`, run as uid 65534): the daemon (which before
 freed memory it never allocated for such a process and aborted within one scan) keeps running,
@@ -26,6 +34,7 @@ writes no event about it, and still attaches a trainer started afterwards.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -35,13 +44,35 @@ import pytest
 
 from nwharness import (ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, Proc, tail,
                        trainer_argv)
-from nwchecks import (HOST_ONLY, NOBODY, environments, has_event, read_events, run_collect,
-                      start_ready, start_trainer, stop_service, wait_events, write_config)
+from nwchecks import (HOST_ONLY, NOBODY, environments, free_port, has_event, read_events,
+                      run_collect, scrape, start_ready, start_trainer, stop_service, wait_events,
+                      write_config)
 
 RANKS = 3
 STYLES = ("relaunch", "elastic", "spawn", "mpirun", "srun", "orphan")
 RANKED = ("relaunch", "elastic", "mpirun", "srun", "orphan")  # the rank is in the environment
 LAUNCH_TIMEOUT = 180
+EXECS = 24
+FOLLOW_TIMEOUT = 30
+# forks EXECS children that wait on a pipe, prints their pids, lets them exec at once argv[1+i]
+EXEC_AT_ONCE = """
+import json, os, sys
+env = dict(os.environ, NW_EXEC_TEST=sys.argv[1])
+r, w = os.pipe()
+pids = []
+for b in sys.argv[2:]:
+    pid = os.fork()
+    if pid == 0:
+        os.close(w)
+        os.read(r, 1)
+        os.execve(b, ["sleep", "60"], env)
+    pids.append(pid)
+os.close(r)
+print(json.dumps(pids), flush=True)
+os.close(w)
+for p in pids:
+    os.waitpid(p, 0)
+"""
 
 
 def rank_files(d):
@@ -166,6 +197,57 @@ def test_service_relaunch_ddp(ctx):
             raise Fail("received by ranks %s, want [0, 2]" % received)
         ctx.log("relaunched job: rank %d (pid %d) first at step %d, %s, %s" % (
             v["rank"], v["pid"], v["step"], v["layer"], v["cause"]))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cold_copies(d, n):
+    """n copies of sleep in d, none of their pages in the page cache."""
+    out = []
+    for i in range(n):
+        path = os.path.join(d, "sleep-%d" % i)
+        shutil.copy("/bin/sleep", path)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        out.append(path)
+    return out
+
+
+@environments(*HOST_ONLY)
+def test_service_exec_window(ctx):
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="exec-window-")
+    try:
+        token = "exec-%d" % os.getpid()
+        port = free_port()
+        config, _ = write_config(ctx, tmp, [
+            "  - name: e\n    match: {env: {NW_EXEC_TEST: '^%s$'}}\n" % token],
+            extra="metrics:\n  listen: 127.0.0.1:%d\n" % port)
+        daemon = start_ready(ctx, tmp, config)
+        bins = cold_copies(tmp, EXECS)
+        procs = Proc(["/usr/bin/python3", "-c", EXEC_AT_ONCE, token] + bins)
+        line = procs.wait_out(lambda l: l.startswith(b"["), 30)
+        if line is None:
+            raise Fail("the exec helper printed no pids:\n%s" % procs.stderr_tail())
+        pids = json.loads(line)
+        deadline = time.monotonic() + FOLLOW_TIMEOUT
+        followed = 0
+        while time.monotonic() < deadline:
+            followed = scrape(port).get(("nanwatch_processes_followed", frozenset()), 0)
+            if followed == EXECS:
+                break
+            time.sleep(0.2)
+        procs.kill()
+        if followed != EXECS:
+            seen = set(int(m) for m in re.findall(r"pid (\d+) matches rule",
+                                                   "\n".join(daemon.stderr_lines())))
+            raise Fail("%d of %d processes execed at once followed in %d s; not matched: %s" % (
+                followed, EXECS, FOLLOW_TIMEOUT, [p for p in pids if p not in seen]))
+        stop_service(daemon)
+        ctx.log("%d processes execed at once from cold binaries: all followed" % EXECS)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
