@@ -344,12 +344,16 @@ def test_output_full_disk_service(ctx):
                     ATTACH_TIMEOUT)
         dropped, took = 0, {}
         for n, how in enumerate(("sighup", "retry"), 1):
+            # a stats line with the output writing: what it dropped before this round
+            events = wait_events(events_path, daemon, writing(t.pid, out),
+                                 "stats: %s writing" % out, 30)
+            first, dropped = len(events), writing(t.pid, out)(events)[0]
             fill(os.path.join(mnt, "filler"))
             wait_said(daemon, "failed to write to output %s: No space left on device" % out, n,
                       RETRY_RECOVERY)
-            events = wait_events(events_path, daemon, failing(t.pid, out, dropped),
+            events = wait_events(events_path, daemon, failing(t.pid, out, dropped, first),
                                  "stats: %s failing and dropping" % out, 60)
-            dropped = failing(t.pid, out, dropped)(events)
+            dropped = failing(t.pid, out, dropped, first)(events)
             os.unlink(os.path.join(mnt, "filler"))
             start = time.monotonic()
             if how == "sighup":
@@ -378,16 +382,30 @@ def wait_said(daemon, text, n, timeout):
         time.sleep(0.05)
 
 
-def failing(pid, name, before):
-    """pred: a stats line of pid shows output name failing, more than before dropped (the
-    count, 0 if none)."""
+def failing(pid, name, before, first):
+    """pred: a stats line of pid from the first'th event on shows output name failing, more
+    than before dropped (the largest such count, 0 if none): an earlier round's lines, which
+    say it failing too, are not this round's."""
     def pred(events):
-        for e in events:
+        most = 0
+        for e in events[first:]:
             if e["pid"] == pid and e["event"] == "stats":
                 sink = {s["name"]: s for s in e["sinks"]}[name]
                 if sink["error"] == "No space left on device" and sink["dropped"] > before:
-                    return sink["dropped"]
-        return 0
+                    most = max(most, sink["dropped"])
+        return most
+    return pred
+
+
+def writing(pid, name):
+    """pred: pid's last stats line shows output name writing: (its dropped count,), or None."""
+    def pred(events):
+        stats = [e for e in events if e["pid"] == pid and e["event"] == "stats"]
+        if stats:
+            sink = {s["name"]: s for s in stats[-1]["sinks"]}[name]
+            if sink["error"] is None:
+                return (sink["dropped"],)
+        return None
     return pred
 
 

@@ -37,7 +37,7 @@ from nwchecks import (HOST_ONLY, NOBODY, environments, expect_notify, free_port,
 HOSTILE = 300
 FOLLOWED_MAX = 64  # budget.c's followed: processes of one uid waited for or watched at once
 ERR_BURST = 5  # budget.c's err_burst
-FLOOD_S = 40
+FLOOD_S = 20
 STOP_TARGETS = 32
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UNIT = os.path.join(REPO, "config", "nanwatchd.service")
