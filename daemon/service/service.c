@@ -405,6 +405,16 @@ static void stop_session(struct slot *sl, enum session_stop why)
 		runner__stop(sl->r, why);
 }
 
+/* The slot's process runs a new program (an exec): matched against the rules from the start. */
+static void new_program(struct slot *sl)
+{
+	sl->state = SLOT_NEW;
+	sl->torch_at = 0;
+	sl->backoff = 0;
+	sl->next_check = 0;
+	sl->empty = 0;
+}
+
 /* The session detached: its counts into the metrics, its error said, the slot's next state. */
 static void finish_runner(struct service *sv, struct slot *sl)
 {
@@ -422,9 +432,10 @@ static void finish_runner(struct service *sv, struct slot *sl)
 	runner__free(sl->r);
 	sl->r = NULL;
 	/* an exec is a new program: it may match a rule again */
-	sl->state = stop == SESSION_TARGET_EXEC ? SLOT_NEW : SLOT_DONE;
-	sl->next_check = 0;
-	sl->empty = 0;
+	if (stop == SESSION_TARGET_EXEC)
+		new_program(sl);
+	else
+		sl->state = SLOT_DONE;
 	follow(sv, sl, 0);
 }
 
@@ -497,11 +508,7 @@ static void slot_seen(struct service *sv, struct slot *sl, const struct nw_proc 
 		return; /* the session sees its exec, and its end sets the state */
 	follow(sv, sl, 0);
 	sl->uid = p->uid;
-	sl->state = SLOT_NEW;
-	sl->torch_at = 0;
-	sl->backoff = 0;
-	sl->next_check = 0;
-	sl->empty = 0;
+	new_program(sl);
 }
 
 /* Merge the kernel's list (ascending tgid) into the slots (ascending pid). */
