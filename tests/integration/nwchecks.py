@@ -380,14 +380,17 @@ def target_untouched(proc):
 READY_TIMEOUT = 60
 
 
-def write_config(ctx, tmp, rules, scan_ms=100, extra=""):
-    """A config with these rule texts (YAML list items), events to tmp/events.ndjson."""
+def write_config(ctx, tmp, rules, scan_ms=100, extra="", metrics_port=None):
+    """A config with these rule texts (YAML list items), events to tmp/events.ndjson, the
+    metrics endpoint on 127.0.0.1:metrics_port if given."""
     events = os.path.join(tmp, "events.ndjson")
     path = os.path.join(tmp, "nanwatch.yaml")
     with open(path, "w") as f:
         f.write("watch:\n%s" % "".join(rules))
         f.write("output:\n  - file: %s\n" % events)
         f.write("layouts: %s\nscan_interval_ms: %d\n" % (ctx.layouts, scan_ms))
+        if metrics_port is not None:
+            f.write("metrics:\n  listen: 127.0.0.1:%d\n" % metrics_port)
         f.write(extra)
     return path, events
 
@@ -508,6 +511,26 @@ def scrape(port):
         pairs = frozenset(tuple(kv.split("=", 1)) for kv in labels.rstrip("}").split(",") if kv)
         samples[(name, pairs)] = float(value)
     return samples
+
+
+def metric(samples, name, **labels):
+    """The sum of name's samples whose labels include these."""
+    want = {(k, '"%s"' % v) for k, v in labels.items()}
+    return sum(v for (n, pairs), v in samples.items() if n == name and want <= pairs)
+
+
+def wait_metric(daemon, port, pred, what, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        samples = scrape(port)
+        if pred(samples):
+            return samples
+        if not daemon.running():
+            raise Fail("daemon exited %s waiting for %s" % (daemon.p.returncode, what))
+        if time.monotonic() > deadline:
+            raise Fail("metrics never showed %s in %d s: %s" % (
+                what, timeout, {k[0]: v for k, v in samples.items() if "target" in k[0]}))
+        time.sleep(0.2)
 
 
 def usage(pid):

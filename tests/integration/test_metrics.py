@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import tempfile
 import time
 import urllib.error

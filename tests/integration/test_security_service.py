@@ -116,7 +116,7 @@ def test_security_flood(ctx):
     config, events_path = write_config(ctx, tmp, [
         "  - name: any\n    match: {cmdline: '%s'}\n" % token,
         "  - name: job\n    match: {env: {NW_FLOOD_TEST: '^%s$'}}\n" % token],
-        scan_ms=200, extra="metrics:\n  listen: 127.0.0.1:%d\n" % port)
+        scan_ms=200, metrics_port=port)
     sock, path = notify_socket(tmp)
     home = tempfile.mkdtemp(prefix="nanwatch-hostile-")  # the attacker's, outside ctx.tmp (0700)
     os.chown(home, NOBODY, NOBODY)

@@ -43,13 +43,12 @@ import socket
 import subprocess
 import tempfile
 import time
-import urllib.request
 
 from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, trainer_argv
 from nwchecks import (HOST_ONLY, READY_TIMEOUT, attach_latencies, environments, expect_notify,
-                      free_port, has_event, notify_socket, read_events, scrape, start_process,
-                      start_ready, start_service, start_trainer, stop_service, usage,
-                      wait_events, wait_stderr, write_config)
+                      free_port, has_event, metric, notify_socket, read_events, scrape,
+                      start_process, start_ready, start_service, start_trainer, stop_service,
+                      usage, wait_events, wait_metric, wait_stderr, write_config)
 
 LEAK_TRAINERS = 10
 
@@ -486,26 +485,6 @@ def test_service_target_error(ctx):
 
 
 
-def metric(samples, name, **labels):
-    """The sum of name's samples whose labels include these."""
-    want = {(k, '"%s"' % v) for k, v in labels.items()}
-    return sum(v for (n, pairs), v in samples.items() if n == name and want <= pairs)
-
-
-def wait_metric(daemon, port, pred, what, timeout):
-    deadline = time.monotonic() + timeout
-    while True:
-        samples = scrape(port)
-        if pred(samples):
-            return samples
-        if not daemon.running():
-            raise Fail("daemon exited %s waiting for %s" % (daemon.p.returncode, what))
-        if time.monotonic() > deadline:
-            raise Fail("metrics never showed %s in %d s: %s" % (
-                what, timeout, {k[0]: v for k, v in samples.items() if "target" in k[0]}))
-        time.sleep(0.2)
-
-
 @environments("host", "container")
 def test_service_metrics(ctx):
     tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="service-")
@@ -513,7 +492,7 @@ def test_service_metrics(ctx):
     port = free_port()
     config, events_path = write_config(ctx, tmp, [
         "  - name: m\n    match: {env: {NW_SERVICE_TEST: '^%s$'}}\n    job: mjob\n" % token],
-        extra="metrics:\n  listen: 127.0.0.1:%d\n" % port)
+        metrics_port=port)
     daemon = start_ready(ctx, tmp, config)
     if metric(scrape(port), "nanwatch_targets") != 0:
         raise Fail("nanwatch_targets is not 0 before any target")

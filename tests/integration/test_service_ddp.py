@@ -19,7 +19,6 @@ created) with the daemon's diagnosis as the cause (the fault's: division_by_zero
 import json
 import os
 import shutil
-import socket
 import tempfile
 import time
 

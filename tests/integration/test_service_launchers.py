@@ -44,9 +44,9 @@ import pytest
 
 from nwharness import (ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, Proc, tail,
                        trainer_argv)
-from nwchecks import (HOST_ONLY, NOBODY, environments, free_port, has_event, read_events,
-                      run_collect, scrape, start_ready, start_trainer, stop_service, wait_events,
-                      write_config)
+from nwchecks import (HOST_ONLY, NOBODY, environments, free_port, has_event, metric,
+                      read_events, run_collect, start_ready, start_trainer, stop_service,
+                      wait_events, wait_metric, write_config)
 
 RANKS = 3
 STYLES = ("relaunch", "elastic", "spawn", "mpirun", "srun", "orphan")
@@ -225,7 +225,7 @@ def test_service_exec_window(ctx):
         port = free_port()
         config, _ = write_config(ctx, tmp, [
             "  - name: e\n    match: {env: {NW_EXEC_TEST: '^%s$'}}\n" % token],
-            extra="metrics:\n  listen: 127.0.0.1:%d\n" % port)
+            metrics_port=port)
         daemon = start_ready(ctx, tmp, config)
         bins = cold_copies(tmp, EXECS)
         procs = Proc(["/usr/bin/python3", "-c", EXEC_AT_ONCE, token] + bins)
@@ -233,19 +233,16 @@ def test_service_exec_window(ctx):
         if line is None:
             raise Fail("the exec helper printed no pids:\n%s" % procs.stderr_tail())
         pids = json.loads(line)
-        deadline = time.monotonic() + FOLLOW_TIMEOUT
-        followed = 0
-        while time.monotonic() < deadline:
-            followed = scrape(port).get(("nanwatch_processes_followed", frozenset()), 0)
-            if followed == EXECS:
-                break
-            time.sleep(0.2)
-        procs.kill()
-        if followed != EXECS:
+        try:
+            wait_metric(daemon, port,
+                        lambda s: metric(s, "nanwatch_processes_followed") == EXECS,
+                        "%d processes followed" % EXECS, FOLLOW_TIMEOUT)
+        except Fail as e:
             seen = set(int(m) for m in re.findall(r"pid (\d+) matches rule",
                                                    "\n".join(daemon.stderr_lines())))
-            raise Fail("%d of %d processes execed at once followed in %d s; not matched: %s" % (
-                followed, EXECS, FOLLOW_TIMEOUT, [p for p in pids if p not in seen]))
+            raise Fail("%s; of the processes execed at once, not matched: %s" % (
+                e, [p for p in pids if p not in seen]))
+        procs.kill()
         stop_service(daemon)
         ctx.log("%d processes execed at once from cold binaries: all followed" % EXECS)
     finally:

@@ -33,7 +33,6 @@ stops on SIGTERM: every system call it made is allowed by the unit's SystemCallF
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
