@@ -29,22 +29,30 @@ DAEMON_LIB := $(OUTPUT)/libnanwatch.a
 TAIL_LIB := $(OUTPUT)/libnwtail.a
 LINK_LIBS := $(TAIL_LIB) $(DAEMON_LIB)
 AS_NEEDED := -Wl,--as-needed
-TEST_SRCS := $(wildcard tests/test_*.c)
-TEST_BINS := $(patsubst tests/%.c,$(OUTPUT)/tests/%,$(TEST_SRCS))
-# the tests' fake target memory (tests/fakemem.c): linked into the tests that use it
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+TEST_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(TEST_SRCS))
+# the unit tests' fake target memory (tests/unit/fakemem.c): linked into the tests that use it
 TEST_LIB := $(OUTPUT)/tests/libfakemem.a
+# the user commands in C (tools/), and the benchmarks' and checks' helpers (bench/)
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOL_BINS := $(patsubst tools/%.c,$(OUTPUT)/%,$(TOOL_SRCS))
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(patsubst bench/%.c,$(OUTPUT)/%,$(BENCH_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 # the injection tests' target, library, tracer and driver (tests/inject/)
 INJECT_BINS := $(addprefix $(OUTPUT)/tests/inject/,counter traced nwinject libmarker.so)
 # the security tests' helper that starts a process under a chosen pid (tests/security/)
 SECURITY_BINS := $(OUTPUT)/tests/security/withpid
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(OUTPUT)/%,$(FUZZ_SRCS))
+# the reference pages: docs/man/NAME.SECTION.rst built into build/man/NAME.SECTION (rst2man)
+MAN_SRCS := $(wildcard docs/man/*.rst)
+MAN_PAGES := $(patsubst docs/man/%.rst,$(OUTPUT)/man/%,$(MAN_SRCS))
+RST2MAN ?= rst2man
 
 # C sources make format-check holds to .clang-format
 FORMAT_SRCS := $(wildcard bpf/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.c tools/tail/*.[ch] \
-	       tools/collect/*.[ch] tests/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch] cupti/*.[ch] cupti/*.cu)
+	       tools/collect/*.[ch] bench/*.c tests/unit/*.[ch] tests/fuzz/*.c tests/gpu/*.[ch] cupti/*.[ch] \
+	       cupti/*.cu)
 
 # The GPU library, built when the CUDA toolkit is there (CUDA_HOME, default /usr/local/cuda,
 # or NVCC): cupti/*.c and the scan kernel's fatbin (every SM nvcc offers from sm_75 through
@@ -95,13 +103,13 @@ endif
 	format-check format test-deps \
 	sanitized-build fuzz-build bpf-headers-check gpu gpu-check
 
-all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS) gpu
+all: deps $(OUTPUT)/nanwatchd $(TOOL_BINS) $(BENCH_BINS) $(MAN_PAGES) gpu
 
 deps:
-	$(Q)tools/install-deps
+	$(Q)scripts/install-deps
 
 test-deps:
-	$(Q)tools/install-deps --test
+	$(Q)scripts/install-deps --test
 
 $(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/tests $(OUTPUT)/tools/tail $(OUTPUT)/cupti:
 	$(Q)mkdir -p $@
@@ -160,12 +168,21 @@ $(OUTPUT)/%: tools/%.c $(LINK_LIBS) | $(OUTPUT)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) $(AS_NEEDED) $< $(LINK_LIBS) $(LDLIBS) -o $@
 
+$(OUTPUT)/%: bench/%.c $(LINK_LIBS) | $(OUTPUT)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) $(AS_NEEDED) $< $(LINK_LIBS) $(LDLIBS) -o $@
+
+$(OUTPUT)/man/%: docs/man/%.rst | $(OUTPUT)
+	$(call msg,MAN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(RST2MAN) --strict --no-generator --no-datestamp $< $@
+
 $(OUTPUT)/fuzz_%: tests/fuzz/fuzz_%.c $(LINK_LIBS) | $(OUTPUT)
 	$(call msg,FUZZ-CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) -fsanitize=fuzzer $(TOOL_INCLUDES) $(AS_NEEDED) $< \
 		$(LINK_LIBS) $(LDLIBS) -o $@
 
-$(OUTPUT)/tests/fakemem.o: tests/fakemem.c | $(OUTPUT)/tests
+$(OUTPUT)/tests/fakemem.o: tests/unit/fakemem.c | $(OUTPUT)/tests
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) -c $< -o $@
 
@@ -173,7 +190,7 @@ $(TEST_LIB): $(OUTPUT)/tests/fakemem.o
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(OUTPUT)/tests/%: tests/%.c $(TEST_LIB) $(LINK_LIBS) | $(OUTPUT)/tests
+$(OUTPUT)/tests/%: tests/unit/%.c $(TEST_LIB) $(LINK_LIBS) | $(OUTPUT)/tests
 	$(call msg,TEST-CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(TOOL_INCLUDES) $(AS_NEEDED) $< $(TEST_LIB) $(LINK_LIBS) \
 		$(LDLIBS) -lcmocka -o $@
@@ -207,9 +224,10 @@ $(OUTPUT)/tests/security/withpid: tests/security/withpid.c | $(OUTPUT)/tests
 test unit: $(INJECT_BINS) $(SECURITY_BINS)
 
 test: all test-deps $(TEST_BINS) trixie-root
-	$(Q)tests/run-unit $(TEST_BINS)
+	$(Q)tests/unit/run-unit $(TEST_BINS)
 	$(Q)$(MAKE) --no-print-directory gpu-check
 	$(Q)tests/check-cflags
+	$(Q)tests/check-includes
 	$(Q)$(MAKE) --no-print-directory format-check
 	$(Q)$(MAKE) --no-print-directory bpf-headers-check
 	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) $(LAYOUT_PAIRS)
@@ -218,7 +236,7 @@ test: all test-deps $(TEST_BINS) trixie-root
 		--trixie-root $(TRIXIE_ROOT)
 
 unit: all $(TEST_BINS)
-	$(Q)tests/run-unit $(TEST_BINS)
+	$(Q)tests/unit/run-unit $(TEST_BINS)
 
 # what sanitized-build and fuzz-build make, run in a sub-make with OUTPUT and CFLAGS set
 sanitized-build: $(OUTPUT)/nanwatchd $(TOOL_BINS) $(TEST_BINS)
@@ -227,7 +245,7 @@ fuzz-build: $(FUZZ_BINS)
 asan: deps
 	$(Q)$(MAKE) --no-print-directory OUTPUT=$(ASAN_OUTPUT) CFLAGS="$(ASAN_CFLAGS)" \
 		sanitized-build
-	$(Q)$(ASAN_ENV) tests/run-unit $(patsubst $(OUTPUT)/%,$(ASAN_OUTPUT)/%,$(TEST_BINS))
+	$(Q)$(ASAN_ENV) tests/unit/run-unit $(patsubst $(OUTPUT)/%,$(ASAN_OUTPUT)/%,$(TEST_BINS))
 	$(Q)for f in tests/fuzz/corpus/json/*; do cat "$$f"; echo; done | \
 		$(ASAN_ENV) $(ASAN_OUTPUT)/nanwatch-tail --no-color >/dev/null
 	$(Q)for k in $(ASAN_CASES); do \
@@ -294,24 +312,24 @@ check-cflags:
 	$(Q)tests/check-cflags
 
 # libnanwatch_cupti.so's host side without a GPU: its C sources built into a test copy of the
-# library (a stand-in fatbin), run against mock libcuda and libcupti (tests/cupti/); the
+# library (a stand-in fatbin), run against mock libcuda and libcupti (tests/unit/cupti/); the
 # test_cupti_* binaries load it as the driver would
 CUPTI_HOST_SRCS := cupti/inject.c cupti/interpose.c cupti/launch.c cupti/proto.c cupti/worker.c
-CUPTI_TEST_FLAGS := -Ibpf -Icupti -Itests/cupti -fPIC
+CUPTI_TEST_FLAGS := -Ibpf -Icupti -Itests/unit/cupti -fPIC
 # test_cupti_proto checks cupti/cuabi.h against CUDA's headers where they are installed
 CUPTI_CUDA_INC := $(wildcard /usr/local/cuda/include)
 # gcc's -MMD names one source's headers when it compiles and links several at once
-CUPTI_TEST_HDRS := $(wildcard cupti/*.h tests/cupti/*.h) bpf/nwgpu.h bpf/nanwatch.h
+CUPTI_TEST_HDRS := $(wildcard cupti/*.h tests/unit/cupti/*.h) bpf/nwgpu.h bpf/nanwatch.h
 CUPTI_MOCKS := $(OUTPUT)/tests/libnwmock_cupti.so $(OUTPUT)/tests/libnwmock_cuda.so \
 	$(OUTPUT)/tests/libnwmock_app.so
 FORMAT_SRCS += $(filter-out $(FORMAT_SRCS),$(CUPTI_HOST_SRCS) cupti/cuabi.h cupti/nwcupti.h) \
-	       $(wildcard tests/cupti/*.[ch])
+	       $(wildcard tests/unit/cupti/*.[ch])
 
-$(OUTPUT)/tests/libnwmock_cupti.so: tests/cupti/mock_cupti.c $(CUPTI_TEST_HDRS) | $(OUTPUT)/tests
+$(OUTPUT)/tests/libnwmock_cupti.so: tests/unit/cupti/mock_cupti.c $(CUPTI_TEST_HDRS) | $(OUTPUT)/tests
 	$(call msg,MOCK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< -o $@
 
-$(OUTPUT)/tests/libnwmock_cuda.so: tests/cupti/mock_cuda.c $(OUTPUT)/tests/libnwmock_cupti.so \
+$(OUTPUT)/tests/libnwmock_cuda.so: tests/unit/cupti/mock_cuda.c $(OUTPUT)/tests/libnwmock_cupti.so \
 		$(CUPTI_TEST_HDRS)
 	$(call msg,MOCK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< \
@@ -319,36 +337,36 @@ $(OUTPUT)/tests/libnwmock_cuda.so: tests/cupti/mock_cuda.c $(OUTPUT)/tests/libnw
 
 # the emulated driver the end-to-end test runs the real library against (device memory is the
 # process's own; the scan kernel runs on the host through cupti/classify.h)
-$(OUTPUT)/tests/libnwemu_cuda.so: tests/cupti/emu_cuda.c $(OUTPUT)/tests/libnwmock_cupti.so \
+$(OUTPUT)/tests/libnwemu_cuda.so: tests/unit/cupti/emu_cuda.c $(OUTPUT)/tests/libnwmock_cupti.so \
 		cupti/classify.h bpf/nwfloat.h $(CUPTI_TEST_HDRS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared -Wl,-z,defs $< \
 		-L$(OUTPUT)/tests -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' -ldl -lpthread -o $@
 
-$(OUTPUT)/tests/libcudart.so.13: tests/cupti/mock_cudart.c $(OUTPUT)/tests/libnwmock_cuda.so \
+$(OUTPUT)/tests/libcudart.so.13: tests/unit/cupti/mock_cudart.c $(OUTPUT)/tests/libnwmock_cuda.so \
 		$(CUPTI_TEST_HDRS)
 	$(call msg,MOCK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared $< \
 		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -Wl,-rpath,'$$ORIGIN' -o $@
 
-$(OUTPUT)/tests/libnwmock_app.so: tests/cupti/mock_app.c $(OUTPUT)/tests/libcudart.so.13 \
+$(OUTPUT)/tests/libnwmock_app.so: tests/unit/cupti/mock_app.c $(OUTPUT)/tests/libcudart.so.13 \
 		$(CUPTI_TEST_HDRS)
 	$(call msg,MOCK,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -shared -Wl,-z,now,-z,relro $< \
 		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN' -o $@
 
-$(OUTPUT)/tests/libnwcupti_test.so: $(CUPTI_HOST_SRCS) tests/cupti/fatbin_standin.c \
+$(OUTPUT)/tests/libnwcupti_test.so: $(CUPTI_HOST_SRCS) tests/unit/cupti/fatbin_standin.c \
 		$(CUPTI_TEST_HDRS) | $(OUTPUT)/tests
 	$(call msg,LIB,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) -fvisibility=hidden -shared \
 		$(filter %.c,$^) \
 		-ldl -lpthread -o $@
 
-$(OUTPUT)/tests/test_cupti_%: tests/test_cupti_%.c tests/cupti/daemon.c cupti/proto.c \
+$(OUTPUT)/tests/test_cupti_%: tests/unit/test_cupti_%.c tests/unit/cupti/daemon.c cupti/proto.c \
 		$(CUPTI_MOCKS) $(OUTPUT)/tests/libnwcupti_test.so $(CUPTI_TEST_HDRS)
 	$(call msg,TEST-CC,$@)
 	$(Q)$(CC) $(CFLAGS) $(NW_CFLAGS) $(CUPTI_TEST_FLAGS) $(CUPTI_CUDA_INC:%=-idirafter %) $< \
-		tests/cupti/daemon.c cupti/proto.c \
+		tests/unit/cupti/daemon.c cupti/proto.c \
 		-L$(OUTPUT)/tests -l:libnwmock_cuda.so -l:libnwmock_cupti.so -Wl,-rpath,'$$ORIGIN' \
 		-ldl -lpthread -lm -lcmocka -o $@
 
@@ -371,13 +389,13 @@ integration: all test-deps trixie-root $(SECURITY_BINS)
 trixie-root: $(TRIXIE_ROOT)/.nanwatch-ready
 
 $(TRIXIE_ROOT)/.nanwatch-ready:
-	$(Q)tools/make-trixie-root $(TRIXIE_ROOT)
+	$(Q)scripts/make-trixie-root $(TRIXIE_ROOT)
 
 demo: all
-	$(Q)tools/demo
+	$(Q)scripts/demo
 
 bench: all
-	$(Q)$(PYTHON) tools/bench.py --daemon $(OUTPUT)/nanwatchd
+	$(Q)$(PYTHON) bench/bench.py --daemon $(OUTPUT)/nanwatchd
 
 # The systemd unit goes to PREFIX/lib/systemd/system (for /usr/local, systemd's path for
 # locally installed units), its paths rewritten to this PREFIX; the example configuration to
@@ -390,6 +408,10 @@ install: all
 	install -m 0755 tools/nanwatch-layout $(DESTDIR)$(PREFIX)/bin/nanwatch-layout
 	install -m 0755 tools/nanwatch-repro $(DESTDIR)$(PREFIX)/bin/nanwatch-repro
 	install -m 0755 tools/nanwatch-run $(DESTDIR)$(PREFIX)/bin/nanwatch-run
+	for m in $(MAN_PAGES); do \
+		sec=$${m##*.} && install -d $(DESTDIR)$(PREFIX)/share/man/man$$sec && \
+		install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$sec/ || exit 1; \
+	done
 	install -d $(DESTDIR)$(PREFIX)/share/nanwatch/layouts
 	install -m 0644 config/layouts/*.yaml $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/
 	install -m 0644 daemon/resolve/layout_keys.def $(DESTDIR)$(PREFIX)/share/nanwatch/layouts/

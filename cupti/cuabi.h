@@ -4,7 +4,7 @@
  * out here so that the library builds without the toolkit and links to neither
  * (both are found at run time with dlopen/dlsym). Values and layouts are those
  * of CUDA 13.0's cuda.h, cupti_callbacks.h, cupti_driver_cbid.h and
- * generated_cuda_meta.h; tests/test_cupti_proto.c checks them against those
+ * generated_cuda_meta.h; tests/unit/test_cupti_proto.c checks them against those
  * headers where the toolkit is installed.
  */
 #ifndef __NW_CUABI_H

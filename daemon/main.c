@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "attach/inject.h"
-#include "explain/capture.h"
+#include "inject/inject.h"
+#include "capture/capture.h"
 #include "util/file.h"
-#include "session.h"
+#include "session/session.h"
 #include "output/metrics.h"
 #include "output/sink.h"
 #include "util/optval.h"
@@ -416,12 +416,14 @@ static enum session_stop wait_poll(struct session *s, struct sinks *out, const s
 	struct pollfd pfd[2] = {{.fd = session__fd(s), .events = POLLIN},
 				{.fd = sv->m ? metrics__fd(sv->m) : -1, .events = POLLIN}};
 	struct session_stats st;
+	struct metrics_values v;
 
 	if (!sv->m)
 		return session__poll(s, timeout_ms);
 	poll(pfd, 2, timeout_ms); /* EINTR: a signal, seen by the caller */
 	session__stats(s, &st);
-	metrics__target_update(sv->t, &st);
+	session__metric_values(&st, &v);
+	metrics__target_update(sv->t, &v);
 	metrics__update_sinks(sv->m, out);
 	metrics__serve(sv->m);
 	return session__poll(s, 0);

@@ -27,7 +27,7 @@
 #include <unistd.h>
 #include <linux/openat2.h>
 #include "attach/gpulink.h"
-#include "attach/inject.h"
+#include "inject/inject.h"
 #include "nanwatch.h"
 #include "util/file.h"
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <linux/types.h>
 #include "nanwatch.h"
+#include "output/finding.h"
 
 struct layout;
 struct remote;
@@ -19,31 +20,7 @@ struct names;
 struct backward;
 struct vtable_names;
 
-#define BWD_MAX_TOP 3  /* modules listed with the largest gradient norms */
 #define BWD_HISTORY 64 /* backward passes whose norms are kept */
-
-/* One module's share of a backward pass's gradient norm. */
-struct grad_module {
-	uint64_t root, module;
-	double lo2, hi2; /* bounds of the sum of squares of its parameters' gradients */
-};
-
-/*
- * Gradient norm of one backward pass (the parameter gradients it computed, each as it
- * enters AccumulateGrad): the true L2 norm lies in [low, high], high/low <= 1.25;
- * norm = sqrt(low * high) is within a factor sqrt(1.25) (11.8%) of it.
- */
-struct grad_norm {
-	uint64_t iteration, step;
-	double norm, low, high;
-	double max_abs_low, max_abs_high; /* the largest finite |g| lies in [low, high) */
-	uint64_t params;		  /* parameter gradients measured */
-	uint64_t elements;
-	uint64_t nonfinite; /* NaN/±Inf elements among them */
-	int complete;	    /* no histogram was dropped around this pass */
-	int ntop;
-	struct grad_module top[BWD_MAX_TOP]; /* largest per-module norms first */
-};
 
 /*
  * vt: the node classes (resolve/vtable.h), which the new object owns, freed with it (also on

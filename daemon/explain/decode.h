@@ -4,7 +4,7 @@
 #define __EXPLAIN_DECODE_H
 
 #include <stddef.h>
-#include "explain/finding.h"
+#include "output/finding.h"
 
 struct names;
 struct backward;

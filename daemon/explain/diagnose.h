@@ -5,22 +5,14 @@
 
 #include <stdint.h>
 #include "explain/evidence.h"
+#include "output/finding.h"
 
-#define DIAG_MAX_EVIDENCE 10
-#define DIAG_MAX_FIXES 4
 #define DIAG_MAX_LOSSES 64    /* loss values kept, one per iteration */
 #define DIAG_MAX_MARKS 256    /* magnitude marks kept, all modules together */
 #define DIAG_MAX_MODULES 1024 /* modules whose warnings are remembered */
-#define DIAG_TREND 8	      /* losses in a diagnosis' loss_trend */
 #define DIAG_GROWTH 100.0     /* x per iteration: a run-up */
 #define DIAG_HORIZON 10	      /* iterations to overflow at which a run-up is worth a warning */
 #define DIAG_JUMP 1e5 /* x from the first finite loss to the last: a divergence, two points do */
-
-/* The scalar backward() started from, one per iteration. */
-struct diag_loss {
-	uint64_t step, iteration;
-	double value; /* NaN/Inf kept as they are */
-};
 
 /* The gradient norm of one backward pass (from the parameter gradients). */
 struct diag_grad {
@@ -42,15 +34,6 @@ struct diag_module {
 	uint8_t warned_range, warned_growth;
 };
 
-/* Why a warning is due: a magnitude near the dtype's range, or a run-up towards it. */
-struct diag_warning {
-	const char *reason;  /* "near_range", "growth" */
-	double value;	     /* the sampled largest |value| */
-	double limit;	     /* the dtype's largest finite value */
-	double growth;	     /* x per iteration since the module's previous mark; 0: none */
-	int iterations_left; /* to overflow at that growth; -1: unknown */
-};
-
 /* What a rule needs to know of one anomaly (the daemon fills it from the event). */
 struct diag_anomaly {
 	uint64_t step, iteration;
@@ -68,21 +51,6 @@ struct diag_anomaly {
 	const char *op;	      /* ... its forward op in words ("sqrt"), may be NULL */
 	const char *upstream; /* ... the node that fed it its gradient, may be NULL */
 	int step_source;      /* enum nw_step_source of step */
-};
-
-struct diagnosis {
-	uint64_t step, iteration;
-	const char *cause; /* from the fixed vocabulary */
-	double confidence;
-	char layer[256];
-	char module[64];
-	char evidence[DIAG_MAX_EVIDENCE][160];
-	const char *fixes[DIAG_MAX_FIXES];
-	int nevidence, nfixes;
-	int64_t origin_step; /* the optimizer step whose update began it; -1: none found */
-	struct diag_loss trend[DIAG_TREND]; /* the losses up to the first anomaly's iteration */
-	int ntrend;
-	char fix_buf[DIAG_MAX_FIXES][160]; /* fixes that carry numbers */
 };
 
 struct diag {

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "explain/diagnose.h"
-#include "explain/finding.h"
+#include "output/finding.h"
 #include "nanwatch.h"
 
 struct emitter;
@@ -24,23 +24,6 @@ typedef int (*explain_params_fn)(void *ctx, uint64_t module, const struct nw_par
 
 /* NW_C_STEP_STARTS now, read after the parameters of a late check. */
 typedef uint64_t (*explain_steps_fn)(void *ctx);
-
-/* Anomalies of one phase: found = reported + suppressed + lost once the ring is drained. */
-struct explain_phase {
-	uint64_t found;
-	uint64_t reported;
-	uint64_t suppressed;
-	uint64_t lost;
-};
-
-/* The stats line's accounting, from the BPF counters and the lines written. */
-struct explain_tally {
-	struct explain_phase phase[FINDING_PHASES];
-	struct explain_phase all; /* the three phases summed */
-	/* records the ring buffers had no room for, per type */
-	uint64_t lost_anomaly, lost_module, lost_mark, lost_loss, lost_grad, lost_capture;
-	uint64_t lost_for_good; /* on the events ring and not sent again (all but module) */
-};
 
 struct explain {
 	struct emitter *e;

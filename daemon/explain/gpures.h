@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 #include <linux/types.h>
-#include "explain/finding.h"
+#include "output/finding.h"
 #include "nanwatch.h"
 #include "nwgpu.h"
 

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <linux/types.h>
-#include "explain/diagnose.h"
 #include "output/emit.h"
 #include "util/fpconv.h"
 #include "nanwatch.h"

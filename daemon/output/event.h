@@ -4,14 +4,10 @@
 #define __OUTPUT_EVENT_H
 
 #include <stdint.h>
-#include "explain/backward.h"
-#include "explain/explain.h"
-#include "explain/finding.h"
+#include "output/finding.h"
 
 struct emitter;
 struct json;
-struct diag_warning;
-struct diagnosis;
 struct probe_runtime;
 
 /* "attach" or "optimizer_state": where a step number comes from (enum finding_step_source). */

@@ -1,13 +1,10 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Metrics for Prometheus: the daemon's counters in the text exposition format (0.0.4), served
- * by a small HTTP server on a loopback address. The module holds the values: the daemon hands
- * each target's session stats and the sinks' drops to it after each tick, and counters of
+ * on GET /metrics by output/httpd.c on a loopback address. The module holds the values its
+ * callers feed it: each target's counts and the sinks' drops after each tick; counters of
  * targets gone are kept, so no counter ever goes down. Nothing here blocks: the caller polls
  * metrics__fd for readability (its own loop, or an outer epoll) and calls metrics__serve.
- * A request is checked byte by byte as it comes: one that cannot be a request (a NUL or control
- * byte, a bare CR, a line over METRICS_MAX_LINE, a malformed request line or header) is
- * answered 400 at once, not left to its deadline.
  */
 #ifndef __METRICS_H
 #define __METRICS_H
@@ -18,19 +15,13 @@
 
 struct metrics;
 struct metrics_target;
-struct session_stats;
 struct sinks;
-
-#define METRICS_DEFAULT_TIMEOUT_MS 5000 /* a client's whole request and response */
-#define METRICS_DEFAULT_CLIENTS 8	/* connections at once; more are closed at once */
-#define METRICS_MAX_REQUEST 8192	/* request line and headers */
-#define METRICS_MAX_LINE 4096 /* one of them: a request with a longer one is answered 400 */
 
 struct metrics_opts {
 	const char *listen; /* "ADDR:PORT": IPv4 or [IPv6]; port 0: any free port */
 	int allow_remote;   /* 0: only a loopback address is accepted */
-	int timeout_ms;	    /* 0: METRICS_DEFAULT_TIMEOUT_MS */
-	int max_clients;    /* 0: METRICS_DEFAULT_CLIENTS */
+	int timeout_ms;	    /* 0: HTTPD_DEFAULT_TIMEOUT_MS */
+	int max_clients;    /* 0: HTTPD_DEFAULT_CLIENTS */
 };
 
 /*
@@ -62,8 +53,18 @@ int metrics__serve(struct metrics *m);
  */
 struct metrics_target *metrics__target_add(struct metrics *m, pid_t pid, int rank, const char *job);
 
-/* The target's values now (counted since its attach), from session__stats. */
-void metrics__target_update(struct metrics_target *t, const struct session_stats *st);
+/* A target's values, counted since its attach. */
+struct metrics_values {
+	uint64_t anomalies;   /* anomaly lines written */
+	uint64_t undiagnosed; /* ... of them not given to cause (all of them while it is NULL) */
+	const char *cause;    /* a string of the diagnosis vocabulary, NULL before the diagnosis */
+	uint64_t warnings, probe_hits;
+	uint64_t tensors, bytes; /* scanned; bytes: outputs and gradients */
+	uint64_t steps, iterations;
+};
+
+/* The target's values now. */
+void metrics__target_update(struct metrics_target *t, const struct metrics_values *v);
 
 /* The target is gone: its counts stay in the totals, its own series go. Accepts NULL. */
 void metrics__target_remove(struct metrics *m, struct metrics_target *t);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* CPython objects of the target decoded from outside (see resolve_pyobject.h). */
+/* CPython objects of the target decoded from outside (see pyobject.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 #define __RUNNER_H
 
 #include <stddef.h>
-#include "session.h"
+#include "session/session.h"
 
 struct runner;
 

@@ -28,7 +28,7 @@
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
-#include "explain/capture.h"
+#include "capture/capture.h"
 #include "output/emit.h"
 #include "output/event.h"
 #include "output/metrics.h"
@@ -41,7 +41,7 @@
 #include "service/runner.h"
 #include "service/service.h"
 #include "service/workers.h"
-#include "session.h"
+#include "session/session.h"
 #include "util/notify.h"
 #include "util/utf8.h"
 
@@ -272,11 +272,13 @@ static void add_metrics(struct service *sv, struct slot *sl)
 static void update_metrics(struct slot *sl)
 {
 	struct session_stats st;
+	struct metrics_values v;
 
 	if (!sl->mt || !sl->r)
 		return;
 	runner__stats(sl->r, &st);
-	metrics__target_update(sl->mt, &st);
+	session__metric_values(&st, &v);
+	metrics__target_update(sl->mt, &v);
 }
 
 /* --- jobs, on the worker threads ------------------------------------------------------- */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libFuzzer target: capture records (daemon/explain/capture.c) assembled without a directory,
+ * libFuzzer target: capture records (daemon/capture/capture.c) assembled without a directory,
  * their facts computed (daemon/explain/evidence.c) and read by the diagnosis. An input is a run
  * of records, each one selector byte (0 tensor, 1 data, 2 end) and the record's bytes (its type
  * field is set here); a data record is its header, then as many data bytes as its len says.
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "explain/capture.h"
+#include "capture/capture.h"
 #include "explain/diagnose.h"
 #include "explain/evidence.h"
 #include "resolve/remote.h"

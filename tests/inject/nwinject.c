@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The daemon's injection (daemon/attach/inject.c) on its own, for the tests: load LIB into
+ * The daemon's injection (daemon/inject/inject.c) on its own, for the tests: load LIB into
  * any process, Python with torch or not. Exit 0, or 1 with the daemon's one-line reason.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "attach/inject.h"
+#include "inject/inject.h"
 
 int main(int argc, char **argv)
 {

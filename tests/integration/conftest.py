@@ -8,7 +8,7 @@ test_*.py files; their docstrings say what each checks).
 Environments. A test runs in the environments its `environments(...)` mark lists, as the `env`
 fixture's parameter, which names the test: test_trainer_nan_input[host], [trixie], [container].
   host       the trainers run with --python (Debian 12's Python 3.11, torch 1.13).
-  trixie     with --trixie-root DIR (a root made by tools/make-trixie-root: Debian trixie,
+  trixie     with --trixie-root DIR (a root made by scripts/make-trixie-root: Debian trixie,
              Python 3.13, torch 2.6): tests/trainers/*.py are copied to
              DIR/opt/nanwatch-tests/run-PID/trainers/ and the trainers (oracle runs included, so
              each environment is compared with its own oracle) run as `chroot DIR
@@ -31,7 +31,7 @@ environments; -k NAME picks tests by the case name, as before (-k trainer_nan_in
   /usr/bin/python3 -m pytest tests/integration --daemon build/nanwatchd [--trixie-root DIR]
                             [--env host,trixie,container] [-k NAME]
 
-The process harness is tools/nwharness.py (shared with tools/bench.py); nwchecks.py holds the
+The process harness is tests/lib/nwharness.py (shared with bench/bench.py); nwchecks.py holds the
 checks of a daemon stream that several areas use. Standard library and pytest only: torch is
 imported by the trainers, never here.
 """
@@ -43,7 +43,7 @@ import sys
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "tools"))  # nwharness, shared with tools/bench.py
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))  # nwharness, shared with bench/bench.py
 
 from nwharness import (Context, Env, Fail, TRAINERS, kill_children,  # noqa: E402
                        remove_mnt_dirs, tail)
@@ -67,7 +67,7 @@ def pytest_addoption(parser):
                     help="layout tables passed to the daemon (default %(default)s)")
     group.addoption("--trixie-root", metavar="DIR",
                     help="also run the tests with the trainer inside this root (made by "
-                         "tools/make-trixie-root), as [trixie], and in a mount-namespace "
+                         "scripts/make-trixie-root), as [trixie], and in a mount-namespace "
                          "container on it, as [container]")
     group.addoption("--env", metavar="NAMES", default=",".join(ENVIRONMENTS),
                     help="comma-separated environments to run in (default %(default)s)")
@@ -194,7 +194,7 @@ def make_trixie_env(ctx, root):
     root = os.path.abspath(root)
     stamp = os.path.join(root, TRIXIE_STAMP)
     if not os.path.isfile(stamp):
-        raise Fail("%s is not built (no %s): run tools/make-trixie-root %s (or make "
+        raise Fail("%s is not built (no %s): run scripts/make-trixie-root %s (or make "
                    "trixie-root)" % (root, TRIXIE_STAMP, root))
     parent = os.path.join(root, os.path.dirname(TRIXIE_TRAINERS).lstrip("/"))
     dest = os.path.join(root, TRIXIE_TRAINERS.lstrip("/"))

@@ -558,3 +558,40 @@ def run_collect(ctx, *args):
         raise Fail("nanwatch-collect %s exited %d: %s" % (" ".join(args), r.returncode,
                                                          r.stderr.decode()[-500:]))
     return r.stdout.decode(), r.stderr.decode()
+
+
+def step_now(trainer):
+    """The last STEP n the trainer printed (0 before any)."""
+    steps = [l for l in trainer.out if l.startswith(b"STEP ")]
+    return int(steps[-1].split()[1]) if steps else 0
+
+
+def wait_steps(trainer, n, what):
+    """Wait until the trainer printed STEP m for some m >= n."""
+    if trainer.wait_out(lambda l: l.startswith(b"STEP ") and int(l.split()[1]) >= n, 60) is None:
+        raise Fail("trainer did not reach step %d %s" % (n, what))
+
+
+def check_first_in_flight(events, oracle, pid):
+    """The first anomaly against the oracle of the same fault: every exact field but the
+    step and iteration, which count from the attach unless the event says otherwise."""
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    if not anomalies:
+        raise Fail("no anomaly; oracle: %s at step %d" % (describe(oracle), oracle["step"]))
+    for ev in anomalies:
+        check_anomaly_fields(ev, pid)
+    first = check_first(anomalies, oracle)
+    fields = [f for f in EXACT_FIELDS if f not in ("step", "iteration")]
+    diffs = ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in fields
+             if not same(first[f], oracle[f])]
+    diffs += ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in ("finite_min", "finite_max")
+              if not close(first[f], oracle[f])]
+    source = first.get("step_source")
+    if source not in (None, "attach") and first["step"] != oracle["step"]:
+        diffs.append("step %r (from %s), oracle %r" % (first["step"], source, oracle["step"]))
+    if source in (None, "attach") and not 0 <= first["step"] - first["iteration"] <= 1:
+        diffs.append("step %r and iteration %r, one forward pass a step" %
+                     (first["step"], first["iteration"]))
+    if diffs:
+        raise Fail("first anomaly differs: " + "; ".join(diffs))
+    return first

@@ -29,8 +29,8 @@ import os
 import subprocess
 
 from nwharness import Fail, oracle_of
+from nwcapture import capture_dir, run_repro, watch_capture
 from nwchecks import HOST_AND_TRIXIE, case_test, describe
-from test_capture import capture_dir, run_repro, watch_capture
 
 # (trainer, variant): (live cause, replayed op or None: not checked, replayed cause, reproducible)
 CASES = {

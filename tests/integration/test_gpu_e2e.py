@@ -26,8 +26,8 @@ import pytest
 
 from nwharness import (Fail, Proc, TRAINER_TIMEOUT, is_event, oracle_of, read_comm, tail,
                        trainer_argv, wait_attach, wait_daemon_exit)
-from nwchecks import HOST_ONLY, check_envelope, environments, last_stats, parse_stream
-from test_live_attach import check_first_in_flight, step_now, wait_steps
+from nwchecks import (HOST_ONLY, check_envelope, check_first_in_flight, environments, last_stats,
+                      parse_stream, step_now, wait_steps)
 
 TRAINER = "gpu_emu"
 EMU_RE = re.compile(rb"^EMU launches (\d+) scans (\d+) modules (\d+) injected (\d+)$")

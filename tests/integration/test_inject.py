@@ -1,4 +1,4 @@
-"""Loading a library into a running process (nanwatchd --inject, daemon/attach/inject.c).
+"""Loading a library into a running process (nanwatchd --inject, daemon/inject/inject.c).
 
 The targets are tests/inject/counter (a C program: a counter printed every 2 ms from nanosleep
 with two helper threads, or lines echoed from a blocking read on a pipe, or a read inside a

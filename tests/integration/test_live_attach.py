@@ -7,10 +7,10 @@ import time
 from nwharness import (Fail, TRAINER_TIMEOUT, announced_trainer, finish_trainer, is_event,
                        last_json, oracle_of, read_comm, run_trainer, start_daemon,
                        start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
-from nwchecks import (EVERYWHERE, EXACT_FIELDS, HOST_AND_TRIXIE, case_test, check_anomalies,
-                      check_anomaly_fields, check_envelope, check_first, check_interpreter, close,
-                      describe, environments, last_stats, parse_stream, same, target_untouched,
-                      watch)
+from nwchecks import (EVERYWHERE, HOST_AND_TRIXIE, case_test, check_anomalies, check_anomaly_fields,
+                      check_envelope, check_first_in_flight, check_interpreter, describe,
+                      environments, last_stats, parse_stream, step_now, target_untouched,
+                      wait_steps, watch)
 
 
 @environments(*EVERYWHERE)
@@ -158,18 +158,6 @@ def start_live_trainer(ctx, name, *extra):
     return announced_trainer(ctx, name, "--live", b"LIVE", *extra)
 
 
-def step_now(trainer):
-    """The last STEP n the trainer printed (0 before any)."""
-    steps = [l for l in trainer.out if l.startswith(b"STEP ")]
-    return int(steps[-1].split()[1]) if steps else 0
-
-
-def wait_steps(trainer, n, what):
-    """Wait until the trainer printed STEP m for some m >= n."""
-    if trainer.wait_out(lambda l: l.startswith(b"STEP ") and int(l.split()[1]) >= n, 60) is None:
-        raise Fail("trainer did not reach step %d %s" % (n, what))
-
-
 def check_counts_in_flight(events, what):
     """A watch of a run in flight: steps and iterations counted together, no anomaly."""
     stats = last_stats(events)
@@ -185,31 +173,6 @@ def check_counts_in_flight(events, what):
     bad = [ev for ev in events if ev["event"] == "anomaly"]
     if bad:
         raise Fail("%s: anomaly on a healthy stretch: %s" % (what, json.dumps(bad[0])))
-
-
-def check_first_in_flight(events, oracle, pid):
-    """The first anomaly against the oracle of the same fault: every exact field but the
-    step and iteration, which count from the attach unless the event says otherwise."""
-    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
-    if not anomalies:
-        raise Fail("no anomaly; oracle: %s at step %d" % (describe(oracle), oracle["step"]))
-    for ev in anomalies:
-        check_anomaly_fields(ev, pid)
-    first = check_first(anomalies, oracle)
-    fields = [f for f in EXACT_FIELDS if f not in ("step", "iteration")]
-    diffs = ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in fields
-             if not same(first[f], oracle[f])]
-    diffs += ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in ("finite_min", "finite_max")
-              if not close(first[f], oracle[f])]
-    source = first.get("step_source")
-    if source not in (None, "attach") and first["step"] != oracle["step"]:
-        diffs.append("step %r (from %s), oracle %r" % (first["step"], source, oracle["step"]))
-    if source in (None, "attach") and not 0 <= first["step"] - first["iteration"] <= 1:
-        diffs.append("step %r and iteration %r, one forward pass a step" %
-                     (first["step"], first["iteration"]))
-    if diffs:
-        raise Fail("first anomaly differs: " + "; ".join(diffs))
-    return first
 
 
 def case_in_flight(ctx, name, variant, attaches, pace):

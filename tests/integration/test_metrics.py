@@ -166,7 +166,7 @@ def test_metrics_prometheus(ctx):
     """prometheus scrapes a daemon watching a trainer that goes NaN and reads back the
     anomalies by cause, the targets, probe hits and bytes scanned; 404 and 405 elsewhere."""
     if not os.access(PROMETHEUS, os.X_OK):
-        raise Fail("%s missing: run tools/install-deps" % PROMETHEUS)
+        raise Fail("%s missing: run scripts/install-deps" % PROMETHEUS)
     daemon_port = free_port()
     trainer = start_waiting_trainer(ctx, "nan_input", "--fault-step", "4", "--linger", "600")
     comm = read_comm(trainer.pid)

@@ -120,7 +120,7 @@ class Pipeline:
 
     def __init__(self, ctx):
         if not os.access(RSYSLOGD, os.X_OK):
-            raise Fail("%s missing: install Debian's rsyslog (tools/install-deps)" % RSYSLOGD)
+            raise Fail("%s missing: install Debian's rsyslog (scripts/install-deps)" % RSYSLOGD)
         self.base = tempfile.mkdtemp(prefix="shipping-", dir=ctx.tmp)
         self.events = os.path.join(self.base, "events.ndjson")
         self.received = os.path.join(self.base, "received.ndjson")

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Resolving a watched process: its layout tables, step marker and backward keys. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "resolve/backward_layout.h"
+#include "resolve/elfsym.h"
+#include "resolve/layout.h"
+#include "resolve/pyoffsets.h"
+#include "resolve/vtable.h"
+#include "session/session_priv.h"
+
+#ifndef NW_LAYOUT_DIR
+#define NW_LAYOUT_DIR "/usr/local/share/nanwatch/layouts"
+#endif
+
+static const char *layouts_dir(const struct session_opts *a, char *buf, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n;
+	char *slash;
+
+	if (a->layouts)
+		return a->layouts;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(buf, len, "%s/../config/layouts", exe);
+			if (!access(buf, R_OK))
+				return buf;
+		}
+	}
+	return NW_LAYOUT_DIR;
+}
+
+/* name's file offset in e, for its uprobe; 0 when it is not there (the attach says so). */
+static uint64_t probe_offset(struct elfsym *e, const char *name)
+{
+	uint64_t addr, off;
+
+	if (!e || !name[0] || elfsym__find(e, name, &addr) || elfsym__file_offset(e, addr, &off))
+		return 0;
+	return off;
+}
+
+/* The full name of the torch table's step marker function in the target's libtorch_cpu. */
+static int step_symbol(struct session *s, const char *prefix, char *err, size_t errlen)
+{
+	struct elfsym *e = s->t.torch_cpu_elf;
+	int ret;
+
+	s->step_symbol[0] = 0;
+	if (!prefix)
+		return 0;
+	if (!e) {
+		snprintf(err, errlen,
+			 "failed to open the target's libtorch_cpu for the step marker%s%s",
+			 s->t.torch_cpu_err ? ": " : "",
+			 s->t.torch_cpu_err ? target__image_why(s->t.torch_cpu_err) : "");
+		return -ENOENT;
+	}
+	ret = elfsym__find_prefix(e, prefix, s->step_symbol, sizeof(s->step_symbol));
+	if (ret)
+		snprintf(err, errlen, "no symbol %.60s* in %.100s", prefix, s->t.torch_cpu_path);
+	s->step_offset = ret ? 0 : probe_offset(e, s->step_symbol);
+	return ret;
+}
+
+/* The torch table's keys that identify a tensor already scanned; without them, no skipping. */
+static void rescan_layout(struct session *s, const struct layout *tl)
+{
+	memset(&s->rescan, 0, sizeof(s->rescan));
+	layout__fill_rescan(tl, &s->rescan, NULL, 0);
+}
+
+/* The torch table's backward keys; a table without them leaves the backward pass unwatched. */
+static int backward_layout(struct session *s, const struct layout *tl, char *err, size_t errlen)
+{
+	struct elfsym *e = s->t.torch_cpu_elf;
+	int ret;
+
+	s->node_symbol[0] = 0;
+	if (!s->o.backward || s->o.top_only || !s->t.torch_cpu_path[0])
+		return 0;
+	if (!e && layout__str(tl, LK_node_symbol)) {
+		snprintf(err, errlen, "failed to read %.200s: %s", s->t.torch_cpu_path,
+			 target__image_why(s->t.torch_cpu_err));
+		return s->t.torch_cpu_err ? s->t.torch_cpu_err : -ENOENT;
+	}
+	ret = backward__layout(tl, e, s->t.torch_cpu_base, &s->bwl, s->node_symbol,
+			       sizeof(s->node_symbol), err, errlen);
+	if (ret == -ENOENT && !s->node_symbol[0] && !layout__str(tl, LK_node_symbol))
+		return 0;
+	if (!ret)
+		ret = layout__int(tl, LK_vtable_offset, &s->vtable_offset);
+	if (ret)
+		return ret;
+	s->node_offset = probe_offset(e, s->node_symbol);
+	/* node classes by vtable: read now, with the rest of the target's files */
+	s->vt = vtable__open(e, s->t.torch_cpu_base, s->vtable_offset);
+	if (!s->vt) {
+		ret = -errno;
+		snprintf(err, errlen, "failed to read the vtables of %.200s: %s",
+			 s->t.torch_cpu_path, target__image_why(ret));
+		return ret;
+	}
+	/* without the counter, nodes are named by the module outputs they are the grad_fn of */
+	backward__seq_counter(tl, e, s->t.torch_cpu_base, &s->remote, &s->bwl);
+	return 0;
+}
+
+/* The torch table's device keys for GPU tensors; -1 for each it lacks. */
+static void gpu_layout(struct session *s, const struct layout *tl)
+{
+	if (layout__int(tl, LK_device_cuda, &s->device_cuda))
+		s->device_cuda = -1;
+	if (layout__int(tl, LK_device_meta, &s->device_meta))
+		s->device_meta = -1;
+	if (layout__int(tl, LK_impl_device_index, &s->impl_device_index))
+		s->impl_device_index = -1;
+}
+
+int load_layouts(struct session *s, char *err, size_t errlen)
+{
+	char dirbuf[PATH_MAX + 32], why[512];
+	const char *dir = layouts_dir(&s->o, dirbuf, sizeof(dirbuf));
+	struct layout *py = NULL, *tl = NULL;
+	int ret = -ENOTSUP;
+
+	py = layout__find(dir, "python", s->t.python_series, why, sizeof(why));
+	if (!py && errno != ENOENT) {
+		snprintf(err, errlen, "%s", why); /* a table there, but refused: say why */
+		goto cleanup;
+	}
+	if (!py) {
+		snprintf(err, errlen,
+			 "unsupported Python %s in pid %d: no layout table "
+			 "python-%s.yaml in %.256s (%.200s)",
+			 s->t.python_version, s->t.pid, s->t.python_series, dir, why);
+		goto cleanup;
+	}
+	tl = layout__find(dir, "torch", s->t.torch_series, why, sizeof(why));
+	if (!tl && errno != ENOENT) {
+		snprintf(err, errlen, "%s", why);
+		goto cleanup;
+	}
+	if (!tl) {
+		snprintf(err, errlen,
+			 "unsupported torch %s in pid %d: no layout table "
+			 "torch-%s.yaml in %.256s; generate one with tools/nanwatch-layout run as "
+			 "the "
+			 "training user in the training environment (%.200s)",
+			 s->t.torch_version, s->t.pid, s->t.torch_series, dir, why);
+		goto cleanup;
+	}
+	memset(&s->nwl, 0, sizeof(s->nwl));
+	snprintf(s->backward_symbol, sizeof(s->backward_symbol), "%s",
+		 layout__str(tl, LK_backward_symbol) ? layout__str(tl, LK_backward_symbol) : "");
+	s->backward_offset = probe_offset(s->t.torch_python_elf, s->backward_symbol);
+	ret = step_symbol(s, layout__str(tl, LK_step_symbol_prefix), why, sizeof(why));
+	if (!ret)
+		ret = backward_layout(s, tl, why, sizeof(why));
+	if (!ret)
+		rescan_layout(s, tl);
+	if (!ret)
+		ret = layout__fill(py, &s->nwl, why, sizeof(why));
+	if (!ret)
+		ret = layout__fill(tl, &s->nwl, why, sizeof(why));
+	if (!ret)
+		ret = remote__layout_from(&s->remote.l, py, why, sizeof(why));
+	if (ret) {
+		snprintf(err, errlen, "bad layout table in %.256s: %.200s", dir, why);
+		goto cleanup;
+	}
+	ret = pyoffsets__apply(&s->remote, s->t.runtime, s->t.py_version_hex, py, &s->nwl,
+			       &s->remote.l, why, sizeof(why));
+	if (ret < 0) {
+		snprintf(err, errlen, "unsupported Python %s in pid %d: %.200s",
+			 s->t.python_version, s->t.pid, why);
+		goto cleanup;
+	}
+	s->published = ret;
+	ret = 0;
+	gpu_layout(s, tl);
+cleanup:
+	layout__free(py);
+	layout__free(tl);
+	return ret;
+}
+
+/* The python table's dict layout, for BPF to read a module's _parameters itself. */
+void dict_layout(const struct session *s, struct nw_dict_layout *d)
+{
+	const struct remote_layout *l = &s->remote.l;
+
+	*d = (struct nw_dict_layout){
+		.type_flags = l->type_flags,
+		.type_dictoffset = l->type_dictoffset,
+		.type_cached_keys = l->type_cached_keys,
+		.managed_dict_flag = l->managed_dict_flag,
+		.managed_dict = l->managed_dict,
+		.managed_values = l->managed_values,
+		.managed_dict_tagged = l->managed_dict_tagged,
+		.inline_values_flag = l->inline_values_flag,
+		.inline_values_offset = l->inline_values_offset,
+		.values_valid = l->values_valid,
+		.dict_keys = l->dict_keys,
+		.dict_values = l->dict_values,
+		.keys_log2_index_bytes = l->keys_log2_index_bytes,
+		.keys_kind = l->keys_kind,
+		.keys_nentries = l->keys_nentries,
+		.keys_indices = l->keys_indices,
+		.values_items = l->values_items,
+		.keys_kind_general = l->keys_kind_general,
+		.entry_general = l->entry_general,
+		.entry_unicode = l->entry_unicode,
+		.none = s->t.none,
+		.on = 1,
+	};
+}

@@ -1,0 +1,555 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * A watched process's life: resolve it, attach the probes, explain what its sources of
+ * findings send, keep the periodic lines, detach. Every piece of state lives in the session.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "explain/backward.h"
+#include "capture/capture.h"
+#include "explain/diagnose.h"
+#include "util/file.h"
+#include "resolve/names.h"
+#include "resolve/optstate.h"
+#include "output/metrics.h"
+#include "resolve/vtable.h"
+#include "output/event.h"
+#include "inject/inject.h"
+#include "attach/probe.h"
+#include "session/session_priv.h"
+#include "output/sink.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A thread id names a thread, not a process: the probes filter by process and would see nothing. */
+static int check_process(pid_t pid, char *err, size_t errlen)
+{
+	pid_t tgid = target__tgid(pid);
+	char path[64], *comm;
+
+	if (tgid <= 0 || tgid == pid)
+		return 0; /* gone or unreadable: pidfd_open and the resolve say it */
+	snprintf(path, sizeof(path), "/proc/%d/comm", tgid);
+	comm = file__read(path, 64, NULL);
+	if (comm)
+		comm[strcspn(comm, "\n")] = 0;
+	snprintf(err, errlen,
+		 "pid %d is a thread of process %d (%s), not a process: watch "
+		 "--pid %d",
+		 pid, tgid, comm ? comm : "?", tgid);
+	free(comm);
+	return -EINVAL;
+}
+
+static int target_exited(const struct session *s)
+{
+	struct pollfd pfd = {.fd = s->pidfd, .events = POLLIN};
+
+	if (s->pidfd < 0)
+		return !target__alive(&s->t);
+	return poll(&pfd, 1, 0) > 0;
+}
+
+/* Its files, the layout tables and the tensor type; with --verbose, what reading cost. */
+static int resolve_files(struct session *s, pid_t pid, char *err, size_t errlen)
+{
+	double start = now_s();
+	int ret;
+
+	ret = target__resolve(pid, &s->t, err, errlen);
+	if (!ret) {
+		remote__init_pid(&s->remote, pid);
+		s->remote.none = s->t.none;
+		ret = load_layouts(s, err, errlen);
+	}
+	if (!ret)
+		ret = target__tensor_type(&s->t, &s->remote, s->remote.l.type_name,
+					  s->nwl.type_base, err, errlen);
+	if (s->o.verbose)
+		fprintf(stderr, "nanwatchd: pid %d %s in %.1f ms, %llu KiB of its files read\n",
+			pid, ret ? "refused" : "resolved", (now_s() - start) * 1e3,
+			(unsigned long long)s->t.budget.bytes_read >> 10);
+	return ret;
+}
+
+/* The process, its interpreter and torch, the layout tables and the tensor type. */
+static int resolve(struct session *s, pid_t pid, char *err, size_t errlen)
+{
+	int ret;
+
+	ret = check_process(pid, err, errlen);
+	if (ret)
+		return ret;
+	s->pidfd = syscall(SYS_pidfd_open, pid, 0);
+	if (s->pidfd < 0 && errno == ESRCH) {
+		snprintf(err, errlen, "no such process: %d", pid);
+		return -ESRCH;
+	}
+	ret = s->o.may_watch ? s->o.may_watch(err, errlen) : 0;
+	if (!ret)
+		ret = resolve_files(s, pid, err, errlen);
+	if (ret)
+		return ret;
+	if (s->o.verbose)
+		fprintf(stderr, "nanwatchd: tensor type 0x%llx from %s\n",
+			(unsigned long long)s->t.tensor_type, s->t.tensor_type_from);
+	/* a process that is not what the watch needs is refused above, untouched */
+	return s->o.inject_lib ? inject__load(pid, s->o.inject_lib, s->o.verbose, err, errlen) : 0;
+}
+
+struct session *session__open(pid_t pid, const struct session_opts *o, char *err, size_t errlen)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->o = *o;
+	s->pidfd = -1;
+	ret = resolve(s, pid, err, errlen);
+	if (ret) {
+		session__free(s);
+		errno = -ret;
+		return NULL;
+	}
+	if (o->job && o->job[0])
+		snprintf(s->t.job, sizeof(s->t.job), "%s", o->job);
+	return s;
+}
+
+/* The explain stage hands parameter lists back to the BPF maps through this. */
+static int set_params(void *ctx, uint64_t module, const struct nw_params *np)
+{
+	struct session *s = ctx;
+	struct nw_params bufs;
+
+	if (!s->p)
+		return -EAGAIN;
+	/* a captured layer's buffers are copied with its parameters */
+	if (s->cap && !capture__buffers(&s->remote, module, &bufs))
+		probe__set_buffers(s->p, module, &bufs);
+	return probe__set_params(s->p, module, np);
+}
+
+static uint64_t step_starts(void *ctx)
+{
+	struct session *s = ctx;
+	uint64_t c[NW_C_MAX];
+
+	if (!s->p)
+		return 0;
+	probe__counters(s->p, c);
+	return c[NW_C_STEP_STARTS];
+}
+
+/* Capture records come before the anomaly they belong to: assemble them first. */
+static void take_capture(struct session *s)
+{
+	const char *msg;
+
+	if (!s->cap)
+		return;
+	capture__consume(s->cap);
+	s->x.capture = capture__path(s->cap);
+	diagnose__facts(&s->x.diag, capture__facts(s->cap));
+	msg = capture__error(s->cap);
+	if (msg)
+		output__error(&s->e, msg);
+}
+
+static int on_grad(void *ctx, const struct nw_grad *g)
+{
+	struct session *s = ctx;
+
+	explain__grad(&s->x, g);
+	return 0;
+}
+
+static int on_event(void *ctx, const void *data, size_t size)
+{
+	struct session *s = ctx;
+
+	take_capture(s);
+	/* a broken output ends the watch in tick; the outputs that work still get the event */
+	explain__record(&s->x, data, size);
+	return 0;
+}
+
+static void setup_explain(struct session *s)
+{
+	struct explain *x = &s->x;
+
+	diagnose__init(&x->diag);
+	x->diag.top_only = s->o.top_only;
+	x->diag.loss_only = x->loss_only = s->o.loss_only;
+	x->e = &s->e;
+	x->names = s->names;
+	x->remote = &s->remote;
+	x->set_params = set_params;
+	x->step_starts = step_starts;
+	x->params_ctx = s;
+	x->layout = &s->nwl;
+	x->tensor_type = s->t.tensor_type;
+}
+
+static int setup_capture(struct session *s, struct probe_opts *po, char *err, size_t errlen)
+{
+	struct capture_opts co = {
+		.dir = s->o.capture_dir,
+		.max_bytes = s->o.capture_max_bytes,
+		.pid = s->t.pid,
+		.comm = s->t.comm,
+		.python_version = s->t.python_version,
+		.torch_version = s->t.torch_version,
+		.remote = &s->remote,
+		.names = s->names,
+		.layout = &s->nwl,
+		.tuple_type = s->t.tuple_type,
+	};
+
+	/* without a directory the call is still copied, for the diagnosis' evidence only */
+	if (!s->o.capture_dir && co.max_bytes > CAPTURE_FACTS_BYTES)
+		co.max_bytes = CAPTURE_FACTS_BYTES;
+	s->cap = capture__new(&co, err, errlen);
+	if (!s->cap)
+		return -errno;
+	po->capture_max_bytes = co.max_bytes;
+	po->capture_ring_bytes = capture__ring_bytes(co.max_bytes);
+	if (!po->capture_ring_bytes) {
+		snprintf(err, errlen, "--capture-max-mb too large for one ring buffer");
+		return -EINVAL;
+	}
+	po->capture_int_codes = capture__int_codes(&s->nwl);
+	return 0;
+}
+
+static int setup_backward(struct session *s, struct probe_opts *po, char *err, size_t errlen)
+{
+	if (!s->node_symbol[0])
+		return 0;
+	s->x.bwd = backward__new(s->vt, &s->remote, s->nwl.var_tensor);
+	s->vt = NULL; /* the backward state's now */
+	if (!s->x.bwd) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	po->node_symbol = s->node_symbol;
+	po->bwd = &s->bwl;
+	po->backward_all = s->o.backward == 2;
+	po->grad_cb = on_grad;
+	return 0;
+}
+
+static int bpf_poll(void *ctx, int timeout_ms)
+{
+	return probe__poll(ctx, timeout_ms);
+}
+
+static int bpf_fd(const void *ctx)
+{
+	return probe__fd(ctx);
+}
+
+/* The BPF rings: the first source of findings. */
+static int open_probes(struct session *s, struct probe_opts *po, char *err, size_t errlen)
+{
+	s->p = probe__open(&s->t, &s->nwl, po, on_event, s, err, errlen);
+	if (!s->p)
+		return -errno;
+	s->src[s->nsrc++] = (struct session_source){
+		.name = "bpf",
+		.poll = bpf_poll,
+		.fd = bpf_fd,
+		.ctx = s->p,
+	};
+	if (s->cap && capture__attach(s->cap, probe__capture_fd(s->p))) {
+		snprintf(err, errlen, "failed to read the capture ring buffer: %s",
+			 strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int emit_attach(struct session *s)
+{
+	struct output_attach a = {
+		.python = s->t.python_version,
+		.torch = s->t.torch_version,
+		.probes = probe__count(s->p),
+		.mode = s->o.mode,
+		.backward = !s->node_symbol[0]	 ? "off"
+			    : s->o.backward == 2 ? "on"
+						 : "norms",
+		/* the module call that made a node, or (the counter not located) an output's */
+		.backward_layer = !s->node_symbol[0]			   ? NULL
+				  : s->o.backward == 2 && s->bwl.seq_modid ? "made"
+									   : "output",
+		.interpreter = s->t.python_path,
+		.torch_library = s->t.torch_path,
+		.published_offsets = s->published,
+		.gpu = s->gpu_attach,
+		.gpu_message = s->gpu_message[0] ? s->gpu_message : NULL,
+	};
+
+	return output__attach(&s->e, &a);
+}
+
+int session__attach(struct session *s, struct sinks *out, char *err, size_t errlen)
+{
+	struct nw_dict_layout dict;
+	struct probe_opts po = {.max_scan_bytes = s->o.max_scan_bytes,
+				.verbose = s->o.verbose,
+				.bpf_stats = s->o.bpf_stats,
+				.top_only = s->o.top_only,
+				.loss_only = s->o.loss_only,
+				.rescan = &s->rescan,
+				.dict = &dict};
+	int ret;
+
+	dict_layout(s, &dict);
+	s->sinks = out;
+	s->names = names__new(&s->remote);
+	ret = s->names ? emit__init(&s->e, out, &s->t) : -ENOMEM;
+	if (ret) {
+		snprintf(err, errlen, "out of memory");
+		return ret;
+	}
+	s->emitting = 1;
+	setup_explain(s);
+	ret = setup_capture(s, &po, err, errlen);
+	if (ret)
+		return ret;
+	po.step_symbol = s->step_symbol[0] ? s->step_symbol : NULL;
+	po.backward_symbol = s->backward_symbol[0] ? s->backward_symbol : NULL;
+	po.step_offset = s->step_offset;
+	po.backward_offset = s->backward_offset;
+	po.node_offset = s->node_offset;
+	ret = setup_backward(s, &po, err, errlen);
+	gpu_configure(s, &po);
+	if (!ret)
+		ret = open_probes(s, &po, err, errlen);
+	if (!ret)
+		ret = gpu_open(s, err, errlen);
+	if (ret)
+		return ret;
+	if (target_exited(s)) {
+		snprintf(err, errlen, "pid %d exited while attaching", s->t.pid);
+		return -ESRCH;
+	}
+	emit_attach(s);
+	s->next_stats = now_s() + s->o.stats_interval;
+	target__close(&s->t); /* the uprobes hold the files now */
+	return 0;
+}
+
+int session__fd(const struct session *s)
+{
+	return s->nsrc ? s->src[0].fd(s->src[0].ctx) : -1;
+}
+
+enum session_stop session__poll(struct session *s, int timeout_ms)
+{
+	int i, err;
+
+	/* the first source waits; the others are only looked at */
+	for (i = 0; i < s->nsrc; i++) {
+		err = s->src[i].poll(s->src[i].ctx, i ? 0 : timeout_ms);
+		if (err && err != -EINTR) {
+			s->error = err;
+			return SESSION_ERROR;
+		}
+	}
+	return SESSION_WATCHING;
+}
+
+/*
+ * Once an optimizer has stepped, find the tensor that holds its step count and
+ * hand it to BPF, which reads it at every step. Looked up again each time: a
+ * load_state_dict() puts new tensors in its state, and BPF may have moved on to
+ * an optimizer that replaced the first (0 until its state has a step).
+ */
+static void track_step_state(struct session *s)
+{
+	struct optstate_layout ol = {s->nwl.var_borrowed, s->nwl.var_tensor};
+	uint64_t opt = probe__optimizer(s->p), impl = 0;
+
+	if (!opt)
+		return;
+	if (optstate__step_impl(&s->remote, &ol, opt, &impl))
+		impl = 0;
+	if (impl == s->step_impl)
+		return;
+	probe__set_step_state(s->p, impl);
+	s->step_impl = impl;
+}
+
+static void emit_stats(struct session *s, const uint64_t c[NW_C_MAX])
+{
+	struct probe_runtime rt;
+	int have = !probe__runtime(s->p, &rt), source;
+	uint64_t step = probe__step(s->p, &source), all[NW_C_MAX];
+
+	memcpy(all, c, sizeof(all));
+	gpu_counts(s, all);
+	explain__stats(&s->x, all, probe__steps(s->p), probe__iterations(s->p), step, source,
+		       have ? &rt : NULL);
+}
+
+/*
+ * A lost line for each output that dropped lines since the last one. At most
+ * once a second (final: now): the line itself is dropped by a stalled output.
+ */
+static void report_sink_losses(struct session *s, int final)
+{
+	uint64_t n;
+	int i;
+
+	if (!final && now_s() < s->next_sink_lost)
+		return;
+	s->next_sink_lost = now_s() + 1;
+	for (i = 0; i < sinks__count(s->sinks); i++) {
+		n = sinks__take_dropped(s->sinks, i);
+		if (n)
+			output__lost(&s->e, n, "sink", sinks__name(s->sinks, i));
+	}
+}
+
+enum session_stop session__tick(struct session *s)
+{
+	uint64_t c[NW_C_MAX];
+
+	track_step_state(s);
+	gpu_tick(s, 0);
+	probe__counters(s->p, c);
+	explain__lost(&s->x, c);
+	/* iterations started - 1 is the one running: the incident's may be over */
+	if (probe__iterations(s->p))
+		explain__diagnose(&s->x, probe__iterations(s->p) - 1);
+	if (s->o.stats_interval > 0 && now_s() >= s->next_stats) {
+		emit_stats(s, c);
+		s->next_stats += s->o.stats_interval;
+	}
+	report_sink_losses(s, 0);
+	if (!s->o.outlive_sinks && (s->e.failed || sinks__failed(s->sinks))) {
+		s->error = -EPIPE;
+		return SESSION_ERROR;
+	}
+	if (target_exited(s))
+		return SESSION_TARGET_EXIT;
+	if (probe__execed(s->p))
+		return SESSION_TARGET_EXEC;
+	return SESSION_WATCHING;
+}
+
+int session__error(const struct session *s)
+{
+	return s->error;
+}
+
+static const char *stop_reason(enum session_stop reason)
+{
+	switch (reason) {
+	case SESSION_TARGET_EXIT:
+		return "target_exit";
+	case SESSION_TARGET_EXEC:
+		return "target_exec";
+	case SESSION_ERROR:
+		return "error";
+	default:
+		return "signal";
+	}
+}
+
+void session__stats(const struct session *s, struct session_stats *out)
+{
+	uint64_t c[NW_C_MAX];
+
+	memset(out, 0, sizeof(*out));
+	out->anomalies = s->x.anomalies;
+	out->warnings = s->x.warnings;
+	out->modules = s->x.modules;
+	out->cause = s->x.cause;
+	out->anomalies_undiagnosed = s->x.cause ? s->x.undiagnosed : s->x.anomalies;
+	if (!s->p)
+		return;
+	probe__counters(s->p, c);
+	out->probe_hits = c[NW_C_PROBE_HITS];
+	out->tensors_scanned = c[NW_C_TENSORS_SCANNED] + c[NW_C_BWD_GRADS];
+	out->bytes_scanned = c[NW_C_BYTES_SCANNED] + c[NW_C_BWD_BYTES];
+	out->steps = probe__steps(s->p);
+	out->iterations = probe__iterations(s->p);
+	out->step = probe__step(s->p, &out->step_source);
+}
+
+void session__metric_values(const struct session_stats *st, struct metrics_values *v)
+{
+	*v = (struct metrics_values){
+		.anomalies = st->anomalies,
+		.undiagnosed = st->anomalies_undiagnosed,
+		.cause = st->cause,
+		.warnings = st->warnings,
+		.probe_hits = st->probe_hits,
+		.tensors = st->tensors_scanned,
+		.bytes = st->bytes_scanned,
+		.steps = st->steps,
+		.iterations = st->iterations,
+	};
+}
+
+void session__detach(struct session *s, enum session_stop reason)
+{
+	struct output_detach d = {.reason = stop_reason(reason)};
+	struct session_stats st;
+	uint64_t c[NW_C_MAX];
+
+	/* no program runs after this: the ring drained, the counters add up */
+	probe__detach(s->p);
+	probe__consume(s->p);
+	take_capture(s);
+	gpu_tick(s, 1);
+	backward__flush(s->x.bwd);
+	explain__diagnose(&s->x, UINT64_MAX);
+	probe__counters(s->p, c);
+	explain__lost(&s->x, c);
+	report_sink_losses(s, 1);
+	emit_stats(s, c);
+	session__stats(s, &st);
+	d.anomalies = st.anomalies;
+	d.steps = st.steps;
+	d.iterations = st.iterations;
+	d.step = st.step;
+	d.step_source = st.step_source;
+	output__detach(&s->e, &d);
+}
+
+void session__free(struct session *s)
+{
+	if (!s)
+		return;
+	capture__free(s->cap);
+	gpu_free(s);
+	probe__close(s->p);
+	backward__free(s->x.bwd);
+	vtable__free(s->vt);
+	target__close(&s->t);
+	names__free(s->names);
+	if (s->emitting)
+		emit__free(&s->e);
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	free(s);
+}
