@@ -52,7 +52,7 @@ def install_repro(ctx):
 def watch_capture(ctx, name, trace, dirpath, *daemon_args, trainer_args=()):
     """The trainer, as CAPTURE_USER, under the daemon with captures into dirpath. It stays a
     second after training: the daemon reads the captured module's names and attributes from
-    the live target (see README, Captures), and a run does not end milliseconds after its
+    the live target (see docs/captures.md), and a run does not end milliseconds after its
     first NaN."""
     argv = as_user(ctx, trainer_argv(ctx, name, "--wait", "--linger", "1", *trainer_args))
     trainer = Proc(argv, stdin=True)

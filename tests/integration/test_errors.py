@@ -171,7 +171,7 @@ def unprivileged_can_run(ctx):
         raise Fail("uid %d cannot run %s or read %s" % (NOBODY, ctx.daemon, ctx.layouts))
 
 
-# The least the whole watch needs as another user than the target's (README, Permissions).
+# The least the whole watch needs as another user than the target's (docs/service.md, Permissions).
 MINIMAL_CAPS = ["sys_admin", "sys_ptrace"]
 
 

@@ -2,7 +2,7 @@
 /*
  * nanwatch-collect's model: per job, per rank, the first anomaly and the first diagnosis;
  * the job's origin is the rank that went non-finite first, ties settled by evidence (see
- * README, "nanwatch-collect").
+ * docs/service.md, "nanwatch-collect", and nanwatch-collect(1)).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* strptime, timegm, qsort_r */
