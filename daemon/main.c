@@ -16,6 +16,7 @@
 #include "capture/capture.h"
 #include "util/file.h"
 #include "session/session.h"
+#include "output/httpd.h"
 #include "output/metrics.h"
 #include "output/sink.h"
 #include "util/optval.h"
@@ -270,7 +271,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 			  "go with it)");
 	if (a->config)
 		return;
-	if (a->metrics && metrics__check_listen("--metrics", a->metrics, why, sizeof(why)))
+	if (a->metrics && httpd__check_listen("--metrics", a->metrics, why, sizeof(why)))
 		die_usage(why);
 	if (!a->pid)
 		die_usage("--pid (or --config) is required");

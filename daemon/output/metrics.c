@@ -422,11 +422,6 @@ static ssize_t render(void *ctx, char **out)
 	return metrics__render(ctx, out);
 }
 
-int metrics__check_listen(const char *name, const char *spec, char *why, size_t whylen)
-{
-	return httpd__check_listen(name, spec, why, whylen);
-}
-
 struct metrics *metrics__new(const struct metrics_opts *o, char *err, size_t errlen)
 {
 	struct metrics *m = calloc(1, sizeof(*m));

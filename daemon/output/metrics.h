@@ -17,34 +17,21 @@ struct metrics;
 struct metrics_target;
 struct sinks;
 
+/* Where and how the endpoint listens: as these fields of struct httpd_opts (output/httpd.h). */
 struct metrics_opts {
-	const char *listen; /* "ADDR:PORT": IPv4 or [IPv6]; port 0: any free port */
-	int allow_remote;   /* 0: only a loopback address is accepted */
-	int timeout_ms;	    /* 0: HTTPD_DEFAULT_TIMEOUT_MS */
-	int max_clients;    /* 0: HTTPD_DEFAULT_CLIENTS */
+	const char *listen;
+	int allow_remote;
+	int timeout_ms;
+	int max_clients;
 };
 
-/*
- * An address a user gave (option name: as the user spells it): ADDR:PORT with IPv4, [IPv6]
- * or localhost, a port 1..65535, and loopback. 0, or -EINVAL with "NAME: 'SPEC' is not ..."
- * in why.
- */
-int metrics__check_listen(const char *name, const char *spec, char *why, size_t whylen);
-
-/*
- * Parse the address, bind and listen (non-blocking). NULL with errno set and a one-line reason
- * in err: a malformed address (-EINVAL), a non-loopback one not allowed, a bind failure.
- */
+/* The endpoint, listening: NULL with errno set and a one-line reason in err, as httpd__new. */
 struct metrics *metrics__new(const struct metrics_opts *o, char *err, size_t errlen);
 void metrics__free(struct metrics *m); /* closes every connection; accepts NULL */
 
-/* The port listened on (the chosen one for port 0). */
+/* The endpoint's httpd__port, httpd__fd and httpd__serve. */
 int metrics__port(const struct metrics *m);
-
-/* Readable when a connection waits, a client sent data or can take more, or a client expires. */
 int metrics__fd(const struct metrics *m);
-
-/* Do what is ready now, without waiting: accept, read, answer, expire; 0 or a negative errno. */
 int metrics__serve(struct metrics *m);
 
 /*

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "output/metrics.h"
+#include "output/httpd.h"
 #include "service/config.h"
 #include "util/optval.h"
 #include "util/yamlmap.h"
@@ -438,7 +438,7 @@ static int read_outputs(struct reader *rd, const struct yamlmap_node *list, char
 static int on_metrics(void *ctx, const struct yamlmap_value *v, char *why, size_t whylen)
 {
 	struct config *c = ((struct reader *)ctx)->c;
-	int ret = metrics__check_listen(v->key, v->s, why, whylen);
+	int ret = httpd__check_listen(v->key, v->s, why, whylen);
 
 	if (!ret)
 		snprintf(c->metrics_listen, sizeof(c->metrics_listen), "%s", v->s);

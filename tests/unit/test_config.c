@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
-#include "output/metrics.h"
+#include "output/httpd.h"
 #include "service/config.h"
 #include "util/optval.h"
 
@@ -175,7 +175,7 @@ static void test_refused(void **state)
 
 /*
  * The options the command line has too, each value read by the config and by what main.c
- * calls for the option (util/optval, metrics__check_listen): both take it or both refuse it,
+ * calls for the option (util/optval, httpd__check_listen): both take it or both refuse it,
  * with the same words after the option's name; a value taken is the same setting.
  */
 struct both {
@@ -269,7 +269,7 @@ static int flag_with(const struct both *b, struct config *want, char *why, size_
 		ret = optval__backward(b->flag, b->value, &i, why, whylen);
 		assert_true(ret || !want || i == want->rules[0].backward);
 	} else {
-		ret = metrics__check_listen(b->flag, b->value, why, whylen);
+		ret = httpd__check_listen(b->flag, b->value, why, whylen);
 		assert_true(ret || !want || !strcmp(b->value, want->metrics_listen));
 	}
 	return ret;
