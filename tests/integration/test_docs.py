@@ -7,11 +7,12 @@ that does not exist, the program complains about the made-up option only, never 
 docs_sections: every page has SYNOPSIS, OPTIONS (KEYS for the configuration file), EXIT STATUS
 and EXAMPLES. docs_event_fields: every key the daemon writes into an event line (the key
 arguments of the JSON writer's calls in daemon/, the capture manifest's files aside) has a row
-of docs/events.md whose first column names it. docs_causes: every cause the diagnosis can
-conclude (daemon/explain/diagnose.c) and every cause nanwatch-repro --explain can give has a
-row of docs/diagnosis.md. docs_config_keys: every key the configuration parser knows is a term
-of nanwatch.yaml(5). docs_man_installed: make install into a scratch DESTDIR puts every page
-where man finds it by name (man --manpath=... nanwatchd) and it renders with its sections.
+of a field table of docs/events.md (first column: the field), one field a row. docs_causes:
+every cause the diagnosis can conclude (daemon/explain/diagnose.c) and every cause
+nanwatch-repro --explain can give has a row of a cause table of docs/diagnosis.md.
+docs_config_keys: every key the configuration parser knows is a term of nanwatch.yaml(5).
+docs_man_installed: make install into a scratch DESTDIR puts every page where man finds it by
+name (man --manpath=... nanwatchd) and it renders with its sections.
 """
 import glob
 import os
@@ -197,17 +198,29 @@ def event_keys():
     return keys
 
 
-def first_column_names(path):
-    """The backquoted names in the first column of every table row of a Markdown page, split at
-    dots (`phases.forward.found` names phases, forward and found)."""
-    names = set()
+def first_columns(path, header):
+    """The backquoted names in the first column of each row of the Markdown page's tables whose
+    header's first cell is header ("field", "cause"): (line number, names) per row."""
+    rows, table = [], None
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             cells = line.strip().split("|")
             if len(cells) < 3 or not line.lstrip().startswith("|"):
-                continue
-            for ref in re.findall(r"`([^`]+)`", cells[1]):
-                names.update(re.split(r"[.\[\]{}, ]+", ref))
+                table = None
+            elif table is None:
+                table = cells[1].strip()  # the header row
+            elif table == header and not re.fullmatch(r"\s*:?-+:?\s*", cells[1]):
+                rows.append((n, re.findall(r"`([^`]+)`", cells[1])))
+    return rows
+
+
+def first_column_names(path, header):
+    """The names of first_columns, split at dots (`phases.forward.found` names phases, forward
+    and found)."""
+    names = set()
+    for _, refs in first_columns(path, header):
+        for ref in refs:
+            names.update(re.split(r"[.\[\]{}, ]+", ref))
     names.discard("")
     return names
 
@@ -218,7 +231,13 @@ def test_docs_event_fields(ctx):
     keys = event_keys()
     if len(keys) < 50:
         raise Fail("only %d event keys found in daemon/: the extraction is broken" % len(keys))
-    rows = first_column_names(os.path.join(DOCS, "events.md"))
+    path = os.path.join(DOCS, "events.md")
+    crowded = ["line %d: %s" % (n, ", ".join(refs)) for n, refs in first_columns(path, "field")
+               if len(refs) > 1]
+    if crowded:
+        raise Fail("docs/events.md: rows naming several fields (one row per field): %s" %
+                   "; ".join(crowded))
+    rows = first_column_names(path, "field")
     missing = sorted("%s (%s)" % (k, where) for k, where in keys.items() if k not in rows)
     ctx.log("%d keys, %d names in events.md rows" % (len(keys), len(rows)))
     if missing:
@@ -242,7 +261,7 @@ def test_docs_causes(ctx):
     live, replay = causes()
     if len(live) < 8:
         raise Fail("only %d causes found in diagnose.c: the extraction is broken" % len(live))
-    rows = first_column_names(os.path.join(DOCS, "diagnosis.md"))
+    rows = first_column_names(os.path.join(DOCS, "diagnosis.md"), "cause")
     ctx.log("causes: live %s, replay %s" % (sorted(live), sorted(replay)))
     missing = sorted((live | replay) - rows)
     if missing:
