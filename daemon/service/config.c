@@ -214,7 +214,8 @@ static unsigned long regex_cost(const char *p)
 	return sum[0];
 }
 
-static int compile(regex_t *re, const struct yamlmap_value *v, char *why, size_t whylen)
+/* flags: more regcomp flags (REG_NEWLINE for a text of lines: ^ and $ at each line's ends). */
+static int compile(regex_t *re, const struct yamlmap_value *v, int flags, char *why, size_t whylen)
 {
 	char msg[160];
 	int ret;
@@ -226,7 +227,7 @@ static int compile(regex_t *re, const struct yamlmap_value *v, char *why, size_t
 			 v->key, v->s, REGEX_MAX_COST);
 		return -E2BIG;
 	}
-	ret = regcomp(re, v->s, REG_EXTENDED | REG_NOSUB);
+	ret = regcomp(re, v->s, REG_EXTENDED | REG_NOSUB | flags);
 
 	if (!ret)
 		return 0;
@@ -247,7 +248,7 @@ static int on_env(void *ctx, const struct yamlmap_value *v, char *why, size_t wh
 		return -E2BIG;
 	}
 	e = &r->env[r->nenv];
-	ret = compile(&e->re, v, why, whylen);
+	ret = compile(&e->re, v, 0, why, whylen);
 	if (ret)
 		return ret;
 	snprintf(e->name, sizeof(e->name), "%s", v->key);
@@ -264,15 +265,15 @@ static int on_match(void *ctx, const struct yamlmap_value *v, char *why, size_t 
 
 	switch (v->field->id) {
 	case K_CMDLINE:
-		ret = compile(&r->cmdline, v, why, whylen);
+		ret = compile(&r->cmdline, v, 0, why, whylen);
 		r->has_cmdline = !ret;
 		return ret;
 	case K_EXE:
-		ret = compile(&r->exe, v, why, whylen);
+		ret = compile(&r->exe, v, 0, why, whylen);
 		r->has_exe = !ret;
 		return ret;
 	case K_CGROUP:
-		ret = compile(&r->cgroup, v, why, whylen);
+		ret = compile(&r->cgroup, v, REG_NEWLINE, why, whylen); /* a line per hierarchy */
 		r->has_cgroup = !ret;
 		return ret;
 	default:

@@ -100,6 +100,24 @@ static void test_usual_regex(void **state)
 	config__free(c);
 }
 
+/* /proc/PID/cgroup is lines, each ending in a newline: ^ and $ anchor at each line's ends. */
+static void test_cgroup_lines(void **state)
+{
+	char err[256];
+	struct config *c;
+
+	(void)state;
+	c = parse("watch:\n  - match: {cgroup: '^0::/slurm/job_42$'}\n", err, sizeof(err));
+	if (!c)
+		fail_msg("%s", err);
+	assert_true(config__rule_match(&c->rules[0], "x", NULL, NULL, 0, "0::/slurm/job_42\n"));
+	assert_true(config__rule_match(&c->rules[0], "x", NULL, NULL, 0,
+				       "12:cpu,cpuacct:/slurm/job_42\n0::/slurm/job_42\n"));
+	assert_false(config__rule_match(&c->rules[0], "x", NULL, NULL, 0, "0::/slurm/job_420\n"));
+	assert_false(config__rule_match(&c->rules[0], "x", NULL, NULL, 0, "1:0::/slurm/job_42\n"));
+	config__free(c);
+}
+
 static void test_defaults(void **state)
 {
 	char err[256];
@@ -346,6 +364,7 @@ int main(void)
 		cmocka_unit_test(test_quoted_number),
 		cmocka_unit_test(test_relative_paths),
 		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_cgroup_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
