@@ -9,8 +9,13 @@ operation, the capture directory and the replay command; the HTML must hold no r
 anything outside it (no http(s)://, <script>, <link>, @import, url() or src of a non-data
 URI), chromium's network log (--log-net-log) must hold no request, every plot must be a PNG
 larger than 200x100 px (read from the IHDR of the base64 data), and the screenshot must have
-the window's size. The job's page (both files, and the two streams in one file read from
-standard input) must name rank 1, with a per-rank plot.
+the window's size. The job's page (both files) must name rank 1 at the oracle's layer, step
+and iteration, mark its row of the ranks table (only it) as the first and show rank 0's row
+with no anomaly, with every plot, the per-rank one included, such a PNG; the two streams in
+one file read from standard input must name the same rank, layer and step. (A real
+DataParallel job's page, its first rank and the ranks that received the NaN later:
+test_service_ddp.py.) The page's making, loading and checking are nwreport.py's, shared with
+test_service_ddp.py.
 report_million_lines: a million lines made from the real stream's lines (seq and step
 counting up), a garbage line and a line over 1 MiB among them, piped in: the page names the
 same first layer and step, counts the two skipped lines; time and peak RSS are logged, the RSS
@@ -23,13 +28,9 @@ first layer once its lines arrive) and exits 0 on SIGTERM; the page is 0644 or t
 no temporary file left; a destination that is a symbolic link is refused, its target
 untouched.
 """
-import base64
-import html.parser
 import json
 import os
-import re
 import signal
-import struct
 import subprocess
 import threading
 import time
@@ -37,21 +38,18 @@ import time
 from nwharness import (ATTACH_TIMEOUT, REPO, TRAINERS, Fail, Proc, finish_trainer, oracle_of,
                        run_trainer, start_daemon, tail, trainer_argv, wait_daemon_exit)
 from nwchecks import HOST_ONLY, environments
+from nwreport import (PYTHON, REPORT, check_job_page, check_plots, check_static, check_verdict,
+                      chromium, parse, png_size, report)
 
-PYTHON = "/usr/bin/python3"
-REPORT = os.path.join(REPO, "tools", "nanwatch-report")
 REPRO = os.path.join(REPO, "tools", "nanwatch-repro")
-CHROMIUM = "/usr/bin/chromium-headless-shell"
 TRAINER = "div_zero"
 FAULT = ("--fault-step", "4")
 NO_FAULT = ("--fault-step", "100", "--steps", "7")  # as many steps as the faulty run trains
 WINDOW = (1280, 2400)
-PLOT_MIN = (200, 100)
 BIG_LINES = 1000000
 RSS_LIMIT_KIB = 300 * 1024
 HOSTILE = ('<script>alert(1)</script>', '"><img src=x onerror=alert(2)>',
            "'><svg onload=alert(3)>", "$\\alpha$ </dd><b>x")
-REMOTE = re.compile(r"\b(?:https?|wss?|ftp)://", re.I)
 STREAMS = {}  # ctx.tmp -> (path, events, pid) of the faulty rank's real stream
 
 
@@ -119,173 +117,6 @@ def faulty_stream(ctx):
     return STREAMS[ctx.tmp]
 
 
-def report(ctx, inputs, name, stdin=None, want_rc=0):
-    """Run nanwatch-report; the page's path and text."""
-    out = os.path.join(ctx.tmp, name)
-    t0 = time.monotonic()
-    r = subprocess.run([PYTHON, REPORT] + list(inputs) + ["-o", out], stdin=stdin or
-                       subprocess.DEVNULL, capture_output=True, timeout=120)
-    ctx.log("nanwatch-report %s: exit %d in %.2f s" % (" ".join(inputs), r.returncode,
-                                                        time.monotonic() - t0))
-    if r.returncode != want_rc:
-        raise Fail("nanwatch-report exited %d, want %d: %s" % (r.returncode, want_rc,
-                                                               r.stderr.decode()[-600:]))
-    with open(out, encoding="utf-8") as f:
-        return out, f.read()
-
-
-class Ids(html.parser.HTMLParser):
-    """The text inside each element that has an id, the tags and attributes seen, and the
-    src of each img by its id."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.text, self.open, self.tags, self.attrs, self.imgs = {}, [], set(), set(), {}
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.add(tag)
-        a = dict(attrs)
-        self.attrs.update(k for k, _ in attrs)
-        if tag == "img":
-            self.imgs[a.get("id")] = a.get("src") or ""
-        if tag in ("meta", "img", "br", "hr", "input", "link"):
-            return
-        self.open.append(a.get("id"))
-        if a.get("id"):
-            self.text.setdefault(a["id"], "")
-
-    def handle_endtag(self, tag):
-        if tag in ("meta", "img", "br", "hr", "input", "link"):
-            return
-        if self.open:
-            self.open.pop()
-
-    def handle_data(self, data):
-        for i in self.open:
-            if i:
-                self.text[i] += data
-
-
-def parse(text):
-    p = Ids()
-    p.feed(text)
-    p.close()
-    return p
-
-
-def png_size(data):
-    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
-        raise Fail("not a PNG: %r" % data[:24])
-    return struct.unpack(">II", data[16:24])
-
-
-class Markup(html.parser.HTMLParser):
-    """The tags, the attribute values that load something, and the style sheets of a page."""
-
-    LOADS = ("src", "href", "srcset", "action", "data", "poster", "background", "formaction")
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.tags, self.loads, self.styles, self.in_style = [], [], [], False
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        self.in_style = tag == "style"
-        self.loads += [(tag, k, v or "") for k, v in attrs if k in self.LOADS]
-        self.styles += [v or "" for k, v in attrs if k == "style"]
-
-    def handle_endtag(self, tag):
-        self.in_style = False
-
-    def handle_data(self, data):
-        if self.in_style:
-            self.styles.append(data)
-
-
-def check_static(page):
-    """Nothing outside the file is referred to: no remote URL anywhere, no script or link
-    element, no attribute loading anything but an embedded PNG, no @import or url() of a
-    non-data URI in a style."""
-    m = Markup()
-    m.feed(page)
-    m.close()
-    bad = ["<%s>" % t for t in m.tags if t in ("script", "link", "iframe", "object", "embed",
-                                               "base", "frame", "audio", "video", "source")]
-    bad += ["<%s %s=%r>" % (t, k, v[:60]) for t, k, v in m.loads
-            if not (t == "img" and k == "src" and v.startswith("data:image/png;base64,"))]
-    for css in m.styles:
-        if re.search(r"@import", css, re.I):
-            bad.append("@import in a style")
-        bad += ["url(%s" % u[:60] for u in re.findall(r"url\(\s*['\"]?([^)]*)", css, re.I)
-                if not u.startswith("data:")]
-    r = REMOTE.search(page)
-    if r:
-        bad.append("a remote URL: %r" % page[max(0, r.start() - 40):r.start() + 60])
-    if not any(t == "img" for t in m.tags):
-        bad.append("no img element at all (the parse found nothing)")
-    if bad:
-        raise Fail("the page refers outside itself: %s" % "; ".join(bad))
-
-
-def check_plots(ctx, page, want):
-    """Each wanted plot (img id) is a PNG bigger than PLOT_MIN; returns their sizes."""
-    imgs = parse(page).imgs
-    sizes = {}
-    for name in want:
-        src = imgs.get(name)
-        if not src or not src.startswith("data:image/png;base64,"):
-            raise Fail("no plot %s in the page (images: %s)" % (name, sorted(imgs, key=str)))
-        w, h = png_size(base64.b64decode(src.split(",", 1)[1], validate=True))
-        if w <= PLOT_MIN[0] or h <= PLOT_MIN[1]:
-            raise Fail("plot %s is %dx%d px" % (name, w, h))
-        sizes[name] = (w, h)
-    ctx.log("plots: %s" % ", ".join("%s %dx%d" % (n, w, h) for n, (w, h) in sizes.items()))
-    return sizes
-
-
-def chromium(ctx, page_path, *extra):
-    """Run headless chromium on the page with every host name unresolvable and a network log;
-    stdout, and the strings of the log that name a remote URL."""
-    if not os.access(CHROMIUM, os.X_OK):
-        raise Fail("%s missing: scripts/install-deps --test installs it" % CHROMIUM)
-    netlog = page_path + ".netlog.json"
-    profile = os.path.join(ctx.tmp, "chromium-profile")
-    argv = [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
-            "--user-data-dir=" + profile, "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--log-net-log=" + netlog, *extra, "file://" + os.path.abspath(page_path)]
-    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=90)
-    if r.returncode != 0:
-        raise Fail("chromium exited %d: %s" % (r.returncode, r.stderr.decode()[-600:]))
-    with open(netlog, encoding="utf-8") as f:
-        log = json.load(f)
-    remote = []
-
-    def walk(o):
-        if isinstance(o, dict):
-            for k, v in o.items():
-                if k == "url" and isinstance(v, str) and not v.startswith(("file:", "data:")):
-                    remote.append(v)
-                walk(v)
-        elif isinstance(o, list):
-            for v in o:
-                walk(v)
-        elif isinstance(o, str) and REMOTE.search(o):
-            remote.append(o)
-    walk(log.get("events"))
-    if "events" not in log:
-        raise Fail("chromium's net log %s has no events list" % netlog)
-    if remote:
-        raise Fail("the page made requests: %s" % remote[:5])
-    return r.stdout.decode("utf-8", "replace")
-
-
-def check_verdict(got, want):
-    diffs = ["%s %r, want %r" % (k, got.get(k, "").strip(), w) for k, w in want.items()
-             if got.get(k, "").strip() != w]
-    if diffs:
-        raise Fail("the page's verdict: %s" % "; ".join(diffs))
-
-
 @environments(*HOST_ONLY)
 def test_report_run_and_job(ctx):
     path1, faulty, pid1, oracle = faulty_stream(ctx)
@@ -334,12 +165,9 @@ def test_report_run_and_job(ctx):
     if any(ev["event"] == "anomaly" for ev in clean):
         raise Fail("rank 0 (no fault) has anomaly events")
     job_path, job = report(ctx, [path0, path1], "job.html")
-    check_static(job)
-    check_plots(ctx, job, ("plot-loss", "plot-magnitude", "plot-path", "plot-ranks"))
-    ids = parse(chromium(ctx, job_path, "--dump-dom")).text
-    check_verdict(ids, dict(layer=oracle["layer"], step=str(oracle["step"]), rank="1"))
-    if "no anomaly" not in ids.get("ranks", ""):
-        raise Fail("the ranks table does not show rank 0 as clean: %r" % ids.get("ranks"))
+    check_job_page(ctx, job_path, job, dict(layer=oracle["layer"], step=str(oracle["step"]),
+                                            iteration=str(oracle["iteration"]), rank="1"),
+                   clean=(0,))
     both = os.path.join(ctx.tmp, "report-both.ndjson")
     with open(both, "wb") as f:
         for p in (path0, path1):
