@@ -407,6 +407,7 @@ install: all
 	install -m 0755 $(OUTPUT)/nanwatch-collect $(DESTDIR)$(PREFIX)/bin/nanwatch-collect
 	install -m 0755 tools/nanwatch-layout $(DESTDIR)$(PREFIX)/bin/nanwatch-layout
 	install -m 0755 tools/nanwatch-repro $(DESTDIR)$(PREFIX)/bin/nanwatch-repro
+	install -m 0755 tools/nanwatch-report $(DESTDIR)$(PREFIX)/bin/nanwatch-report
 	install -m 0755 tools/nanwatch-run $(DESTDIR)$(PREFIX)/bin/nanwatch-run
 	for m in $(MAN_PAGES); do \
 		sec=$${m##*.} && install -d $(DESTDIR)$(PREFIX)/share/man/man$$sec && \

@@ -32,7 +32,8 @@ environments; -k NAME picks tests by the case name, as before (-k trainer_nan_in
                             [--env host,trixie,container] [-k NAME]
 
 The process harness is tests/lib/nwharness.py (shared with bench/bench.py); nwchecks.py holds the
-checks of a daemon stream that several areas use. Standard library and pytest only: torch is
+checks of a daemon stream that several areas use, nwreport.py the incident page's (nanwatch-report
+in headless chromium). Standard library and pytest only: torch is
 imported by the trainers, never here.
 """
 import os

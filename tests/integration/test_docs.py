@@ -34,6 +34,7 @@ COMMANDS = {
     "nanwatch-collect": ("nanwatch-collect.1.rst", "build"),
     "nanwatch-repro": ("nanwatch-repro.1.rst", "python"),
     "nanwatch-layout": ("nanwatch-layout.1.rst", "python"),
+    "nanwatch-report": ("nanwatch-report.1.rst", "python"),
     "nanwatch-run": ("nanwatch-run.1.rst", "sh"),
 }
 OPTION = re.compile(r"--[a-z][a-z0-9-]*|-[A-Za-z]\b")

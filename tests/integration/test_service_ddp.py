@@ -15,6 +15,14 @@ the daemon with exit 0. nanwatch-collect --json on the event file must name exac
 rank 1 with its pid at the oracle's step, iteration, layer and module, as an origin (evidence
 created) with the daemon's diagnosis as the cause (the fault's: division_by_zero), ranks 0 and
 2 as receivers (evidence received, at the fault step or later), none clean, and world_size 3.
+Then tools/nanwatch-report makes the incident page of that one event file (every rank's
+events), loaded in headless chromium (--dump-dom, nwreport.py, as test_report.py does; about
+4 s, so in every environment: the tool and the file are the host's): the verdict names rank 1
+with the oracle's layer, class, step and iteration and the daemon's cause; the ranks table
+marks rank 1's row, and only it, as the first, and lists ranks 0 and 2 as later, each at the
+step nanwatch-collect gives it as a receiver (after rank 1's); the page refers to nothing
+outside itself, and every plot, the per-rank one included, is a PNG (size read from the page)
+larger than 200x100 px.
 """
 import json
 import os
@@ -27,6 +35,7 @@ from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, Pro
 from nwchecks import (attach_latencies, environments, expect_notify, free_port, has_event,
                       notify_socket, read_events, run_collect, start_service, stop_service,
                       wait_events, write_config)
+from nwreport import check_job_page, report
 
 WORLD = 3
 BAD_RANK = 1
@@ -120,6 +129,24 @@ def check_verdict(ctx, events_path, ranks, oracle, job):
     return v
 
 
+def check_page(ctx, tmp, events_path, oracle, v):
+    """The incident page of the service's event file (every rank's events in one file), read
+    in headless chromium: BAD_RANK first at the oracle's layer, class, step and iteration with
+    the daemon's cause, the other ranks later, at the steps nanwatch-collect gives them."""
+    t0 = time.monotonic()
+    page_path, page = report(ctx, [events_path], "ddp.html", directory=tmp)
+    later = {int(r["rank"]): r["step"] for r in v["received"]}
+    rows, sizes = check_job_page(
+        ctx, page_path, page, dict(rank=str(BAD_RANK), layer=oracle["layer"],
+                                   module=oracle["module"], step=str(oracle["step"]),
+                                   iteration=str(oracle["iteration"]),
+                                   cause=oracle["expected_cause"]), later=later)
+    ctx.log("incident page in %.1f s: %s; ranks plot %dx%d px" % (
+        time.monotonic() - t0, "; ".join("rank %s %s%s" % (
+            r["rank"], r["first non-finite"], " at " + r["where"] if r["where"] else "")
+            for r in rows), *sizes["plot-ranks"]))
+
+
 @environments("host", "trixie", "container")
 def test_service_ddp(ctx):
     started = time.monotonic()
@@ -185,6 +212,8 @@ def run_job(ctx, tmp, started):
                                 ", ".join("rank %s at step %d" % (r["rank"], r["step"])
                                           for r in v["received"])))
     times.append(("stopped and checked", time.monotonic()))
+    check_page(ctx, tmp, events_path, oracle, v)
+    times.append(("incident page", time.monotonic()))
     phases, last = [], started
     for what, when in times:
         phases.append("%s %.1f s" % (what, when - last))

@@ -125,6 +125,8 @@ static void test_report_text_and_json(void **state)
 	assert_non_null(strstr(buf, "job ddp: rank 2 (host n2, pid 102) first non-finite at step "
 				    "9, iteration 9, layer blocks.1.norm (RMSNorm), cause "
 				    "norm_zero_variance; ranks 0, 1, 3 received it at step 10\n"));
+	assert_non_null(strstr(buf, ")\n  incident page: nanwatch-report FILE... -o "
+				    "incident.html\n"));
 	free(buf);
 	buf = NULL;
 	f = open_memstream(&buf, &len);

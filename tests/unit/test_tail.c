@@ -263,7 +263,8 @@ static void test_diagnosis(void **state)
 			    "         evidence: input variance 0\n"
 			    "         fix: raise eps\n"
 			    "         fix: check data\n"
-			    "         capture: /var/lib/nanwatch/c1.pt\n");
+			    "         capture: /var/lib/nanwatch/c1.pt\n"
+			    "         incident page: nanwatch-report FILE... -o incident.html\n");
 }
 
 static void test_explanation(void **state)

@@ -980,6 +980,7 @@ static int write_text(struct job *j, const struct collect_verdict *v, FILE *f)
 		fprintf(f, ", no cause yet (no diagnosis)");
 	text_received(j, v, f);
 	fprintf(f, "\n  why: %s (%s)\n", v->basis, v->decided_by);
+	fputs("  incident page: nanwatch-report FILE... -o incident.html\n", f);
 	return ferror(f) ? -EIO : 0;
 }
 

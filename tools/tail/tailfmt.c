@@ -514,6 +514,7 @@ static void tf__diagnosis(const struct tailfmt *t, FILE *out, const struct jv *e
 		fputc('\n', out);
 	}
 	tf__findings(out, ev);
+	fputs("         incident page: nanwatch-report FILE... -o incident.html\n", out);
 }
 
 /* nanwatch-repro --explain: the operation a replay of the capture found, and its verdict. */
