@@ -16,9 +16,9 @@ import urllib.request
 
 import pytest
 
-from nwharness import (DETACH_TIMEOUT, ERROR_TIMEOUT, Fail, Proc, finish_trainer, is_event,
-                       read_comm, start_daemon, start_waiting_trainer, trainer_argv, wait_attach,
-                       wait_daemon_exit)
+from nwharness import (ATTACH_TIMEOUT, DETACH_TIMEOUT, ERROR_TIMEOUT, Fail, Proc, finish_trainer,
+                       is_event, read_comm, start_daemon, start_waiting_trainer, tail, trainer_argv,
+                       wait_attach, wait_daemon_exit)
 
 ENVIRONMENTS = ("host", "trixie", "container")
 EVERYWHERE = ENVIRONMENTS
@@ -447,6 +447,41 @@ def read_events(path):
             return [json.loads(line) for line in f if line.strip()]
     except FileNotFoundError:
         return []
+
+
+def wait_file_event(path, name, timeout):
+    """Whether an event name shows in the file at path within timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if any(ev.get("event") == name for ev in read_events(path)):
+                return True
+        except ValueError:
+            pass  # a line being written
+        time.sleep(0.2)
+    return False
+
+
+def run_rank(ctx, name, rank, world_size, trainer_args, trace, out, daemon_extra=()):
+    """Trainer name (--wait, then trainer_args) with RANK and WORLD_SIZE in its environment,
+    under a daemon writing the file out (-o, plus daemon_extra); the file's path, the trainer's
+    pid and its events, the last a detach, the first of that rank."""
+    argv = ["env", "RANK=%d" % rank, "WORLD_SIZE=%d" % world_size] + trainer_argv(
+        ctx, name, "--wait", *trainer_args)
+    trainer = Proc(argv, stdin=True)
+    if trainer.wait_out(lambda l: l.startswith(b"READY "), 60) is None:
+        raise Fail("rank %d printed no READY line:\n%s" % (rank, tail(trainer.stderr_lines())))
+    daemon = start_daemon(ctx, trainer.pid, extra=["-o", out] + list(daemon_extra))
+    if not wait_file_event(out, "attach", ATTACH_TIMEOUT):
+        raise Fail("no attach event in %s" % out)
+    trainer.send(b"go\n")
+    finish_trainer(ctx, trainer, name, trace)
+    wait_daemon_exit(daemon)
+    events = read_events(out)
+    if events[-1].get("event") != "detach" or str(events[0].get("rank")) != str(rank):
+        raise Fail("%s: last event %r, rank %r" % (out, events[-1].get("event"),
+                                                   events[0].get("rank")))
+    return out, trainer.pid, events
 
 
 def wait_events(path, daemon, pred, what, timeout):

@@ -15,11 +15,9 @@ import json
 import os
 import signal
 import subprocess
-import time
 
-from nwharness import (ATTACH_TIMEOUT, Fail, Proc, finish_trainer, oracle_of, run_trainer,
-                       start_daemon, tail, trainer_argv, wait_daemon_exit)
-from nwchecks import HOST_ONLY, collector, environments, run_collect
+from nwharness import Fail, Proc, oracle_of, run_trainer
+from nwchecks import HOST_ONLY, collector, environments, run_collect, run_rank
 
 TRAINER = "div_zero"
 FAULT = ("--fault-step", "4")
@@ -28,42 +26,9 @@ FOLLOW_TIMEOUT = 30
 
 
 
-def read_events(path):
-    with open(path, "rb") as f:
-        return [json.loads(line) for line in f.read().splitlines()]
-
-
-def wait_file_event(path, name, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if any(ev.get("event") == name for ev in read_events(path)):
-                return True
-        except (FileNotFoundError, ValueError):
-            pass  # not there yet, or a line being written
-        time.sleep(0.2)
-    return False
-
-
-def run_rank(ctx, rank, args, trace):
-    """The trainer with RANK set in its environment under a daemon writing a file; the file's
-    path and the trainer's pid."""
-    argv = ["env", "RANK=%d" % rank, "WORLD_SIZE=3"] + trainer_argv(ctx, TRAINER, "--wait", *args)
-    trainer = Proc(argv, stdin=True)
-    if trainer.wait_out(lambda l: l.startswith(b"READY "), 60) is None:
-        raise Fail("rank %d printed no READY line:\n%s" % (rank, tail(trainer.stderr_lines())))
-    out = os.path.join(ctx.tmp, "collect-rank%d.ndjson" % rank)
-    daemon = start_daemon(ctx, trainer.pid, extra=["-o", out])
-    if not wait_file_event(out, "attach", ATTACH_TIMEOUT):
-        raise Fail("no attach event in %s" % out)
-    trainer.send(b"go\n")
-    finish_trainer(ctx, trainer, TRAINER, trace)
-    wait_daemon_exit(daemon)
-    events = read_events(out)
-    if events[-1].get("event") != "detach" or str(events[0].get("rank")) != str(rank):
-        raise Fail("%s: last event %r, rank %r" % (out, events[-1].get("event"),
-                                                   events[0].get("rank")))
-    return out, trainer.pid, events
+def run_collect_rank(ctx, rank, args, trace):
+    return run_rank(ctx, TRAINER, rank, 3, args, trace,
+                    os.path.join(ctx.tmp, "collect-rank%d.ndjson" % rank))
 
 
 def receiver_stream(ctx, clean, faulty, first):
@@ -101,8 +66,8 @@ def rank_of(ref):
 def test_collect_names_origin_rank(ctx):
     oracle, trace = oracle_of(ctx, TRAINER, *FAULT)
     clean_trace = run_trainer(ctx, TRAINER, *NO_FAULT)["trace"]
-    path0, pid0, clean = run_rank(ctx, 0, NO_FAULT, clean_trace)
-    path1, pid1, faulty = run_rank(ctx, 1, FAULT, trace)
+    path0, pid0, clean = run_collect_rank(ctx, 0, NO_FAULT, clean_trace)
+    path1, pid1, faulty = run_collect_rank(ctx, 1, FAULT, trace)
     if any(ev["event"] == "anomaly" for ev in clean):
         raise Fail("rank 0 (no fault) has anomaly events")
     first = next(ev for ev in faulty if ev["event"] == "anomaly")

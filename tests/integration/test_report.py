@@ -35,9 +35,8 @@ import subprocess
 import threading
 import time
 
-from nwharness import (ATTACH_TIMEOUT, REPO, TRAINERS, Fail, Proc, finish_trainer, oracle_of,
-                       run_trainer, start_daemon, tail, trainer_argv, wait_daemon_exit)
-from nwchecks import HOST_ONLY, environments
+from nwharness import REPO, TRAINERS, Fail, Proc, oracle_of, run_trainer
+from nwchecks import HOST_ONLY, environments, read_events, run_rank
 from nwreport import (PYTHON, REPORT, check_job_page, check_plots, check_static, check_verdict,
                       chromium, parse, png_size, report)
 
@@ -53,43 +52,11 @@ HOSTILE = ('<script>alert(1)</script>', '"><img src=x onerror=alert(2)>',
 STREAMS = {}  # ctx.tmp -> (path, events, pid) of the faulty rank's real stream
 
 
-def read_events(path):
-    with open(path, "rb") as f:
-        return [json.loads(line) for line in f.read().splitlines() if line.strip()]
-
-
-def wait_file_event(path, name, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if any(ev.get("event") == name for ev in read_events(path)):
-                return True
-        except (FileNotFoundError, ValueError):
-            pass  # not there yet, or a line being written
-        time.sleep(0.2)
-    return False
-
-
-def run_rank(ctx, rank, args, trace, extra=()):
-    """The trainer with RANK in its environment under a daemon writing a file (-o); the
-    file's path, the trainer's pid and the events."""
-    argv = ["env", "RANK=%d" % rank, "WORLD_SIZE=2"] + trainer_argv(
-        ctx, TRAINER, "--wait", "--linger", "1", *args)
-    trainer = Proc(argv, stdin=True)
-    if trainer.wait_out(lambda l: l.startswith(b"READY "), 60) is None:
-        raise Fail("rank %d printed no READY line:\n%s" % (rank, tail(trainer.stderr_lines())))
-    out = os.path.join(ctx.tmp, "report-rank%d.ndjson" % rank)
-    daemon = start_daemon(ctx, trainer.pid, extra=["-o", out] + list(extra))
-    if not wait_file_event(out, "attach", ATTACH_TIMEOUT):
-        raise Fail("no attach event in %s" % out)
-    trainer.send(b"go\n")
-    finish_trainer(ctx, trainer, TRAINER, trace)
-    wait_daemon_exit(daemon)
-    events = read_events(out)
-    if events[-1].get("event") != "detach" or str(events[0].get("rank")) != str(rank):
-        raise Fail("%s: last event %r, rank %r" % (out, events[-1].get("event"),
-                                                   events[0].get("rank")))
-    return out, trainer.pid, events
+def run_report_rank(ctx, rank, args, trace, extra=()):
+    """A rank of a two-rank job that lingers a second after training (the capture's names are
+    read from the live target)."""
+    return run_rank(ctx, TRAINER, rank, 2, ("--linger", "1") + tuple(args), trace,
+                    os.path.join(ctx.tmp, "report-rank%d.ndjson" % rank), daemon_extra=extra)
 
 
 def faulty_stream(ctx):
@@ -100,7 +67,7 @@ def faulty_stream(ctx):
     oracle, trace = oracle_of(ctx, TRAINER, *FAULT)
     capdir = os.path.join(ctx.tmp, "report-captures")
     os.makedirs(capdir, mode=0o755, exist_ok=True)
-    path, pid, events = run_rank(ctx, 1, FAULT, trace, extra=["--capture-dir", capdir])
+    path, pid, events = run_report_rank(ctx, 1, FAULT, trace, extra=["--capture-dir", capdir])
     diag = [ev for ev in events if ev["event"] == "diagnosis"]
     if len(diag) != 1 or not diag[0].get("capture"):
         raise Fail("want one diagnosis with a capture: %s" % diag)
@@ -161,7 +128,7 @@ def test_report_run_and_job(ctx):
 
     # the job: rank 0 clean, rank 1 faulty; as two files, and as one file on stdin
     clean_trace = run_trainer(ctx, TRAINER, *NO_FAULT)["trace"]
-    path0, _, clean = run_rank(ctx, 0, NO_FAULT, clean_trace)
+    path0, _, clean = run_report_rank(ctx, 0, NO_FAULT, clean_trace)
     if any(ev["event"] == "anomaly" for ev in clean):
         raise Fail("rank 0 (no fault) has anomaly events")
     job_path, job = report(ctx, [path0, path1], "job.html")
