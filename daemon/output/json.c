@@ -305,8 +305,10 @@ static void json__expand_exponent(char *tmp, size_t size, int max)
 
 /*
  * Shortest "%.*g" text that reads back to the same bits: 17 significant
- * digits always suffice for a double, 9 for a float. Assumes the C locale for
- * the decimal point, which nanwatch never changes.
+ * digits always suffice for a double, 9 for a float. Always a JSON float
+ * (a '.' or an exponent), so that readers that tell numbers apart by their
+ * text (Python's json) read a float. Assumes the C locale for the decimal
+ * point, which nanwatch never changes.
  */
 static void json__shortest(char *tmp, size_t size, double v, int is_float)
 {
@@ -320,6 +322,9 @@ static void json__shortest(char *tmp, size_t size, double v, int is_float)
 	snprintf(tmp, size, "%.*g", p, v);
 	json__expand_exponent(tmp, size, max);
 	json__trim_exponent(tmp);
+	/* a float reads back as one: "2.0", never the integer 2 (a 4.6e16 loss is no count) */
+	if (!strpbrk(tmp, ".e") && strlen(tmp) + 3 <= size)
+		strcat(tmp, ".0");
 }
 
 void json__double(struct json *j, const char *key, double v)

@@ -418,11 +418,11 @@ static void test_json_element(void **state)
 		__u32 dt;
 		const char *want;
 	} cases[] = {
-		{0x3c00, NW_DT_F16, "1"},
-		{0x7bff, NW_DT_F16, "65504"},
+		{0x3c00, NW_DT_F16, "1.0"},
+		{0x7bff, NW_DT_F16, "65504.0"},
 		{0x0001, NW_DT_F16, "5.9604645e-8"},
 		{0x2e66, NW_DT_F16, "0.099975586"},
-		{0x8000, NW_DT_F16, "-0"},
+		{0x8000, NW_DT_F16, "-0.0"},
 		{0x7c00, NW_DT_F16, "null"},
 		{0x7e00, NW_DT_F16, "null"},
 		{0x3dcd, NW_DT_BF16, "0.100097656"},
@@ -455,7 +455,7 @@ static void test_json_element(void **state)
 	json__element(&j, "finite_min", 0xbc00, NW_DT_F16);
 	json__element(&j, "finite_max", 0x7c00, NW_DT_F16);
 	json__object_end(&j);
-	assert_string_equal(json__str(&j), "{\"finite_min\":-1,\"finite_max\":null}");
+	assert_string_equal(json__str(&j), "{\"finite_min\":-1.0,\"finite_max\":null}");
 	json__free(&j);
 }
 

@@ -157,16 +157,18 @@ static void test_double_shortest(void **state)
 
 	assert_string_equal(one_double(j, 0.1), "0.1");
 	assert_string_equal(one_double(j, 1.0 / 3), "0.3333333333333333");
-	assert_string_equal(one_double(j, 100), "100");
+	assert_string_equal(one_double(j, 100), "100.0");
 	assert_string_equal(one_double(j, -2.5), "-2.5");
-	assert_string_equal(one_double(j, 0.0), "0");
-	assert_string_equal(one_double(j, -0.0), "-0");
+	assert_string_equal(one_double(j, 0.0), "0.0");
+	assert_string_equal(one_double(j, -0.0), "-0.0");
 	assert_string_equal(one_double(j, 1e21), "1e+21");
-	assert_string_equal(one_double(j, 1e16), "10000000000000000");
+	assert_string_equal(one_double(j, 1e16), "10000000000000000.0");
 	assert_string_equal(one_double(j, 1e17), "1e+17");
-	assert_string_equal(one_double(j, 123456789), "123456789");
-	assert_string_equal(one_double(j, -1.25e8), "-125000000");
-	assert_string_equal(one_double(j, 1.2345e16), "12345000000000000");
+	assert_string_equal(one_double(j, 123456789), "123456789.0");
+	assert_string_equal(one_double(j, -1.25e8), "-125000000.0");
+	assert_string_equal(one_double(j, 1.2345e16), "12345000000000000.0");
+	/* a loss of 4.6e16 stays a float for readers that type numbers by their text */
+	assert_string_equal(one_double(j, 4.627244863874662e16), "46272448638746620.0");
 	assert_string_equal(one_double(j, 1e-5), "1e-5");
 	assert_string_equal(one_double(j, 1.5e-7), "1.5e-7");
 	assert_string_equal(one_double(j, 0.0001), "0.0001");
@@ -187,13 +189,13 @@ static void test_float_shortest(void **state)
 	assert_string_equal(one_float(j, -FLT_MAX), "-3.4028235e+38");
 	assert_string_equal(one_float(j, FLT_MIN), "1.1754944e-38");
 	assert_string_equal(one_float(j, 0.1f), "0.1");
-	assert_string_equal(one_float(j, 65504.0f), "65504");
-	assert_string_equal(one_float(j, 1e8f), "100000000");
+	assert_string_equal(one_float(j, 65504.0f), "65504.0");
+	assert_string_equal(one_float(j, 1e8f), "100000000.0");
 	assert_string_equal(one_float(j, 1e9f), "1e+9");
 	/* 123450000 is not a float: the nearest one prints as the shorter decimal */
-	assert_string_equal(one_float(j, 1.2345e8f), "123450000");
+	assert_string_equal(one_float(j, 1.2345e8f), "123450000.0");
 	assert_string_equal(one_float(j, 1.0f / 3), "0.33333334");
-	assert_string_equal(one_float(j, -0.0f), "-0");
+	assert_string_equal(one_float(j, -0.0f), "-0.0");
 	assert_string_equal(one_float(j, NAN), "null");
 	assert_string_equal(one_float(j, -INFINITY), "null");
 }
@@ -260,6 +262,7 @@ static void test_float_roundtrip_random(void **state)
 		assert_true(strtof(json__str(j), NULL) == f);
 		assert_true(signbit(strtof(json__str(j), NULL)) == signbit(f));
 		assert_true(json__len(j) <= 15);
+		assert_non_null(strpbrk(json__str(j), ".e"));
 	}
 }
 
