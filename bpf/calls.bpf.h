@@ -177,7 +177,7 @@ static __always_inline void note_root(__u64 top)
 		return;
 	root_type = read_u64(top + L.obj_type);
 	/* this call is the new model's first forward pass */
-	__sync_fetch_and_add(&iter_started, 1);
+	iteration_started();
 }
 
 /* Push a module call on the thread's stack; 0 when it is not to be tracked. */
@@ -204,7 +204,7 @@ static __always_inline int push_call(struct thread_state *ts, struct frame_rec *
 	}
 	ts->depth = depth + 1;
 	if (depth == 0 && self == root_module)
-		__sync_fetch_and_add(&iter_started, 1);
+		iteration_started();
 	else if (depth == 1)
 		note_root(ts->stack[0]);
 	if (depth == 0 && step_by_marker)

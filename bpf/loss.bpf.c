@@ -33,6 +33,8 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 	if (!s)
 		return 0;
 	count(NW_C_PROBE_HITS, 1);
+	if (iter_started)
+		bwd_ran = 1; /* a step, if no optimizer steps: see iteration_started() */
 	if (loss_only) {
 		iteration = __sync_fetch_and_add(&iter_started, 1);
 		if (!step_by_marker) {

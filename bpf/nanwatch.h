@@ -39,6 +39,7 @@ enum nw_event_type {
 enum nw_step_source {
 	NW_STEP_ATTACH = 0,    /* optimizer steps counted since the attach */
 	NW_STEP_OPTIMIZER = 1, /* the optimizer's own count: its first parameter's state['step'] */
+	NW_STEP_BACKWARD = 2, /* no optimizer step seen: backward passes counted since the attach */
 };
 
 #define NW_MAG_WORDS 256     /* 64-bit words of an output sampled for its magnitude */

@@ -56,6 +56,8 @@ __u64 step_opt = 0;	   /* the optimizer whose state gives the step: the first se
 __u64 step_impl = 0;	   /* TensorImpl of its first parameter's state['step'] (daemon) */
 __u64 step_other = 0;	   /* another optimizer that stepped since step_opt last did */
 __u64 iter_started = 0;	   /* root forward passes started */
+__u32 opt_stepped = 0;	   /* an optimizer step was seen: it, not backward passes, counts */
+__u32 bwd_ran = 0;	   /* a backward pass ran since the last root forward pass started */
 __u64 root_module = 0;	   /* the model: see note_root() */
 __u64 root_type = 0;	   /* its type when it became the model */
 __u64 first_iter_p1 = 0;   /* first anomalous iteration + 1; 0: none yet */
@@ -398,6 +400,24 @@ static __always_inline __u64 read_u64(__u64 addr)
 
 	bpf_probe_read_user(&v, sizeof(v), (void *)addr);
 	return v;
+}
+
+/*
+ * A root forward pass starts. Without any optimizer step seen (updates by hand:
+ * p.data.add_(p.grad, alpha=-lr)), a backward pass since the last one was a
+ * step: each is counted as the next forward pass starts, so that a forward
+ * pass and the backward pass after it share a step, as with an optimizer.
+ */
+static __always_inline void iteration_started(void)
+{
+	__sync_fetch_and_add(&iter_started, 1);
+	if (!bwd_ran)
+		return;
+	bwd_ran = 0;
+	if (opt_stepped)
+		return;
+	count(NW_C_STEPS, 1);
+	step_count = ((__u64)NW_STEP_BACKWARD << NW_STEP_SHIFT) | ((step_count + 1) & NW_STEP_MASK);
 }
 
 /* The forward pass (0-based) the model is in: iterations count root calls. */

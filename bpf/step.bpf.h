@@ -85,10 +85,15 @@ static __noinline int step_taken(__u64 opt, __u32 at_start)
 	if (!iter_started)
 		return 0;
 	count(NW_C_STEPS, 1);
+	if (!opt_stepped) {
+		/* the backward passes counted so far were steps: the optimizer's count goes on */
+		opt_stepped = 1;
+		step_count &= NW_STEP_MASK;
+	}
 	if (opt && opt != step_opt && step_opt) {
 		if (opt != step_other) {
 			step_other = opt;
-			if (step_count >> NW_STEP_SHIFT)
+			if (step_count >> NW_STEP_SHIFT == NW_STEP_OPTIMIZER)
 				return 0;
 		} else {
 			step_opt = opt;

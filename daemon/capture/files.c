@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "capture/capture_priv.h"
+#include "explain/decode.h"
 #include "util/dtype.h"
 #include "util/file.h"
 #include "output/json.h"
@@ -490,7 +491,7 @@ static void manifest_head(struct capture *c, struct json *j, const struct nw_cap
 	json__string(j, "python", c->o.python_version);
 	json__string(j, "torch", c->o.torch_version);
 	json__uint(j, "step", e->step & NW_STEP_MASK);
-	json__string(j, "step_source", output__step_source(e->step >> NW_STEP_SHIFT));
+	json__string(j, "step_source", output__step_source(decode__step_source(e->step)));
 	json__uint(j, "iteration", e->iteration);
 	json__string(j, "iteration_source", "attach");
 	json__string(j, "layer", layer);

@@ -162,6 +162,18 @@ static void values(const struct nw_event *ev, struct finding *f)
 	}
 }
 
+_Static_assert((int)FINDING_STEP_ATTACH == (int)NW_STEP_ATTACH &&
+		       (int)FINDING_STEP_OPTIMIZER == (int)NW_STEP_OPTIMIZER &&
+		       (int)FINDING_STEP_BACKWARD == (int)NW_STEP_BACKWARD,
+	       "finding_step_source numbers nw_step_source");
+
+int decode__step_source(uint64_t step_word)
+{
+	unsigned int s = step_word >> NW_STEP_SHIFT;
+
+	return s <= NW_STEP_BACKWARD ? (int)s : FINDING_STEP_ATTACH;
+}
+
 int explain__decode(const void *data, size_t size, struct names *names, struct backward *bwd,
 		    struct finding *f)
 {
@@ -178,8 +190,7 @@ int explain__decode(const void *data, size_t size, struct names *names, struct b
 	f->tid = ev.tid;
 	/* the step word carries where the count came from in its top bits */
 	f->step = ev.step & NW_STEP_MASK;
-	f->step_source = ev.step >> NW_STEP_SHIFT == NW_STEP_OPTIMIZER ? FINDING_STEP_OPTIMIZER
-								       : FINDING_STEP_ATTACH;
+	f->step_source = decode__step_source(ev.step);
 	f->iteration = ev.iteration;
 	f->step_starts = ev.step_starts;
 	f->root = ev.modules[0];

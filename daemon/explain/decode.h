@@ -4,6 +4,7 @@
 #define __EXPLAIN_DECODE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "output/finding.h"
 
 struct names;
@@ -18,5 +19,8 @@ struct backward;
  */
 int explain__decode(const void *data, size_t size, struct names *names, struct backward *bwd,
 		    struct finding *f);
+
+/* Where a step word's count comes from (enum finding_step_source). */
+int decode__step_source(uint64_t step_word);
 
 #endif /* __EXPLAIN_DECODE_H */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <linux/types.h>
 #include "explain/explain.h"
+#include "explain/decode.h"
 #include "explain/gpures.h"
 #include "resolve/names.h"
 #include "util/dtype.h"
@@ -100,8 +101,7 @@ void gpures__finding(const struct nw_gpu_req *req, const struct nw_gpu_result *r
 	f->device = devbuf;
 	f->tid = req->tid;
 	f->step = c->step & NW_STEP_MASK;
-	f->step_source = c->step >> NW_STEP_SHIFT == NW_STEP_OPTIMIZER ? FINDING_STEP_OPTIMIZER
-								       : FINDING_STEP_ATTACH;
+	f->step_source = decode__step_source(c->step);
 	f->iteration = c->iteration;
 	/* parameters were requested with the output: none are read late from the CPU side */
 	f->params_known = 1;

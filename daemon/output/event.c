@@ -13,7 +13,14 @@
 
 const char *output__step_source(int source)
 {
-	return source == FINDING_STEP_OPTIMIZER ? "optimizer_state" : "attach";
+	switch (source) {
+	case FINDING_STEP_OPTIMIZER:
+		return "optimizer_state";
+	case FINDING_STEP_BACKWARD:
+		return "backward_passes";
+	default:
+		return "attach";
+	}
 }
 
 static void tristate(struct json *j, const char *key, int v)

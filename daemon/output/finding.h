@@ -29,9 +29,11 @@ enum finding_phase {
 	FINDING_PHASES
 };
 
+/* the numbers of enum nw_step_source (bpf/nanwatch.h), whose step words carry them */
 enum finding_step_source {
 	FINDING_STEP_ATTACH = 0,    /* optimizer steps counted since the attach */
 	FINDING_STEP_OPTIMIZER = 1, /* the optimizer's own count */
+	FINDING_STEP_BACKWARD = 2,  /* no optimizer: backward passes counted since the attach */
 };
 
 struct finding {

@@ -153,6 +153,34 @@ def test_midrun_sgd(ctx):
                                                                      ev["step_source"]))
 
 
+@environments(*HOST_AND_TRIXIE)
+def test_midrun_manual(ctx):
+    """Attached in flight to a run with no torch.optim (updates by hand): each backward pass is
+    a step, counted from the attach and named so; a forward pass and the backward pass after it
+    share one, so the first anomaly's step is its iteration (one backward each)."""
+    events, first, fault, trace = watch_live(ctx, "midrun", "backward_passes", "--manual")
+    if first["step_source"] != "backward_passes" or not 0 < first["step"] <= fault - 5 or \
+            first["step"] != first["iteration"]:
+        raise Fail("first anomaly at step %r (%s), iteration %r; want the backward passes since "
+                   "the attach (after step 5 of %d), one per iteration" % (
+                       first["step"], first["step_source"], first["iteration"], fault))
+    steps = [ev["step"] for ev in events if "step" in ev]
+    if steps != sorted(steps):
+        raise Fail("steps go back: %s" % steps)
+    for ev in events:
+        if ev.get("step_source") not in (None, "backward_passes"):
+            raise Fail("%s with step_source %r on a run without an optimizer" % (
+                ev["event"], ev["step_source"]))
+    last = events[-1]
+    if last["step"] != last["steps"] or last["steps"] >= trace["steps"] - 5:
+        raise Fail("detach: step %r, steps %r; the trainer took %d steps, the watch fewer than "
+                   "%d" % (last["step"], last["steps"], trace["steps"], trace["steps"] - 5))
+    diags = [ev for ev in events if ev["event"] == "diagnosis"]
+    trend = [t["step"] for d in diags for t in d.get("loss_trend") or ()]
+    if len(trend) != len(set(trend)):
+        raise Fail("diagnosis loss_trend repeats steps: %s" % trend)
+
+
 def start_live_trainer(ctx, name, *extra):
     """A trainer that trains at once (--live): the daemon attaches to a run in flight."""
     return announced_trainer(ctx, name, "--live", b"LIVE", *extra)

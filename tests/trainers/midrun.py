@@ -3,7 +3,9 @@
 NaN sample enters the batch of the step the test asks for (Trainer.fault_step), long after the
 attach. With Adam (the default) the optimizer keeps its own step count, so the daemon must
 report the trainer's absolute step; with --sgd nothing in the target holds it, and the daemon
-must say its count runs from the attach.
+must say its count runs from the attach; with --manual there is no torch.optim at all (updates
+by hand after clip_grad_norm_, as PyTorch's word_language_model example does), so each backward
+pass is a step, counted from the attach.
 
 Expected first anomaly: body.0 (Linear) at step fault_step, inputs not finite.
 """
@@ -15,13 +17,31 @@ import torch.nn as nn
 import common
 
 
+class ManualUpdate:
+    """No optimizer: p.data.add_(p.grad, alpha=-lr) after clipping, by hand."""
+
+    def __init__(self, params, lr):
+        self.params = list(params)
+        self.lr = lr
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        torch.nn.utils.clip_grad_norm_(self.params, 0.25)
+        for p in self.params:
+            p.data.add_(p.grad, alpha=-self.lr)
+
+
 class MidRun(common.Trainer):
-    """Trainer joined in flight; Adam, or plain SGD with --sgd."""
+    """Trainer joined in flight; Adam, plain SGD with --sgd, updates by hand with --manual."""
 
     steps = 3000  # an upper bound: --live stops 3 steps after the fault
     expected_cause = "bad_input_data"
     fault_step = None  # until asked for
     sgd = False
+    manual = False
 
     def model(self):
         return nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1))
@@ -34,6 +54,8 @@ class MidRun(common.Trainer):
         return (x,), y
 
     def optimizer(self, params):
+        if self.manual:
+            return ManualUpdate(params, self.lr)
         if self.sgd:
             return torch.optim.SGD(params, lr=self.lr)
         return torch.optim.Adam(params, lr=1e-3)
@@ -44,4 +66,7 @@ if __name__ == "__main__":
     if "--sgd" in sys.argv:
         sys.argv.remove("--sgd")
         trainer.sgd = True
+    if "--manual" in sys.argv:
+        sys.argv.remove("--manual")
+        trainer.manual = True
     common.main(trainer)
