@@ -49,6 +49,40 @@ static __always_inline void capture_args(struct frame_rec *rec, __u64 frame)
 		rec->nargs = n;
 }
 
+/*
+ * Keep the **kwargs dict's first NW_MAX_KWARGS entries (key and value), as the
+ * call was entered: key_padding_mask=, attention_mask=, any tensor passed by
+ * keyword is an input like a positional one. Most calls pass none: an empty
+ * dict costs two reads.
+ */
+static __always_inline void capture_kwargs(struct frame_rec *rec, __u64 frame)
+{
+	struct dict_walk w = {};
+	__u64 kw, keys, k, v;
+	__u32 n = 0;
+	int i;
+
+	if (!L.kwargs_slot || !D.on)
+		return;
+	kw = read_u64(frame + L.frame_localsplus + 8 * L.kwargs_slot);
+	keys = kw ? read_u64(kw + D.dict_keys) : 0;
+	if (!keys || !read_u64(keys + D.keys_nentries))
+		return;
+	if (!dict_walk(keys, read_u64(kw + D.dict_values), &w))
+		return;
+	for (i = 0; i < NW_MAX_KWARGS; i++) {
+		if (i >= w.n)
+			break;
+		dict_entry(&w, i, &k, &v);
+		if (!k || !v)
+			continue; /* a deleted entry */
+		rec->kwkeys[n & (NW_MAX_KWARGS - 1)] = k;
+		rec->kwargs[n & (NW_MAX_KWARGS - 1)] = v;
+		n++;
+	}
+	rec->nkwargs = n;
+}
+
 static __always_inline struct thread_state *get_thread(__u32 tid)
 {
 	struct thread_state *ts = bpf_map_lookup_elem(&threads, &tid);

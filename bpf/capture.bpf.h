@@ -152,11 +152,15 @@ static long cap_chunk(__u32 idx, void *unused)
 	return 0;
 }
 
-/* Describe one object of the call (and copy its data when it is a tensor we can read). */
-__noinline int cap_tensor(__u64 obj, __u32 role, __u32 pos0, __u32 pos1)
+/*
+ * Describe one object of the call (and copy its data when it is a tensor we can read);
+ * key: a keyword argument's key (a str object), else 0.
+ */
+__noinline int cap_tensor(__u64 obj, __u32 role, __u32 pos0, __u32 pos1, __u64 key)
 {
 	struct cap_state *c = get_cap();
 	struct nw_cap_tensor *d;
+	long n;
 
 	if (!c || c->ntensors >= NW_CAP_MAX_TENSORS)
 		return 0;
@@ -169,6 +173,9 @@ __noinline int cap_tensor(__u64 obj, __u32 role, __u32 pos0, __u32 pos1)
 	c->d.pos1 = pos1;
 	c->d.obj = obj;
 	c->d.scalar_type = NW_NO_SCALAR;
+	n = key ? ascii_len(key) : -1;
+	if (n > 0 && n < NW_KEY_LEN)
+		bpf_probe_read_user_str(c->d.key, NW_KEY_LEN, (void *)(key + L.unicode_ascii_data));
 	c->bytes = 0;
 	if (!obj || !is_tensor_obj(obj))
 		c->d.flags = NW_CAP_NOT_TENSOR;
@@ -203,13 +210,30 @@ static __always_inline void cap_list(__u64 module, void *map, __u32 role)
 	for (i = 0; i < NW_MAX_PARAMS; i++) {
 		if (i >= p->n)
 			break;
-		cap_tensor(p->tensors[i], role, i, NW_NO_INDEX);
+		cap_tensor(p->tensors[i], role, i, NW_NO_INDEX, 0);
+	}
+}
+
+/* An argument of the call: a tensor, or a tuple or list of them (each item described). */
+static __always_inline void cap_arg(__u64 arg, __u32 role, __u32 pos, __u64 key)
+{
+	__u64 sub = 0, m = 0;
+	int j;
+
+	if (!seq_items(arg, &sub, &m)) {
+		cap_tensor(arg, role, pos, NW_NO_INDEX, key);
+		return;
+	}
+	for (j = 0; j < MAX_ITEMS; j++) {
+		if (j >= m)
+			break;
+		cap_tensor(read_u64(sub + 8 * j), role, pos, j, key);
 	}
 }
 
 /*
  * Capture the returning call whose output obj (output[idx0][idx1]) went bad;
- * s->ev holds the anomaly, s->args the call's positional arguments.
+ * s->ev holds the anomaly, s->args and s->kwargs the call's arguments.
  */
 __noinline int capture_layer(__u64 obj, __u32 idx0, __u32 idx1)
 {
@@ -217,31 +241,25 @@ __noinline int capture_layer(__u64 obj, __u32 idx0, __u32 idx1)
 	struct cap_state *c = get_cap();
 	struct nw_cap_end *e;
 	__u64 module, type;
-	int i, j;
+	int i;
 
 	if (!s || !c || __sync_val_compare_and_swap(&capture_taken, 0, 1) != 0)
 		return 0;
 	__builtin_memset(c, 0, sizeof(*c));
 	module = s->ev.module;
 	for (i = 0; i < MAX_ITEMS; i++) {
-		__u64 arg, sub = 0, m = 0;
-
 		if (i >= s->nargs)
 			break;
-		arg = s->args[i];
-		if (!seq_items(arg, &sub, &m)) {
-			cap_tensor(arg, NW_CAP_INPUT, i, NW_NO_INDEX);
-			continue;
-		}
-		for (j = 0; j < MAX_ITEMS; j++) {
-			if (j >= m)
-				break;
-			cap_tensor(read_u64(sub + 8 * j), NW_CAP_INPUT, i, j);
-		}
+		cap_arg(s->args[i], NW_CAP_INPUT, i, 0);
+	}
+	for (i = 0; i < NW_MAX_KWARGS; i++) {
+		if (i >= s->nkwargs)
+			break;
+		cap_arg(s->kwargs[i], NW_CAP_KWARG, i, s->kwkeys[i]);
 	}
 	cap_list(module, &params, NW_CAP_PARAM);
 	cap_list(module, &cap_buffers, NW_CAP_BUFFER);
-	cap_tensor(obj, NW_CAP_OUTPUT, idx0, idx1);
+	cap_tensor(obj, NW_CAP_OUTPUT, idx0, idx1, 0);
 	e = bpf_ringbuf_reserve(&captures, sizeof(*e), 0);
 	if (!e)
 		return 0; /* cannot happen: the ring is sized for the budget and every record */

@@ -42,26 +42,37 @@ __noinline int check_input(__u64 obj)
 	return 0;
 }
 
-/* The module's positional arguments, as taken when the call was entered. */
+/* An argument: a tensor, or a tuple or list of them. */
+static __always_inline void check_arg(__u64 obj)
+{
+	__u64 sub = 0, m = 0;
+	int j;
+
+	if (!seq_items(obj, &sub, &m)) {
+		check_input(obj);
+		return;
+	}
+	for (j = 0; j < MAX_ITEMS; j++) {
+		if (j >= m)
+			break;
+		check_input(read_u64(sub + 8 * j));
+	}
+}
+
+/* The module's positional and keyword arguments, as taken when the call was entered. */
 static __always_inline int check_inputs(struct scratch *s)
 {
-	int i, j;
+	int i;
 
 	for (i = 0; i < MAX_ITEMS; i++) {
-		__u64 obj, sub = 0, m = 0;
-
 		if (i >= s->nargs)
 			break;
-		obj = s->args[i];
-		if (seq_items(obj, &sub, &m)) {
-			for (j = 0; j < MAX_ITEMS; j++) {
-				if (j >= m)
-					break;
-				check_input(read_u64(sub + 8 * j));
-			}
-		} else {
-			check_input(obj);
-		}
+		check_arg(s->args[i]);
+	}
+	for (i = 0; i < NW_MAX_KWARGS; i++) {
+		if (i >= s->nkwargs)
+			break;
+		check_arg(s->kwargs[i]);
 	}
 	return 0;
 }

@@ -62,6 +62,7 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	if (depth < NW_MAX_DEPTH)
 		ts->seq_in[depth & (NW_MAX_DEPTH - 1)] = backward_all ? seq_now() : 0;
 	capture_args(&rec, (__u64)frame);
+	capture_kwargs(&rec, (__u64)frame);
 	count(NW_C_MODULE_CALLS, 1);
 	bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
 	note_module(ts->stack[0], self,
@@ -77,8 +78,10 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct frame_key key = {};
 	struct thread_state *ts;
-	struct frame_rec *r, rec;
+	struct frame_rec *r;
 	struct scratch *s;
+	__u32 kind, depth;
+	__u64 self0;
 
 	if ((id >> 32) != targ_tgid || stopped)
 		return 0;
@@ -87,49 +90,57 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	r = bpf_map_lookup_elem(&frames, &key);
 	if (!r)
 		return 0;
-	rec = *r;
+	s = get_scratch();
+	if (!s) {
+		bpf_map_delete_elem(&frames, &key);
+		return 0;
+	}
+	/* the call's arguments go straight to the scratch: the record is too big for the stack */
+	kind = r->kind;
+	depth = r->depth;
+	self0 = r->args[0];
+	__builtin_memcpy(s->args, r->args, sizeof(s->args));
+	__builtin_memcpy(s->kwargs, r->kwargs, sizeof(s->kwargs));
+	__builtin_memcpy(s->kwkeys, r->kwkeys, sizeof(s->kwkeys));
+	s->nargs = r->nargs;
+	s->nkwargs = r->nkwargs;
 	bpf_map_delete_elem(&frames, &key);
 	ts = bpf_map_lookup_elem(&threads, &key.tid);
 	if (!ts)
 		return 0;
-	if (rec.kind == CODE_STEP) {
-		ts->step_depth = rec.depth;
-		if (rec.depth == 0 && ret)
-			step_taken(rec.args[0], 0);
+	if (kind == CODE_STEP) {
+		ts->step_depth = depth;
+		if (depth == 0 && ret)
+			step_taken(self0, 0);
 		return 0;
 	}
 	/* a call the stack no longer holds (healed away, see heal()) is not ours to pop */
-	if (rec.depth < NW_MAX_DEPTH && (rec.depth >= ts->depth || ts->sp[rec.depth] != key.sp))
+	if (depth < NW_MAX_DEPTH && (depth >= ts->depth || ts->sp[depth] != key.sp))
 		return 0;
 	/* a child still on the stack never returned as far as we saw: it went unchecked */
-	if (rec.depth < NW_MAX_DEPTH && ts->depth > rec.depth + 1)
-		ts->unchecked[rec.depth] = 1;
-	ts->depth = rec.depth; /* pop, exactly to where this call was pushed */
-	if (backward_all && rec.depth < NW_MAX_DEPTH)
-		note_span(ts->seq_in[rec.depth & (NW_MAX_DEPTH - 1)], rec.depth, ts->stack[0],
-			  ts->stack[rec.depth & (NW_MAX_DEPTH - 1)]);
-	if (!ret || rec.depth >= NW_MAX_DEPTH || (top_only && rec.depth > 0))
+	if (depth < NW_MAX_DEPTH && ts->depth > depth + 1)
+		ts->unchecked[depth] = 1;
+	ts->depth = depth; /* pop, exactly to where this call was pushed */
+	if (backward_all && depth < NW_MAX_DEPTH)
+		note_span(ts->seq_in[depth & (NW_MAX_DEPTH - 1)], depth, ts->stack[0],
+			  ts->stack[depth & (NW_MAX_DEPTH - 1)]);
+	if (!ret || depth >= NW_MAX_DEPTH || (top_only && depth > 0))
 		return 0;
-	s = get_scratch();
-	if (!s)
-		return 0;
-	fill_stack(s, ts, rec.depth);
-	s->deeper = ts->unchecked[rec.depth] ? NW_FLAG_DEEPER : 0;
-	__builtin_memcpy(s->args, rec.args, sizeof(s->args));
-	s->nargs = rec.nargs;
-	s->kid = ts->kid[rec.depth];
+	fill_stack(s, ts, depth);
+	s->deeper = ts->unchecked[depth] ? NW_FLAG_DEEPER : 0;
+	s->kid = ts->kid[depth];
 	s->fp.impl = 0;
 	s->single = is_tensor(read_u64((__u64)ret + L.obj_type));
 	s->out_ok = 0;
 	s->gpu_gate = 0;
 	check_result((__u64)ret);
 	s->deeper = 0; /* ev_tensor() of other programs must not see it */
-	if (rec.depth > 0) {
+	if (depth > 0) {
 		/* what this call hands its parent: remembered only while the parent runs */
 		if (s->single && s->out_ok)
-			ts->kid[(rec.depth - 1) & (NW_MAX_DEPTH - 1)] = s->fp;
+			ts->kid[(depth - 1) & (NW_MAX_DEPTH - 1)] = s->fp;
 		else
-			ts->kid[(rec.depth - 1) & (NW_MAX_DEPTH - 1)].impl = 0;
+			ts->kid[(depth - 1) & (NW_MAX_DEPTH - 1)].impl = 0;
 	}
 	note_param_magnitude(s->ev.module);
 	return 0;

@@ -117,6 +117,23 @@ __noinline int gpu_input(__u64 obj, __u32 i, __u32 j)
 	return 0;
 }
 
+/* An argument: a tensor, or a tuple or list of them. */
+static __always_inline void gpu_arg(__u64 obj, __u32 i)
+{
+	__u64 sub = 0, m = 0;
+	int j;
+
+	if (!seq_items(obj, &sub, &m)) {
+		gpu_input(obj, i, NW_NO_INDEX);
+		return;
+	}
+	for (j = 0; j < MAX_ITEMS; j++) {
+		if (j >= m)
+			break;
+		gpu_input(read_u64(sub + 8 * j), i, j);
+	}
+}
+
 /* The module's parameters as the daemon listed them. */
 __noinline int gpu_params(__u64 module)
 {
@@ -161,7 +178,7 @@ __noinline int gpu_output(__u32 idx0, __u32 idx1)
 	struct scratch *s = get_scratch();
 	struct nw_gpu_req *r;
 	__u64 seq;
-	int i, j;
+	int i;
 
 	if (!s)
 		return 0;
@@ -174,20 +191,15 @@ __noinline int gpu_output(__u32 idx0, __u32 idx1)
 		return 0;
 	s->gpu_gate = seq;
 	for (i = 0; i < MAX_ITEMS; i++) {
-		__u64 obj, sub = 0, m = 0;
-
 		if (i >= s->nargs)
 			break;
-		obj = s->args[i];
-		if (seq_items(obj, &sub, &m)) {
-			for (j = 0; j < MAX_ITEMS; j++) {
-				if (j >= m)
-					break;
-				gpu_input(read_u64(sub + 8 * j), i, j);
-			}
-		} else {
-			gpu_input(obj, i, NW_NO_INDEX);
-		}
+		gpu_arg(s->args[i], i);
+	}
+	/* keyword arguments gate the output as positional ones do, numbered after them */
+	for (i = 0; i < NW_MAX_KWARGS; i++) {
+		if (i >= s->nkwargs)
+			break;
+		gpu_arg(s->kwargs[i], MAX_ITEMS + i);
 	}
 	gpu_params(s->ev.module);
 	r = gpu_slot(seq);

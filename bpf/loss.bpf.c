@@ -64,6 +64,7 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 				s->ev.step = iteration;
 		}
 		s->nargs = 0;
+		s->nkwargs = 0;
 		check_output(obj, n > 1 ? i : NW_NO_INDEX, NW_NO_INDEX);
 		if (i == 0)
 			send_loss(s);

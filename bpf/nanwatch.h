@@ -7,6 +7,8 @@
 #define NW_MAX_DIMS 8	 /* shape entries reported */
 #define NW_NAME_LEN 64	 /* class name bytes read in BPF */
 #define NW_MATCH_LEN 32	 /* function / path match strings */
+#define NW_KEY_LEN 32	 /* a keyword argument's name, with its NUL */
+#define NW_MAX_KWARGS 4	 /* keyword arguments of a module call looked at */
 #define NW_NO_INDEX 0xff /* tensor path component unused */
 
 /* Event types on the ring buffer. */
@@ -167,6 +169,7 @@ struct nw_layout {
 	__u32 compact_bit;	   /* bit in unicode state: compact */
 	__u32 self_slot;	   /* localsplus index of self in the module call */
 	__u32 args_slot;	   /* localsplus index of the *args tuple */
+	__u32 kwargs_slot;	   /* localsplus index of the **kwargs dict; 0: not read */
 	__u32 dtype_f16;	   /* the target's scalar type codes */
 	__u32 dtype_f32;
 	__u32 dtype_f64;
@@ -354,6 +357,7 @@ enum nw_cap_role {
 	NW_CAP_PARAM = 1,  /* _parameters entry pos0 */
 	NW_CAP_BUFFER = 2, /* _buffers entry pos0 */
 	NW_CAP_OUTPUT = 3, /* output[pos0][pos1] (NW_NO_INDEX: unused) */
+	NW_CAP_KWARG = 4, /* keyword argument key (item pos1 of a tuple/list one); pos0 its order */
 };
 
 /* Why a described tensor has no data (nw_cap_tensor.flags), besides enum nw_skip. */
@@ -378,7 +382,8 @@ struct nw_cap_tensor {
 	__u32 scalar_type; /* the target's ScalarType code; NW_NO_SCALAR */
 	__u32 elem_size;
 	__u32 ndim;
-	__u32 flags; /* enum nw_skip, enum nw_cap_flag: why no data */
+	__u32 flags;	      /* enum nw_skip, enum nw_cap_flag: why no data */
+	char key[NW_KEY_LEN]; /* NW_CAP_KWARG: its keyword ("" if not an ASCII str that fits) */
 };
 
 struct nw_cap_data {

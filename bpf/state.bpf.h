@@ -112,10 +112,13 @@ struct frame_key {
 struct frame_rec {
 	/* positional arguments, taken at entry: 3.12+ clears the frame first */
 	__u64 args[MAX_ITEMS];
+	/* keyword arguments: their values and key objects, in the call's order */
+	__u64 kwargs[NW_MAX_KWARGS];
+	__u64 kwkeys[NW_MAX_KWARGS];
+	__u32 nkwargs;
 	__u32 nargs;
 	__u32 kind;
 	__u32 depth;
-	__u32 pad;
 };
 
 struct code_rec {
@@ -166,9 +169,11 @@ struct scan_ctx {
 
 struct scratch {
 	__u64 buf[CHUNK_WORDS];
-	__u64 args[MAX_ITEMS]; /* the returning call's positional arguments */
+	__u64 args[MAX_ITEMS];	     /* the returning call's positional arguments */
+	__u64 kwargs[NW_MAX_KWARGS]; /* ... its keyword arguments' values */
+	__u64 kwkeys[NW_MAX_KWARGS]; /* ... and their keys */
 	__u32 nargs;
-	__u32 pad;
+	__u32 nkwargs;
 	struct nw_event ev;
 	struct tensor_info ti;
 	struct fingerprint fp;	/* of s->ti, when it has a grad_fn */
@@ -406,7 +411,8 @@ static __always_inline __u64 read_u64(__u64 addr)
  * A root forward pass starts. Without any optimizer step seen (updates by hand:
  * p.data.add_(p.grad, alpha=-lr)), a backward pass since the last one was a
  * step: each is counted as the next forward pass starts, so that a forward
- * pass and the backward pass after it share a step, as with an optimizer.
+ * pass and the backward pass after it share a step, as with an optimizer. The
+ * first optimizer step seen ends it (step_taken()).
  */
 static __always_inline void iteration_started(void)
 {

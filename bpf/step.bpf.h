@@ -86,9 +86,12 @@ static __noinline int step_taken(__u64 opt, __u32 at_start)
 		return 0;
 	count(NW_C_STEPS, 1);
 	if (!opt_stepped) {
-		/* the backward passes counted so far were steps: the optimizer's count goes on */
+		/*
+		 * Backward passes were counted as steps until now: they were micro-batches
+		 * (gradient accumulation), and no optimizer step had completed since the attach.
+		 */
 		opt_stepped = 1;
-		step_count &= NW_STEP_MASK;
+		step_count = 0;
 	}
 	if (opt && opt != step_opt && step_opt) {
 		if (opt != step_other) {

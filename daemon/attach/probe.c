@@ -26,7 +26,7 @@
 _Static_assert(sizeof(struct nw_event) == 576, "nw_event layout changed: update both sides");
 _Static_assert(sizeof(struct nw_grad) == 4168, "nw_grad layout changed: update both sides");
 _Static_assert(sizeof(struct nw_bwd_layout) == 88, "nw_bwd_layout changed: update both sides");
-_Static_assert(sizeof(struct nw_cap_tensor) == 200, "nw_cap_tensor changed: update both sides");
+_Static_assert(sizeof(struct nw_cap_tensor) == 232, "nw_cap_tensor changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_data) == 8216, "nw_cap_data changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_end) == 152, "nw_cap_end changed: update both sides");
 

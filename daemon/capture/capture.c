@@ -158,17 +158,6 @@ static void on_data(struct capture *c, const struct nw_cap_data *r)
 	p->received += r->len;
 }
 
-/* A tensor's name as the manifest gives it: input[1], input[0][2], or its attribute name. */
-static void facts_name(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name)
-{
-	if (d->role == NW_CAP_PARAM || d->role == NW_CAP_BUFFER)
-		snprintf(buf, len, "%s", name ? name : "?");
-	else if (d->pos1 == NW_NO_INDEX)
-		snprintf(buf, len, "input[%u]", d->pos0);
-	else
-		snprintf(buf, len, "input[%u][%u]", d->pos0, d->pos1);
-}
-
 /* Facts of one whole tensor of the call (not the output); 0 or a negative errno. */
 static int tensor_facts(const struct pending *p, const char *name, struct tensor_facts *f)
 {
@@ -188,10 +177,11 @@ static int tensor_facts(const struct pending *p, const char *name, struct tensor
 	if (!err)
 		err = evidence__scan(dense, d->bytes, dt->name, d->shape, d->ndim, f);
 	free(dense);
-	f->role = d->role == NW_CAP_INPUT   ? EVIDENCE_INPUT
-		  : d->role == NW_CAP_PARAM ? EVIDENCE_PARAM
-					    : EVIDENCE_BUFFER;
-	facts_name(f->name, sizeof(f->name), d, name);
+	/* a keyword argument is an input like a positional one (a mask passed by keyword) */
+	f->role = d->role == NW_CAP_INPUT || d->role == NW_CAP_KWARG ? EVIDENCE_INPUT
+		  : d->role == NW_CAP_PARAM			     ? EVIDENCE_PARAM
+								     : EVIDENCE_BUFFER;
+	capture__tensor_name(f->name, sizeof(f->name), d, name);
 	return err;
 }
 

@@ -70,7 +70,13 @@ int capture__int_codes(const struct nw_layout *l);
 /* "<pid>-step<step>-<layer>" with the layer's unsafe characters replaced; "root" for "". */
 int capture__dirname(char *buf, size_t len, pid_t pid, uint64_t step, const char *layer);
 
-/* The .npy file name of a tensor: input0.npy, input1_2.npy, param.weight.npy, output.npy. */
+/* The .npy file name of a tensor: input0.npy, input1_2.npy, kwarg0.mask.npy, param.weight.npy, output.npy. */
 int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name);
+
+/*
+ * A tensor's name as the manifest gives it: input[1], input[0][2], output[0], a keyword
+ * argument's key (mask, mask[1]), or a parameter's or buffer's name (name).
+ */
+void capture__tensor_name(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name);
 
 #endif /* __CAPTURE_H */

@@ -118,6 +118,20 @@ int capture__dirname(char *buf, size_t len, pid_t pid, uint64_t step, const char
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+/* A keyword argument's key as BPF copied it: NUL-terminated here whatever the record holds. */
+static const char *kwarg_key(const struct nw_cap_tensor *d, char *buf, size_t len)
+{
+	size_t n = strnlen(d->key, sizeof(d->key));
+
+	if (len < 1)
+		return "";
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, d->key, n);
+	buf[n] = 0;
+	return buf;
+}
+
 int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name)
 {
 	char safe[96];
@@ -130,6 +144,16 @@ int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, cons
 		else
 			n = snprintf(buf, len, "input%u_%u.npy", d->pos0, d->pos1);
 		break;
+	case NW_CAP_KWARG: {
+		char key[NW_KEY_LEN + 1];
+
+		sanitize(safe, sizeof(safe), *kwarg_key(d, key, sizeof(key)) ? key : "unnamed");
+		if (d->pos1 == NW_NO_INDEX)
+			n = snprintf(buf, len, "kwarg%u.%s.npy", d->pos0, safe);
+		else
+			n = snprintf(buf, len, "kwarg%u_%u.%s.npy", d->pos0, d->pos1, safe);
+		break;
+	}
 	case NW_CAP_PARAM:
 	case NW_CAP_BUFFER:
 		sanitize(safe, sizeof(safe), name && *name ? name : "unnamed");
@@ -272,9 +296,9 @@ static int write_npy(int dirfd, const char *file, const struct pending *p, const
 
 static const char *role_name(uint32_t role)
 {
-	static const char *names[] = {"input", "param", "buffer", "output"};
+	static const char *names[] = {"input", "param", "buffer", "output", "kwarg"};
 
-	return role < 4 ? names[role] : "unknown";
+	return role < sizeof(names) / sizeof(names[0]) ? names[role] : "unknown";
 }
 
 static const char *skip_reason(uint32_t flags)
@@ -296,12 +320,19 @@ static const char *skip_reason(uint32_t flags)
 	return "unreadable";
 }
 
-static void tensor_name(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name)
+void capture__tensor_name(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name)
 {
-	const char *base = d->role == NW_CAP_INPUT ? "input" : "output";
+	const char *base = d->role == NW_CAP_OUTPUT ? "output" : "input";
+	char key[NW_KEY_LEN + 1];
 
 	if (d->role == NW_CAP_PARAM || d->role == NW_CAP_BUFFER)
 		snprintf(buf, len, "%s", name ? name : "?");
+	else if (d->role == NW_CAP_KWARG && !*kwarg_key(d, key, sizeof(key)))
+		snprintf(buf, len, "kwarg[%u]", d->pos0); /* a key BPF could not read */
+	else if (d->role == NW_CAP_KWARG && d->pos1 == NW_NO_INDEX)
+		snprintf(buf, len, "%s", key);
+	else if (d->role == NW_CAP_KWARG)
+		snprintf(buf, len, "%s[%u]", key, d->pos1);
 	else if (d->pos0 == NW_NO_INDEX)
 		snprintf(buf, len, "%s", base);
 	else if (d->pos1 == NW_NO_INDEX)
@@ -324,7 +355,7 @@ static int write_tensor(int dirfd, struct json *j, const struct pending *p,
 	const char *why = NULL;
 	uint32_t i;
 
-	tensor_name(label, sizeof(label), d, name);
+	capture__tensor_name(label, sizeof(label), d, name);
 	if (d->flags)
 		why = skip_reason(d->flags);
 	else if (!dt || dt->size != d->elem_size)
@@ -338,6 +369,11 @@ static int write_tensor(int dirfd, struct json *j, const struct pending *p,
 	json__object_begin(j, NULL);
 	json__string(j, "role", role_name(d->role));
 	json__string(j, "name", label);
+	if (d->role == NW_CAP_KWARG) {
+		char key[NW_KEY_LEN + 1];
+
+		json__string(j, "key", kwarg_key(d, key, sizeof(key)));
+	}
 	json__array_begin(j, "index");
 	if (d->role != NW_CAP_PARAM && d->role != NW_CAP_BUFFER) {
 		if (d->pos0 != NW_NO_INDEX)

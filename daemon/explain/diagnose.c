@@ -817,9 +817,10 @@ static int rule_weak(const struct diag_anomaly *a, const struct signs *s, struct
 	if (named(a, "Attention", "Attn")) {
 		/* a name alone decides nothing: said, with what would confirm it */
 		evidence(g, "no zero, constant or above-threshold row among the captured tensors");
-		evidence(g,
-			 "attention by its class name; a mask passed by keyword is not captured: "
-			 "a fully masked row can be neither seen nor ruled out");
+		evidence(
+			g,
+			"attention by its class name, no captured mask with a masked row: one made "
+			"inside the layer can be neither seen nor ruled out");
 		conclude(g, "unknown", 0.35);
 		fix(g, "check the key and attention masks of that step for rows with every key "
 		       "masked");

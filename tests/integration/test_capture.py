@@ -276,7 +276,8 @@ def test_capture_custom(ctx):
 
 @environments(*HOST_AND_TRIXIE)
 def test_capture_children(ctx):
-    """MultiheadAttention (mha_tuple): a tuple output's first item, three positional inputs;
+    """MultiheadAttention (mha_tuple): a tuple output's first item, three positional inputs and
+    key_padding_mask= by keyword;
     its out_proj child is listed, and the repro refuses to rebuild it generically."""
     oracle, path, inside, man = capture_case(ctx, "mha_tuple")
     if man["children"] != ["out_proj"] or man["attrs"].get("num_heads") != 2:

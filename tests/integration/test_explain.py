@@ -30,7 +30,7 @@ import subprocess
 
 from nwharness import Fail, oracle_of
 from nwcapture import capture_dir, run_repro, watch_capture
-from nwchecks import HOST_AND_TRIXIE, case_test, describe
+from nwchecks import HOST_AND_TRIXIE, case_test, describe, environments
 
 # (trainer, variant): (live cause, replayed op or None: not checked, replayed cause, reproducible)
 CASES = {
@@ -47,6 +47,8 @@ CASES = {
     ("masked_attention", "a"): ("attention_fully_masked", "aten::_softmax",
                                 "attention_fully_masked", True),
     ("masked_attention", "b"): ("attention_fully_masked", "aten::_softmax",
+                                "attention_fully_masked", True),
+    ("masked_attention", "c"): ("attention_fully_masked", "aten::_softmax",
                                 "attention_fully_masked", True),
     ("half_overflow", "a"): ("fp16_overflow", "aten::mul", "fp16_overflow", True),
     ("half_overflow", "b"): ("fp16_overflow", "aten::sum", "fp16_overflow", True),
@@ -129,6 +131,35 @@ def case_explain(ctx, name, variant):
     check_tail(ctx, lines[-1], ev)
 
 
+@environments(*HOST_AND_TRIXIE)
+def test_explain_mha_padding_by_keyword(ctx):
+    """nn.MultiheadAttention given key_padding_mask= by keyword, one sequence all padding: the
+    mask is captured as the call's keyword argument (its key, the file) and the live cause
+    reads it. MultiheadAttention holds a child module (out_proj), so no replay is asked."""
+    extra = ("--variant", "d")
+    oracle, trace = oracle_of(ctx, "masked_attention", *extra)
+    if oracle is None or not oracle["origin"]:
+        raise Fail("masked_attention --variant d --oracle has no origin anomaly first")
+    dirpath, _ = capture_dir(ctx)
+    events, _ = watch_capture(ctx, "masked_attention", trace, dirpath, trainer_args=extra)
+    d = check_live(events, oracle, "attention_fully_masked")
+    ctx.log("live: %s (%s): %s" % (d["cause"], d["confidence"], d["evidence"]))
+    made = os.listdir(dirpath)
+    if len(made) != 1:
+        raise Fail("capture directory holds %s, want one capture" % made)
+    with open(os.path.join(dirpath, made[0], "manifest.json"), encoding="utf-8") as f:
+        man = json.load(f)
+    kw = [e for e in man["tensors"] if e["role"] == "kwarg"]
+    mask = [e for e in kw if e.get("key") == "key_padding_mask"]
+    if len(mask) != 1 or not mask[0]["file"] or mask[0]["shape"] != [2, 5] or \
+            not os.path.exists(os.path.join(dirpath, made[0], mask[0]["file"])):
+        raise Fail("the manifest's keyword arguments: %s" % json.dumps(kw))
+    want = [e["name"] for e in oracle["capture"]["tensors"] if e["role"] == "kwarg"]
+    got = [e["name"] for e in kw if e["file"]]
+    if got != want:
+        raise Fail("keyword tensors captured %s, the oracle's %s" % (got, want))
+
+
 def check_tail(ctx, line, ev):
     """nanwatch-tail (beside the daemon) shows the event appended to a stream."""
     tail = os.path.join(os.path.dirname(ctx.daemon), "nanwatch-tail")
@@ -146,7 +177,7 @@ def check_tail(ctx, line, ev):
 # (trainer, variant) checked for the live cause alone: no layer made the value from finite
 # inputs and parameters, so there is nothing to replay
 LIVE_CASES = [("loss_jump", "a"), ("loss_jump", "b"), ("lr_too_high", None),
-              ("loss_log_zero", "a"), ("nan_input", "a"), ("nan_input", "b"),
+              ("loss_log_zero", "a"), ("nan_input", "a"), ("nan_input", "b"), ("nan_input", "c"),
               ("nonfinite_params", "a"), ("nonfinite_params", "b")]
 
 

@@ -92,6 +92,11 @@ class Trainer:
     def schedule(self, model, step):
         """Called before each optimizer step's micro-batches (e.g. to anneal a value)."""
 
+    def grad_scaler(self):
+        """Mixed precision: a torch.amp.GradScaler (the forward passes then run under float16
+        autocast on the CPU), or None."""
+        return None
+
     watch_backward = False  # --oracle also hooks the autograd nodes of each backward pass
     variant = None  # --variant: a trainer-defined choice (model size, nesting, ...)
 
@@ -178,6 +183,17 @@ class Oracle:
                 self.handles.append(mod.register_forward_hook(self.hook))
         self.unhooked = set()
         self.handles.append(nn.modules.module.register_module_forward_pre_hook(self.any_call))
+        # Forward pre-hooks see no keyword arguments in torch 1.x: Module.__call__ hands them
+        # to the module's pre-hook (this run is the oracle's own; no daemon watches it)
+        self.kwargs_of = (None, {})
+        call = nn.Module.__call__
+        oracle = self
+
+        def observed_call(module, *args, **kwargs):
+            oracle.kwargs_of = (module, kwargs)
+            return call(module, *args, **kwargs)
+
+        nn.Module.__call__ = observed_call
 
     def any_call(self, module, inputs):
         if id(module) not in self.names:
@@ -189,11 +205,13 @@ class Oracle:
                 self.root = module
             if module is self.root:
                 self.forwards += 1
-        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-        self.stack.append((module, all_finite(tensors)))
+        kwargs = self.kwargs_of[1] if self.kwargs_of[0] is module else {}
+        self.kwargs_of = (None, {})
+        tensors = [t for t in list(inputs) + list(kwargs.values()) if isinstance(t, torch.Tensor)]
+        self.stack.append((module, all_finite(tensors), kwargs))
 
     def hook(self, module, inputs, output):
-        mod, inputs_finite = self.stack.pop()
+        mod, inputs_finite, kwargs = self.stack.pop()
         assert mod is module, "module calls not nested"
         outer = self.stack[0][0] if self.stack else module
         iteration = self.forwards - 1
@@ -219,7 +237,7 @@ class Oracle:
                 return None
             self.first_iteration.append(entry)
             if self.first is None and entry["origin"]:
-                self.capture = self.captured(module, inputs, tensor, t)
+                self.capture = self.captured(module, inputs, kwargs, tensor, t)
             if not contiguous:
                 print("oracle: warning: %s %s is not contiguous (the daemon skips it)" %
                       (layer, tensor), file=sys.stderr)
@@ -227,9 +245,9 @@ class Oracle:
                 self.first = dict(entry)
         return None
 
-    def captured(self, module, inputs, tensor, out):
+    def captured(self, module, inputs, kwargs, tensor, out):
         """What nanwatchd --capture-dir must write for the first anomaly's call (an origin):
-        its positional tensor
+        its positional and keyword tensor
         inputs (one level into tuples and lists), own parameters and buffers, and the bad
         output tensor, with digests of their values at this moment."""
         found = []
@@ -238,6 +256,12 @@ class Oracle:
                 found.append(dict(described("input[%d]" % i, arg), role="input"))
             elif type(arg) in (tuple, list):
                 found += [dict(described("input[%d][%d]" % (i, j), a), role="input")
+                          for j, a in enumerate(arg) if isinstance(a, torch.Tensor)]
+        for key, arg in kwargs.items():
+            if isinstance(arg, torch.Tensor):
+                found.append(dict(described(key, arg), role="kwarg"))
+            elif type(arg) in (tuple, list):
+                found += [dict(described("%s[%d]" % (key, j), a), role="kwarg")
                           for j, a in enumerate(arg) if isinstance(a, torch.Tensor)]
         found += [dict(described(n, p), role="param")
                   for n, p in module.named_parameters(recurse=False)]
@@ -391,6 +415,8 @@ class Harness:
         self.trainer = trainer
         self.args = args
         self.steps_done = 0
+        self.skipped = []  # steps whose update the GradScaler skipped
+        self.scaler = None
         self.losses = []
         self.loss_steps = []  # the step of each loss (one per micro-batch)
         self.params_bad_step = None
@@ -415,6 +441,7 @@ class Harness:
         model = t.model()
         loss_fn = t.loss()
         opt = t.optimizer(model.parameters())
+        self.scaler = t.grad_scaler()
         roots = loss_roots(model, loss_fn)
         oracle = Oracle(self, roots) if self.args.oracle else None
         self.oracle = oracle
@@ -444,7 +471,7 @@ class Harness:
             if self.args.pace:
                 time.sleep(self.args.pace)
         trace = {"steps": self.steps_done, "losses": self.losses, "loss_steps": self.loss_steps,
-                 "params_sha256": self.params_digest(model)}
+                 "params_sha256": self.params_digest(model), "skipped": self.skipped}
         line = {"trace": trace}
         if oracle is not None:
             found = oracle.result()
@@ -507,9 +534,21 @@ class Harness:
         t = self.trainer
         t.schedule(model, step)
         opt.zero_grad()
+        scaler = self.scaler
         for micro in range(t.accum):
             gen = torch.Generator().manual_seed(SEED * 1000 + step * 16 + micro)
             inputs, target = t.batch(step, micro, gen)
+            if scaler is not None:
+                with torch.autocast("cpu", dtype=torch.float16):
+                    out = model(*inputs)
+                    loss = loss_fn(out, target) / t.accum
+                self.iterations += 1
+                if self.oracle is not None:
+                    self.oracle.loss(loss)
+                scaler.scale(loss).backward()
+                self.losses.append(float(loss).hex())
+                self.loss_steps.append(self.steps_done)
+                continue
             out = model(*inputs)
             self.iterations += 1
             loss = loss_fn(out, target) / t.accum
@@ -522,7 +561,15 @@ class Harness:
                 self.backward_oracle.after_backward(list(model.parameters()))
             self.losses.append(float(loss).hex())
             self.loss_steps.append(self.steps_done)
-        opt.step()
+        if scaler is not None:
+            # the scaler skips the update when the scaled gradients overflowed, and backs off
+            scale = scaler.get_scale()
+            scaler.step(opt)
+            scaler.update()
+            if scaler.get_scale() < scale:
+                self.skipped.append(self.steps_done)
+        else:
+            opt.step()
         if self.oracle is not None and self.params_bad_step is None and \
                 not all_finite(list(model.parameters())):
             self.params_bad_step = self.steps_done

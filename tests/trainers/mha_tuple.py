@@ -4,7 +4,7 @@ key_padding_mask masks every key, softmax over all -inf gives NaN, and Multihead
 tuple output (attn_out, weights) is NaN for that sequence.
 
 Expected first anomaly: layers.0.attn (MultiheadAttention) output[0], then output[1];
-positional inputs (query, key, value) are finite: origin.
+inputs (query, key, value, and key_padding_mask= by keyword) are finite: origin.
 """
 import torch
 import torch.nn as nn
@@ -42,8 +42,8 @@ class MhaTuple(common.Trainer):
     """Trainer whose batch at step 4 holds a sequence that is all padding."""
 
     # what the daemon's diagnosis must say: the mask goes to MultiheadAttention by keyword,
-    # which captures do not hold, and a class name alone decides nothing
-    expected_cause = "unknown"
+    # captured like a positional input, and it has a sequence whose every key is masked
+    expected_cause = "attention_fully_masked"
 
     lr = 0.02
 

@@ -8,6 +8,10 @@
   helper standardises each sample by its own standard deviation, and one sample is a constant
   reading (a dead sensor): 0/0, a whole row of NaN. Expected first anomaly: "0" (LayerNorm),
   inputs not finite.
+--variant c: the corrupt values arrive by keyword: a FiLM layer scales the encoder's (finite)
+  features by a conditioning vector passed as film(h, gamma=cond), and one sample's
+  conditioning is NaN. Expected first anomaly: film (FiLM), inputs not finite (the keyword
+  argument), so not the origin.
 """
 import torch
 import torch.nn as nn
@@ -39,6 +43,24 @@ class Net(nn.Module):
         return self.head(self.encoder(x))
 
 
+class FiLM(nn.Module):
+    """Feature-wise scaling by a conditioning vector."""
+
+    def forward(self, h, gamma=None):
+        return h * gamma
+
+
+class Conditioned(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = Encoder()
+        self.film = FiLM()
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, x, cond):
+        return self.head(self.film(self.encoder(x), gamma=cond))
+
+
 def standardize(x):
     """Each sample to zero mean and unit deviation, with no guard for a constant sample."""
     mean = x.mean(dim=1, keepdim=True)
@@ -54,6 +76,8 @@ class NanInput(common.Trainer):
     def model(self):
         if self.variant == "a":
             return Net()
+        if self.variant == "c":
+            return Conditioned()
         return nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 1))
 
     def batch(self, step, micro, gen):
@@ -63,6 +87,11 @@ class NanInput(common.Trainer):
             if step == 4:
                 x[2, 5] = float("nan")  # a corrupt sample; the target was computed before
             return (x,), y
+        if self.variant == "c":
+            cond = 1 + 0.1 * torch.randn(4, 16, generator=gen)
+            if step == 4:
+                cond[1] = float("nan")  # a sample's conditioning is missing
+            return (x, cond), y
         if step == 4:
             x[2] = 3.0  # a dead sensor: the same reading on every channel
         return (standardize(x),), y

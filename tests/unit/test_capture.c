@@ -340,6 +340,33 @@ static void test_names(void **state)
 	d.pos1 = 0;
 	assert_int_equal(capture__filename(buf, sizeof(buf), &d, NULL), 0);
 	assert_string_equal(buf, "output1_0.npy");
+
+	/* a keyword argument: its key is the target's bytes, maybe unterminated */
+	d.role = NW_CAP_KWARG;
+	d.pos0 = 1;
+	d.pos1 = NW_NO_INDEX;
+	snprintf(d.key, sizeof(d.key), "%s", "key_padding_mask");
+	assert_int_equal(capture__filename(buf, sizeof(buf), &d, NULL), 0);
+	assert_string_equal(buf, "kwarg1.key_padding_mask.npy");
+	capture__tensor_name(buf, sizeof(buf), &d, NULL);
+	assert_string_equal(buf, "key_padding_mask");
+	d.pos1 = 2;
+	assert_int_equal(capture__filename(buf, sizeof(buf), &d, NULL), 0);
+	assert_string_equal(buf, "kwarg1_2.key_padding_mask.npy");
+	capture__tensor_name(buf, sizeof(buf), &d, NULL);
+	assert_string_equal(buf, "key_padding_mask[2]");
+	memset(d.key, 'k', sizeof(d.key));
+	d.key[0] = '.';
+	d.key[1] = '/';
+	capture__tensor_name(buf, sizeof(buf), &d, NULL);
+	assert_int_equal(strlen(buf), sizeof(d.key) + 3);
+	assert_int_equal(capture__filename(buf, sizeof(buf), &d, NULL), 0);
+	assert_memory_equal(buf, "kwarg1_2.__kkk", 14);
+	memset(d.key, 0, sizeof(d.key));
+	capture__tensor_name(buf, sizeof(buf), &d, NULL);
+	assert_string_equal(buf, "kwarg[1]");
+	assert_int_equal(capture__filename(buf, sizeof(buf), &d, NULL), 0);
+	assert_string_equal(buf, "kwarg1_2.unnamed.npy");
 }
 
 static void test_ring_bytes(void **state)
