@@ -230,7 +230,8 @@ test: all test-deps $(TEST_BINS) trixie-root
 	$(Q)tests/check-includes
 	$(Q)$(MAKE) --no-print-directory format-check
 	$(Q)$(MAKE) --no-print-directory bpf-headers-check
-	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) $(LAYOUT_PAIRS)
+	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) --limits $(VERIFIER_LIMITS) \
+		$(LAYOUT_PAIRS)
 	$(Q)$(MAKE) --no-print-directory fuzz
 	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \
 		--trixie-root $(TRIXIE_ROOT)
@@ -372,13 +373,15 @@ $(OUTPUT)/tests/test_cupti_%: tests/unit/test_cupti_%.c tests/unit/cupti/daemon.
 
 # Every BPF program loaded with every feature on, for each shipped pair of tables: the
 # instructions the verifier processed (the kernel's limit is 1,000,000; older kernels need
-# more for the same program, so ours stay well under it).
+# more for the same program, so ours stay well under it), each within its own budget.
 VERIFIER_MAX := 200000
+VERIFIER_LIMITS := bench/verifier-limits
 LAYOUT_PAIRS := $(foreach p,3.11:1.13 3.13:2.6 3.12:2.11,config/layouts/python-$(firstword \
 	$(subst :, ,$(p))).yaml config/layouts/torch-$(lastword $(subst :, ,$(p))).yaml)
 
 verifier-stats: all
-	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) $(LAYOUT_PAIRS)
+	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) --limits $(VERIFIER_LIMITS) \
+		$(LAYOUT_PAIRS)
 
 integration: all test-deps trixie-root $(SECURITY_BINS)
 	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \

@@ -19,8 +19,10 @@ Models:
   transformer  4 encoder layers, d_model 256, 4 heads, ff 1024, batch 16 x 64 tokens, AdamW
   cnn          3 conv blocks (conv, batchnorm, relu, pool) + linear, 32 x 3x32x32, SGD momentum
   scan         one module whose forward returns a fresh float32 tensor of --scan-mib MiB (no
-               children, no backward; an SGD step on its scalar so the daemon counts steps):
-               what the daemon scans per step is known exactly, for the scan-rate measurement
+               children, no backward): what the daemon scans per step is known exactly, for
+               the scan-rate measurement. A module that calls no child is never taken for the
+               model, so the daemon counts no steps or iterations here: bench.py counts steps
+               by the ones it ran while attached
 
 One compute thread (torch.set_num_threads(1) and OMP/OPENBLAS/MKL_NUM_THREADS=1):
 this machine has 2 cores; the daemon's BPF programs run in the training thread itself, while its

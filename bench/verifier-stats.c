@@ -4,9 +4,12 @@
  * pair of layout tables given, and print one line per program: NAME VERIFIED_INSNS (the
  * largest over the pairs). With --max N, exit 1 when a program needs more than N: the
  * kernel refuses a program past 1,000,000, and older kernels verify less efficiently.
- * Nothing is attached; needs the permission to load BPF programs.
+ * With --limits FILE (lines "NAME MAX", '#' starts a comment), exit 1 when a program needs
+ * more than its own MAX or has none: a budget per program, so one that grows past what it
+ * measured fails here long before it nears --max. Nothing is attached; needs the permission
+ * to load BPF programs.
  *
- *   verifier-stats [--max N] PYTHON_TABLE TORCH_TABLE [PYTHON_TABLE TORCH_TABLE ...]
+ *   verifier-stats [--max N] [--limits FILE] PYTHON_TABLE TORCH_TABLE [...]
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +25,56 @@ struct stats {
 	uint32_t insns[MAX_PROGS];
 	int n;
 };
+
+struct limits {
+	char name[MAX_PROGS][64];
+	long max[MAX_PROGS];
+	int n;
+};
+
+/* FILE's "NAME MAX" lines into l; 0 or -1 with the reason on stderr. */
+static int limits__load(const char *path, struct limits *l)
+{
+	char line[256], name[64];
+	FILE *f = fopen(path, "r");
+	int lineno = 0, ret = 0;
+	long max;
+
+	l->n = 0;
+	if (!f) {
+		fprintf(stderr, "verifier-stats: failed to open %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (!ret && fgets(line, sizeof(line), f)) {
+		char *hash = strchr(line, '#');
+
+		lineno++;
+		if (hash)
+			*hash = '\0';
+		if (sscanf(line, " %63s", name) != 1)
+			continue;
+		if (sscanf(line, " %63s %ld", name, &max) != 2 || max <= 0 || l->n == MAX_PROGS) {
+			fprintf(stderr, "verifier-stats: %s:%d: expected NAME MAX\n", path, lineno);
+			ret = -1;
+			break;
+		}
+		snprintf(l->name[l->n], sizeof(l->name[0]), "%s", name);
+		l->max[l->n++] = max;
+	}
+	fclose(f);
+	return ret;
+}
+
+/* The program's own limit; 0 when the file names none. */
+static long limits__get(const struct limits *l, const char *name)
+{
+	int i;
+
+	for (i = 0; i < l->n; i++)
+		if (!strcmp(l->name[i], name))
+			return l->max[i];
+	return 0;
+}
 
 static void keep(const char *name, uint32_t insns, void *ctx)
 {
@@ -127,21 +180,56 @@ static int fill(const char *py, const char *torch, struct tables *t, char *err, 
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: verifier-stats [--max N] PYTHON_TABLE TORCH_TABLE "
+	fprintf(stderr, "usage: verifier-stats [--max N] [--limits FILE] PYTHON_TABLE TORCH_TABLE "
 			"[PYTHON_TABLE TORCH_TABLE ...]\n");
 	return 2;
+}
+
+/* 1 when the program is over a limit (said on stderr), else 0. */
+static int over_limits(const char *name, uint32_t insns, long max, const struct limits *l)
+{
+	long own = l ? limits__get(l, name) : 0;
+
+	if (max && insns > max) {
+		fprintf(stderr,
+			"verifier-stats: %s needs %u verified instructions, more than %ld\n", name,
+			insns, max);
+		return 1;
+	}
+	if (l && !own) {
+		fprintf(stderr, "verifier-stats: %s has no limit in the limits file: add one\n",
+			name);
+		return 1;
+	}
+	if (own && insns > own) {
+		fprintf(stderr,
+			"verifier-stats: %s needs %u verified instructions, more than its "
+			"limit %ld: find what grew, or raise the limit and say why\n",
+			name, insns, own);
+		return 1;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	struct stats st = {.n = 0};
+	struct limits lim, *l = NULL;
 	long max = 0, worst = -1;
 	char err[512];
 	int i, a = 1, over = 0;
 
-	if (argc > 2 && !strcmp(argv[1], "--max")) {
-		max = strtol(argv[2], NULL, 10);
-		a = 3;
+	while (argc - a > 2 && argv[a][0] == '-') {
+		if (!strcmp(argv[a], "--max")) {
+			max = strtol(argv[a + 1], NULL, 10);
+		} else if (!strcmp(argv[a], "--limits")) {
+			if (limits__load(argv[a + 1], &lim))
+				return 1;
+			l = &lim;
+		} else {
+			return usage();
+		}
+		a += 2;
 	}
 	if (max < 0 || argc - a < 2 || (argc - a) % 2)
 		return usage();
@@ -159,16 +247,11 @@ int main(int argc, char **argv)
 		printf("%s %u\n", st.name[i], st.insns[i]);
 		if (worst < 0 || st.insns[i] > st.insns[worst])
 			worst = i;
-		if (max && st.insns[i] > max) {
-			fprintf(stderr,
-				"verifier-stats: %s needs %u verified instructions, more "
-				"than %ld\n",
-				st.name[i], st.insns[i], max);
-			over = 1;
-		}
+		over |= over_limits(st.name[i], st.insns[i], max, l);
 	}
-	if (worst >= 0 && max)
-		printf("verifier-stats: %d programs, largest %s %u, limit %ld: %s\n", st.n,
-		       st.name[worst], st.insns[worst], max, over ? "over" : "ok");
+	if (worst >= 0 && (max || l))
+		printf("verifier-stats: %d programs, largest %s %u, limit %ld%s: %s\n", st.n,
+		       st.name[worst], st.insns[worst], max, l ? " and each program's own" : "",
+		       over ? "over" : "ok");
 	return over;
 }

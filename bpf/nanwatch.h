@@ -128,6 +128,7 @@ enum nw_counter {
 	NW_C_LOST_LOSS_VALUE, /* NW_EV_LOSS */
 	NW_C_LOST_CAPTURE,    /* NW_EV_CAP_* on the capture ring */
 	NW_C_STEP_STARTS,     /* outermost optimizer steps begun (counted at their start) */
+	NW_C_SCAN_COPIES,     /* copies out of the target made to scan NW_C_BYTES_SCANNED */
 	NW_C_MAX,
 };
 

@@ -32,6 +32,7 @@ static __always_inline int read_chunk(struct scratch *s, __u32 idx)
 		c->err = 1;
 		return 0;
 	}
+	c->copies++;
 	words = (n + 7) / 8;
 	c->words = words;
 	tail = n % 8;
@@ -188,8 +189,10 @@ __noinline int scan_tensor(int full)
 		__u64 t0 = bpf_ktime_get_ns();
 
 		bpf_loop(chunks, fast_chunk, NULL, 0);
-		if (!full) /* the time of the bytes in NW_C_BYTES_SCANNED */
+		if (!full) { /* the time and copies of the bytes in NW_C_BYTES_SCANNED */
 			count(NW_C_SCAN_NS, bpf_ktime_get_ns() - t0);
+			count(NW_C_SCAN_COPIES, c->copies);
+		}
 	}
 	if (c->err) {
 		count(NW_C_SKIP_UNREADABLE, 1);

@@ -159,10 +159,11 @@ struct scan_ctx {
 	__u64 min_key, max_key;
 	struct nw_lanes lanes;
 	struct nw_fmt fmt;
-	__u64 elem;  /* elements classified so far */
-	__u32 words; /* words in the current chunk */
-	__u64 mag;   /* sample_max's running maximum */
-	__u32 size;  /* element size */
+	__u64 elem;   /* elements classified so far */
+	__u32 words;  /* words in the current chunk */
+	__u32 copies; /* chunks copied out of the target so far */
+	__u64 mag;    /* sample_max's running maximum */
+	__u32 size;   /* element size */
 	__u32 err;
 	__u32 pad;
 };

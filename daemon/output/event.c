@@ -371,6 +371,7 @@ int output__stats(struct emitter *e, const struct output_stats *s)
 	json__uint(j, "tensors_scanned", c[NW_C_TENSORS_SCANNED]);
 	json__uint(j, "bytes_scanned", c[NW_C_BYTES_SCANNED]);
 	json__uint(j, "scan_ns", c[NW_C_SCAN_NS]);
+	json__uint(j, "scan_copies", c[NW_C_SCAN_COPIES]);
 	json__uint(j, "anomalies", s->t->all.found);
 	json__uint(j, "reported", s->t->all.reported);
 	json__uint(j, "warnings", s->warnings);
