@@ -47,7 +47,6 @@ TRUE_CAUSE = {
 # Trainers whose diagnosis today names another cause than TRUE_CAUSE (the before table of
 # issue 27). The rules work of issue 27 moves them out of this set as it gets each right.
 CAUSE_NOT_YET = {
-    "heldout_encoder_padding",  # unknown: the keyword mask is not captured
     "heldout_hf_attention_mask",  # unknown: the keyword mask is not captured
     "heldout_nll_logits",  # exp_overflow: logits above 88.7, but no exp of them is taken
     "heldout_kl_soft_labels",  # invalid_domain: the negatives are log-probabilities
