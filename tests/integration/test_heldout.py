@@ -47,7 +47,8 @@ TRUE_CAUSE = {
 # Trainers whose diagnosis today names another cause than TRUE_CAUSE (the before table of
 # issue 27). The rules work of issue 27 moves them out of this set as it gets each right.
 CAUSE_NOT_YET = {
-    "heldout_hf_attention_mask",  # unknown: the keyword mask is not captured
+    "heldout_hf_attention_mask",  # unknown: the keyword mask is captured, but a 0/1 integer one
+    # (0: masked) whose all-zero row the evidence does not read as fully masked
     "heldout_nll_logits",  # exp_overflow: logits above 88.7, but no exp of them is taken
     "heldout_kl_soft_labels",  # invalid_domain: the negatives are log-probabilities
     "heldout_fp16_growth",  # lr_too_high: the loss grew with the data, not the updates
