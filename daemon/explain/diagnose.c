@@ -38,7 +38,28 @@ static unsigned int ring_next(unsigned int *head, unsigned int *n, unsigned int 
 	return i;
 }
 
-void diagnose__loss(struct diag *d, uint64_t step, uint64_t iteration, double value)
+static const struct diag_loss *loss_at(const struct diag *d, unsigned int i);
+
+/*
+ * Losses counted by backward passes (no optimizer step seen yet) before the first
+ * optimizer step were its micro-batches (gradient accumulation): they belong to the
+ * step before the one that follows it, and are numbered so once it is seen.
+ */
+static void renumber_micro_batches(struct diag *d, uint64_t step)
+{
+	unsigned int i;
+
+	for (i = d->nlosses; i-- > 0;) {
+		struct diag_loss *l = (struct diag_loss *)loss_at(d, i);
+
+		if (l->step_source != FINDING_STEP_BACKWARD)
+			break;
+		l->step = step ? step - 1 : 0;
+		l->step_source = FINDING_STEP_ATTACH;
+	}
+}
+
+void diagnose__loss(struct diag *d, uint64_t step, int step_source, uint64_t iteration, double value)
 {
 	struct diag_loss *l;
 
@@ -46,12 +67,16 @@ void diagnose__loss(struct diag *d, uint64_t step, uint64_t iteration, double va
 		l = &d->losses[(d->loss_head + d->nlosses - 1) % DIAG_MAX_LOSSES];
 		if (l->iteration == iteration) {
 			l->step = step;
+			l->step_source = step_source;
 			l->value = value;
 			return;
 		}
+		if (l->step_source == FINDING_STEP_BACKWARD && step_source != FINDING_STEP_BACKWARD)
+			renumber_micro_batches(d, step);
 	}
 	l = &d->losses[ring_next(&d->loss_head, &d->nlosses, DIAG_MAX_LOSSES)];
 	l->step = step;
+	l->step_source = step_source;
 	l->iteration = iteration;
 	l->value = value;
 }

@@ -80,7 +80,7 @@ void diagnose__init(struct diag *d);
 /* Feed each anomaly of the stream; returns 1 when the incident's first iteration is over. */
 int diagnose__observe(struct diag *d, const struct diag_anomaly *a);
 /* The loss of an iteration (a later value for the same iteration replaces it). */
-void diagnose__loss(struct diag *d, uint64_t step, uint64_t iteration, double value);
+void diagnose__loss(struct diag *d, uint64_t step, int step_source, uint64_t iteration, double value);
 /*
  * A module's new magnitude mark; limit is its dtype's largest finite value.
  * Returns 1 and fills w when it deserves a warning (at most one per module

@@ -165,7 +165,7 @@ int explain__finding(struct explain *x, const struct finding *f)
 	case FINDING_ANOMALY:
 		return anomaly(x, f);
 	case FINDING_LOSS:
-		diagnose__loss(&x->diag, f->step, f->iteration, f->value);
+		diagnose__loss(&x->diag, f->step, f->step_source, f->iteration, f->value);
 		return 0;
 	case FINDING_MAGNITUDE:
 		return magnitude(x, f);

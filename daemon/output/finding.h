@@ -87,6 +87,7 @@ struct finding {
 /* The scalar backward() started from, one per iteration. */
 struct diag_loss {
 	uint64_t step, iteration;
+	int step_source; /* enum finding_step_source */
 	double value; /* NaN/Inf kept as they are */
 };
 

@@ -201,13 +201,68 @@ static const char *with_losses(struct diagnosis *g, const double *losses, int n,
 
 	diagnose__init(&d);
 	for (i = 0; i < n; i++)
-		diagnose__loss(&d, i, i, losses[i]);
+		diagnose__loss(&d, i, FINDING_STEP_ATTACH, i, losses[i]);
 	a->step = a->iteration = n;
 	assert_int_equal(diagnose__observe(&d, a), 0);
 	next.iteration = n + 1;
 	assert_int_equal(diagnose__observe(&d, &next), 1);
 	assert_int_equal(diagnose__conclude(&d, g), 0);
 	return g->cause;
+}
+
+/*
+ * Accumulation of two micro-batches a step, attached before the first optimizer step:
+ * the losses counted by backward passes until then are renumbered as step 0, the step
+ * the first optimizer step ends.
+ */
+static void test_trend_micro_batches(void **state)
+{
+	static const int source[] = {FINDING_STEP_BACKWARD, FINDING_STEP_BACKWARD,
+				     FINDING_STEP_ATTACH,   FINDING_STEP_ATTACH,
+				     FINDING_STEP_ATTACH,   FINDING_STEP_ATTACH};
+	static const uint64_t step[] = {0, 1, 1, 1, 2, 2};
+	struct diag_anomaly a = fwd("x", "Linear", 2, 1), next = fwd("x", "Linear", 2, 1);
+	struct diagnosis g;
+	struct diag d;
+	int i;
+
+	(void)state;
+	diagnose__init(&d);
+	for (i = 0; i < 6; i++)
+		diagnose__loss(&d, step[i], source[i], i, 1.0 + i);
+	a.step = 2;
+	a.iteration = 5;
+	next.iteration = 6;
+	assert_int_equal(diagnose__observe(&d, &a), 0);
+	assert_int_equal(diagnose__observe(&d, &next), 1);
+	assert_int_equal(diagnose__conclude(&d, &g), 0);
+	assert_int_equal(g.ntrend, 6);
+	for (i = 0; i < 6; i++) {
+		assert_int_equal(g.trend[i].iteration, i);
+		assert_int_equal(g.trend[i].step, i / 2);
+	}
+}
+
+/* A run updated by hand keeps its backward-pass steps. */
+static void test_trend_backward_passes(void **state)
+{
+	struct diag_anomaly a = fwd("x", "Linear", 2, 1), next = fwd("x", "Linear", 2, 1);
+	struct diagnosis g;
+	struct diag d;
+	int i;
+
+	(void)state;
+	diagnose__init(&d);
+	for (i = 0; i < 4; i++)
+		diagnose__loss(&d, i, FINDING_STEP_BACKWARD, i, 1.0 + i);
+	a.step = a.iteration = 3;
+	next.iteration = 4;
+	assert_int_equal(diagnose__observe(&d, &a), 0);
+	assert_int_equal(diagnose__observe(&d, &next), 1);
+	assert_int_equal(diagnose__conclude(&d, &g), 0);
+	assert_int_equal(g.ntrend, 4);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(g.trend[i].step, i);
 }
 
 static void test_lr_too_high(void **state)
@@ -252,7 +307,7 @@ static void test_gradient_evidence(void **state)
 	a.params_finite = 0;
 	diagnose__init(&d);
 	for (i = 0; i < 5; i++)
-		diagnose__loss(&d, i, i, stable[i]);
+		diagnose__loss(&d, i, FINDING_STEP_ATTACH, i, stable[i]);
 	diagnose__grads(&d, grads, 5);
 	a.step = a.iteration = 5;
 	diagnose__observe(&d, &a);
@@ -317,6 +372,8 @@ int main(void)
 		cmocka_unit_test(test_params_and_loss),
 		cmocka_unit_test(test_unknown_and_sample_mode),
 		cmocka_unit_test(test_no_incident),
+		cmocka_unit_test(test_trend_micro_batches),
+		cmocka_unit_test(test_trend_backward_passes),
 		cmocka_unit_test(test_lr_too_high),
 		cmocka_unit_test(test_warnings),
 		cmocka_unit_test(test_gradient_evidence),

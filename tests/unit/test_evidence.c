@@ -387,7 +387,7 @@ static void test_loss_jump_two_points(void **state)
 	for (k = 0; k < 2; k++) {
 		diagnose__init(&d);
 		for (i = 0; i < 2; i++)
-			diagnose__loss(&d, i, i, k ? jump[i] : small[i]);
+			diagnose__loss(&d, i, FINDING_STEP_ATTACH, i, k ? jump[i] : small[i]);
 		diagnose__observe(&d, &loss);
 		next.iteration = 3;
 		diagnose__observe(&d, &next);
