@@ -11,6 +11,7 @@
 #include "forward.bpf.c"
 #include "step.bpf.c"
 #include "loss.bpf.c"
+#include "scaler.bpf.c"
 #include "backward.bpf.c"
 #include "exec.bpf.c"
 

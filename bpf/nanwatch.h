@@ -27,6 +27,11 @@ enum nw_event_type {
 	 * the tensor index and the class as in an anomaly
 	 */
 	NW_EV_MAGNITUDE = 31,
+	/*
+	 * a gradient scaler's update: flags 1 if the step was skipped, dtype NW_DT_F32 and
+	 * min_key the bits of the scale the step ran with (NW_DT_NONE: not read)
+	 */
+	NW_EV_SCALER = 32,
 	NW_EV_GRAD = 10, /* struct nw_grad: a parameter gradient's magnitude histogram */
 };
 
@@ -129,6 +134,8 @@ enum nw_counter {
 	NW_C_LOST_CAPTURE,    /* NW_EV_CAP_* on the capture ring */
 	NW_C_STEP_STARTS,     /* outermost optimizer steps begun (counted at their start) */
 	NW_C_SCAN_COPIES,     /* copies out of the target made to scan NW_C_BYTES_SCANNED */
+	NW_C_SCALER_SKIPS,    /* steps a gradient scaler skipped (bpf/scaler.bpf.c) */
+	NW_C_LOST_SCALER,     /* NW_EV_SCALER */
 	NW_C_MAX,
 };
 

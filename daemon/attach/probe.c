@@ -165,6 +165,8 @@ static int attach_torch(struct probe *p, const struct target *t, const struct pr
 				  o->node_offset};
 	const struct site loss = {t->torch_python_elf, t->torch_path, o->backward_symbol,
 				  o->backward_offset};
+	const struct site scaler = {t->torch_cpu_elf, t->torch_cpu_path, o->scaler_symbol,
+				    o->scaler_offset};
 	struct nanwatch_bpf *s = p->skel;
 	int ret = 0;
 
@@ -185,6 +187,9 @@ static int attach_torch(struct probe *p, const struct target *t, const struct pr
 	if (!ret && o->backward_symbol && (!o->top_only || o->loss_only))
 		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
 				 &loss, false, err, errlen);
+	if (!ret && o->scaler_symbol)
+		ret = attach_one(p, s->progs.uprobe_scaler_update, &s->links.uprobe_scaler_update,
+				 t, &scaler, false, err, errlen);
 	return ret;
 }
 

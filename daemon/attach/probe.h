@@ -20,7 +20,8 @@ struct probe_opts {
 	int bpf_stats;		 /* keep kernel run-time stats of our programs (global toggle) */
 	const char *step_symbol; /* libtorch_cpu function marking optimizer steps, or NULL */
 	/* each probed function's offset in its file (resolve/elfsym.h); 0: not in the file */
-	uint64_t step_offset, backward_offset, node_offset;
+	uint64_t step_offset, backward_offset, node_offset, scaler_offset;
+	const char *scaler_symbol;	   /* libtorch_cpu's _amp_update_scale_ op, or NULL */
 	int top_only;			   /* check only outermost module calls (mode sample) */
 	int loss_only;			   /* no module probes: only the loss (mode loss) */
 	const struct nw_rescan *rescan;	   /* outputs not scanned twice; NULL: every one is */

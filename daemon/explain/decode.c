@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Decoding a raw events-ring record into a finding: the one place that reads struct nw_event. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <linux/types.h>
@@ -78,6 +79,8 @@ static int kind_of(__u32 type)
 		return FINDING_LOSS;
 	case NW_EV_MAGNITUDE:
 		return FINDING_MAGNITUDE;
+	case NW_EV_SCALER:
+		return FINDING_SCALER;
 	default:
 		return FINDING_NONE;
 	}
@@ -159,6 +162,9 @@ static void values(const struct nw_event *ev, struct finding *f)
 		f->value = nw_bits_to_double(ev->min_key, ev->dtype);
 	} else if (f->kind == FINDING_MAGNITUDE) {
 		f->value = nw_bits_to_double(ev->max_key, ev->dtype);
+	} else if (f->kind == FINDING_SCALER) {
+		f->value = ev->dtype == NW_DT_F32 ? nw_bits_to_double(ev->min_key, ev->dtype) : NAN;
+		f->skipped = ev->flags & 1;
 	}
 }
 

@@ -59,7 +59,8 @@ static void renumber_micro_batches(struct diag *d, uint64_t step)
 	}
 }
 
-void diagnose__loss(struct diag *d, uint64_t step, int step_source, uint64_t iteration, double value)
+void diagnose__loss(struct diag *d, uint64_t step, int step_source, uint64_t iteration,
+		    double value)
 {
 	struct diag_loss *l;
 
@@ -966,7 +967,62 @@ static void trend(const struct diag *d, struct diagnosis *g)
 			g->trend[g->ntrend++] = *loss_at(d, i);
 }
 
+void diagnose__scaler(struct diag *d, uint64_t skips, uint64_t from_step, double scale)
+{
+	d->scaler_skips = skips;
+	d->scaler_from_step = from_step;
+	d->scaler_scale = scale;
+}
+
+/*
+ * A scaler that keeps skipping: the overflow it backs off from is not one of scale. The
+ * other rules said what made the first gradient non-finite (their evidence and fixes
+ * stay); the cause is that the run no longer trains.
+ */
+static void rule_scaler(const struct diag *d, struct diagnosis *g)
+{
+	char rules[DIAG_MAX_EVIDENCE][sizeof(g->evidence[0])];
+	const char *mechanism = g->cause;
+	int n = g->nevidence, i;
+
+	if (!d->scaler_skips)
+		return;
+	/* these lines first, then the rules' own, as many as there is room for */
+	memcpy(rules, g->evidence, sizeof(rules));
+	g->nevidence = 0;
+	if (!isnan(d->scaler_scale))
+		evidence(g,
+			 "the gradient scaler skipped %llu steps in a row from step %llu, its "
+			 "scale down to %.3g: the gradients are non-finite at any scale",
+			 (unsigned long long)d->scaler_skips,
+			 (unsigned long long)d->scaler_from_step, d->scaler_scale);
+	else
+		evidence(g,
+			 "the gradient scaler skipped %llu steps in a row from step %llu: "
+			 "backing off does not make the gradients finite",
+			 (unsigned long long)d->scaler_skips,
+			 (unsigned long long)d->scaler_from_step);
+	if (mechanism && strcmp(mechanism, "unknown"))
+		evidence(g, "what makes the gradient non-finite: %s", mechanism);
+	for (i = 0; i < n && g->nevidence < DIAG_MAX_EVIDENCE; i++)
+		memcpy(g->evidence[g->nevidence++], rules[i], sizeof(rules[i]));
+	conclude(g, "scaler_skips_persist", 0.9);
+	fix(g, "no parameter is updated while every step is skipped: fix the op that makes "
+	       "the gradient non-finite; a lower init_scale does not help");
+}
+
+static int conclude_rules(struct diag *d, struct diagnosis *out);
+
 int diagnose__conclude(struct diag *d, struct diagnosis *out)
+{
+	int ret = conclude_rules(d, out);
+
+	if (!ret)
+		rule_scaler(d, out);
+	return ret;
+}
+
+static int conclude_rules(struct diag *d, struct diagnosis *out)
 {
 	const struct diag_anomaly *a = &d->first;
 

@@ -74,13 +74,23 @@ struct diag {
 	char first_op[32], first_upstream[64];
 	struct evidence_facts facts; /* of the captured origin call, if facts_known */
 	int facts_known;
+	/* a gradient scaler skipping step after step (diagnose__scaler); skips 0: none */
+	uint64_t scaler_skips, scaler_from_step;
+	double scaler_scale; /* NaN: not read */
 };
 
 void diagnose__init(struct diag *d);
+/*
+ * A gradient scaler skipped skips steps in a row from step from_step, the last at scale
+ * (NaN: not known): the incident's cause says the skipping persists, the rules tell what
+ * made its first gradient non-finite.
+ */
+void diagnose__scaler(struct diag *d, uint64_t skips, uint64_t from_step, double scale);
 /* Feed each anomaly of the stream; returns 1 when the incident's first iteration is over. */
 int diagnose__observe(struct diag *d, const struct diag_anomaly *a);
 /* The loss of an iteration (a later value for the same iteration replaces it). */
-void diagnose__loss(struct diag *d, uint64_t step, int step_source, uint64_t iteration, double value);
+void diagnose__loss(struct diag *d, uint64_t step, int step_source, uint64_t iteration,
+		    double value);
 /*
  * A module's new magnitude mark; limit is its dtype's largest finite value.
  * Returns 1 and fills w when it deserves a warning (at most one per module

@@ -159,11 +159,148 @@ static int anomaly(struct explain *x, const struct finding *f)
 	return output__anomaly(x->e, f, &v);
 }
 
+/* Point a held finding at its own copies again (after it was copied or moved). */
+static struct finding *held_finding(struct explain_held *h)
+{
+	if (h->class_off >= 0)
+		h->f.module_class = h->f.class_buf + h->class_off;
+	if (h->op_own)
+		h->f.op = h->f.op_buf;
+	if (h->layer_own)
+		h->f.layer = h->layer;
+	return &h->f;
+}
+
+/* Keep f, and what it points to that a later record may change. */
+static void hold_copy(struct explain_held *h, const struct finding *f)
+{
+	const char *c = f->module_class;
+
+	h->f = *f;
+	h->class_off = c && c >= f->class_buf && c < f->class_buf + sizeof(f->class_buf)
+			       ? (int)(c - f->class_buf)
+			       : -1;
+	h->op_own = f->op && f->op == f->op_buf;
+	h->layer_own = !!f->layer;
+	if (f->layer)
+		snprintf(h->layer, sizeof(h->layer), "%s", f->layer);
+	held_finding(h);
+}
+
+/* Held anomaly i reported after all, as it would have been when it came. */
+static int release(struct explain *x, int i)
+{
+	struct explain_scaler *sc = &x->sc;
+	struct explain_held h = sc->held[i];
+
+	memmove(&sc->held[i], &sc->held[i + 1], (sc->nheld - i - 1) * sizeof(sc->held[0]));
+	sc->nheld--;
+	return anomaly(x, held_finding(&h));
+}
+
+void explain__release(struct explain *x, uint64_t iteration)
+{
+	struct explain_scaler *sc = &x->sc;
+	uint64_t hold = sc->updates ? EXPLAIN_HOLD_ITERS : 0;
+
+	/* oldest first: the order they came in */
+	while (sc->nheld && sc->held[0].f.iteration + hold < iteration)
+		release(x, 0);
+}
+
+void explain__release_all(struct explain *x)
+{
+	while (x->sc.nheld)
+		release(x, 0);
+}
+
+/*
+ * A gradient that went non-finite: until the step's end it may be the overflow a
+ * gradient scaler looks for (its update then says the step was skipped). Held till
+ * then; the oldest is reported when there is no room.
+ */
+static int hold(struct explain *x, const struct finding *f)
+{
+	struct explain_scaler *sc = &x->sc;
+
+	if (sc->nheld == EXPLAIN_HELD)
+		release(x, 0);
+	hold_copy(&sc->held[sc->nheld++], f);
+	return 0;
+}
+
+/* Persistent skipping: its first anomaly reported, the incident's cause told why. */
+static int skips_persist(struct explain *x)
+{
+	struct explain_scaler *sc = &x->sc;
+	struct explain_held h = sc->run_first;
+
+	sc->incident = 1;
+	diagnose__scaler(&x->diag, sc->run, sc->run_start_step, sc->scale);
+	if (!sc->has_run_first)
+		return 0;
+	sc->folded[h.f.phase]--; /* reported after all */
+	return anomaly(x, held_finding(&h));
+}
+
+/*
+ * A gradient scaler's update. A skipped step: the anomalies held were the overflow it
+ * skipped (counted, not reported); a skip line; an incident once the skipping persists:
+ * EXPLAIN_SKIP_RUN steps in a row, or a scale of 1 or less (the gradients are non-finite
+ * unscaled: no scale helps). A step it let run: the anomalies held are reported.
+ */
+static int scaler_update(struct explain *x, const struct finding *f)
+{
+	struct explain_scaler *sc = &x->sc;
+	struct output_skip o = {0};
+	int i, ret = 0;
+
+	sc->updates++;
+	if (!f->skipped) {
+		sc->run = 0;
+		sc->has_run_first = 0;
+		sc->scale = f->value;
+		explain__release_all(x);
+		return 0;
+	}
+	sc->skipped++;
+	if (!sc->run++) {
+		sc->run_start_step = f->step;
+		sc->run_start_source = f->step_source;
+	}
+	sc->scale = f->value;
+	for (i = 0; i < sc->nheld; i++)
+		sc->folded[sc->held[i].f.phase]++;
+	if (sc->nheld && !sc->has_run_first) {
+		sc->run_first = sc->held[0];
+		sc->has_run_first = 1;
+	}
+	o.anomalies = sc->nheld;
+	o.first = sc->nheld ? held_finding(&sc->held[0]) : NULL;
+	o.consecutive = sc->run;
+	o.skipped = sc->skipped;
+	o.updates = sc->updates;
+	if (!sc->incident) {
+		sc->events++;
+		ret = output__skipped_step(x->e, f, &o);
+	}
+	sc->nheld = 0;
+	if (!sc->incident && (sc->run >= EXPLAIN_SKIP_RUN || (!isnan(f->value) && f->value <= 1)))
+		ret |= skips_persist(x);
+	return ret;
+}
+
 int explain__finding(struct explain *x, const struct finding *f)
 {
+	if (f->kind != FINDING_SCALER && f->kind != FINDING_NONE)
+		explain__release(x, f->iteration);
 	switch (f->kind) {
 	case FINDING_ANOMALY:
+		if (f->phase == FINDING_BACKWARD)
+			return hold(x, f);
 		return anomaly(x, f);
+	case FINDING_SCALER:
+		return scaler_update(x, f);
 	case FINDING_LOSS:
 		diagnose__loss(&x->diag, f->step, f->step_source, f->iteration, f->value);
 		return 0;
@@ -213,6 +350,7 @@ static void tally_lost(const uint64_t c[NW_C_MAX], struct explain_tally *t)
 	t->lost_loss = c[NW_C_LOST_LOSS_VALUE];
 	t->lost_grad = c[NW_C_BWD_GRADS_LOST];
 	t->lost_capture = c[NW_C_LOST_CAPTURE];
+	t->lost_scaler = c[NW_C_LOST_SCALER];
 	t->lost_for_good = t->lost_anomaly + t->lost_mark + t->lost_loss;
 }
 
@@ -270,6 +408,14 @@ int explain__stats(struct explain *x, const uint64_t c[NW_C_MAX], uint64_t steps
 	int i;
 
 	explain__tally(c, x->reported, &t);
+	for (i = 0; i < FINDING_PHASES; i++) {
+		t.phase[i].in_skipped_steps = x->sc.folded[i];
+		t.all.in_skipped_steps += x->sc.folded[i];
+	}
+	s.scaler_updates = x->sc.updates;
+	s.scaler_skipped = x->sc.skipped;
+	s.scaler_run = x->sc.run;
+	s.scaler_scale = x->sc.scale;
 	s.nnorms = x->bwd ? backward__norms(x->bwd, n, TREND) : 0;
 	for (i = 0; s.nnorms && i < n[s.nnorms - 1].ntop; i++)
 		s.top_layer[i] = names__path(x->names, n[s.nnorms - 1].top[i].root,

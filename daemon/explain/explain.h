@@ -25,6 +25,40 @@ typedef int (*explain_params_fn)(void *ctx, uint64_t module, const struct nw_par
 /* NW_C_STEP_STARTS now, read after the parameters of a late check. */
 typedef uint64_t (*explain_steps_fn)(void *ctx);
 
+#define EXPLAIN_HELD 16	      /* gradient anomalies held until their step's fate is known */
+#define EXPLAIN_HOLD_ITERS 64 /* ... for at most this many iterations once a scaler is seen */
+#define EXPLAIN_SKIP_RUN 32   /* consecutive skipped steps that make an incident */
+
+/* A finding kept for later, with the strings it points to. */
+struct explain_held {
+	struct finding f;
+	char layer[256];
+	int class_off; /* f.module_class is f.class_buf + this; -1: it points elsewhere */
+	int op_own;    /* f.op is f.op_buf */
+	int layer_own; /* f.layer is layer */
+};
+
+/*
+ * A gradient scaler (mixed precision): the steps it skipped, and the gradient anomalies
+ * held until the scaler's update says whether their step was skipped (they were the
+ * overflow it backs off from) or not.
+ */
+struct explain_scaler {
+	struct explain_held held[EXPLAIN_HELD];
+	int nheld;
+	uint64_t updates;	 /* scaler updates seen */
+	uint64_t skipped;	 /* ... of them skipped steps */
+	uint64_t run;		 /* consecutive skipped steps, up to the last update */
+	uint64_t run_start_step; /* the first of them */
+	int run_start_source;
+	double scale;			 /* at the last update; NaN: not read */
+	uint64_t folded[FINDING_PHASES]; /* anomalies found in skipped steps: not reported */
+	struct explain_held run_first;	 /* the first anomaly of the run */
+	int has_run_first;
+	int incident;	 /* the skipping was reported as an incident */
+	uint64_t events; /* skipped_step lines written */
+};
+
 struct explain {
 	struct emitter *e;
 	struct names *names;
@@ -51,6 +85,7 @@ struct explain {
 	/* a stats line's fields of another source of findings; NULL: none */
 	void (*stats_extra)(struct json *j, const void *ctx);
 	const void *stats_ctx;
+	struct explain_scaler sc;
 };
 
 /* Per-phase and per-record-type accounting from the counters and x->reported. */
@@ -80,6 +115,13 @@ int explain__stats(struct explain *x, const uint64_t c[NW_C_MAX], uint64_t steps
  * is the target's current one (UINT64_MAX: the watch ends, conclude now).
  */
 int explain__diagnose(struct explain *x, uint64_t iteration);
+
+/*
+ * The gradient anomalies held for a scaler's verdict that the target's iteration now
+ * (records up to it consumed) no longer leaves in doubt; all of them at the watch's end.
+ */
+void explain__release(struct explain *x, uint64_t iteration);
+void explain__release_all(struct explain *x);
 
 /* A parameter gradient histogram from the BPF side. */
 int explain__grad(struct explain *x, const struct nw_grad *g);

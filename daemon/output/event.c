@@ -306,6 +306,7 @@ static void phase_fields(struct json *j, const char *key, const struct explain_p
 	json__uint(j, "reported", p->reported);
 	json__uint(j, "suppressed", p->suppressed);
 	json__uint(j, "lost", p->lost);
+	json__uint(j, "in_skipped_steps", p->in_skipped_steps);
 	json__object_end(j);
 }
 
@@ -323,6 +324,7 @@ static void tally_fields(struct json *j, const struct explain_tally *t)
 	json__uint(j, "loss", t->lost_loss);
 	json__uint(j, "grad", t->lost_grad);
 	json__uint(j, "capture", t->lost_capture);
+	json__uint(j, "scaler", t->lost_scaler);
 	json__object_end(j);
 }
 
@@ -355,6 +357,64 @@ static void runtime_fields(struct json *j, const struct probe_runtime *rt)
 	json__object_end(j);
 }
 
+/* The gradient scaler, null if no update of one was seen. */
+static void scaler_fields(struct json *j, const struct output_stats *s)
+{
+	if (!s->scaler_updates) {
+		json__null(j, "grad_scaler");
+		return;
+	}
+	json__object_begin(j, "grad_scaler");
+	json__uint(j, "updates", s->scaler_updates);
+	json__uint(j, "skipped_steps", s->scaler_skipped);
+	json__uint(j, "consecutive", s->scaler_run);
+	if (isnan(s->scaler_scale))
+		json__null(j, "scale");
+	else
+		json__double(j, "scale", s->scaler_scale);
+	json__object_end(j);
+}
+
+int output__skipped_step(struct emitter *e, const struct finding *f, const struct output_skip *s)
+{
+	struct json *j = emit__begin(e, "skipped_step", f->time_ns);
+	const struct finding *a = s->first;
+	char msg[240], scale[40] = "";
+
+	if (!isnan(f->value))
+		snprintf(scale, sizeof(scale), " at scale %.6g", f->value);
+	snprintf(msg, sizeof(msg),
+		 "the gradient scaler skipped step %llu%s: its scaled gradients were not finite "
+		 "(%llu skipped in a row, %llu of %llu updates)",
+		 (unsigned long long)f->step, scale, (unsigned long long)s->consecutive,
+		 (unsigned long long)s->skipped, (unsigned long long)s->updates);
+	json__uint(j, "tid", f->tid);
+	step_fields(j, f->step, f->step_source, f->iteration);
+	if (isnan(f->value))
+		json__null(j, "scale");
+	else
+		json__double(j, "scale", f->value);
+	json__uint(j, "consecutive", s->consecutive);
+	json__uint(j, "skipped_steps", s->skipped);
+	json__uint(j, "anomalies", s->anomalies);
+	if (a) {
+		json__object_begin(j, "first_gradient");
+		json__string(j, "phase", a->phase == FINDING_BACKWARD ? "backward" : "forward");
+		json__string(j, "layer", a->layer);
+		json__string(j, "module", a->module_class);
+		json__string(j, "node", a->node);
+		json__string(j, "tensor", a->tensor);
+		json__uint(j, "nan", a->nan);
+		json__uint(j, "posinf", a->posinf);
+		json__uint(j, "neginf", a->neginf);
+		json__object_end(j);
+	} else {
+		json__null(j, "first_gradient");
+	}
+	json__string(j, "message", msg);
+	return emit__end(e);
+}
+
 int output__stats(struct emitter *e, const struct output_stats *s)
 {
 	struct json *j = emit__begin(e, "stats", 0);
@@ -377,7 +437,9 @@ int output__stats(struct emitter *e, const struct output_stats *s)
 	json__uint(j, "warnings", s->warnings);
 	json__uint(j, "suppressed", s->t->all.suppressed);
 	json__uint(j, "lost", s->t->all.lost);
+	json__uint(j, "in_skipped_steps", s->t->all.in_skipped_steps);
 	tally_fields(j, s->t);
+	scaler_fields(j, s);
 	json__uint(j, "params_late", s->params_late);
 	scan_fields(j, c);
 	if (s->backward)

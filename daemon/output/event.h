@@ -45,9 +45,22 @@ struct output_stats {
 	/* more fields from another source of findings (the GPU library); NULL: none */
 	void (*extra)(struct json *j, const void *ctx);
 	const void *extra_ctx;
+	/* a gradient scaler's updates (0: none seen), skipped steps, the run now, its scale */
+	uint64_t scaler_updates, scaler_skipped, scaler_run;
+	double scaler_scale; /* NaN: not read */
 };
 
 int output__stats(struct emitter *e, const struct output_stats *s);
+
+/* A step a gradient scaler skipped (f: its update), with the anomalies found in it. */
+struct output_skip {
+	uint64_t anomalies; /* reported by BPF in the step, and not reported as anomalies */
+	const struct finding *first; /* the first of them, NULL: none */
+	uint64_t consecutive;	     /* skipped steps in a row, this one included */
+	uint64_t skipped, updates;   /* all skipped steps, all updates, since the attach */
+};
+
+int output__skipped_step(struct emitter *e, const struct finding *f, const struct output_skip *s);
 
 /* count lines lost; where "kernel" or "sink" (then sink names it, else NULL). */
 int output__lost(struct emitter *e, uint64_t count, const char *where, const char *sink);

@@ -20,6 +20,7 @@ enum finding_kind {
 	FINDING_MODULE,	   /* first call of a (root, module) pair */
 	FINDING_LOSS,	   /* the value of the tensor backward() starts from */
 	FINDING_MAGNITUDE, /* a module output reached a new magnitude */
+	FINDING_SCALER,	   /* a gradient scaler's update: value its scale (NaN: not read) */
 };
 
 enum finding_phase {
@@ -77,6 +78,7 @@ struct finding {
 	int params_finite;
 	int params_known;     /* the source had the module's parameter list */
 	int nested_unchecked; /* a call nested too deep to be checked may have made it */
+	int skipped;	      /* kind scaler: the scaler skipped the step */
 };
 
 /* The explain stage's conclusions. */
@@ -88,7 +90,7 @@ struct finding {
 struct diag_loss {
 	uint64_t step, iteration;
 	int step_source; /* enum finding_step_source */
-	double value; /* NaN/Inf kept as they are */
+	double value;	 /* NaN/Inf kept as they are */
 };
 
 /* Why a warning is due: a magnitude near the dtype's range, or a run-up towards it. */
@@ -121,10 +123,12 @@ struct explain_phase {
 	uint64_t reported;
 	uint64_t suppressed;
 	uint64_t lost;
+	uint64_t in_skipped_steps; /* found in steps a gradient scaler skipped: not reported */
 };
 
 /* The stats line's accounting, from the BPF counters and the lines written. */
 struct explain_tally {
+	uint64_t lost_scaler; /* gradient scaler updates */
 	struct explain_phase phase[FINDING_PHASES];
 	struct explain_phase all; /* the three phases summed */
 	/* records the ring buffers had no room for, per type */

@@ -39,7 +39,7 @@ struct metrics {
 	int ntargets;
 	struct tallies causes; /* counts of targets gone, by cause */
 	struct tallies sinks;
-	uint64_t gone_warnings, gone_hits, gone_tensors, gone_bytes;
+	uint64_t gone_warnings, gone_hits, gone_tensors, gone_bytes, gone_skipped;
 	struct metrics_service svc;
 	int have_svc; /* service mode: its counters are part of the exposition */
 };
@@ -247,9 +247,11 @@ static void render_causes(const struct metrics *m, struct text *t)
 static void render_totals(const struct metrics *m, struct text *t)
 {
 	uint64_t w = m->gone_warnings, h = m->gone_hits, n = m->gone_tensors, b = m->gone_bytes;
+	uint64_t k = m->gone_skipped;
 	const struct metrics_target *x;
 
 	for (x = m->targets; x; x = x->next) {
+		k += x->v.skipped_steps;
 		w += x->v.warnings;
 		h += x->v.probe_hits;
 		n += x->v.tensors;
@@ -258,6 +260,9 @@ static void render_totals(const struct metrics *m, struct text *t)
 	family(t, "nanwatch_warnings_total", "counter",
 	       "Warning events written (a layer's output running up towards overflow).");
 	sample1(t, "nanwatch_warnings_total", NULL, NULL, w);
+	family(t, "nanwatch_skipped_steps_total", "counter",
+	       "Optimizer steps a gradient scaler skipped (its scaled gradients overflowed).");
+	sample1(t, "nanwatch_skipped_steps_total", NULL, NULL, k);
 	family(t, "nanwatch_probe_hits_total", "counter",
 	       "Times a probe in a watched process ran.");
 	sample1(t, "nanwatch_probe_hits_total", NULL, NULL, h);
@@ -383,6 +388,7 @@ void metrics__target_remove(struct metrics *m, struct metrics_target *x)
 	}
 	add_causes(&m->causes, x); /* out of memory: these anomalies are not counted */
 	m->gone_warnings += x->v.warnings;
+	m->gone_skipped += x->v.skipped_steps;
 	m->gone_hits += x->v.probe_hits;
 	m->gone_tensors += x->v.tensors;
 	m->gone_bytes += x->v.bytes;

@@ -46,6 +46,7 @@ struct metrics_values {
 	uint64_t undiagnosed; /* ... of them not given to cause (all of them while it is NULL) */
 	const char *cause;    /* a string of the diagnosis vocabulary, NULL before the diagnosis */
 	uint64_t warnings, probe_hits;
+	uint64_t skipped_steps;	 /* steps a gradient scaler skipped */
 	uint64_t tensors, bytes; /* scanned; bytes: outputs and gradients */
 	uint64_t steps, iterations;
 };

@@ -162,6 +162,9 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 	snprintf(s->backward_symbol, sizeof(s->backward_symbol), "%s",
 		 layout__str(tl, LK_backward_symbol) ? layout__str(tl, LK_backward_symbol) : "");
 	s->backward_offset = probe_offset(s->t.torch_python_elf, s->backward_symbol);
+	snprintf(s->scaler_symbol, sizeof(s->scaler_symbol), "%s",
+		 layout__str(tl, LK_scaler_symbol) ? layout__str(tl, LK_scaler_symbol) : "");
+	s->scaler_offset = probe_offset(s->t.torch_cpu_elf, s->scaler_symbol);
 	ret = step_symbol(s, layout__str(tl, LK_step_symbol_prefix), why, sizeof(why));
 	if (!ret)
 		ret = backward_layout(s, tl, why, sizeof(why));

@@ -3,6 +3,7 @@
  * A watched process's life: resolve it, attach the probes, explain what its sources of
  * findings send, keep the periodic lines, detach. Every piece of state lives in the session.
  */
+#include <math.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -194,6 +195,7 @@ static void setup_explain(struct session *s)
 	struct explain *x = &s->x;
 
 	diagnose__init(&x->diag);
+	x->sc.scale = NAN;
 	x->diag.top_only = s->o.top_only;
 	x->diag.loss_only = x->loss_only = s->o.loss_only;
 	x->e = &s->e;
@@ -338,6 +340,8 @@ int session__attach(struct session *s, struct sinks *out, char *err, size_t errl
 	po.step_offset = s->step_offset;
 	po.backward_offset = s->backward_offset;
 	po.node_offset = s->node_offset;
+	po.scaler_symbol = s->scaler_offset ? s->scaler_symbol : NULL;
+	po.scaler_offset = s->scaler_offset;
 	ret = setup_backward(s, &po, err, errlen);
 	gpu_configure(s, &po);
 	if (!ret)
@@ -437,8 +441,14 @@ enum session_stop session__tick(struct session *s)
 	probe__counters(s->p, c);
 	explain__lost(&s->x, c);
 	/* iterations started - 1 is the one running: the incident's may be over */
-	if (probe__iterations(s->p))
-		explain__diagnose(&s->x, probe__iterations(s->p) - 1);
+	if (probe__iterations(s->p)) {
+		uint64_t now = probe__iterations(s->p) - 1;
+
+		/* every record sent before that iteration began is read before it is used */
+		probe__consume(s->p);
+		explain__release(&s->x, now);
+		explain__diagnose(&s->x, now);
+	}
 	if (s->o.stats_interval > 0 && now_s() >= s->next_stats) {
 		emit_stats(s, c);
 		s->next_stats += s->o.stats_interval;
@@ -481,6 +491,7 @@ void session__stats(const struct session *s, struct session_stats *out)
 	memset(out, 0, sizeof(*out));
 	out->anomalies = s->x.anomalies;
 	out->warnings = s->x.warnings;
+	out->skipped_steps = s->x.sc.skipped;
 	out->modules = s->x.modules;
 	out->cause = s->x.cause;
 	out->anomalies_undiagnosed = s->x.cause ? s->x.undiagnosed : s->x.anomalies;
@@ -502,6 +513,7 @@ void session__metric_values(const struct session_stats *st, struct metrics_value
 		.undiagnosed = st->anomalies_undiagnosed,
 		.cause = st->cause,
 		.warnings = st->warnings,
+		.skipped_steps = st->skipped_steps,
 		.probe_hits = st->probe_hits,
 		.tensors = st->tensors_scanned,
 		.bytes = st->bytes_scanned,
@@ -522,6 +534,7 @@ void session__detach(struct session *s, enum session_stop reason)
 	take_capture(s);
 	gpu_tick(s, 1);
 	backward__flush(s->x.bwd);
+	explain__release_all(&s->x);
 	explain__diagnose(&s->x, UINT64_MAX);
 	probe__counters(s->p, c);
 	explain__lost(&s->x, c);

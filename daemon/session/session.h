@@ -49,6 +49,7 @@ enum session_stop {
 
 struct session_stats {
 	uint64_t anomalies, warnings, modules;
+	uint64_t skipped_steps;	    /* steps a gradient scaler skipped */
 	uint64_t steps, iterations; /* counted since the attach */
 	uint64_t step;		    /* the current step */
 	int step_source;	    /* enum finding_step_source */

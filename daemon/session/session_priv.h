@@ -45,7 +45,8 @@ struct session {
 	char step_symbol[512];
 	char backward_symbol[256];
 	/* file offsets of the probed functions (0: not in the file), found while resolving */
-	uint64_t step_offset, backward_offset, node_offset;
+	uint64_t step_offset, backward_offset, node_offset, scaler_offset;
+	char scaler_symbol[128]; /* "": skipped steps of a gradient scaler are not told apart */
 	struct vtable_names *vt; /* node classes, until backward__new takes them */
 	int published;		 /* offsets taken from the interpreter itself */
 	struct nw_bwd_layout bwl;

@@ -307,12 +307,13 @@ def watch(ctx, name, trace, mode=None, trainer_args=(), daemon_args=(), user=Non
 
 
 PHASES = ("forward", "loss", "backward")
-LOST_RECORDS = ("anomaly", "module", "mark", "loss", "grad", "capture")
+LOST_RECORDS = ("anomaly", "module", "mark", "loss", "grad", "capture", "scaler")
 
 
 def check_tally(ctx, events):
-    """The last stats line reconciles: per phase found = reported + suppressed + lost, reported
-    is the anomaly lines of that phase, the top-level numbers are the phases' sums, and the
+    """The last stats line reconciles: per phase found = reported + suppressed + lost +
+    in_skipped_steps (found in steps a gradient scaler skipped), reported is the anomaly lines
+    of that phase, the top-level numbers are the phases' sums, and the
     anomaly records lost are the phases' lost."""
     stats = [ev for ev in events if ev["event"] == "stats"][-1]
     phases, lost = stats.get("phases"), stats.get("lost_records")
@@ -325,15 +326,18 @@ def check_tally(ctx, events):
     bad = []
     for p in PHASES:
         n = phases[p]
-        if any(type(n.get(k)) is not int for k in ("found", "reported", "suppressed", "lost")):
+        if any(type(n.get(k)) is not int
+               for k in ("found", "reported", "suppressed", "lost", "in_skipped_steps")):
             raise Fail("stats.phases.%s is %s" % (p, json.dumps(n)))
-        if n["found"] != n["reported"] + n["suppressed"] + n["lost"]:
-            bad.append("%s: found %d != reported %d + suppressed %d + lost %d" % (
-                p, n["found"], n["reported"], n["suppressed"], n["lost"]))
+        if n["found"] != n["reported"] + n["suppressed"] + n["lost"] + n["in_skipped_steps"]:
+            bad.append("%s: found %d != reported %d + suppressed %d + lost %d + in skipped "
+                       "steps %d" % (p, n["found"], n["reported"], n["suppressed"], n["lost"],
+                                     n["in_skipped_steps"]))
         if n["reported"] != lines[p]:
             bad.append("%s: reported %d, %d anomaly lines" % (p, n["reported"], lines[p]))
     for top, key in (("anomalies", "found"), ("reported", "reported"),
-                     ("suppressed", "suppressed"), ("lost", "lost")):
+                     ("suppressed", "suppressed"), ("lost", "lost"),
+                     ("in_skipped_steps", "in_skipped_steps")):
         if stats[top] != sum(phases[p][key] for p in PHASES):
             bad.append("%s %d is not the phases' %s summed" % (top, stats[top], key))
     if lost["anomaly"] != stats["lost"]:
@@ -341,9 +345,10 @@ def check_tally(ctx, events):
     if bad:
         raise Fail("stats do not add up: %s; %s" % ("; ".join(bad), json.dumps(stats)))
     ctx.log("stats add up: %s; lost records %s" % (
-        ", ".join("%s %d = %d + %d + %d" % (p, phases[p]["found"], phases[p]["reported"],
-                                            phases[p]["suppressed"], phases[p]["lost"])
-                  for p in PHASES), json.dumps(lost)))
+        ", ".join("%s %d = %d + %d + %d%s" % (
+            p, phases[p]["found"], phases[p]["reported"], phases[p]["suppressed"],
+            phases[p]["lost"], " + %d in skipped steps" % phases[p]["in_skipped_steps"]
+            if phases[p]["in_skipped_steps"] else "") for p in PHASES), json.dumps(lost)))
     return stats
 
 

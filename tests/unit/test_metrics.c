@@ -140,9 +140,14 @@ static void test_targets_and_causes(void **state)
 				   .probe_hits = 100,
 				   .bytes = 4096,
 				   .tensors = 9,
-				   .warnings = 1};
-	struct metrics_values b = {
-		.anomalies = 3, .undiagnosed = 3, .steps = 2, .probe_hits = 50, .bytes = 1};
+				   .warnings = 1,
+				   .skipped_steps = 4};
+	struct metrics_values b = {.anomalies = 3,
+				   .undiagnosed = 3,
+				   .steps = 2,
+				   .probe_hits = 50,
+				   .bytes = 1,
+				   .skipped_steps = 2};
 	struct metrics *m = open_metrics(0, 0);
 	struct metrics_target *ta = metrics__target_add(m, 4242, 3, "job-1");
 	struct metrics_target *tb = metrics__target_add(m, 77, -1, NULL);
@@ -161,6 +166,7 @@ static void test_targets_and_causes(void **state)
 	assert_int_equal(value_of(text, "nanwatch_scanned_bytes_total"), 4097);
 	assert_int_equal(value_of(text, "nanwatch_scanned_tensors_total"), 9);
 	assert_int_equal(value_of(text, "nanwatch_warnings_total"), 1);
+	assert_int_equal(value_of(text, "nanwatch_skipped_steps_total"), 6);
 	assert_int_equal(
 		value_of(text,
 			 "nanwatch_target_steps_total{pid=\"4242\",rank=\"3\",job_id=\"job-1\"}"),

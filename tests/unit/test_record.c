@@ -6,6 +6,7 @@
  * the others are what the record fuzzer found.
  */
 #include <errno.h>
+#include <math.h>
 #include <regex.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -234,12 +235,180 @@ static void test_time_stamp_out_of_range(void **state)
 	assert_string_equal(buf, "2262-04-11T23:47:16.854775807Z");
 }
 
+/* A gradient that went non-finite in backward pass iteration it, as report_bwd() sends it. */
+static struct nw_event grad_record(uint64_t step, uint64_t it)
+{
+	struct nw_event ev = {.type = NW_EV_ANOMALY,
+			      .phase = NW_PHASE_BACKWARD,
+			      .dtype = NW_DT_F32,
+			      .posinf = 3,
+			      .numel = 8,
+			      .index0 = 0,
+			      .index1 = NW_NO_INDEX,
+			      .min_key = ~0ULL};
+
+	ev.step = step;
+	ev.iteration = it;
+	return ev;
+}
+
+/* A gradient scaler's update at step, iteration it: skipped or not, at scale 2^e. */
+static struct nw_event scaler_record(uint64_t step, uint64_t it, int skipped, int e)
+{
+	struct nw_event ev = {.type = NW_EV_SCALER, .dtype = NW_DT_F32};
+	union {
+		float f;
+		uint32_t u;
+	} scale = {.f = 1};
+
+	while (e-- > 0)
+		scale.f *= 2;
+	ev.step = step;
+	ev.iteration = it;
+	ev.flags = skipped;
+	ev.min_key = scale.u;
+	return ev;
+}
+
+static size_t count_event(struct jv **ev, size_t n, const char *name)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		k += !strcmp(field(ev[i], "event"), name);
+	return k;
+}
+
+/* The gradient anomalies of a step the scaler skipped are counted, not reported. */
+static void test_scaler_skip_folds(void **state)
+{
+	struct fixture *f = *state;
+	struct nw_event g = grad_record(5, 9), u = scaler_record(5, 9, 1, 16);
+	struct jv **ev;
+	double v;
+	size_t n;
+
+	f->r.sc.scale = NAN;
+	assert_int_equal(explain__record(&f->r, &g, sizeof(g)), 0);
+	ev = lines(f, &n);
+	assert_int_equal(n, 0); /* held: its step's fate is not known yet */
+	assert_int_equal(explain__record(&f->r, &u, sizeof(u)), 0);
+	ev = lines(f, &n);
+	assert_int_equal(n, 1);
+	assert_string_equal(field(ev[0], "event"), "skipped_step");
+	assert_int_equal(jv__number(jv__get(ev[0], "scale"), &v), 0);
+	assert_true(v == 65536);
+	assert_int_equal(jv__number(jv__get(ev[0], "anomalies"), &v), 0);
+	assert_true(v == 1);
+	assert_string_equal(field(jv__get(ev[0], "first_gradient"), "tensor"), "grad[0]");
+	assert_int_equal(f->r.anomalies, 0);
+	assert_int_equal(f->r.sc.folded[FINDING_BACKWARD], 1);
+	assert_int_equal(f->r.sc.skipped, 1);
+	explain__release_all(&f->r);
+	lines(f, &n); /* every line written so far */
+	assert_int_equal(n, 1);
+}
+
+/* A step the scaler let run: what was held is reported; so is what the next pass outlives. */
+static void test_scaler_held_released(void **state)
+{
+	struct fixture *f = *state;
+	struct nw_event g = grad_record(5, 9), u = scaler_record(5, 9, 0, 16);
+	struct nw_event g2 = grad_record(6, 10), loss = {.type = NW_EV_LOSS, .dtype = NW_DT_F32};
+	struct jv **ev;
+	size_t n;
+
+	f->r.sc.scale = NAN;
+	assert_int_equal(explain__record(&f->r, &g, sizeof(g)), 0);
+	assert_int_equal(explain__record(&f->r, &u, sizeof(u)), 0);
+	ev = lines(f, &n);
+	assert_int_equal(n, 1);
+	assert_string_equal(field(ev[0], "event"), "anomaly");
+	assert_string_equal(field(ev[0], "phase"), "backward");
+	/* with a scaler seen, held for up to EXPLAIN_HOLD_ITERS iterations, then reported */
+	assert_int_equal(explain__record(&f->r, &g2, sizeof(g2)), 0);
+	loss.iteration = 11;
+	assert_int_equal(explain__record(&f->r, &loss, sizeof(loss)), 0);
+	lines(f, &n);
+	assert_int_equal(n, 1);
+	explain__release(&f->r, 10 + EXPLAIN_HOLD_ITERS + 1);
+	ev = lines(f, &n); /* g2's anomaly ends g's iteration: the diagnosis, then it */
+	assert_int_equal(n, 3);
+	assert_string_equal(field(ev[1], "event"), "diagnosis");
+	assert_string_equal(field(ev[2], "event"), "anomaly");
+	assert_int_equal(f->r.anomalies, 2);
+	assert_int_equal(f->r.sc.folded[FINDING_BACKWARD], 0);
+}
+
+/* No scaler seen: a gradient anomaly is reported once the next forward pass has begun. */
+static void test_hold_without_scaler(void **state)
+{
+	struct fixture *f = *state;
+	struct nw_event g = grad_record(2, 4);
+	size_t n;
+
+	assert_int_equal(explain__record(&f->r, &g, sizeof(g)), 0);
+	explain__release(&f->r, 4);
+	lines(f, &n);
+	assert_int_equal(n, 0);
+	explain__release(&f->r, 5);
+	lines(f, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(f->r.anomalies, 1);
+}
+
+/* Skipping at a scale that falls to 1: an incident, its first skip's gradient its anomaly. */
+static void test_scaler_skips_persist(void **state)
+{
+	struct fixture *f = *state;
+	struct jv **ev;
+	size_t n, i;
+	int e;
+
+	f->r.sc.scale = NAN;
+	for (e = 4, i = 0; e >= 0; e--, i++) {
+		struct nw_event g = grad_record(i, i), u = scaler_record(i, i, 1, e);
+
+		assert_int_equal(explain__record(&f->r, &g, sizeof(g)), 0);
+		assert_int_equal(explain__record(&f->r, &u, sizeof(u)), 0);
+	}
+	explain__diagnose(&f->r, UINT64_MAX);
+	ev = lines(f, &n);
+	assert_int_equal(count_event(ev, n, "skipped_step"), 5);
+	assert_int_equal(count_event(ev, n, "anomaly"), 1);
+	assert_int_equal(count_event(ev, n, "diagnosis"), 1);
+	for (i = 0; i < n; i++) {
+		double step = -1;
+
+		if (!strcmp(field(ev[i], "event"), "anomaly")) {
+			assert_int_equal(jv__number(jv__get(ev[i], "step"), &step), 0);
+			assert_true(step == 0);
+		}
+		if (!strcmp(field(ev[i], "event"), "diagnosis"))
+			assert_string_equal(field(ev[i], "cause"), "scaler_skips_persist");
+	}
+	/* skips after the incident are counted, not written */
+	{
+		struct nw_event u = scaler_record(5, 5, 1, 0);
+
+		assert_int_equal(explain__record(&f->r, &u, sizeof(u)), 0);
+		lines(f, &n); /* every line written so far: none more */
+		assert_int_equal(n, 7);
+		assert_int_equal(f->r.sc.skipped, 6);
+	}
+	assert_int_equal(f->r.sc.folded[FINDING_BACKWARD], 4);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_real_records, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_short_and_unaligned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_time_stamp_out_of_range, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scaler_skip_folds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scaler_held_released, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hold_without_scaler, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scaler_skips_persist, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

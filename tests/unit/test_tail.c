@@ -213,6 +213,20 @@ static void test_anomaly_loss_first(void **state)
 	assert_null(strstr(got, "null"));
 }
 
+static void test_skipped_step(void **state)
+{
+	const char *got =
+		fmt(state, 0,
+		    "{\"event\":\"skipped_step\"," COMMON ",\"tid\":4243,\"step\":12,"
+		    "\"step_source\":\"attach\",\"iteration\":12,\"scale\":65536.0,"
+		    "\"consecutive\":1,\"skipped_steps\":3,\"anomalies\":1,\"first_gradient\":null,"
+		    "\"message\":\"the gradient scaler skipped step 12 at scale 65536\"}");
+
+	assert_non_null(strstr(got, "14:40:07 skipped "));
+	assert_non_null(strstr(got, "step 12"));
+	assert_non_null(strstr(got, "the gradient scaler skipped step 12 at scale 65536\n"));
+}
+
 static void test_stats(void **state)
 {
 	assert_string_equal(
@@ -437,6 +451,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_attach, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skipped_step, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_attach_config, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_origin, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_step_source, setup, teardown),

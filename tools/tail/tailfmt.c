@@ -555,6 +555,15 @@ static void tf__warning(const struct tailfmt *t, FILE *out, const struct jv *ev)
 	fputc('\n', out);
 }
 
+static void tf__skipped_step(const struct tailfmt *t, FILE *out, const struct jv *ev)
+{
+	tf__head(t, out, ev, "skipped", TF_YELLOW);
+	tf__step_iter(out, ev);
+	fputs("  ", out);
+	tf__field(out, ev, "message");
+	fputc('\n', out);
+}
+
 static void tf__generic(const struct tailfmt *t, FILE *out, const struct jv *ev, const char *name)
 {
 	tf__head(t, out, ev, name, TF_BOLD);
@@ -576,6 +585,7 @@ static void tf__event(const struct tailfmt *t, FILE *out, const struct jv *ev, c
 		{"error", tf__error},
 		{"diagnosis", tf__diagnosis},
 		{"warning", tf__warning},
+		{"skipped_step", tf__skipped_step},
 		{"explanation", tf__explanation},
 	};
 	size_t i;
