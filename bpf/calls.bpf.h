@@ -241,7 +241,8 @@ static __always_inline int push_call(struct thread_state *ts, struct frame_rec *
 		iteration_started();
 	else if (depth == 1)
 		note_root(ts->stack[0]);
-	if (depth == 0 && step_by_marker)
+	/* the step marker's optimizer and the daemon's loop counter are found from it */
+	if (depth == 0)
 		bpf_map_update_elem(&tstates, &tid, &tstate, BPF_ANY);
 	return 1;
 }

@@ -58,6 +58,8 @@ __u64 step_other = 0;	   /* another optimizer that stepped since step_opt last d
 __u64 iter_started = 0;	   /* root forward passes started */
 __u32 opt_stepped = 0;	   /* an optimizer step was seen: it, not backward passes, counts */
 __u32 bwd_ran = 0;	   /* a backward pass ran since the last root forward pass started */
+__u32 loop_tid = 0;	   /* the thread that started the last root forward pass */
+__u64 step_at_iter = 0;	   /* step_count as it started: equal now, no step since (daemon) */
 __u64 root_module = 0;	   /* the model: see note_root() */
 __u64 root_type = 0;	   /* its type when it became the model */
 __u64 first_iter_p1 = 0;   /* first anomalous iteration + 1; 0: none yet */
@@ -418,13 +420,15 @@ static __always_inline __u64 read_u64(__u64 addr)
 static __always_inline void iteration_started(void)
 {
 	__sync_fetch_and_add(&iter_started, 1);
-	if (!bwd_ran)
-		return;
+	if (bwd_ran && !opt_stepped) {
+		count(NW_C_STEPS, 1);
+		step_count = ((__u64)NW_STEP_BACKWARD << NW_STEP_SHIFT) |
+			     ((step_count + 1) & NW_STEP_MASK);
+	}
 	bwd_ran = 0;
-	if (opt_stepped)
-		return;
-	count(NW_C_STEPS, 1);
-	step_count = ((__u64)NW_STEP_BACKWARD << NW_STEP_SHIFT) | ((step_count + 1) & NW_STEP_MASK);
+	/* the daemon reads the loop's step counter while these hold (session/loopstep.c) */
+	step_at_iter = step_count;
+	loop_tid = (__u32)bpf_get_current_pid_tgid();
 }
 
 /* The forward pass (0-based) the model is in: iterations count root calls. */

@@ -90,6 +90,10 @@ static const char usage[] =
 	"                           returns, name the node and layer that made one\n"
 	"                           non-finite (detect_anomaly, from outside)\n"
 	"                           'off': nothing\n"
+	"      --step-counter MODE  where the optimizer keeps no step (plain SGD, updates by\n"
+	"                           hand): 'loop' (default) takes it from the training\n"
+	"                           loop's own counter (a local such as step or iter_num\n"
+	"                           that follows the steps); 'off' counts from the attach\n"
 	"      --metrics ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 	"                           (a loopback address: 127.0.0.1:9464, [::1]:9464)\n"
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
@@ -150,7 +154,7 @@ static void parse_opt(int c, struct args *a)
 	char why[256];
 	int secs;
 
-	if (strchr("poQmLMSCXGPJj", c))
+	if (strchr("poQmLMSCXGPJjT", c))
 		a->watch_opts++;
 	switch (c) {
 	case 'p':
@@ -207,6 +211,12 @@ static void parse_opt(int c, struct args *a)
 		checked(optval__backward("--backward", optarg, &a->o.backward, why, sizeof(why)),
 			why);
 		break;
+	case 'T':
+		if (!strcmp(optarg, "off"))
+			a->o.step_loop_off = 1;
+		else if (strcmp(optarg, "loop"))
+			die_usage("--step-counter: 'loop' or 'off'");
+		break;
 	case 'c':
 		a->config = optarg;
 		break;
@@ -245,6 +255,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"capture-dir", required_argument, NULL, 'C'},
 		{"capture-max-mb", required_argument, NULL, 'X'},
 		{"backward", required_argument, NULL, 'G'},
+		{"step-counter", required_argument, NULL, 'T'},
 		{"config", required_argument, NULL, 'c'},
 		{"check-config", required_argument, NULL, 'K'},
 		{"verbose", no_argument, NULL, 'v'},

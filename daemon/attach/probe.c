@@ -187,7 +187,8 @@ static int attach_torch(struct probe *p, const struct target *t, const struct pr
 	if (!ret && o->backward_symbol && (!o->top_only || o->loss_only))
 		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
 				 &loss, false, err, errlen);
-	if (!ret && o->scaler_symbol)
+	/* mode loss keeps to the loss: one probe hit a step */
+	if (!ret && o->scaler_symbol && !o->loss_only)
 		ret = attach_one(p, s->progs.uprobe_scaler_update, &s->links.uprobe_scaler_update,
 				 t, &scaler, false, err, errlen);
 	return ret;
@@ -388,6 +389,23 @@ uint64_t probe__step(const struct probe *p, int *source)
 
 	*source = w >> NW_STEP_SHIFT;
 	return w & NW_STEP_MASK;
+}
+
+void probe__loop(const struct probe *p, struct probe_loop *out)
+{
+	const struct nanwatch_bpf__bss *b = p->skel->bss;
+	__u32 tid;
+	__u64 ts = 0;
+
+	out->step_word = __atomic_load_n(&b->step_count, __ATOMIC_ACQUIRE);
+	out->step_at_iter = __atomic_load_n(&b->step_at_iter, __ATOMIC_RELAXED);
+	out->iterations = __atomic_load_n(&b->iter_started, __ATOMIC_RELAXED);
+	out->bwd_ran = __atomic_load_n(&b->bwd_ran, __ATOMIC_RELAXED);
+	tid = __atomic_load_n(&b->loop_tid, __ATOMIC_RELAXED);
+	out->tid = tid;
+	out->tstate = 0;
+	if (tid && !bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.tstates), &tid, &ts))
+		out->tstate = ts;
 }
 
 uint64_t probe__optimizer(const struct probe *p)

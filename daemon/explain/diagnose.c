@@ -967,6 +967,36 @@ static void trend(const struct diag *d, struct diagnosis *g)
 			g->trend[g->ntrend++] = *loss_at(d, i);
 }
 
+static int counted_since_attach(int source)
+{
+	return source == FINDING_STEP_ATTACH || source == FINDING_STEP_BACKWARD;
+}
+
+void diagnose__shift(struct diag *d, int64_t offset, int source)
+{
+	unsigned int i;
+
+	for (i = 0; i < d->nlosses; i++) {
+		struct diag_loss *l = &d->losses[i];
+
+		if (counted_since_attach(l->step_source) && (int64_t)l->step + offset >= 0) {
+			l->step += offset;
+			l->step_source = source;
+		}
+	}
+	/* magnitude marks carry no source: all were counted as the steps then were */
+	for (i = 0; i < d->nmarks; i++)
+		if ((int64_t)d->marks[i].step + offset >= 0)
+			d->marks[i].step += offset;
+	if (d->open && !d->done && counted_since_attach(d->first.step_source) &&
+	    (int64_t)d->first.step + offset >= 0) {
+		d->first.step += offset;
+		d->first.step_source = source;
+		if (d->scaler_skips)
+			d->scaler_from_step += offset;
+	}
+}
+
 void diagnose__scaler(struct diag *d, uint64_t skips, uint64_t from_step, double scale)
 {
 	d->scaler_skips = skips;

@@ -81,6 +81,11 @@ struct diag {
 
 void diagnose__init(struct diag *d);
 /*
+ * Steps counted since the attach (sources attach and backward_passes) are offset behind a
+ * better count (source): what the incident holds so far is renumbered. Grads are given anew.
+ */
+void diagnose__shift(struct diag *d, int64_t offset, int source);
+/*
  * A gradient scaler skipped skips steps in a row from step from_step, the last at scale
  * (NaN: not known): the incident's cause says the skipping persists, the rules tell what
  * made its first gradient non-finite.

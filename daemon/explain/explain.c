@@ -62,7 +62,9 @@ static void feed_grads(struct explain *x)
 	int i, n = explain__grad_norms(x, gn, DIAG_MAX_GRADS);
 
 	for (i = 0; i < n; i++) {
-		dg[i].step = gn[i].step;
+		int source = FINDING_STEP_ATTACH;
+
+		dg[i].step = explain__step(x, gn[i].step, &source);
 		dg[i].iteration = gn[i].iteration;
 		dg[i].norm = gn[i].nonfinite ? NAN : gn[i].norm;
 	}
@@ -157,6 +159,39 @@ static int anomaly(struct explain *x, const struct finding *f)
 	x->anomalies++;
 	x->reported[f->phase]++;
 	return output__anomaly(x->e, f, &v);
+}
+
+/* *dst = *src, with what src points to in its own buffers pointed to in dst's. */
+static void finding_copy(struct finding *dst, const struct finding *src)
+{
+	const char *c = src->module_class;
+
+	*dst = *src;
+	if (c && c >= src->class_buf && c < src->class_buf + sizeof(src->class_buf))
+		dst->module_class = dst->class_buf + (c - src->class_buf);
+	if (src->op && src->op == src->op_buf)
+		dst->op = dst->op_buf;
+}
+
+static int raw_source(int source)
+{
+	return source == FINDING_STEP_ATTACH || source == FINDING_STEP_BACKWARD;
+}
+
+uint64_t explain__step(const struct explain *x, uint64_t step, int *source)
+{
+	if (!x->loop_on || !raw_source(*source) || (int64_t)step + x->loop_offset < 0)
+		return step;
+	*source = FINDING_STEP_LOOP;
+	return (uint64_t)((int64_t)step + x->loop_offset);
+}
+
+void explain__set_loop(struct explain *x, int on, int64_t offset)
+{
+	x->loop_on = on;
+	x->loop_offset = offset;
+	if (on)
+		diagnose__shift(&x->diag, offset, FINDING_STEP_LOOP);
 }
 
 /* Point a held finding at its own copies again (after it was copied or moved). */
@@ -290,8 +325,16 @@ static int scaler_update(struct explain *x, const struct finding *f)
 	return ret;
 }
 
-int explain__finding(struct explain *x, const struct finding *f)
+int explain__finding(struct explain *x, const struct finding *raw)
 {
+	const struct finding *f = raw;
+	struct finding t;
+
+	if (x->loop_on && raw_source(raw->step_source)) {
+		finding_copy(&t, raw);
+		t.step = explain__step(x, raw->step, &t.step_source);
+		f = &t;
+	}
 	if (f->kind != FINDING_SCALER && f->kind != FINDING_NONE)
 		explain__release(x, f->iteration);
 	switch (f->kind) {
@@ -417,6 +460,12 @@ int explain__stats(struct explain *x, const uint64_t c[NW_C_MAX], uint64_t steps
 	s.scaler_run = x->sc.run;
 	s.scaler_scale = x->sc.scale;
 	s.nnorms = x->bwd ? backward__norms(x->bwd, n, TREND) : 0;
+	s.step = explain__step(x, step, &s.step_source);
+	for (i = 0; i < s.nnorms; i++) {
+		int source = FINDING_STEP_ATTACH;
+
+		n[i].step = explain__step(x, n[i].step, &source);
+	}
 	for (i = 0; s.nnorms && i < n[s.nnorms - 1].ntop; i++)
 		s.top_layer[i] = names__path(x->names, n[s.nnorms - 1].top[i].root,
 					     n[s.nnorms - 1].top[i].module);

@@ -86,6 +86,10 @@ struct explain {
 	void (*stats_extra)(struct json *j, const void *ctx);
 	const void *stats_ctx;
 	struct explain_scaler sc;
+	/* the training loop's step counter (session/loopstep.c): added to steps counted
+	 * since the attach once found */
+	int loop_on;
+	int64_t loop_offset;
 };
 
 /* Per-phase and per-record-type accounting from the counters and x->reported. */
@@ -122,6 +126,15 @@ int explain__diagnose(struct explain *x, uint64_t iteration);
  */
 void explain__release(struct explain *x, uint64_t iteration);
 void explain__release_all(struct explain *x);
+
+/*
+ * The training loop's step counter was found (on 1: steps counted since the attach are
+ * offset behind it) or lost (on 0). What the incident holds so far is renumbered.
+ */
+void explain__set_loop(struct explain *x, int on, int64_t offset);
+
+/* A step counted since the attach (source attach or backward_passes) as it is written now. */
+uint64_t explain__step(const struct explain *x, uint64_t step, int *source);
 
 /* A parameter gradient histogram from the BPF side. */
 int explain__grad(struct explain *x, const struct nw_grad *g);

@@ -19,6 +19,7 @@ struct emitter {
 	int64_t mono_to_real; /* realtime - monotonic, ns: BPF stamps are monotonic */
 	int failed;	      /* a sink broke: the watch ends (the others still get lines) */
 	char host[256];
+	char step_variable[32]; /* the loop counter steps of source loop_variable come from */
 };
 
 int emit__init(struct emitter *e, struct sinks *s, const struct target *t);

@@ -18,6 +18,8 @@ const char *output__step_source(int source)
 		return "optimizer_state";
 	case FINDING_STEP_BACKWARD:
 		return "backward_passes";
+	case FINDING_STEP_LOOP:
+		return "loop_variable";
 	default:
 		return "attach";
 	}
@@ -32,10 +34,19 @@ static void tristate(struct json *j, const char *key, int v)
 }
 
 /* step and iteration, and where each comes from: iteration always counts from the attach */
-static void step_fields(struct json *j, uint64_t step, int step_source, uint64_t iteration)
+/* step_source, and the loop counter's name when it is one */
+static void source_fields(const struct emitter *e, struct json *j, int step_source)
+{
+	json__string(j, "step_source", output__step_source(step_source));
+	if (step_source == FINDING_STEP_LOOP)
+		json__string(j, "step_variable", e->step_variable);
+}
+
+static void step_fields(const struct emitter *e, struct json *j, uint64_t step, int step_source,
+			uint64_t iteration)
 {
 	json__uint(j, "step", step);
-	json__string(j, "step_source", output__step_source(step_source));
+	source_fields(e, j, step_source);
 	json__uint(j, "iteration", iteration);
 	json__string(j, "iteration_source", "attach");
 }
@@ -99,7 +110,7 @@ int output__anomaly(struct emitter *e, const struct finding *f, const struct out
 	int fwd = f->phase == FINDING_FORWARD;
 
 	json__uint(j, "tid", f->tid);
-	step_fields(j, f->step, f->step_source, f->iteration);
+	step_fields(e, j, f->step, f->step_source, f->iteration);
 	if (f->phase == FINDING_PHASE_LOSS) {
 		loss_fields(j, f);
 	} else if (f->phase == FINDING_BACKWARD) {
@@ -152,7 +163,7 @@ int output__warning(struct emitter *e, const struct finding *f, const struct dia
 	warning_message(f, w, msg, sizeof(msg));
 	j = emit__begin(e, "warning", f->time_ns);
 	json__uint(j, "tid", f->tid);
-	step_fields(j, f->step, f->step_source, f->iteration);
+	step_fields(e, j, f->step, f->step_source, f->iteration);
 	json__string(j, "layer", f->layer);
 	json__string(j, "module", f->module_class);
 	json__string(j, "tensor", f->tensor);
@@ -197,7 +208,7 @@ int output__diagnosis(struct emitter *e, const struct diagnosis *g, int step_sou
 	struct json *j = emit__begin(e, "diagnosis", 0);
 	int i;
 
-	step_fields(j, g->step, step_source, g->iteration);
+	step_fields(e, j, g->step, step_source, g->iteration);
 	json__string(j, "layer", has_layer ? g->layer : NULL);
 	json__string(j, "module", has_module ? g->module : NULL);
 	json__string(j, "cause", g->cause);
@@ -389,7 +400,7 @@ int output__skipped_step(struct emitter *e, const struct finding *f, const struc
 		 (unsigned long long)f->step, scale, (unsigned long long)s->consecutive,
 		 (unsigned long long)s->skipped, (unsigned long long)s->updates);
 	json__uint(j, "tid", f->tid);
-	step_fields(j, f->step, f->step_source, f->iteration);
+	step_fields(e, j, f->step, f->step_source, f->iteration);
 	if (isnan(f->value))
 		json__null(j, "scale");
 	else
@@ -423,7 +434,7 @@ int output__stats(struct emitter *e, const struct output_stats *s)
 	json__uint(j, "steps", s->steps);
 	json__uint(j, "iterations", s->iterations);
 	json__uint(j, "step", s->step);
-	json__string(j, "step_source", output__step_source(s->step_source));
+	source_fields(e, j, s->step_source);
 	json__string(j, "iteration_source", "attach");
 	json__uint(j, "modules", s->modules);
 	json__uint(j, "module_calls", c[NW_C_MODULE_CALLS]);
@@ -508,7 +519,7 @@ int output__detach(struct emitter *e, const struct output_detach *d)
 	json__uint(j, "steps", d->steps);
 	json__uint(j, "iterations", d->iterations);
 	json__uint(j, "step", d->step);
-	json__string(j, "step_source", output__step_source(d->step_source));
+	source_fields(e, j, d->step_source);
 	json__string(j, "iteration_source", "attach");
 	return emit__end(e);
 }

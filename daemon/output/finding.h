@@ -35,6 +35,7 @@ enum finding_step_source {
 	FINDING_STEP_ATTACH = 0,    /* optimizer steps counted since the attach */
 	FINDING_STEP_OPTIMIZER = 1, /* the optimizer's own count */
 	FINDING_STEP_BACKWARD = 2,  /* no optimizer: backward passes counted since the attach */
+	FINDING_STEP_LOOP = 3,	    /* the training loop's own counter (a daemon's finding only) */
 };
 
 struct finding {

@@ -355,6 +355,8 @@ int session__attach(struct session *s, struct sinks *out, char *err, size_t errl
 		return -ESRCH;
 	}
 	emit_attach(s);
+	loopstep__init(&s->loop, &s->remote, &s->nwl, s->t.tuple_type,
+		       s->o.step_loop_off ? 0 : s->remote.l.code_localsplusnames);
 	s->next_stats = now_s() + s->o.stats_interval;
 	target__close(&s->t); /* the uprobes hold the files now */
 	return 0;
@@ -432,11 +434,34 @@ static void report_sink_losses(struct session *s, int final)
 	}
 }
 
+/*
+ * The training loop's counter: looked for a few times a second until found (or given up),
+ * then checked; steps counted since the attach are then written as its values.
+ */
+static void track_loop(struct session *s)
+{
+	const char *name;
+	int64_t offset;
+
+	if (s->loop.off || now_s() < s->next_loop)
+		return;
+	s->next_loop = now_s() + (s->loop.chosen >= 0 ? 0.5 : 0.1);
+	if (!loopstep__sample(&s->loop, s->p))
+		return;
+	if (loopstep__get(&s->loop, &name, &offset)) {
+		explain__set_loop(&s->x, 0, 0);
+		return;
+	}
+	snprintf(s->e.step_variable, sizeof(s->e.step_variable), "%s", name);
+	explain__set_loop(&s->x, 1, offset);
+}
+
 enum session_stop session__tick(struct session *s)
 {
 	uint64_t c[NW_C_MAX];
 
 	track_step_state(s);
+	track_loop(s);
 	gpu_tick(s, 0);
 	probe__counters(s->p, c);
 	explain__lost(&s->x, c);
@@ -504,6 +529,7 @@ void session__stats(const struct session *s, struct session_stats *out)
 	out->steps = probe__steps(s->p);
 	out->iterations = probe__iterations(s->p);
 	out->step = probe__step(s->p, &out->step_source);
+	out->step = explain__step(&s->x, out->step, &out->step_source);
 }
 
 void session__metric_values(const struct session_stats *st, struct metrics_values *v)

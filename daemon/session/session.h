@@ -26,8 +26,9 @@ struct session_opts {
 	int bpf_stats;
 	const char *capture_dir; /* NULL: no capture files (the call is copied for evidence) */
 	uint64_t capture_max_bytes;
-	int backward;	 /* 0 off, 1 norms, 2 on */
-	const char *job; /* the job's name in event lines; NULL: from the target's environment */
+	int backward;	   /* 0 off, 1 norms, 2 on */
+	int step_loop_off; /* 1: steps count from the attach, never from the loop's counter */
+	const char *job;   /* the job's name in event lines; NULL: from the target's environment */
 	/* a broken output does not end the watch (the others still get every line): outputs
 	 * shared by many watches */
 	int outlive_sinks;

@@ -8,6 +8,7 @@
 #include "explain/gpures.h"
 #include "nanwatch.h"
 #include "resolve/remote.h"
+#include "session/loopstep.h"
 #include "session/session.h"
 #include "resolve/target.h"
 
@@ -57,6 +58,8 @@ struct session {
 	int error; /* the negative errno behind SESSION_ERROR */
 	double next_stats;
 	double next_sink_lost; /* sink drops are reported at most once a second */
+	struct loopstep loop;  /* the training loop's step counter */
+	double next_loop;      /* when to look at it next */
 	uint64_t step_impl;    /* the tracked optimizer's step tensor handed to BPF; 0: none */
 	/* GPU tensors (gpu.c): the library's link, NULL when none are requested */
 	struct gpulink *gpu;

@@ -140,7 +140,7 @@ def close(a, b):
     return abs(a - b) <= 1e-5 * max(abs(a), abs(b)) + 1e-30
 
 
-STEP_SOURCES = ("attach", "optimizer_state", "backward_passes")
+STEP_SOURCES = ("attach", "optimizer_state", "backward_passes", "loop_variable")
 
 
 def check_sources(ev):

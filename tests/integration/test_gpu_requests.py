@@ -34,8 +34,9 @@ def live_trainer(ctx, env, *extra):
 
 
 def daemon_for(ctx, pid, env=()):
+    # the requests carry BPF's step, counted since the attach: the events' must be the same
     argv = ["env"] + list(env) + [ctx.daemon, "--pid", str(pid), "--layouts", ctx.layouts,
-                                  "--stats-interval", "1"]
+                                  "--stats-interval", "1", "--step-counter", "off"]
     daemon = Proc(argv, term_timeout=10)
     ctx.current_daemon = daemon
     ctx.log("started %s (pid %d)" % (" ".join(argv), daemon.pid))

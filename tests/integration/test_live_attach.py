@@ -54,13 +54,13 @@ def stats_line(pred):
     return match
 
 
-def watch_live(ctx, name, source, *extra, before_fault=None):
+def watch_live(ctx, name, source, *extra, before_fault=None, daemon_extra=()):
     """Attach to the trainer in flight; once a stats line shows steps counted with the given
     step_source (and before_fault(trainer, daemon) returned), ask for the fault. Returns
     (events, the first anomaly, the fault's step, the trace)."""
     trainer = start_paced_live_trainer(ctx, name, *extra)
     comm = read_comm(trainer.pid)
-    daemon = start_daemon(ctx, trainer.pid, extra=("--stats-interval", "1"))
+    daemon = start_daemon(ctx, trainer.pid, extra=("--stats-interval", "1") + daemon_extra)
     wait_attach(daemon)
     counted = stats_line(lambda ev: ev.get("steps", 0) > 0 and ev.get("step_source") == source)
     if daemon.wait_out(counted, 60) is None:
@@ -139,26 +139,74 @@ def test_midrun_refold(ctx):
                                                        refold[0], want, fault))
 
 
+def check_loop_steps(events, first, fault, what):
+    """The training loop's counter (common.Harness.run's `step`) gives the step: the first
+    anomaly at the trainer's own fault step, named so; once found, every later event's step
+    comes from it, and none goes back."""
+    if (first["step"], first["step_source"], first.get("step_variable")) != \
+            (fault, "loop_variable", "step"):
+        raise Fail("%s: first anomaly at step %r (%s, %r); the trainer's loop was at step %d "
+                   "(step_source loop_variable, step_variable 'step')" % (
+                       what, first["step"], first["step_source"], first.get("step_variable"),
+                       fault))
+    seen = False
+    for ev in events:
+        source = ev.get("step_source")
+        if source == "loop_variable":
+            seen = True
+            if ev.get("step_variable") != "step":
+                raise Fail("%s: %s with step_variable %r" % (what, ev["event"],
+                                                             ev.get("step_variable")))
+        elif seen and source is not None:
+            raise Fail("%s: %s with step_source %r after the loop's counter was found" % (
+                what, ev["event"], source))
+    steps = [ev["step"] for ev in events if ev.get("step_source") == "loop_variable"]
+    if steps != sorted(steps):
+        raise Fail("%s: steps go back: %s" % (what, steps))
+    last = events[-1]
+    if last["step_source"] != "loop_variable" or not fault <= last["step"] <= fault + 4:
+        raise Fail("%s: detach at step %r (%s); the trainer stopped 3 steps after step %d" % (
+            what, last["step"], last["step_source"], fault))
+
+
 @environments(*EVERYWHERE)
 def test_midrun_sgd(ctx):
-    """Attached to a plain-SGD run in flight: nothing holds the step, so the events say their
-    count runs from the attach (and it is smaller than the trainer's)."""
-    events, first, fault, trace = watch_live(ctx, "midrun", "attach", "--sgd")
-    if first["step_source"] != "attach" or not 0 < first["step"] <= fault - 5:
-        raise Fail("first anomaly at step %r (%s); want a step since the attach (after step 5 "
-                   "of %d), step_source attach" % (first["step"], first["step_source"], fault))
-    for ev in events:
-        if ev.get("step_source") not in (None, "attach"):
-            raise Fail("%s with step_source %r on a plain-SGD run" % (ev["event"],
-                                                                     ev["step_source"]))
+    """Attached to a plain-SGD run in flight: the optimizer holds no step, but the training
+    loop's counter does: the events carry the trainer's own step, named loop_variable."""
+    events, first, fault, trace = watch_live(ctx, "midrun", "loop_variable", "--sgd")
+    check_loop_steps(events, first, fault, "plain SGD")
+
+
+@environments(*HOST_AND_TRIXIE)
+def test_midrun_sgd_accum(ctx):
+    """The same with gradient accumulation (3 forward passes a step): the loop's step counter,
+    not a micro-batch counter, gives the step; iterations count the forward passes."""
+    events, first, fault, trace = watch_live(ctx, "midrun", "loop_variable", "--sgd",
+                                             "--accum", "3")
+    check_loop_steps(events, first, fault, "SGD with accumulation")
+    stats = [ev for ev in events if ev["event"] == "stats"][-1]
+    # a step under way at either end of the watch: up to two steps' passes apart
+    if abs(stats["iterations"] - 3 * stats["steps"]) > 6:
+        raise Fail("stats: %d steps, %d iterations; 3 forward passes a step" % (
+            stats["steps"], stats["iterations"]))
+
+
+@environments(*HOST_AND_TRIXIE)
+def test_midrun_sgd_scheduler(ctx):
+    """Plain SGD under an LR scheduler stepped once a step: the loop's counter again."""
+    events, first, fault, trace = watch_live(ctx, "midrun", "loop_variable", "--sgd",
+                                             "--scheduler")
+    check_loop_steps(events, first, fault, "SGD with a scheduler")
 
 
 @environments(*HOST_AND_TRIXIE)
 def test_midrun_manual(ctx):
-    """Attached in flight to a run with no torch.optim (updates by hand): each backward pass is
-    a step, counted from the attach and named so; a forward pass and the backward pass after it
-    share one, so the first anomaly's step is its iteration (one backward each)."""
-    events, first, fault, trace = watch_live(ctx, "midrun", "backward_passes", "--manual")
+    """Attached in flight to a run with no torch.optim (updates by hand), --step-counter off:
+    each backward pass is a step, counted from the attach and named so; a forward pass and the
+    backward pass after it share one, so the first anomaly's step is its iteration (one
+    backward each)."""
+    events, first, fault, trace = watch_live(ctx, "midrun", "backward_passes", "--manual",
+                                             daemon_extra=("--step-counter", "off"))
     if first["step_source"] != "backward_passes" or not 0 < first["step"] <= fault - 5 or \
             first["step"] != first["iteration"]:
         raise Fail("first anomaly at step %r (%s), iteration %r; want the backward passes since "

@@ -76,22 +76,27 @@ def test_scaler_healthy(ctx):
     if sc["updates"] < stats["steps"] - 1 or sc["updates"] > stats["steps"]:
         raise Fail("stats.grad_scaler.updates %d, %d steps counted" % (sc["updates"],
                                                                        stats["steps"]))
-    # counted from the attach: one offset (the steps done before the daemon counted) maps
-    # every skipped step the daemon saw onto one the trainer skipped
+    # the training loop's counter gives the trainer's own step once found; before, steps count
+    # from the attach, and one offset (the steps done before the daemon counted) maps them
     want = set(trace["skipped"])
-    offsets = [o for o in range(before, attached + 2)
-               if all(ev["step"] + o in want for ev in skips)]
+    counted = [ev["step"] for ev in skips if ev["step_source"] == "attach"]
+    looped = [ev["step"] for ev in skips if ev["step_source"] == "loop_variable"]
+    if len(counted) + len(looped) != len(skips) or not set(looped) <= want:
+        raise Fail("skipped steps from the loop's counter %s are not all the trainer's %s (or "
+                   "another step_source): %s" % (looped, trace["skipped"],
+                                                  [ev["step_source"] for ev in skips]))
+    offsets = [o for o in range(before, attached + 2) if all(s + o in want for s in counted)]
     if not offsets:
         raise Fail("skipped steps %s (counted from the attach after %d-%d steps) are not the "
-                   "trainer's %s" % ([ev["step"] for ev in skips], before, attached,
-                                     trace["skipped"]))
-    seen = [s for s in trace["skipped"] if s >= offsets[0] + skips[0]["step"]]
-    if len(seen) != len(skips):
-        raise Fail("%d skipped_step lines, the trainer skipped %d steps from the first seen: %s"
-                   % (len(skips), len(seen), seen))
+                   "trainer's %s" % (counted, before, attached, trace["skipped"]))
+    steps = [s + offsets[0] for s in counted] + looped
+    seen = [s for s in trace["skipped"] if s >= steps[0]]
+    if steps != seen:
+        raise Fail("the daemon's skipped steps %s, the trainer's from the first seen: %s" % (
+            steps, seen))
     for ev in skips:
         if not (isinstance(ev["scale"], float) and ev["scale"] > 1) or \
-                ev["step_source"] != "attach" or not ev["consecutive"] >= 1:
+                not ev["consecutive"] >= 1:
             raise Fail("skipped_step line: %s" % json.dumps(ev))
     if not any(ev["anomalies"] and ev["first_gradient"] for ev in skips):
         raise Fail("no skipped_step line carries the gradient anomaly BPF found in it: %s" %

@@ -3,9 +3,11 @@
 NaN sample enters the batch of the step the test asks for (Trainer.fault_step), long after the
 attach. With Adam (the default) the optimizer keeps its own step count, so the daemon must
 report the trainer's absolute step; with --sgd nothing in the target holds it, and the daemon
-must say its count runs from the attach; with --manual there is no torch.optim at all (updates
-by hand after clip_grad_norm_, as PyTorch's word_language_model example does), so each backward
-pass is a step, counted from the attach.
+must find the count in the training loop (common.Harness.run's local `step`); with --manual
+there is no torch.optim at all (updates by hand after clip_grad_norm_, as PyTorch's
+word_language_model example does), so each backward pass is a step, and the loop's counter
+gives its number. --accum N: N micro-batches (forward passes) a step; --scheduler: a StepLR
+stepped once a step, as warm-up and decay schedules are.
 
 Expected first anomaly: body.0 (Linear) at step fault_step, inputs not finite.
 """
@@ -42,6 +44,8 @@ class MidRun(common.Trainer):
     fault_step = None  # until asked for
     sgd = False
     manual = False
+    scheduler = False
+    sched = None
 
     def model(self):
         return nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1))
@@ -57,8 +61,15 @@ class MidRun(common.Trainer):
         if self.manual:
             return ManualUpdate(params, self.lr)
         if self.sgd:
-            return torch.optim.SGD(params, lr=self.lr)
+            opt = torch.optim.SGD(params, lr=self.lr)
+            if self.scheduler:
+                self.sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1000, gamma=0.5)
+            return opt
         return torch.optim.Adam(params, lr=1e-3)
+
+    def schedule(self, model, step):
+        if self.sched is not None and step > 0:
+            self.sched.step()  # once a step, after the step before
 
 
 if __name__ == "__main__":
@@ -69,4 +80,11 @@ if __name__ == "__main__":
     if "--manual" in sys.argv:
         sys.argv.remove("--manual")
         trainer.manual = True
+    if "--scheduler" in sys.argv:
+        sys.argv.remove("--scheduler")
+        trainer.scheduler = True
+    if "--accum" in sys.argv:
+        i = sys.argv.index("--accum")
+        trainer.accum = int(sys.argv[i + 1])
+        del sys.argv[i:i + 2]
     common.main(trainer)

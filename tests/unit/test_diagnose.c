@@ -211,6 +211,32 @@ static const char *with_losses(struct diagnosis *g, const double *losses, int n,
 }
 
 /*
+ * Losses of iterations 0..n-1 at step[i] from source[i] (NULL: FINDING_STEP_ATTACH), an
+ * anomaly of iteration n - 1 at step a_step, shifted by shift (0: none) to the loop's
+ * counter before the next iteration ends it; the diagnosis in g.
+ */
+static void trend_of(struct diagnosis *g, int n, const uint64_t *step, const int *source,
+		     uint64_t a_step, int64_t shift)
+{
+	struct diag_anomaly a = fwd("x", "Linear", 2, 1), next = fwd("x", "Linear", 2, 1);
+	struct diag d;
+	int i;
+
+	diagnose__init(&d);
+	for (i = 0; i < n; i++)
+		diagnose__loss(&d, step[i], source ? source[i] : FINDING_STEP_ATTACH, i, 1.0 + i);
+	a.step = a_step;
+	a.iteration = n - 1;
+	next.iteration = n;
+	assert_int_equal(diagnose__observe(&d, &a), 0);
+	if (shift)
+		diagnose__shift(&d, shift, FINDING_STEP_LOOP);
+	assert_int_equal(diagnose__observe(&d, &next), 1);
+	assert_int_equal(diagnose__conclude(&d, g), 0);
+	assert_int_equal(g->ntrend, n);
+}
+
+/*
  * Accumulation of two micro-batches a step, attached before the first optimizer step:
  * the losses counted by backward passes until then are renumbered as step 0, the step
  * the first optimizer step ends.
@@ -221,22 +247,11 @@ static void test_trend_micro_batches(void **state)
 				     FINDING_STEP_ATTACH,   FINDING_STEP_ATTACH,
 				     FINDING_STEP_ATTACH,   FINDING_STEP_ATTACH};
 	static const uint64_t step[] = {0, 1, 1, 1, 2, 2};
-	struct diag_anomaly a = fwd("x", "Linear", 2, 1), next = fwd("x", "Linear", 2, 1);
 	struct diagnosis g;
-	struct diag d;
 	int i;
 
 	(void)state;
-	diagnose__init(&d);
-	for (i = 0; i < 6; i++)
-		diagnose__loss(&d, step[i], source[i], i, 1.0 + i);
-	a.step = 2;
-	a.iteration = 5;
-	next.iteration = 6;
-	assert_int_equal(diagnose__observe(&d, &a), 0);
-	assert_int_equal(diagnose__observe(&d, &next), 1);
-	assert_int_equal(diagnose__conclude(&d, &g), 0);
-	assert_int_equal(g.ntrend, 6);
+	trend_of(&g, 6, step, source, 2, 0);
 	for (i = 0; i < 6; i++) {
 		assert_int_equal(g.trend[i].iteration, i);
 		assert_int_equal(g.trend[i].step, i / 2);
@@ -246,23 +261,30 @@ static void test_trend_micro_batches(void **state)
 /* A run updated by hand keeps its backward-pass steps. */
 static void test_trend_backward_passes(void **state)
 {
-	struct diag_anomaly a = fwd("x", "Linear", 2, 1), next = fwd("x", "Linear", 2, 1);
+	static const int source[] = {FINDING_STEP_BACKWARD, FINDING_STEP_BACKWARD,
+				     FINDING_STEP_BACKWARD, FINDING_STEP_BACKWARD};
+	static const uint64_t step[] = {0, 1, 2, 3};
 	struct diagnosis g;
-	struct diag d;
 	int i;
 
 	(void)state;
-	diagnose__init(&d);
-	for (i = 0; i < 4; i++)
-		diagnose__loss(&d, i, FINDING_STEP_BACKWARD, i, 1.0 + i);
-	a.step = a.iteration = 3;
-	next.iteration = 4;
-	assert_int_equal(diagnose__observe(&d, &a), 0);
-	assert_int_equal(diagnose__observe(&d, &next), 1);
-	assert_int_equal(diagnose__conclude(&d, &g), 0);
-	assert_int_equal(g.ntrend, 4);
+	trend_of(&g, 4, step, source, 3, 0);
 	for (i = 0; i < 4; i++)
 		assert_int_equal(g.trend[i].step, i);
+}
+
+/* The loop's counter found: the incident's steps so far are renumbered by its offset. */
+static void test_shift_to_loop_counter(void **state)
+{
+	static const uint64_t step[] = {0, 1, 2, 3};
+	struct diagnosis g;
+	int i;
+
+	(void)state;
+	trend_of(&g, 4, step, NULL, 3, 100);
+	assert_int_equal(g.step, 103);
+	for (i = 0; i < g.ntrend; i++)
+		assert_int_equal(g.trend[i].step, 100 + g.trend[i].iteration);
 }
 
 static void test_lr_too_high(void **state)
@@ -373,6 +395,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_and_sample_mode),
 		cmocka_unit_test(test_no_incident),
 		cmocka_unit_test(test_trend_micro_batches),
+		cmocka_unit_test(test_shift_to_loop_counter),
 		cmocka_unit_test(test_trend_backward_passes),
 		cmocka_unit_test(test_lr_too_high),
 		cmocka_unit_test(test_warnings),

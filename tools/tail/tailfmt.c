@@ -546,22 +546,24 @@ static void tf__explanation(const struct tailfmt *t, FILE *out, const struct jv 
 	tf__findings(out, ev);
 }
 
-static void tf__warning(const struct tailfmt *t, FILE *out, const struct jv *ev)
+/* A line of its step and message, under tag. */
+static void tf__message(const struct tailfmt *t, FILE *out, const struct jv *ev, const char *tag)
 {
-	tf__head(t, out, ev, "warning", TF_YELLOW);
+	tf__head(t, out, ev, tag, TF_YELLOW);
 	tf__step_iter(out, ev);
 	fputs("  ", out);
 	tf__field(out, ev, "message");
 	fputc('\n', out);
 }
 
+static void tf__warning(const struct tailfmt *t, FILE *out, const struct jv *ev)
+{
+	tf__message(t, out, ev, "warning");
+}
+
 static void tf__skipped_step(const struct tailfmt *t, FILE *out, const struct jv *ev)
 {
-	tf__head(t, out, ev, "skipped", TF_YELLOW);
-	tf__step_iter(out, ev);
-	fputs("  ", out);
-	tf__field(out, ev, "message");
-	fputc('\n', out);
+	tf__message(t, out, ev, "skipped");
 }
 
 static void tf__generic(const struct tailfmt *t, FILE *out, const struct jv *ev, const char *name)
