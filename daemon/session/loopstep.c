@@ -249,13 +249,17 @@ int loopstep__sample_from(struct loopstep *ls, loopstep_read_fn read, const void
 	}
 	/* what a sample taken across a step would observe is dropped by the check after */
 	{
-		struct loopstep saved = *ls;
+		/* only the candidates: the code objects' names read stay true */
+		struct loopstep_cand saved[LOOPSTEP_CANDS];
+		int nc = ls->nc;
 
+		memcpy(saved, ls->c, sizeof(saved));
 		walk(ls, a.tstate, step);
 		read(ctx, &b);
 		if (b.step_word != a.step_word || b.iterations != a.iterations ||
 		    b.bwd_ran != a.bwd_ran) {
-			*ls = saved;
+			memcpy(ls->c, saved, sizeof(saved));
+			ls->nc = nc;
 			return 0;
 		}
 	}
