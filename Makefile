@@ -159,6 +159,7 @@ $(TAIL_LIB): $(TAIL_OBJS) | $(OUTPUT)
 # Objects that include the skeleton need it generated first.
 $(OUTPUT)/daemon/attach/probe.o: $(OUTPUT)/nanwatch.skel.h
 $(OUTPUT)/daemon/service/procs.o: $(OUTPUT)/procs.skel.h
+$(OUTPUT)/daemon/attach/readcal.o: $(OUTPUT)/readcal.skel.h
 
 $(OUTPUT)/nanwatchd: $(OUTPUT)/daemon/main.o $(DAEMON_LIB)
 	$(call msg,LINK,$@)

@@ -175,6 +175,36 @@ __noinline int note_grad_fn(__u64 obj)
 	return 0;
 }
 
+struct edge_ctx {
+	__u64 node, n, esz;
+};
+
+/*
+ * Edge j of the candidate in b->edges: does it lead to the target's input? A bpf_loop
+ * callback, verified once: unrolled, the first-match test doubled the paths at each edge.
+ */
+static long edge_match(__u32 j, void *ctx)
+{
+	struct bwd_scratch *b = get_bwd_scratch();
+	struct edge_ctx *e = ctx;
+	__u64 w, nrw;
+
+	if (!b || j >= e->n)
+		return 1;
+	w = (j * e->esz) / 8;
+	nrw = (j * e->esz + BL.edge_input_nr) / 8;
+	if (w >= BWD_EDGES * 4 || nrw >= BWD_EDGES * 4)
+		return 1;
+	if (b->edges[w] != b->target || (__u32)b->edges[nrw] != b->target_nr)
+		return 0;
+	if (!b->nfound) {
+		b->found = e->node;
+		b->found_idx = j;
+	}
+	b->nfound++;
+	return 0;
+}
+
 /* One candidate producer (ring entry idx back from the newest): does it feed the target? */
 static long producer_edges(__u32 idx, void *ctx)
 {
@@ -182,8 +212,8 @@ static long producer_edges(__u32 idx, void *ctx)
 	struct bwd_thread *bt = bpf_map_lookup_elem(&bwd_threads, &tid);
 	struct bwd_scratch *b = get_bwd_scratch();
 	__u64 node, v[2] = {}, n, esz = BL.edge_size, len;
+	struct edge_ctx e = {};
 	__u32 slot;
-	int j;
 
 	if (!bt || !b || esz < 16 || esz > 32 || idx >= bt->valid)
 		return 1;
@@ -201,21 +231,10 @@ static long producer_edges(__u32 idx, void *ctx)
 		len = sizeof(b->edges);
 	if (!n || bpf_probe_read_user(b->edges, len, (void *)v[0]))
 		return 0;
-	for (j = 0; j < BWD_EDGES; j++) {
-		__u32 w = (j * esz) / 8, nrw = (j * esz + BL.edge_input_nr) / 8;
-
-		if (j >= n)
-			break;
-		if (w >= BWD_EDGES * 4 || nrw >= BWD_EDGES * 4)
-			break;
-		if (b->edges[w] != b->target || (__u32)b->edges[nrw] != b->target_nr)
-			continue;
-		if (!b->nfound) {
-			b->found = node;
-			b->found_idx = j;
-		}
-		b->nfound++;
-	}
+	e.node = node;
+	e.n = n;
+	e.esz = esz;
+	bpf_loop(BWD_EDGES, edge_match, &e, 0);
 	return 0;
 }
 

@@ -136,7 +136,27 @@ enum nw_counter {
 	NW_C_SCAN_COPIES,     /* copies out of the target made to scan NW_C_BYTES_SCANNED */
 	NW_C_SCALER_SKIPS,    /* steps a gradient scaler skipped (bpf/scaler.bpf.c) */
 	NW_C_LOST_SCALER,     /* NW_EV_SCALER */
+	NW_C_COPY_NS,	      /* time in the timed copies of the scans (NW_C_COPY_BYTES) */
+	NW_C_COPY_BYTES,  /* their bytes: each tensor's first chunk, every chunk with stats on */
+	NW_C_TASK_COPIES, /* scan copies made with bpf_copy_from_user_task */
+	NW_C_BWD_SCAN_NS, /* time in the scan of the gradients in NW_C_BWD_BYTES */
 	NW_C_MAX,
+};
+
+/*
+ * How the scanner copies a tensor's bytes out of the target (rodata read_method), chosen
+ * at attach (daemon/attach/readcal.h). Anything but NW_READ_PROBE needs the scanning
+ * programs loaded sleepable.
+ */
+enum nw_read_method {
+	NW_READ_PROBE = 0, /* bpf_probe_read_user */
+	NW_READ_TASK = 1,  /* bpf_copy_from_user_task */
+	/*
+	 * Per tensor: its first chunk by bpf_probe_read_user, timed; slower than the task
+	 * method would have been (task_ns_per_page for each page it touches), the rest by the
+	 * task method, and so the next tensors too, each 16th trying the first way again.
+	 */
+	NW_READ_ADAPTIVE = 2,
 };
 
 /*

@@ -16,6 +16,56 @@
 
 #define SCAN_GRAD 2 /* scan_tensor(SCAN_GRAD): the fast pass, counted as a backward gradient */
 
+/*
+ * Copy n bytes at src, chunk idx of s->c's tensor, into s->buf by the way read_method
+ * says (global: verified once, whatever path calls it). Each tensor's
+ * first chunk is timed (every chunk with time_copies): the copy's own rate in stats, and for
+ * NW_READ_ADAPTIVE the choice for the rest of the tensor. A host where the kernel's first
+ * touch of a new user page is dear copies a new tensor by probe at under 1 GB/s, by the
+ * task method (the kernel's page walk and its own map of the pages) several times faster;
+ * pages the kernel read before go faster by probe (daemon/attach/readcal.h).
+ */
+__noinline long copy_chunk(__u32 n, __u64 src, __u32 idx)
+{
+	struct scratch *s = get_scratch();
+	__u64 t0 = 0, dt, pages;
+	int timed = time_copies || idx == 0;
+	struct scan_ctx *c;
+	long r;
+
+	if (!s)
+		return -1;
+	c = &s->c;
+	if (n > CHUNK_BYTES)
+		n = CHUNK_BYTES;
+
+	if (read_method != NW_READ_PROBE && idx == 0) {
+		c->task = read_method == NW_READ_TASK;
+		if (read_method == NW_READ_ADAPTIVE && read_slow)
+			c->task = ++read_tries % 16 != 0;
+	}
+	if (timed)
+		t0 = bpf_ktime_get_ns();
+	if (read_method != NW_READ_PROBE && c->task) {
+		r = bpf_copy_from_user_task(s->buf, n, (void *)src, bpf_get_current_task_btf(), 0);
+		count(NW_C_TASK_COPIES, 1);
+	} else {
+		r = bpf_probe_read_user(s->buf, n, (void *)src);
+	}
+	if (!timed)
+		return r;
+	dt = bpf_ktime_get_ns() - t0;
+	count(NW_C_COPY_NS, dt);
+	count(NW_C_COPY_BYTES, n);
+	if (read_method == NW_READ_ADAPTIVE && idx == 0 && !c->task && !r) {
+		/* the pages it touched, had the task method copied them instead */
+		pages = ((src & 4095) + n + 4095) / 4096;
+		read_slow = dt > task_ns_per_page * pages;
+		c->task = read_slow;
+	}
+	return r;
+}
+
 /* Read chunk idx into s->buf; returns the number of 64-bit words (the last one zero-padded). */
 static __always_inline int read_chunk(struct scratch *s, __u32 idx)
 {
@@ -28,7 +78,7 @@ static __always_inline int read_chunk(struct scratch *s, __u32 idx)
 	n = c->bytes - off;
 	if (n > CHUNK_BYTES)
 		n = CHUNK_BYTES;
-	if (n == 0 || bpf_probe_read_user(s->buf, n, (void *)(c->addr + off))) {
+	if (n == 0 || copy_chunk(n, c->addr + off, idx)) {
 		c->err = 1;
 		return 0;
 	}
@@ -192,6 +242,8 @@ __noinline int scan_tensor(int full)
 		if (!full) { /* the time and copies of the bytes in NW_C_BYTES_SCANNED */
 			count(NW_C_SCAN_NS, bpf_ktime_get_ns() - t0);
 			count(NW_C_SCAN_COPIES, c->copies);
+		} else { /* SCAN_GRAD: ... and of those in NW_C_BWD_BYTES */
+			count(NW_C_BWD_SCAN_NS, bpf_ktime_get_ns() - t0);
 		}
 	}
 	if (c->err) {

@@ -47,8 +47,17 @@ const volatile struct nw_bwd_layout BL = {};
 const volatile __u32 gpu_on = 0;
 const volatile __u32 gpu_device = 0;	 /* DeviceType code requested: CUDA's (a test: meta's) */
 const volatile __s64 gpu_index_off = -1; /* TensorImpl offset of the device index; -1: none */
+/*
+ * How scans copy the target's bytes (enum nw_read_method). Anything but NW_READ_PROBE is
+ * loaded only into sleepable programs: elsewhere the branch is dead at load time.
+ */
+const volatile __u32 read_method = NW_READ_PROBE;
+const volatile __u64 task_ns_per_page = 0; /* NW_READ_ADAPTIVE: the task method's cost */
+const volatile __u32 time_copies = 0;	   /* time every scan copy, not just first chunks */
 
 __u64 counters[NW_C_MAX] = {};
+__u32 read_slow = 0;  /* NW_READ_ADAPTIVE: the last timed first chunk was slow */
+__u32 read_tries = 0; /* ... tensors begun while it was: each 16th tries the probe again */
 __u32 stopped = 0; /* set by the daemon before it removes the probes: every count stops at once */
 __u32 execed = 0;  /* the target called execve: its image, and every probe's file, are gone */
 __u64 step_count = 0;	   /* step word (NW_STEP_SHIFT): optimizer steps completed */
@@ -167,7 +176,7 @@ struct scan_ctx {
 	__u64 mag;    /* sample_max's running maximum */
 	__u32 size;   /* element size */
 	__u32 err;
-	__u32 pad;
+	__u32 task; /* the chunks left go by bpf_copy_from_user_task (read_method) */
 };
 
 struct scratch {

@@ -94,6 +94,12 @@ static const char usage[] =
 	"                           hand): 'loop' (default) takes it from the training\n"
 	"                           loop's own counter (a local such as step or iter_num\n"
 	"                           that follows the steps); 'off' counts from the attach\n"
+	"      --read-method M      how scans copy a tensor's bytes out of the target:\n"
+	"                           'auto' (default): measured on this host at the first\n"
+	"                           attach; 'probe': bpf_probe_read_user; 'task':\n"
+	"                           bpf_copy_from_user_task; 'adaptive': per tensor, the\n"
+	"                           faster of the two (for hosts where the kernel's first\n"
+	"                           touch of a new page is dear)\n"
 	"      --metrics ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 	"                           (a loopback address: 127.0.0.1:9464, [::1]:9464)\n"
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
@@ -211,6 +217,11 @@ static void parse_opt(int c, struct args *a)
 		checked(optval__backward("--backward", optarg, &a->o.backward, why, sizeof(why)),
 			why);
 		break;
+	case 'R':
+		checked(optval__read_method("--read-method", optarg, &a->o.read_method, why,
+					    sizeof(why)),
+			why);
+		break;
 	case 'T':
 		if (!strcmp(optarg, "off"))
 			a->o.step_loop_off = 1;
@@ -256,6 +267,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"capture-max-mb", required_argument, NULL, 'X'},
 		{"backward", required_argument, NULL, 'G'},
 		{"step-counter", required_argument, NULL, 'T'},
+		{"read-method", required_argument, NULL, 'R'},
 		{"config", required_argument, NULL, 'c'},
 		{"check-config", required_argument, NULL, 'K'},
 		{"verbose", no_argument, NULL, 'v'},
@@ -271,6 +283,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->o.max_scan_bytes = 1024ULL << 20;
 	a->o.capture_max_bytes = CAPTURE_DEFAULT_BYTES;
 	a->o.backward = 1; /* norms */
+	a->o.read_method = OPTVAL_READ_AUTO;
 	while ((c = getopt_long(argc, argv, "p:o:m:L:c:vhV", opts, NULL)) != -1)
 		parse_opt(c, a);
 	if (optind < argc)

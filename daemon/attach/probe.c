@@ -61,10 +61,36 @@ static int on_grad_record(void *ctx, void *data, size_t size)
 
 static int s_marker(const struct probe_opts *o, const struct nw_layout *l);
 
+/*
+ * How scans copy the target's bytes. The programs that scan are loaded sleepable whatever
+ * the method (bpf_copy_from_user_task may wait on the target's page walk, and a kernel that
+ * tracks which global functions may sleep refuses them in a non-sleepable program even where
+ * the method makes that call dead code); where the kernel runs no sleepable uprobes
+ * (sleepable 0), they load as before with the probe method.
+ */
+static int set_read_method(struct nanwatch_bpf *s, int method, uint64_t ns_per_page, int sleepable)
+{
+	struct bpf_program *scanning[] = {s->progs.uretprobe_eval_frame,
+					  s->progs.uprobe_run_backward, s->progs.uprobe_bwd_node};
+	size_t i;
+	int err;
+
+	s->rodata->read_method = sleepable ? method : NW_READ_PROBE;
+	s->rodata->task_ns_per_page = ns_per_page;
+	for (i = 0; sleepable && i < sizeof(scanning) / sizeof(scanning[0]); i++) {
+		err = bpf_program__set_flags(scanning[i],
+					     bpf_program__flags(scanning[i]) | BPF_F_SLEEPABLE);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static int configure(struct probe *p, const struct target *t, const struct nw_layout *l,
-		     const struct probe_opts *o)
+		     const struct probe_opts *o, int sleepable)
 {
 	struct nanwatch_bpf *s = p->skel;
+	int ret;
 
 	s->rodata->targ_tgid = t->pid;
 	s->rodata->max_scan_bytes = o->max_scan_bytes;
@@ -101,9 +127,29 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	s->rodata->gpu_on = o->gpu;
 	s->rodata->gpu_device = o->gpu_device;
 	s->rodata->gpu_index_off = o->gpu ? o->gpu_index_off : -1;
+	s->rodata->time_copies = o->bpf_stats;
+	ret = set_read_method(s, o->read_method, o->task_ns_per_page, sleepable);
+	if (ret)
+		return ret;
 	if (o->ringbuf_bytes)
 		return bpf_map__set_max_entries(s->maps.events, o->ringbuf_bytes);
 	return 0;
+}
+
+/* Open, configure and load the object; 0 or a negative errno (errno too). */
+static int open_load(struct probe *p, const struct target *t, const struct nw_layout *l,
+		     const struct probe_opts *o, int sleepable)
+{
+	int ret;
+
+	nanwatch_bpf__destroy(p->skel);
+	p->skel = nanwatch_bpf__open();
+	if (!p->skel)
+		return -errno;
+	ret = configure(p, t, l, o, sleepable);
+	if (!ret)
+		ret = nanwatch_bpf__load(p->skel);
+	return ret;
 }
 
 /* Where a uprobe goes: the open file (shown by its path in messages), the function's offset. */
@@ -261,18 +307,9 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 	p->ctx = ctx;
 	p->stats_fd = -1;
 	libbpf_set_print(o->verbose ? silent_print : quiet_print);
-	p->skel = nanwatch_bpf__open();
-	if (!p->skel) {
-		ret = -errno;
-		snprintf(err, errlen, "failed to open BPF object: %s", strerror(errno));
-		goto fail;
-	}
-	ret = configure(p, t, l, o);
-	if (ret) {
-		snprintf(err, errlen, "failed to configure BPF object: %s", strerror(-ret));
-		goto fail;
-	}
-	ret = nanwatch_bpf__load(p->skel);
+	ret = open_load(p, t, l, o, 1);
+	if (ret == -EINVAL) /* a kernel without sleepable uprobes: the probe method alone */
+		ret = open_load(p, t, l, o, 0);
 	if (ret) {
 		snprintf(err, errlen, "failed to load BPF programs: %s%s", strerror(-ret),
 			 ret == -EPERM ? " (missing CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON)"
@@ -317,6 +354,11 @@ fail:
 	probe__close(p);
 	errno = -ret;
 	return NULL;
+}
+
+int probe__read_method(const struct probe *p)
+{
+	return p->skel->rodata->read_method;
 }
 
 void probe__close(struct probe *p)
@@ -520,7 +562,10 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 	s->rodata->gpu_on = 1;
 	s->rodata->gpu_device = 1;
 	s->rodata->gpu_index_off = l->impl_device >= 0 ? l->impl_device + 1 : -1;
-	ret = nanwatch_bpf__load(s);
+	s->rodata->time_copies = 1;
+	ret = set_read_method(s, NW_READ_ADAPTIVE, 1000, 1);
+	if (!ret)
+		ret = nanwatch_bpf__load(s);
 	if (ret) {
 		snprintf(err, errlen, "failed to load the BPF programs: %s", strerror(-ret));
 		goto out;

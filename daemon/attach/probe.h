@@ -38,6 +38,8 @@ struct probe_opts {
 	int gpu;			 /* write GPU check requests (bpf/gpu.bpf.h) */
 	uint32_t gpu_device;		 /* for tensors of this DeviceType code */
 	int64_t gpu_index_off;		 /* TensorImpl offset of the device index; -1: none */
+	int read_method;		 /* how scans copy bytes (enum nw_read_method) */
+	uint64_t task_ns_per_page;	 /* NW_READ_ADAPTIVE: what the task method costs a page */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */
@@ -114,6 +116,9 @@ int probe__set_buffers(struct probe *p, uint64_t module, const struct nw_params 
 
 /* The capture ring buffer's map fd. */
 int probe__capture_fd(const struct probe *p);
+
+/* How the scans copy the target's bytes (enum nw_read_method), as loaded. */
+int probe__read_method(const struct probe *p);
 
 /* The GPU request ring's map fd (BPF_F_MMAPABLE, bpf/nwgpu.h), frozen at the load. */
 int probe__gpu_ring_fd(const struct probe *p);

@@ -447,6 +447,7 @@ int explain__stats(struct explain *x, const uint64_t c[NW_C_MAX], uint64_t steps
 		.rt = rt,
 		.extra = x->stats_extra,
 		.extra_ctx = x->stats_ctx,
+		.read_method = x->read_method,
 	};
 	int i;
 

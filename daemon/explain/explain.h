@@ -85,6 +85,7 @@ struct explain {
 	/* a stats line's fields of another source of findings; NULL: none */
 	void (*stats_extra)(struct json *j, const void *ctx);
 	const void *stats_ctx;
+	const char *read_method; /* how scans copy the target's bytes, for stats lines */
 	struct explain_scaler sc;
 	/* the training loop's step counter (session/loopstep.c): added to steps counted
 	 * since the attach once found */

@@ -358,6 +358,37 @@ static void scan_fields(struct json *j, const uint64_t *c)
 	json__object_end(j);
 }
 
+/* GB/s of bytes in ns; null when nothing was timed. */
+static void rate_field(struct json *j, const char *key, uint64_t bytes, uint64_t ns)
+{
+	if (ns)
+		json__double(j, key, (double)bytes / (double)ns);
+	else
+		json__null(j, key);
+}
+
+/*
+ * How the scans went: the rate of every byte scanned (outputs and gradients: copy and test),
+ * the rate of the copies alone where they were timed (each tensor's first chunk; every chunk
+ * with --bpf-stats), and how the copies were made.
+ */
+static void scan_rate_fields(struct json *j, const struct output_stats *s)
+{
+	const uint64_t *c = s->c;
+
+	json__object_begin(j, "scan");
+	json__string(j, "read_method", s->read_method);
+	json__uint(j, "bytes", c[NW_C_BYTES_SCANNED] + c[NW_C_BWD_BYTES]);
+	json__uint(j, "ns", c[NW_C_SCAN_NS] + c[NW_C_BWD_SCAN_NS]);
+	rate_field(j, "gbps", c[NW_C_BYTES_SCANNED] + c[NW_C_BWD_BYTES],
+		   c[NW_C_SCAN_NS] + c[NW_C_BWD_SCAN_NS]);
+	json__uint(j, "copy_bytes", c[NW_C_COPY_BYTES]);
+	json__uint(j, "copy_ns", c[NW_C_COPY_NS]);
+	rate_field(j, "copy_gbps", c[NW_C_COPY_BYTES], c[NW_C_COPY_NS]);
+	json__uint(j, "task_copies", c[NW_C_TASK_COPIES]);
+	json__object_end(j);
+}
+
 static void runtime_fields(struct json *j, const struct probe_runtime *rt)
 {
 	json__object_begin(j, "bpf");
@@ -453,6 +484,7 @@ int output__stats(struct emitter *e, const struct output_stats *s)
 	scaler_fields(j, s);
 	json__uint(j, "params_late", s->params_late);
 	scan_fields(j, c);
+	scan_rate_fields(j, s);
 	if (s->backward)
 		grad_stats(j, s);
 	if (s->rt)
@@ -507,7 +539,23 @@ int output__attach(struct emitter *e, const struct output_attach *a)
 	json__string(j, "gpu", a->gpu ? a->gpu : "none");
 	if (a->gpu_message)
 		json__string(j, "gpu_message", a->gpu_message);
+	json__string(j, "read_method", a->read_method);
+	json__string(j, "read_method_why", a->read_why);
 	return emit__end(e);
+}
+
+const char *output__read_method(int method)
+{
+	switch (method) {
+	case NW_READ_PROBE:
+		return "probe";
+	case NW_READ_TASK:
+		return "task";
+	case NW_READ_ADAPTIVE:
+		return "adaptive";
+	default:
+		return "unknown";
+	}
 }
 
 int output__detach(struct emitter *e, const struct output_detach *d)

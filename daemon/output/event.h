@@ -47,7 +47,8 @@ struct output_stats {
 	const void *extra_ctx;
 	/* a gradient scaler's updates (0: none seen), skipped steps, the run now, its scale */
 	uint64_t scaler_updates, scaler_skipped, scaler_run;
-	double scaler_scale; /* NaN: not read */
+	double scaler_scale;	 /* NaN: not read */
+	const char *read_method; /* how scans copy the target's bytes (output__read_method) */
 };
 
 int output__stats(struct emitter *e, const struct output_stats *s);
@@ -76,7 +77,11 @@ struct output_attach {
 	/* GPU tensors: "none" (no CUDA in the process; NULL too), "not_checked", "waiting" (for
 	 * the library to listen), "connected"; gpu_message says how to enable it, or NULL */
 	const char *gpu, *gpu_message;
+	const char *read_method, *read_why; /* how scans copy bytes, and the measure behind it */
 };
+
+/* The name of an enum nw_read_method in event lines. */
+const char *output__read_method(int method);
 
 int output__attach(struct emitter *e, const struct output_attach *a);
 

@@ -26,6 +26,7 @@ enum {
 	K_LAYOUTS,
 	K_STATS,
 	K_MAXSCAN,
+	K_READ,
 	K_QUEUE,
 	K_NAME,
 	K_MATCH,
@@ -56,6 +57,7 @@ static const struct yamlmap_field root_fields[] = {
 	{"stats_interval", YAMLMAP_STR, 1, PATH_MAX, K_STATS},
 	{"max_scan_mb", YAMLMAP_STR, 1, PATH_MAX, K_MAXSCAN},
 	{"output_queue_kb", YAMLMAP_STR, 1, PATH_MAX, K_QUEUE},
+	{"read_method", YAMLMAP_STR, 1, PATH_MAX, K_READ},
 };
 static const struct yamlmap_field rule_fields[] = {
 	{"name", YAMLMAP_STR, 1, 63, K_NAME},
@@ -474,6 +476,8 @@ static int on_root(void *ctx, const struct yamlmap_value *v, char *why, size_t w
 		return optval__stats_interval(v->key, v->s, &c->stats_interval, why, whylen);
 	case K_MAXSCAN:
 		return optval__max_scan_mb(v->key, v->s, &c->max_scan_bytes, why, whylen);
+	case K_READ:
+		return optval__read_method(v->key, v->s, &c->read_method, why, whylen);
 	default:
 		return optval__queue_kb(v->key, v->s, &c->queue_bytes, why, whylen);
 	}
@@ -491,6 +495,7 @@ static struct config *read_doc(struct yamlmap *y, char *err, size_t errlen)
 	c->scan_interval_ms = CONFIG_DEFAULT_SCAN_MS;
 	c->max_scan_bytes = 1024ULL << 20;
 	c->queue_bytes = 1024 * 1024;
+	c->read_method = OPTVAL_READ_AUTO;
 	ret = yamlmap__read(y, yamlmap__root(y), &root_schema, on_root, &rd, err, errlen);
 	if (!ret && !c->nrules) {
 		yamlmap__errorf(err, errlen,

@@ -50,6 +50,7 @@ struct config {
 	int stats_interval;	/* seconds; 0: at the detach only */
 	uint64_t max_scan_bytes;
 	size_t queue_bytes; /* per output */
+	int read_method;    /* OPTVAL_READ_AUTO or enum nw_read_method (util/optval.h) */
 };
 
 /* Load and check path; NULL with errno set and one line in err. */

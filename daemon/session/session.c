@@ -16,6 +16,7 @@
 #include "capture/capture.h"
 #include "explain/diagnose.h"
 #include "util/file.h"
+#include "util/optval.h"
 #include "resolve/names.h"
 #include "resolve/optstate.h"
 #include "output/metrics.h"
@@ -272,6 +273,11 @@ static int open_probes(struct session *s, struct probe_opts *po, char *err, size
 	s->p = probe__open(&s->t, &s->nwl, po, on_event, s, err, errlen);
 	if (!s->p)
 		return -errno;
+	if (probe__read_method(s->p) != s->read.method) {
+		s->read.method = probe__read_method(s->p);
+		snprintf(s->read.why, sizeof(s->read.why), "no sleepable uprobes in this kernel");
+		s->x.read_method = output__read_method(s->read.method);
+	}
 	s->src[s->nsrc++] = (struct session_source){
 		.name = "bpf",
 		.poll = bpf_poll,
@@ -305,9 +311,29 @@ static int emit_attach(struct session *s)
 		.published_offsets = s->published,
 		.gpu = s->gpu_attach,
 		.gpu_message = s->gpu_message[0] ? s->gpu_message : NULL,
+		.read_method = output__read_method(s->read.method),
+		.read_why = s->read.why,
 	};
 
 	return output__attach(&s->e, &a);
+}
+
+/*
+ * How scans copy the target's bytes: measured once per daemon (attach/readcal.h), or as the
+ * options say (a method that needs sleepable programs, where the kernel has none, falls back
+ * to the probe method when the programs load).
+ */
+static void choose_read_method(struct session *s, struct probe_opts *po)
+{
+	readcal__choose(&s->read);
+	if (s->o.read_method != OPTVAL_READ_AUTO) {
+		s->read.method = s->o.read_method;
+		snprintf(s->read.why, sizeof(s->read.why), "set by the options");
+	}
+	po->read_method = s->read.method;
+	/* unmeasured (no sleepable uprobes): any positive cost keeps adaptive on the probe */
+	po->task_ns_per_page = s->read.task_ns_per_mib ? s->read.task_ns_per_mib / 256 : 1;
+	s->x.read_method = output__read_method(s->read.method);
 }
 
 int session__attach(struct session *s, struct sinks *out, char *err, size_t errlen)
@@ -323,6 +349,7 @@ int session__attach(struct session *s, struct sinks *out, char *err, size_t errl
 	int ret;
 
 	dict_layout(s, &dict);
+	choose_read_method(s, &po);
 	s->sinks = out;
 	s->names = names__new(&s->remote);
 	ret = s->names ? emit__init(&s->e, out, &s->t) : -ENOMEM;

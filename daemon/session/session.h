@@ -21,6 +21,8 @@ struct session_opts {
 	int top_only;	     /* mode sample or loss: no layer-level checks */
 	int loss_only;	     /* mode loss: no module probes */
 	uint64_t max_scan_bytes;
+	int read_method;       /* how scans copy bytes: OPTVAL_READ_AUTO (measured at the first
+			  * attach) or enum nw_read_method */
 	double stats_interval; /* seconds between stats lines; 0: only at the detach */
 	int verbose;
 	int bpf_stats;

@@ -6,6 +6,7 @@
 #include "output/emit.h"
 #include "explain/explain.h"
 #include "explain/gpures.h"
+#include "attach/readcal.h"
 #include "nanwatch.h"
 #include "resolve/remote.h"
 #include "session/loopstep.h"
@@ -66,6 +67,7 @@ struct session {
 	struct gpures gres;
 	const char *gpu_kind;	      /* "cuda", or "meta" under the test switch */
 	const char *gpu_attach;	      /* what the attach line says of GPU tensors */
+	struct readcal_choice read;   /* how scans copy the target's bytes, and why */
 	char gpu_message[512];	      /* ... and how to have them checked; "" none */
 	uint64_t gpu_notice_hash[16]; /* of the notice lines written: each once per watch */
 	int gpu_notices;

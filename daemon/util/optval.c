@@ -119,6 +119,18 @@ int optval__mode(const char *name, const char *s, const char **out, char *why, s
 	return 0;
 }
 
+int optval__read_method(const char *name, const char *s, int *out, char *why, size_t whylen)
+{
+	/* in the order of enum nw_read_method, after auto */
+	static const char *const methods[] = {"auto", "probe", "task", "adaptive", NULL};
+	int i = word(name, s, methods, "auto, probe, task or adaptive", why, whylen);
+
+	if (i < 0)
+		return i;
+	*out = i - 1;
+	return 0;
+}
+
 int optval__backward(const char *name, const char *s, int *out, char *why, size_t whylen)
 {
 	static const char *const modes[] = {"off", "norms", "on", NULL};

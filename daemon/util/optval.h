@@ -41,4 +41,11 @@ int optval__mode(const char *name, const char *s, const char **out, char *why, s
 /* The backward pass: off, norms or on; *out 0, 1 or 2. */
 int optval__backward(const char *name, const char *s, int *out, char *why, size_t whylen);
 
+/*
+ * How scans copy a tensor's bytes: auto, probe, task or adaptive; *out OPTVAL_READ_AUTO or
+ * an enum nw_read_method value (bpf/nanwatch.h).
+ */
+#define OPTVAL_READ_AUTO (-1)
+int optval__read_method(const char *name, const char *s, int *out, char *why, size_t whylen);
+
 #endif /* __OPTVAL_H */

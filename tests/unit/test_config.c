@@ -130,6 +130,7 @@ static void test_defaults(void **state)
 	assert_string_equal(c->outputs[0], "-");
 	assert_int_equal(c->scan_interval_ms, CONFIG_DEFAULT_SCAN_MS);
 	assert_string_equal(c->metrics_listen, "");
+	assert_int_equal(c->read_method, OPTVAL_READ_AUTO);
 	config__free(c);
 }
 
@@ -231,6 +232,12 @@ static const struct both values[] = {
 	{"mode", "--mode", "Full", 0},
 	{"backward", "--backward", "on", 1},
 	{"backward", "--backward", "yes", 0},
+	{"read_method", "--read-method", "auto", 1},
+	{"read_method", "--read-method", "probe", 1},
+	{"read_method", "--read-method", "task", 1},
+	{"read_method", "--read-method", "adaptive", 1},
+	{"read_method", "--read-method", "fast", 0},
+	{"read_method", "--read-method", "Probe", 0},
 	{"listen", "--metrics", "localhost:9464", 1},
 	{"listen", "--metrics", "[::1]:9464", 1},
 	{"listen", "--metrics", "127.3.4.5:1", 1},
@@ -283,6 +290,9 @@ static int flag_with(const struct both *b, struct config *want, char *why, size_
 	} else if (!strcmp(b->flag, "--mode")) {
 		ret = optval__mode(b->flag, b->value, &mode, why, whylen);
 		assert_true(ret || !want || !strcmp(mode, want->rules[0].mode));
+	} else if (!strcmp(b->flag, "--read-method")) {
+		ret = optval__read_method(b->flag, b->value, &i, why, whylen);
+		assert_true(ret || !want || i == want->read_method);
 	} else if (!strcmp(b->flag, "--backward")) {
 		ret = optval__backward(b->flag, b->value, &i, why, whylen);
 		assert_true(ret || !want || i == want->rules[0].backward);

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * scanrate: how fast BPF copies user memory on this host, by method and chunk size: the
+ * sweep behind nanwatchd's choice of a read method (daemon/attach/readcal.h), printed by
+ * make bench. For each method (probe: bpf_probe_read_user; user: bpf_copy_from_user; task:
+ * bpf_copy_from_user_task), each chunk size and each state of the memory (new: pages just
+ * mapped and written, as a new tensor's; warm: pages the kernel copied before), the median
+ * rate of several copies of a buffer, one JSON line each, then the attach-time choice:
+ *
+ *   scanrate [MIB [TRIES]]     (defaults: 16 MiB, 5)
+ *
+ * Needs root (BPF). Exit status 0, 1 when the probe cannot load, 2 for bad usage.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <linux/types.h>
+#include "nanwatch.h"
+#include "attach/readcal.h"
+
+#define MAX_TRIES 32
+
+static const char *const method_names[NW_RC_METHODS] = {"probe", "user", "task"};
+static const uint32_t chunks[] = {4096, 8192, 16384, 32768, 65536};
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* One copy of a buffer in the given state; its rate in GB/s, or a negative errno. */
+static double one_copy(struct readcal *rc, int method, uint32_t chunk, size_t bytes, int warm)
+{
+	struct readcal_run r;
+	char *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int err;
+
+	if (buf == MAP_FAILED)
+		return -errno;
+	memset(buf, 0x5a, bytes);
+	err = readcal__run(rc, method, chunk, buf, bytes, &r);
+	if (!err && warm) {
+		memset(buf, 0x3c, bytes); /* written again by the process, as a reused buffer is */
+		err = readcal__run(rc, method, chunk, buf, bytes, &r);
+	}
+	munmap(buf, bytes);
+	if (err)
+		return err;
+	return r.ns ? (double)r.bytes / r.ns : 0;
+}
+
+/* One line of the sweep: the median of tries copies by method, chunk bytes a call. */
+static int sweep_one(struct readcal *rc, int m, uint32_t chunk, size_t bytes, int tries, int warm)
+{
+	double rates[MAX_TRIES];
+	int i;
+
+	for (i = 0; i < tries; i++) {
+		rates[i] = one_copy(rc, m, chunk, bytes, warm);
+		if (rates[i] < 0) {
+			fprintf(stderr, "scanrate: failed to copy by %s: %s\n", method_names[m],
+				strerror((int)-rates[i]));
+			return -1;
+		}
+	}
+	qsort(rates, tries, sizeof(rates[0]), cmp_double);
+	printf("{\"method\":\"%s\",\"offered\":true,\"memory\":\"%s\",\"chunk\":%u,"
+	       "\"bytes\":%zu,\"tries\":%d,\"gbps\":%.3f,\"min_gbps\":%.3f,\"max_gbps\":%.3f}\n",
+	       method_names[m], warm ? "warm" : "new", chunk, bytes, tries, rates[tries / 2],
+	       rates[0], rates[tries - 1]);
+	return 0;
+}
+
+static int sweep(struct readcal *rc, size_t bytes, int tries)
+{
+	size_t c;
+	int m, warm;
+
+	for (m = 0; m < NW_RC_METHODS; m++) {
+		if (m != NW_RC_PROBE && !readcal__sleepable(rc)) {
+			printf("{\"method\":\"%s\",\"offered\":false}\n", method_names[m]);
+			continue;
+		}
+		for (warm = 0; warm < 2; warm++)
+			for (c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++)
+				if (sweep_one(rc, m, chunks[c], bytes, tries, warm))
+					return -1;
+	}
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, long *mib, long *tries)
+{
+	char *end;
+
+	if (argc > 3)
+		return -EINVAL;
+	if (argc > 1) {
+		*mib = strtol(argv[1], &end, 10);
+		if (*end || *mib < 1 || *mib > 4096)
+			return -EINVAL;
+	}
+	if (argc > 2) {
+		*tries = strtol(argv[2], &end, 10);
+		if (*end || *tries < 1 || *tries > MAX_TRIES)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static const char *read_method_name(int m)
+{
+	return m == NW_READ_TASK ? "task" : m == NW_READ_ADAPTIVE ? "adaptive" : "probe";
+}
+
+int main(int argc, char **argv)
+{
+	struct readcal_choice ch;
+	struct readcal *rc;
+	long mib = 16, tries = 5;
+	char err[256];
+	int ret;
+
+	if (parse_args(argc, argv, &mib, &tries)) {
+		fprintf(stderr, "usage: scanrate [MIB [TRIES]]   (MIB 1..4096, TRIES 1..%d)\n",
+			MAX_TRIES);
+		return 2;
+	}
+	rc = readcal__open(err, sizeof(err));
+	if (!rc) {
+		fprintf(stderr, "scanrate: %s\n", err);
+		return 1;
+	}
+	ret = sweep(rc, (size_t)mib << 20, (int)tries);
+	readcal__close(rc);
+	if (ret)
+		return 1;
+	readcal__choose(&ch);
+	printf("{\"choice\":\"%s\",\"task_ns_per_mib\":%llu,\"why\":\"%s\"}\n",
+	       read_method_name(ch.method), (unsigned long long)ch.task_ns_per_mib, ch.why);
+	return 0;
+}

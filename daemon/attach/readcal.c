@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The copy-rate probe and the attach-time choice of a read method (see readcal.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "nanwatch.h"
+#include "attach/readcal.h" /* before the skeleton: its .bss holds a struct nw_rc_run */
+#include "readcal.skel.h"
+
+#define CAL_BYTES (4u << 20) /* copied per measurement: 1024 new pages */
+#define CAL_CHUNK 8192	     /* the watch's chunk (bpf/state.bpf.h CHUNK_BYTES) */
+#define CAL_TRIES 3	     /* best of, each on pages new to the kernel */
+
+_Static_assert(sizeof(struct nw_rc_run) == 48, "nw_rc_run changed: update both sides");
+
+struct readcal {
+	struct readcal_bpf *skel;
+	struct bpf_link *plain, *sleepable;
+};
+
+/* The function the probes sit on: it only has to be called, with its arguments in place. */
+__attribute__((noinline, used)) void nanwatch_readcal_target(const void *buf, size_t len)
+{
+	__asm__ volatile("" : : "r"(buf), "r"(len) : "memory");
+}
+
+/* The file offset of our own code at addr, from /proc/self/maps; 0 if not found. */
+static uint64_t self_offset(uintptr_t addr)
+{
+	char line[512];
+	uint64_t off = 0;
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, foff;
+		char perms[8];
+
+		if (sscanf(line, "%lx-%lx %7s %lx", &lo, &hi, perms, &foff) != 4)
+			continue;
+		if (addr >= lo && addr < hi && perms[2] == 'x') {
+			off = addr - lo + foff;
+			break;
+		}
+	}
+	fclose(f);
+	return off;
+}
+
+static struct bpf_link *attach(struct bpf_program *prog, uint64_t off)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo);
+
+	return bpf_program__attach_uprobe_opts(prog, getpid(), "/proc/self/exe", off, &uo);
+}
+
+/* Load with the sleepable program where the kernel takes it, else without. */
+static struct readcal_bpf *load(int sleepable)
+{
+	struct readcal_bpf *skel = readcal_bpf__open();
+
+	if (!skel)
+		return NULL;
+	if (!sleepable)
+		bpf_program__set_autoload(skel->progs.uprobe_rc_sleepable, false);
+	if (readcal_bpf__load(skel)) {
+		readcal_bpf__destroy(skel);
+		return NULL;
+	}
+	return skel;
+}
+
+struct readcal *readcal__open(char *err, size_t errlen)
+{
+	struct readcal *rc = calloc(1, sizeof(*rc));
+	uint64_t off = self_offset((uintptr_t)nanwatch_readcal_target);
+	int e;
+
+	if (!rc || !off) {
+		snprintf(err, errlen,
+			 "failed to find the copy-rate probe's function in /proc/self/maps");
+		free(rc);
+		return NULL;
+	}
+	rc->skel = load(1);
+	if (!rc->skel)
+		rc->skel = load(0);
+	if (!rc->skel) {
+		e = errno;
+		goto fail;
+	}
+	rc->plain = attach(rc->skel->progs.uprobe_rc_probe, off);
+	if (!rc->plain) {
+		e = errno;
+		goto fail;
+	}
+	if (bpf_program__fd(rc->skel->progs.uprobe_rc_sleepable) >= 0) {
+		rc->sleepable = attach(rc->skel->progs.uprobe_rc_sleepable, off);
+		if (!rc->sleepable) {
+			e = errno;
+			goto fail;
+		}
+	}
+	return rc;
+fail:
+	snprintf(err, errlen, "failed to load the copy-rate probe: %s", strerror(e));
+	readcal__close(rc);
+	return NULL;
+}
+
+void readcal__close(struct readcal *rc)
+{
+	if (!rc)
+		return;
+	bpf_link__destroy(rc->sleepable);
+	bpf_link__destroy(rc->plain);
+	readcal_bpf__destroy(rc->skel);
+	free(rc);
+}
+
+int readcal__sleepable(const struct readcal *rc)
+{
+	return rc && rc->sleepable;
+}
+
+int readcal__run(struct readcal *rc, int method, uint32_t chunk, const void *buf, size_t len,
+		 struct readcal_run *out)
+{
+	struct nw_rc_run *r = &rc->skel->bss->run;
+
+	if (method < 0 || method >= NW_RC_METHODS || !chunk || chunk > NW_RC_MAX_CHUNK)
+		return -EINVAL;
+	if (method != NW_RC_PROBE && !rc->sleepable)
+		return -EOPNOTSUPP;
+	memset(r, 0, sizeof(*r));
+	r->method = method;
+	r->chunk = chunk;
+	r->tid = syscall(SYS_gettid);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	nanwatch_readcal_target(buf, len);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!r->done)
+		return -EIO;
+	out->ns = r->ns;
+	out->bytes = r->bytes;
+	out->copies = r->copies;
+	out->errors = r->errors;
+	return out->errors ? -EFAULT : 0;
+}
+
+static double gbps(const struct readcal_run *r)
+{
+	return r->ns ? (double)r->bytes / r->ns : 0;
+}
+
+/* Best rate of CAL_TRIES copies by method, each of CAL_BYTES just mapped (warm: read twice). */
+static double best_rate(struct readcal *rc, int method, int warm)
+{
+	double best = 0;
+	int i;
+
+	for (i = 0; i < CAL_TRIES; i++) {
+		struct readcal_run r;
+		char *buf = mmap(NULL, CAL_BYTES, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		int err;
+
+		if (buf == MAP_FAILED)
+			return 0;
+		memset(buf, 1, CAL_BYTES); /* present, as a new tensor's pages are */
+		err = readcal__run(rc, method, CAL_CHUNK, buf, CAL_BYTES, &r);
+		if (!err && warm)
+			err = readcal__run(rc, method, CAL_CHUNK, buf, CAL_BYTES, &r);
+		munmap(buf, CAL_BYTES);
+		if (err)
+			return 0;
+		if (gbps(&r) > best)
+			best = gbps(&r);
+	}
+	return best;
+}
+
+static void measure(struct readcal_choice *c)
+{
+	char err[160];
+	struct readcal *rc = readcal__open(err, sizeof(err));
+
+	c->method = NW_READ_PROBE;
+	if (!rc) {
+		snprintf(c->why, sizeof(c->why), "%s", err);
+		return;
+	}
+	c->probe_fresh_gbps = best_rate(rc, NW_RC_PROBE, 0);
+	c->probe_warm_gbps = best_rate(rc, NW_RC_PROBE, 1);
+	if (readcal__sleepable(rc))
+		c->task_fresh_gbps = best_rate(rc, NW_RC_TASK, 0);
+	readcal__close(rc);
+	if (c->task_fresh_gbps <= 0) {
+		snprintf(c->why, sizeof(c->why), "no sleepable uprobes here: probe reads");
+		return;
+	}
+	c->task_ns_per_mib = (uint64_t)((1 << 20) / c->task_fresh_gbps);
+	if (c->probe_fresh_gbps >= c->task_fresh_gbps) {
+		snprintf(c->why, sizeof(c->why), "new pages: probe %.2f GB/s, task %.2f GB/s",
+			 c->probe_fresh_gbps, c->task_fresh_gbps);
+		return;
+	}
+	c->method = NW_READ_ADAPTIVE;
+	snprintf(c->why, sizeof(c->why),
+		 "new pages: probe %.2f GB/s, task %.2f GB/s; pages read before: probe %.2f GB/s",
+		 c->probe_fresh_gbps, c->task_fresh_gbps, c->probe_warm_gbps);
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static struct readcal_choice chosen;
+
+static void choose_once(void)
+{
+	measure(&chosen);
+}
+
+int readcal__choose(struct readcal_choice *out)
+{
+	pthread_once(&once, choose_once);
+	*out = chosen;
+	return 0;
+}
