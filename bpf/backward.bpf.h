@@ -51,6 +51,7 @@ static __always_inline __u64 seq_now(void)
 
 	if (!BL.seq_modid)
 		return 0;
+	count(NW_C_SEQ_READS, 1);
 	fs = BPF_CORE_READ(task, thread.fsbase);
 	dtv = fs ? read_u64(fs + 8) : 0;
 	if (!dtv || bpf_probe_read_user(&len, sizeof(len), (void *)(dtv - 16)))

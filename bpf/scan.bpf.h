@@ -25,6 +25,34 @@
  * task method (the kernel's page walk and its own map of the pages) several times faster;
  * pages the kernel read before go faster by probe (daemon/attach/readcal.h).
  */
+struct anon_ctx {
+	__u64 addr, bytes;
+	__u32 ok;
+};
+
+static long anon_vma(struct task_struct *task, struct vm_area_struct *vma, void *ctx)
+{
+	struct anon_ctx *a = ctx;
+
+	a->ok = !vma->vm_file && vma->vm_start <= a->addr && a->addr + a->bytes <= vma->vm_end;
+	return 0;
+}
+
+/*
+ * The task method faults pages in and may wait for them: only memory of one anonymous
+ * mapping goes that way (what a tensor allocator hands out), never a file's (a FUSE file
+ * would let its owner hold the read, and the target's thread, for as long as it liked).
+ */
+static __always_inline __u32 tensor_anon(const struct scan_ctx *c)
+{
+	struct anon_ctx a = {.addr = c->addr, .bytes = c->bytes};
+
+	if (c->bytes > (1ULL << 48) ||
+	    bpf_find_vma(bpf_get_current_task_btf(), c->addr, anon_vma, &a, 0))
+		return 0;
+	return a.ok;
+}
+
 __noinline long copy_chunk(__u32 n, __u64 src, __u32 idx)
 {
 	struct scratch *s = get_scratch();
@@ -40,8 +68,9 @@ __noinline long copy_chunk(__u32 n, __u64 src, __u32 idx)
 		n = CHUNK_BYTES;
 
 	if (read_method != NW_READ_PROBE && idx == 0) {
-		c->task = read_method == NW_READ_TASK;
-		if (read_method == NW_READ_ADAPTIVE && read_slow)
+		c->anon = tensor_anon(c);
+		c->task = c->anon && read_method == NW_READ_TASK;
+		if (c->anon && read_method == NW_READ_ADAPTIVE && read_slow)
 			c->task = ++read_tries % 16 != 0;
 	}
 	if (timed)
@@ -52,12 +81,12 @@ __noinline long copy_chunk(__u32 n, __u64 src, __u32 idx)
 	} else {
 		r = bpf_probe_read_user(s->buf, n, (void *)src);
 	}
-	if (!timed)
+	if (!timed || r)
 		return r;
 	dt = bpf_ktime_get_ns() - t0;
 	count(NW_C_COPY_NS, dt);
 	count(NW_C_COPY_BYTES, n);
-	if (read_method == NW_READ_ADAPTIVE && idx == 0 && !c->task && !r) {
+	if (read_method == NW_READ_ADAPTIVE && idx == 0 && c->anon && !c->task && !r) {
 		/* the pages it touched, had the task method copied them instead */
 		pages = ((src & 4095) + n + 4095) / 4096;
 		read_slow = dt > task_ns_per_page * pages;

@@ -489,6 +489,10 @@ int probe__runtime(const struct probe *p, struct probe_runtime *rt)
 		return -ENODATA;
 	prog_runtime(p->skel->progs.uprobe_eval_frame, &rt->entry_ns, &rt->entry_runs);
 	prog_runtime(p->skel->progs.uretprobe_eval_frame, &rt->return_ns, &rt->return_runs);
+	prog_runtime(p->skel->progs.uprobe_run_backward, &rt->loss_ns, &rt->loss_runs);
+	prog_runtime(p->skel->progs.uprobe_bwd_node, &rt->node_ns, &rt->node_runs);
+	prog_runtime(p->skel->progs.uprobe_step_marker, &rt->step_ns, &rt->step_runs);
+	prog_runtime(p->skel->progs.uprobe_scaler_update, &rt->scaler_ns, &rt->scaler_runs);
 	return 0;
 }
 

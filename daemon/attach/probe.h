@@ -46,6 +46,10 @@ struct probe_opts {
 struct probe_runtime {
 	uint64_t entry_ns, entry_runs;
 	uint64_t return_ns, return_runs;
+	uint64_t loss_ns, loss_runs;	 /* the loss: backward()'s start */
+	uint64_t node_ns, node_runs;	 /* the backward pass's nodes: gradients and norms */
+	uint64_t step_ns, step_runs;	 /* the optimizer step marker (torch 2.x) */
+	uint64_t scaler_ns, scaler_runs; /* a gradient scaler's updates */
 };
 
 /*

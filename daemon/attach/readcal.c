@@ -224,7 +224,11 @@ static struct readcal_choice chosen;
 
 static void choose_once(void)
 {
+	/* libbpf's own lines would go to stderr: a failure is said in chosen.why instead */
+	libbpf_print_fn_t old = libbpf_set_print(NULL);
+
 	measure(&chosen);
+	libbpf_set_print(old);
 }
 
 int readcal__choose(struct readcal_choice *out)

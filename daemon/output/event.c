@@ -289,6 +289,7 @@ static void grad_stats(struct json *j, const struct output_stats *s)
 	json__uint(j, "param_grads", c[NW_C_BWD_PARAM_GRADS]);
 	json__uint(j, "norm_skipped", c[NW_C_BWD_NORM_SKIPPED]);
 	json__uint(j, "grads_lost", c[NW_C_BWD_GRADS_LOST]);
+	json__uint(j, "seq_reads", c[NW_C_SEQ_READS]);
 	json__object_end(j);
 	if (!last) {
 		json__null(j, "grad_norm");
@@ -396,6 +397,14 @@ static void runtime_fields(struct json *j, const struct probe_runtime *rt)
 	json__uint(j, "entry_runs", rt->entry_runs);
 	json__uint(j, "return_ns", rt->return_ns);
 	json__uint(j, "return_runs", rt->return_runs);
+	json__uint(j, "loss_ns", rt->loss_ns);
+	json__uint(j, "loss_runs", rt->loss_runs);
+	json__uint(j, "node_ns", rt->node_ns);
+	json__uint(j, "node_runs", rt->node_runs);
+	json__uint(j, "step_ns", rt->step_ns);
+	json__uint(j, "step_runs", rt->step_runs);
+	json__uint(j, "scaler_ns", rt->scaler_ns);
+	json__uint(j, "scaler_runs", rt->scaler_runs);
 	json__object_end(j);
 }
 

@@ -189,6 +189,7 @@ class Env:
         self.trainers = trainers  # as seen inside the root
         self.torch_table = torch_table  # the layout table of its torch; None: any torch-*
         self.container = container
+        self.run_as = None  # a uid: trainers run as that user, without privileges (setpriv)
 
     def argv(self, *args):
         """A command that runs python with args in this environment."""
@@ -198,6 +199,9 @@ class Env:
             return ["unshare", "--mount", "sh", "-c", CONTAINER_SCRIPT, "sh", self.root, mnt,
                     self.python, *args]
         prefix = ["chroot", self.root] if self.root is not None else []
+        if self.run_as is not None:
+            prefix = ["setpriv", "--reuid=%d" % self.run_as, "--regid=%d" % self.run_as,
+                      "--clear-groups"] + prefix
         return prefix + [self.python, *args]
 
 
