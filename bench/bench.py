@@ -14,6 +14,13 @@ small CNN with SGD) in one long-lived process per model, and measures the median
                    detect_anomaly's
   detached         the same process after nanwatchd detached (must equal uninstrumented)
 
+Where each step's time goes, per model and mode: probe hits and what the step paid per hit
+beyond the programs' own run time (the trap), each BPF program's run time (--bpf-stats), the
+bytes scanned and the scan rate split into the copy alone and the test alone (stats.scan), the
+backward pass's node probe (gradient norms), sequence-counter reads, GPU requests and the
+daemon's CPU. Then a copy-rate sweep on this host (build/scanrate: every way BPF can copy user
+memory, by chunk size, on new and warm pages) and the read method nanwatchd picks here.
+
 Each round runs every mode once per model; the order rotates between rounds (nanwatch-* and
 detached stay together, in that order: "detached" means right after a detach). The table shows
 the median over rounds of each window's median step time, its ratio to uninstrumented, and the
@@ -568,9 +575,9 @@ def account_lines(label, s, d):
                                               d["loss_ns"] / 1e6, d["node_ns"] / 1e6,
                                               d["step_ns"] / 1e6, d["scaler_ns"] / 1e6,
                                               s.get("trap_us_per_hit", 0)))
-    out.append("  %s: scan (%s): all bytes %s, copies alone %s, test alone %s; %.0f copies/step "
-               "(%.0f by the task method); %.0f sequence-counter reads/step, %.0f GPU requests/"
-               "step" % (label, d.get("read_method") or "?", fmt_rate(d.get("all_scan_rate")),
+    out.append("  %s: scan (%s): all bytes %s, copies alone %s, test alone %s; %.0f output copies/"
+               "step, %.0f copies/step by the task method (gradients too); %.0f sequence-counter "
+               "reads/step, %.0f GPU requests/step" % (label, d.get("read_method") or "?", fmt_rate(d.get("all_scan_rate")),
                          fmt_rate(d.get("copy_rate")),
                          fmt_rate(test_rate(d.get("all_scan_rate"), d.get("copy_rate"))),
                          d["copies"], d["task_copies"], d["seq_reads"], d["gpu_requests"]))

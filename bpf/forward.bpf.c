@@ -129,6 +129,10 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	fill_stack(s, ts, depth);
 	s->deeper = ts->unchecked[depth] ? NW_FLAG_DEEPER : 0;
 	s->kid = ts->kid[depth];
+	if (depth > 0)
+		s->sib = ts->kid[(depth - 1) & (NW_MAX_DEPTH - 1)];
+	else
+		s->sib.impl = 0;
 	s->fp.impl = 0;
 	s->single = is_tensor(read_u64((__u64)ret + L.obj_type));
 	s->out_ok = 0;

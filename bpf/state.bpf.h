@@ -192,6 +192,7 @@ struct scratch {
 	struct tensor_info ti;
 	struct fingerprint fp;	/* of s->ti, when it has a grad_fn */
 	struct fingerprint kid; /* the returning call's last child's finite output */
+	struct fingerprint sib; /* ... and its previous sibling's: most often its input */
 	__u32 single;		/* the returning call's output is one tensor */
 	__u32 deeper;		/* NW_FLAG_DEEPER for this call's events, or 0 */
 	__u32 out_ok;		/* ... fingerprinted and finite */

@@ -76,3 +76,20 @@ def test_costs_grad(ctx):
     if st["rescans_avoided"]["tensors"] != facts["passes"]:
         raise Fail("rescans_avoided.tensors %d, want %d (one root return a pass)" % (
             st["rescans_avoided"]["tensors"], facts["passes"]))
+
+
+@environments(*HOST_ONLY)
+def test_costs_identity(ctx):
+    """An nn.Identity after each kid returns its input, its previous sibling's output, as it
+    got it: with a grad_fn to know it by, not scanned again (nor the root's return); without
+    one, every output is scanned once."""
+    st, facts = costs(ctx, "--grad", "--identity")
+    check_costs(st, facts)
+    want = facts["identities"] + facts["passes"]
+    if st["rescans_avoided"]["tensors"] != want:
+        raise Fail("rescans_avoided.tensors %d, want %d (each Identity's return and the root's)"
+                   % (st["rescans_avoided"]["tensors"], want))
+    st, facts = costs(ctx, "--identity")
+    check_costs(st, facts)
+    if st["rescans_avoided"]["tensors"]:
+        raise Fail("no grad_fn, yet %d outputs not scanned" % st["rescans_avoided"]["tensors"])

@@ -10,6 +10,8 @@ every Python frame entered is this file's.
              then the same
   --grad     the input requires grad (still no backward): outputs carry a grad_fn, so the
              root's return, its last kid's output as it is, is known and not scanned again
+  --identity an nn.Identity after each kid: it returns its input, the previous sibling's
+             output, as it is (known and not scanned again with --grad)
 
 facts: forward passes, module calls, module outputs (each kid's, and the root's: the last kid's output returned
 as it is), the bytes of one output.
@@ -32,31 +34,39 @@ class Scale(nn.Module):
 
 
 class Net(nn.Module):
-    def __init__(self):
+    def __init__(self, identity):
         super().__init__()
         self.kids = nn.ModuleList(Scale() for _ in range(KIDS))
+        self.same = nn.ModuleList(nn.Identity() for _ in range(KIDS if identity else 0))
+        # the calls in order, a plain list: no Python frame to walk it (probe hits stay the
+        # modules' own)
+        self.order = [m for i, kid in enumerate(self.kids)
+                      for m in ((kid, self.same[i]) if identity else (kid,))]
 
     def forward(self, x):
-        for kid in self.kids:
-            x = kid(x)
+        for m in self.order:
+            x = m(x)
         return x
 
 
 def main():
     torch.manual_seed(1234)
     torch.set_num_threads(1)
-    net = Net()
+    identity = "--identity" in sys.argv[1:]
+    net = Net(identity)
     x = torch.rand(ELEMS, requires_grad="--grad" in sys.argv[1:])
     if "--wait" in sys.argv[1:]:
         print("READY %d" % os.getpid(), flush=True)
         sys.stdin.readline()
+    calls = KIDS + len(net.same)
     total = 0.0
     with torch.set_grad_enabled("--grad" in sys.argv[1:]):
         for _ in range(PASSES):
             total += float(net(x)[0])
     print(json.dumps({"trace": {"sum": float.hex(total)},
-                      "facts": {"passes": PASSES, "module_calls": PASSES * (KIDS + 1),
-                                "outputs": PASSES * (KIDS + 1), "output_bytes": ELEMS * 4}}),
+                      "facts": {"passes": PASSES, "module_calls": PASSES * (calls + 1),
+                                "outputs": PASSES * (calls + 1), "identities": PASSES * len(net.same),
+                                "output_bytes": ELEMS * 4}}),
           flush=True)
     return 0
 
