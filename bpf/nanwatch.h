@@ -137,10 +137,11 @@ enum nw_counter {
 	NW_C_SCALER_SKIPS,    /* steps a gradient scaler skipped (bpf/scaler.bpf.c) */
 	NW_C_LOST_SCALER,     /* NW_EV_SCALER */
 	NW_C_COPY_NS,	      /* time in the timed copies of the scans (NW_C_COPY_BYTES) */
-	NW_C_COPY_BYTES,  /* their bytes: each tensor's first chunk, every chunk with stats on */
-	NW_C_TASK_COPIES, /* scan copies made with bpf_copy_from_user_task */
-	NW_C_BWD_SCAN_NS, /* time in the scan of the gradients in NW_C_BWD_BYTES */
-	NW_C_SEQ_READS,	  /* reads of the thread's autograd sequence counter (TLS) */
+	NW_C_COPY_BYTES,    /* their bytes: each tensor's first chunk, every chunk with stats on */
+	NW_C_TASK_COPIES,   /* scan copies made with bpf_copy_from_user_task */
+	NW_C_BWD_SCAN_NS,   /* time in the scan of the gradients in NW_C_BWD_BYTES */
+	NW_C_SEQ_READS,	    /* reads of the thread's autograd sequence counter (TLS) */
+	NW_C_SCRATCH_TAKEN, /* task copies whose scratch another program took while they slept */
 	NW_C_MAX,
 };
 

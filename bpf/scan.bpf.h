@@ -76,8 +76,23 @@ __noinline long copy_chunk(__u32 n, __u64 src, __u32 idx)
 	if (timed)
 		t0 = bpf_ktime_get_ns();
 	if (read_method != NW_READ_PROBE && c->task) {
+		__u64 addr = c->addr, bytes = c->bytes;
+
+		barrier_var(n); /* bounded where the verifier sees it, not only before a spill */
+		if (n > CHUNK_BYTES)
+			n = CHUNK_BYTES;
 		r = bpf_copy_from_user_task(s->buf, n, (void *)src, bpf_get_current_task_btf(), 0);
 		count(NW_C_TASK_COPIES, 1);
+		/*
+		 * It may have slept (a page walk's reschedule, a contended mmap lock): the CPU
+		 * stays, but another thread of the target may have run a program on it meanwhile
+		 * and taken the per-CPU scratch. Then this tensor counts as unreadable, never as
+		 * scanned with another's bytes or verdict.
+		 */
+		if (c->addr != addr || c->bytes != bytes) {
+			count(NW_C_SCRATCH_TAKEN, 1);
+			return -1;
+		}
 	} else {
 		r = bpf_probe_read_user(s->buf, n, (void *)src);
 	}

@@ -387,6 +387,7 @@ static void scan_rate_fields(struct json *j, const struct output_stats *s)
 	json__uint(j, "copy_ns", c[NW_C_COPY_NS]);
 	rate_field(j, "copy_gbps", c[NW_C_COPY_BYTES], c[NW_C_COPY_NS]);
 	json__uint(j, "task_copies", c[NW_C_TASK_COPIES]);
+	json__uint(j, "scratch_taken", c[NW_C_SCRATCH_TAKEN]);
 	json__object_end(j);
 }
 
