@@ -73,7 +73,7 @@ DETACH_TIMEOUT = 30
 READY_TIMEOUT = 300
 STEP_TIMEOUT = 30  # per step, generous: detect_anomaly and a slow daemon included
 
-# the default watch's cost on a quiet host (paired ratio); other modes within 1.10x
+# the default watch's cost on a quiet host (median ratio, as every mode's); others within 1.10x
 FULL_LIMIT = {"transformer": 1.03, "cnn": 1.05}
 LABELS = {"plain": "uninstrumented", "hooks": "hooks", "anomaly": "detect_anomaly"}
 NOBWD = "-nobwd"  # pseudo daemon mode suffixes: the same mode with --backward off, on
@@ -575,12 +575,13 @@ def account_lines(label, s, d):
                                               d["loss_ns"] / 1e6, d["node_ns"] / 1e6,
                                               d["step_ns"] / 1e6, d["scaler_ns"] / 1e6,
                                               s.get("trap_us_per_hit", 0)))
-    out.append("  %s: scan (%s): all bytes %s, copies alone %s, test alone %s; %.0f output copies/"
-               "step, %.0f copies/step by the task method (gradients too); %.0f sequence-counter "
-               "reads/step, %.0f GPU requests/step" % (label, d.get("read_method") or "?", fmt_rate(d.get("all_scan_rate")),
-                         fmt_rate(d.get("copy_rate")),
-                         fmt_rate(test_rate(d.get("all_scan_rate"), d.get("copy_rate"))),
-                         d["copies"], d["task_copies"], d["seq_reads"], d["gpu_requests"]))
+    scan, copy = d.get("all_scan_rate"), d.get("copy_rate")
+    out.append("  %s: scan (%s): all bytes %s, copies alone %s, test alone %s; %.0f output "
+               "copies/step, %.0f copies/step by the task method (gradients too); %.0f "
+               "sequence-counter reads/step, %.0f GPU requests/step"
+               % (label, d.get("read_method") or "?", fmt_rate(scan), fmt_rate(copy),
+                  fmt_rate(test_rate(scan, copy)), d["copies"], d["task_copies"],
+                  d["seq_reads"], d["gpu_requests"]))
     return out
 
 

@@ -20,6 +20,7 @@
 #include <linux/types.h>
 #include "nanwatch.h"
 #include "attach/readcal.h"
+#include "util/optval.h"
 
 #define MAX_TRIES 32
 
@@ -33,27 +34,6 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* One copy of a buffer in the given state; its rate in GB/s, or a negative errno. */
-static double one_copy(struct readcal *rc, int method, uint32_t chunk, size_t bytes, int warm)
-{
-	struct readcal_run r;
-	char *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	int err;
-
-	if (buf == MAP_FAILED)
-		return -errno;
-	memset(buf, 0x5a, bytes);
-	err = readcal__run(rc, method, chunk, buf, bytes, &r);
-	if (!err && warm) {
-		memset(buf, 0x3c, bytes); /* written again by the process, as a reused buffer is */
-		err = readcal__run(rc, method, chunk, buf, bytes, &r);
-	}
-	munmap(buf, bytes);
-	if (err)
-		return err;
-	return r.ns ? (double)r.bytes / r.ns : 0;
-}
-
 /* One line of the sweep: the median of tries copies by method, chunk bytes a call. */
 static int sweep_one(struct readcal *rc, int m, uint32_t chunk, size_t bytes, int tries, int warm)
 {
@@ -61,7 +41,7 @@ static int sweep_one(struct readcal *rc, int m, uint32_t chunk, size_t bytes, in
 	int i;
 
 	for (i = 0; i < tries; i++) {
-		rates[i] = one_copy(rc, m, chunk, bytes, warm);
+		rates[i] = readcal__rate(rc, m, chunk, bytes, warm);
 		if (rates[i] < 0) {
 			fprintf(stderr, "scanrate: failed to copy by %s: %s\n", method_names[m],
 				strerror((int)-rates[i]));
@@ -113,11 +93,6 @@ static int parse_args(int argc, char **argv, long *mib, long *tries)
 	return 0;
 }
 
-static const char *read_method_name(int m)
-{
-	return m == NW_READ_TASK ? "task" : m == NW_READ_ADAPTIVE ? "adaptive" : "probe";
-}
-
 int main(int argc, char **argv)
 {
 	struct readcal_choice ch;
@@ -141,7 +116,8 @@ int main(int argc, char **argv)
 	if (ret)
 		return 1;
 	readcal__choose(&ch);
-	printf("{\"choice\":\"%s\",\"task_ns_per_mib\":%llu,\"why\":\"%s\"}\n",
-	       read_method_name(ch.method), (unsigned long long)ch.task_ns_per_mib, ch.why);
+	printf("{\"choice\":\"%s\",\"task_ns_per_page\":%llu,\"why\":\"%s\"}\n",
+	       optval__read_method_name(ch.method), (unsigned long long)ch.task_ns_per_page,
+	       ch.why);
 	return 0;
 }

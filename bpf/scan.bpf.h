@@ -16,15 +16,6 @@
 
 #define SCAN_GRAD 2 /* scan_tensor(SCAN_GRAD): the fast pass, counted as a backward gradient */
 
-/*
- * Copy n bytes at src, chunk idx of s->c's tensor, into s->buf by the way read_method
- * says (global: verified once, whatever path calls it). Each tensor's
- * first chunk is timed (every chunk with time_copies): the copy's own rate in stats, and for
- * NW_READ_ADAPTIVE the choice for the rest of the tensor. A host where the kernel's first
- * touch of a new user page is dear copies a new tensor by probe at under 1 GB/s, by the
- * task method (the kernel's page walk and its own map of the pages) several times faster;
- * pages the kernel read before go faster by probe (daemon/attach/readcal.h).
- */
 struct anon_ctx {
 	__u64 addr, bytes;
 	__u32 ok;
@@ -53,6 +44,15 @@ static __always_inline __u32 tensor_anon(const struct scan_ctx *c)
 	return a.ok;
 }
 
+/*
+ * Copy n bytes at src, chunk idx of s->c's tensor, into s->buf by the way read_method says
+ * (global: verified once, whatever path calls it). Each pass's first chunk is timed (every
+ * chunk with time_copies): the copy's own rate in stats, and for NW_READ_ADAPTIVE the
+ * choice for the rest of the tensor. A host where the kernel's first
+ * touch of a new user page is dear copies a new tensor by probe at under 1 GB/s, by the
+ * task method (the kernel's page walk and its own map of the pages) several times faster;
+ * pages the kernel read before go faster by probe (daemon/attach/readcal.h).
+ */
 __noinline long copy_chunk(__u32 n, __u64 src, __u32 idx)
 {
 	struct scratch *s = get_scratch();
@@ -66,7 +66,6 @@ __noinline long copy_chunk(__u32 n, __u64 src, __u32 idx)
 	c = &s->c;
 	if (n > CHUNK_BYTES)
 		n = CHUNK_BYTES;
-
 	if (read_method != NW_READ_PROBE && idx == 0) {
 		c->anon = tensor_anon(c);
 		c->task = c->anon && read_method == NW_READ_TASK;
@@ -101,7 +100,7 @@ __noinline long copy_chunk(__u32 n, __u64 src, __u32 idx)
 	dt = bpf_ktime_get_ns() - t0;
 	count(NW_C_COPY_NS, dt);
 	count(NW_C_COPY_BYTES, n);
-	if (read_method == NW_READ_ADAPTIVE && idx == 0 && c->anon && !c->task && !r) {
+	if (read_method == NW_READ_ADAPTIVE && idx == 0 && c->anon && !c->task) {
 		/* the pages it touched, had the task method copied them instead */
 		pages = ((src & 4095) + n + 4095) / 4096;
 		read_slow = dt > task_ns_per_page * pages;

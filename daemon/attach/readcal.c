@@ -131,8 +131,9 @@ int readcal__sleepable(const struct readcal *rc)
 	return rc && rc->sleepable;
 }
 
-int readcal__run(struct readcal *rc, int method, uint32_t chunk, const void *buf, size_t len,
-		 struct readcal_run *out)
+/* One timed copy of len bytes at buf, chunk bytes a call, by method; *ns and *bytes its run. */
+static int copy_once(struct readcal *rc, int method, uint32_t chunk, const void *buf, size_t len,
+		     uint64_t *ns, uint64_t *bytes)
 {
 	struct nw_rc_run *r = &rc->skel->bss->run;
 
@@ -149,41 +150,43 @@ int readcal__run(struct readcal *rc, int method, uint32_t chunk, const void *buf
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!r->done)
 		return -EIO;
-	out->ns = r->ns;
-	out->bytes = r->bytes;
-	out->copies = r->copies;
-	out->errors = r->errors;
-	return out->errors ? -EFAULT : 0;
+	*ns = r->ns;
+	*bytes = r->bytes;
+	return r->errors ? -EFAULT : 0;
 }
 
-static double gbps(const struct readcal_run *r)
+double readcal__rate(struct readcal *rc, int method, uint32_t chunk, size_t bytes, int warm)
 {
-	return r->ns ? (double)r->bytes / r->ns : 0;
+	char *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t ns = 0, copied = 0;
+	int err;
+
+	if (buf == MAP_FAILED)
+		return -errno;
+	memset(buf, 0x5a, bytes); /* present, as a new tensor's pages are */
+	err = copy_once(rc, method, chunk, buf, bytes, &ns, &copied);
+	if (!err && warm) {
+		memset(buf, 0x3c, bytes); /* written again by the process, as a reused buffer is */
+		err = copy_once(rc, method, chunk, buf, bytes, &ns, &copied);
+	}
+	munmap(buf, bytes);
+	if (err)
+		return err;
+	return ns ? (double)copied / ns : 0;
 }
 
-/* Best rate of CAL_TRIES copies by method, each of CAL_BYTES just mapped (warm: read twice). */
+/* Best rate of CAL_TRIES copies by method, each of CAL_BYTES; 0 if one failed. */
 static double best_rate(struct readcal *rc, int method, int warm)
 {
-	double best = 0;
+	double best = 0, r;
 	int i;
 
 	for (i = 0; i < CAL_TRIES; i++) {
-		struct readcal_run r;
-		char *buf = mmap(NULL, CAL_BYTES, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		int err;
-
-		if (buf == MAP_FAILED)
+		r = readcal__rate(rc, method, CAL_CHUNK, CAL_BYTES, warm);
+		if (r < 0)
 			return 0;
-		memset(buf, 1, CAL_BYTES); /* present, as a new tensor's pages are */
-		err = readcal__run(rc, method, CAL_CHUNK, buf, CAL_BYTES, &r);
-		if (!err && warm)
-			err = readcal__run(rc, method, CAL_CHUNK, buf, CAL_BYTES, &r);
-		munmap(buf, CAL_BYTES);
-		if (err)
-			return 0;
-		if (gbps(&r) > best)
-			best = gbps(&r);
+		if (r > best)
+			best = r;
 	}
 	return best;
 }
@@ -207,7 +210,7 @@ static void measure(struct readcal_choice *c)
 		snprintf(c->why, sizeof(c->why), "no sleepable uprobes here: probe reads");
 		return;
 	}
-	c->task_ns_per_mib = (uint64_t)((1 << 20) / c->task_fresh_gbps);
+	c->task_ns_per_page = (uint64_t)(4096 / c->task_fresh_gbps);
 	if (c->probe_fresh_gbps >= c->task_fresh_gbps) {
 		snprintf(c->why, sizeof(c->why), "new pages: probe %.2f GB/s, task %.2f GB/s",
 			 c->probe_fresh_gbps, c->task_fresh_gbps);
@@ -231,9 +234,8 @@ static void choose_once(void)
 	libbpf_set_print(old);
 }
 
-int readcal__choose(struct readcal_choice *out)
+void readcal__choose(struct readcal_choice *out)
 {
 	pthread_once(&once, choose_once);
 	*out = chosen;
-	return 0;
 }

@@ -26,29 +26,29 @@ void readcal__close(struct readcal *rc); /* accepts NULL */
 /* The kernel runs sleepable uprobes: NW_RC_USER and NW_RC_TASK can be measured and used. */
 int readcal__sleepable(const struct readcal *rc);
 
-/* One timed copy of len bytes at buf, chunk bytes a call, by method. */
-struct readcal_run {
-	uint64_t ns, bytes, copies, errors;
-};
-int readcal__run(struct readcal *rc, int method, uint32_t chunk, const void *buf, size_t len,
-		 struct readcal_run *out);
+/*
+ * The rate in GB/s of one copy by method (enum nw_rc_method), chunk bytes a call, of bytes
+ * just mapped and written by this process, as a new tensor's pages are (warm: copied once
+ * before, then written again, as a reused buffer is); a negative errno if it failed.
+ */
+double readcal__rate(struct readcal *rc, int method, uint32_t chunk, size_t bytes, int warm);
 
 /* The choice for this host (enum nw_read_method), and what it rests on. */
 struct readcal_choice {
-	int method;		  /* enum nw_read_method */
-	uint64_t task_ns_per_mib; /* bpf_copy_from_user_task on new pages */
-	double probe_fresh_gbps;  /* bpf_probe_read_user on pages new to the kernel */
-	double probe_warm_gbps;	  /* ... on pages it read before */
-	double task_fresh_gbps;	  /* bpf_copy_from_user_task on new pages; 0: not offered */
+	int method;		   /* enum nw_read_method */
+	uint64_t task_ns_per_page; /* bpf_copy_from_user_task on new pages; 0: not offered */
+	double probe_fresh_gbps;   /* bpf_probe_read_user on pages new to the kernel */
+	double probe_warm_gbps;	   /* ... on pages it read before */
+	double task_fresh_gbps;	   /* bpf_copy_from_user_task on new pages; 0: not offered */
 	char why[160];
 };
 
 /*
  * Measure and choose: probe when it copies new pages at least as fast as the task method
  * (or that method is not offered), else adaptive. The result of the first call is kept for
- * the daemon's life (the host does not change); thread-safe. 0 or a negative errno, with
- * out->method NW_READ_PROBE and the reason in out->why on failure.
+ * the daemon's life (the host does not change); thread-safe. Where nothing can be measured
+ * the choice is NW_READ_PROBE, and out->why says why.
  */
-int readcal__choose(struct readcal_choice *out);
+void readcal__choose(struct readcal_choice *out);
 
 #endif /* __READCAL_H */

@@ -554,20 +554,6 @@ int output__attach(struct emitter *e, const struct output_attach *a)
 	return emit__end(e);
 }
 
-const char *output__read_method(int method)
-{
-	switch (method) {
-	case NW_READ_PROBE:
-		return "probe";
-	case NW_READ_TASK:
-		return "task";
-	case NW_READ_ADAPTIVE:
-		return "adaptive";
-	default:
-		return "unknown";
-	}
-}
-
 int output__detach(struct emitter *e, const struct output_detach *d)
 {
 	struct json *j = emit__begin(e, "detach", 0);

@@ -48,7 +48,7 @@ struct output_stats {
 	/* a gradient scaler's updates (0: none seen), skipped steps, the run now, its scale */
 	uint64_t scaler_updates, scaler_skipped, scaler_run;
 	double scaler_scale;	 /* NaN: not read */
-	const char *read_method; /* how scans copy the target's bytes (output__read_method) */
+	const char *read_method; /* how scans copy the target's bytes (util/optval.h's name) */
 };
 
 int output__stats(struct emitter *e, const struct output_stats *s);
@@ -79,9 +79,6 @@ struct output_attach {
 	const char *gpu, *gpu_message;
 	const char *read_method, *read_why; /* how scans copy bytes, and the measure behind it */
 };
-
-/* The name of an enum nw_read_method in event lines. */
-const char *output__read_method(int method);
 
 int output__attach(struct emitter *e, const struct output_attach *a);
 

@@ -276,8 +276,8 @@ static int open_probes(struct session *s, struct probe_opts *po, char *err, size
 	if (probe__read_method(s->p) != s->read.method) {
 		s->read.method = probe__read_method(s->p);
 		snprintf(s->read.why, sizeof(s->read.why), "no sleepable uprobes in this kernel");
-		s->x.read_method = output__read_method(s->read.method);
 	}
+	s->x.read_method = optval__read_method_name(s->read.method);
 	s->src[s->nsrc++] = (struct session_source){
 		.name = "bpf",
 		.poll = bpf_poll,
@@ -311,7 +311,7 @@ static int emit_attach(struct session *s)
 		.published_offsets = s->published,
 		.gpu = s->gpu_attach,
 		.gpu_message = s->gpu_message[0] ? s->gpu_message : NULL,
-		.read_method = output__read_method(s->read.method),
+		.read_method = s->x.read_method,
 		.read_why = s->read.why,
 	};
 
@@ -319,21 +319,22 @@ static int emit_attach(struct session *s)
 }
 
 /*
- * How scans copy the target's bytes: measured once per daemon (attach/readcal.h), or as the
- * options say (a method that needs sleepable programs, where the kernel has none, falls back
- * to the probe method when the programs load).
+ * How scans copy the target's bytes: measured once per daemon (attach/readcal.h) for auto
+ * and for adaptive (which needs the task method's cost), else as the options say (a method
+ * that needs sleepable programs, where the kernel has none, falls back to the probe method
+ * when the programs load: open_probes says so).
  */
 static void choose_read_method(struct session *s, struct probe_opts *po)
 {
-	readcal__choose(&s->read);
+	if (s->o.read_method == OPTVAL_READ_AUTO || s->o.read_method == NW_READ_ADAPTIVE)
+		readcal__choose(&s->read);
 	if (s->o.read_method != OPTVAL_READ_AUTO) {
 		s->read.method = s->o.read_method;
 		snprintf(s->read.why, sizeof(s->read.why), "set by the options");
 	}
 	po->read_method = s->read.method;
 	/* unmeasured (no sleepable uprobes): any positive cost keeps adaptive on the probe */
-	po->task_ns_per_page = s->read.task_ns_per_mib ? s->read.task_ns_per_mib / 256 : 1;
-	s->x.read_method = output__read_method(s->read.method);
+	po->task_ns_per_page = s->read.task_ns_per_page ? s->read.task_ns_per_page : 1;
 }
 
 int session__attach(struct session *s, struct sinks *out, char *err, size_t errlen)

@@ -119,16 +119,25 @@ int optval__mode(const char *name, const char *s, const char **out, char *why, s
 	return 0;
 }
 
+/* in the order of enum nw_read_method, after auto */
+static const char *const read_methods[] = {"auto", "probe", "task", "adaptive", NULL};
+
 int optval__read_method(const char *name, const char *s, int *out, char *why, size_t whylen)
 {
-	/* in the order of enum nw_read_method, after auto */
-	static const char *const methods[] = {"auto", "probe", "task", "adaptive", NULL};
-	int i = word(name, s, methods, "auto, probe, task or adaptive", why, whylen);
+	int i = word(name, s, read_methods, "auto, probe, task or adaptive", why, whylen);
 
 	if (i < 0)
 		return i;
 	*out = i - 1;
 	return 0;
+}
+
+const char *optval__read_method_name(int method)
+{
+	if (method < OPTVAL_READ_AUTO ||
+	    method + 1 >= (int)(sizeof(read_methods) / sizeof(read_methods[0])) - 1)
+		return "unknown";
+	return read_methods[method + 1];
 }
 
 int optval__backward(const char *name, const char *s, int *out, char *why, size_t whylen)

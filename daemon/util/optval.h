@@ -47,5 +47,7 @@ int optval__backward(const char *name, const char *s, int *out, char *why, size_
  */
 #define OPTVAL_READ_AUTO (-1)
 int optval__read_method(const char *name, const char *s, int *out, char *why, size_t whylen);
+/* The name the option and event lines give a value of that (OPTVAL_READ_AUTO: "auto"). */
+const char *optval__read_method_name(int method);
 
 #endif /* __OPTVAL_H */

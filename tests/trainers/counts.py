@@ -14,7 +14,7 @@ every Python frame entered is this file's.
              output, as it is (known and not scanned again with --grad)
 
 facts: forward passes, module calls, module outputs (each kid's, and the root's: the last kid's output returned
-as it is), the bytes of one output.
+as it is), the Identity returns (--identity), the bytes of one output.
 """
 import json
 import os
@@ -65,7 +65,8 @@ def main():
             total += float(net(x)[0])
     print(json.dumps({"trace": {"sum": float.hex(total)},
                       "facts": {"passes": PASSES, "module_calls": PASSES * (calls + 1),
-                                "outputs": PASSES * (calls + 1), "identities": PASSES * len(net.same),
+                                "outputs": PASSES * (calls + 1),
+                                "identities": PASSES * len(net.same),
                                 "output_bytes": ELEMS * 4}}),
           flush=True)
     return 0
