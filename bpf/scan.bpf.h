@@ -66,12 +66,11 @@ __noinline long copy_chunk(__u32 n, __u64 src, __u32 idx)
 	c = &s->c;
 	if (n > CHUNK_BYTES)
 		n = CHUNK_BYTES;
-	if (read_method != NW_READ_PROBE && idx == 0) {
-		c->anon = tensor_anon(c);
-		c->task = c->anon && read_method == NW_READ_TASK;
-		if (c->anon && read_method == NW_READ_ADAPTIVE && read_slow)
-			c->task = ++read_tries % 16 != 0;
-	}
+	/* the mapping is looked up only where the task method would copy (a page walk a tensor) */
+	if (read_method != NW_READ_PROBE && idx == 0)
+		c->task = (read_method == NW_READ_TASK || (read_method == NW_READ_ADAPTIVE &&
+							   read_slow && ++read_tries % 16 != 0)) &&
+			  tensor_anon(c);
 	if (timed)
 		t0 = bpf_ktime_get_ns();
 	if (read_method != NW_READ_PROBE && c->task) {
@@ -100,11 +99,12 @@ __noinline long copy_chunk(__u32 n, __u64 src, __u32 idx)
 	dt = bpf_ktime_get_ns() - t0;
 	count(NW_C_COPY_NS, dt);
 	count(NW_C_COPY_BYTES, n);
-	if (read_method == NW_READ_ADAPTIVE && idx == 0 && c->anon && !c->task) {
+	if (read_method == NW_READ_ADAPTIVE && idx == 0 && !c->task) {
 		/* the pages it touched, had the task method copied them instead */
 		pages = ((src & 4095) + n + 4095) / 4096;
 		read_slow = dt > task_ns_per_page * pages;
-		c->task = read_slow;
+		/* the rest of the tensor by the task method, where there is a rest it may read */
+		c->task = read_slow && c->bytes > n && tensor_anon(c);
 	}
 	return r;
 }

@@ -177,8 +177,6 @@ struct scan_ctx {
 	__u32 size;   /* element size */
 	__u32 err;
 	__u32 task; /* the chunks left go by bpf_copy_from_user_task (read_method) */
-	__u32 anon; /* the tensor lies in one anonymous mapping: the task method may read it */
-	__u32 pad;
 };
 
 struct scratch {
