@@ -152,6 +152,112 @@ static long cap_chunk(__u32 idx, void *unused)
 	return 0;
 }
 
+/* The op walk needs the backward keys (--backward norms or on): Node.next_edges_, Edge. */
+static __always_inline int cap_ops_on(void)
+{
+	return BL.edge_size >= 16 && BL.edge_size <= 32 && BL.node_next_edges >= 0;
+}
+
+/* A tensor argument of the call: the walk of its ops stops at its grad_fn (made before). */
+static __always_inline void cap_stop(struct cap_state *c, __u64 obj)
+{
+	__u64 node;
+
+	if (!cap_ops_on() || c->nstops >= CAP_STOPS)
+		return;
+	node = tensor_grad_fn(tensor_impl(obj), BL.impl_autograd_meta, BL.meta_grad_fn);
+	if (node)
+		c->stops[c->nstops++ & (CAP_STOPS - 1)] = node;
+}
+
+/* Edge j of the node being visited (in c->edges): its node joins the walk if it is new. */
+static long cap_op_edge(__u32 j, void *unused)
+{
+	struct cap_state *c = get_cap();
+	__u64 w, node;
+	__u32 i;
+
+	if (!c || j >= c->nedges)
+		return 1;
+	w = (j * c->esz) / 8;
+	if (w >= BWD_EDGES * 4)
+		return 1;
+	node = c->edges[w];
+	if (!node) {
+		c->partial = 1;
+		return 0;
+	}
+	if (read_u64(node) == BL.acc_vptr)
+		return 0;
+	for (i = 0; i < CAP_STOPS; i++)
+		if (i < c->nstops && c->stops[i] == node)
+			return 0;
+	for (i = 0; i < NW_CAP_OPS; i++)
+		if (i < c->nnodes && c->nodes[i] == node)
+			return 0;
+	if (c->nnodes >= NW_CAP_OPS) {
+		c->more = 1;
+		return 1;
+	}
+	c->nodes[c->nnodes++ & (NW_CAP_OPS - 1)] = node;
+	return 0;
+}
+
+/* Node idx of the walk: the nodes its edges lead to join it (breadth first). */
+static long cap_op_visit(__u32 idx, void *unused)
+{
+	struct cap_state *c = get_cap();
+	__u64 v[2] = {}, node, n, len;
+
+	if (!c || idx >= c->nnodes || idx >= NW_CAP_OPS)
+		return 1;
+	node = c->nodes[idx & (NW_CAP_OPS - 1)];
+	if (bpf_probe_read_user(v, sizeof(v), (void *)(node + BL.node_next_edges)) || v[1] < v[0])
+		return 0;
+	n = (v[1] - v[0]) / BL.edge_size;
+	if (n > BWD_EDGES)
+		n = BWD_EDGES;
+	len = n * BL.edge_size;
+	if (len > sizeof(c->edges))
+		len = sizeof(c->edges);
+	if (!n || bpf_probe_read_user(c->edges, len, (void *)v[0]))
+		return 0;
+	c->esz = BL.edge_size;
+	c->nedges = n;
+	bpf_loop(BWD_EDGES, cap_op_edge, NULL, 0);
+	return 0;
+}
+
+/*
+ * The autograd nodes between the bad output and the call's arguments, into e->ops: which
+ * operations the call ran (the diagnosis tests the mechanism, an exp, a log, a division,
+ * a cast, rather than the values alone). The graph is alive: the output is being returned.
+ */
+static __always_inline void cap_ops(__u64 out, struct nw_cap_end *e)
+{
+	struct cap_state *c = get_cap();
+	__u64 node;
+	__u32 i;
+
+	if (!c || !cap_ops_on())
+		return;
+	node = tensor_grad_fn(tensor_impl(out), BL.impl_autograd_meta, BL.meta_grad_fn);
+	for (i = 0; i < CAP_STOPS; i++)
+		if (i < c->nstops && c->stops[i] == node)
+			node = 0; /* returned as it came in: nothing of the call's own */
+	if (!node)
+		return;
+	c->nodes[0] = node;
+	c->nnodes = 1;
+	bpf_loop(NW_CAP_OPS, cap_op_visit, NULL, 0);
+	for (i = 0; i < NW_CAP_OPS; i++)
+		if (i < c->nnodes)
+			e->ops[i] = read_u64(c->nodes[i]);
+	e->nops = c->nnodes;
+	e->ops_more = c->more;
+	e->ops_partial = c->partial;
+}
+
 /*
  * Describe one object of the call (and copy its data when it is a tensor we can read);
  * key: a keyword argument's key (a str object), else 0.
@@ -177,10 +283,14 @@ __noinline int cap_tensor(__u64 obj, __u32 role, __u32 pos0, __u32 pos1, __u64 k
 	if (n > 0 && n < NW_KEY_LEN)
 		bpf_probe_read_user_str(c->d.key, NW_KEY_LEN, (void *)(key + L.unicode_ascii_data));
 	c->bytes = 0;
-	if (!obj || !is_tensor_obj(obj))
+	if (!obj || !is_tensor_obj(obj)) {
 		c->d.flags = NW_CAP_NOT_TENSOR;
-	else if (!cap_meta(obj))
-		c->bytes = c->d.bytes;
+	} else {
+		if (role == NW_CAP_INPUT || role == NW_CAP_KWARG)
+			cap_stop(c, obj);
+		if (!cap_meta(obj))
+			c->bytes = c->d.bytes;
+	}
 	d = bpf_ringbuf_reserve(&captures, sizeof(*d), 0);
 	if (!d) {
 		c->lost++;
@@ -245,7 +355,8 @@ __noinline int capture_layer(__u64 obj, __u32 idx0, __u32 idx1)
 
 	if (!s || !c || __sync_val_compare_and_swap(&capture_taken, 0, 1) != 0)
 		return 0;
-	__builtin_memset(c, 0, sizeof(*c));
+	__builtin_memset(c, 0, offsetof(struct cap_state, nnodes));
+	c->nnodes = c->nstops = c->more = c->partial = 0;
 	module = s->ev.module;
 	for (i = 0; i < MAX_ITEMS; i++) {
 		if (i >= s->nargs)
@@ -279,6 +390,7 @@ __noinline int capture_layer(__u64 obj, __u32 idx0, __u32 idx1)
 	e->truncated = c->truncated || c->lost;
 	e->index0 = idx0;
 	e->index1 = idx1;
+	cap_ops(obj, e);
 	type = read_u64(module + L.obj_type);
 	bpf_probe_read_user_str(e->class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));
 	bpf_ringbuf_submit(e, 0);

@@ -380,6 +380,7 @@ struct nw_grad {
  */
 #define NW_CAP_CHUNK 8192     /* data bytes per record */
 #define NW_CAP_MAX_TENSORS 40 /* tensors described per capture */
+#define NW_CAP_OPS 16	      /* autograd nodes of the captured call named (nw_cap_end.ops) */
 #define NW_NO_SCALAR 0xffff   /* nw_cap_tensor.scalar_type: not a tensor */
 
 enum nw_cap_role {
@@ -441,8 +442,18 @@ struct nw_cap_end {
 	__u32 lost;	 /* records the ring buffer had no room for */
 	__u8 index0;	 /* the output tensor that went bad: output[index0][index1] */
 	__u8 index1;
-	__u8 pad[6];
+	__u8 ops_more;	  /* the walk stopped at NW_CAP_OPS nodes with more to see */
+	__u8 ops_partial; /* a node had an input that needs no gradient: ops on it left no node */
+	__u32 nops;
 	char class_name[NW_NAME_LEN];
+	/*
+	 * The operations the call ran on its way to the bad output: the vtable pointers of the
+	 * autograd nodes reachable from the output's grad_fn, breadth first (the output's own
+	 * node first), not going past the grad_fns of the call's tensor arguments (made before
+	 * it) nor into AccumulateGrad (a parameter). Empty without autograd (no_grad, eval). Ops
+	 * on tensors that need no gradient (the batch itself, in a first layer) leave no node.
+	 */
+	__u64 ops[NW_CAP_OPS];
 };
 
 /*

@@ -22,6 +22,7 @@
 
 #define BWD_RING 64  /* nodes remembered per thread to find a producer */
 #define BWD_EDGES 16 /* edges of one candidate producer looked at */
+#define CAP_STOPS 16 /* tensor arguments whose grad_fn ends the capture's op walk */
 
 enum code_kind {
 	CODE_OTHER = 0,
@@ -210,6 +211,15 @@ struct cap_state {
 	__u32 lost;
 	__u32 truncated;
 	__u32 pad;
+	/* the op walk (capture.bpf.h's cap_ops); past the part a capture clears */
+	__u32 nnodes; /* nodes found so far, breadth first */
+	__u32 nstops;
+	__u32 more;
+	__u32 partial; /* an edge to nothing: an input that needs no gradient */
+	__u64 esz, nedges;
+	__u64 nodes[NW_CAP_OPS];
+	__u64 stops[CAP_STOPS]; /* grad_fns of the call's tensor arguments */
+	__u64 edges[BWD_EDGES * 4];
 };
 
 /* forward module whose output carried a grad_fn */

@@ -196,6 +196,10 @@ static void take_facts(struct capture *c, const struct nw_cap_end *e)
 	x->module = e->module;
 	x->root = e->root;
 	x->iteration = e->iteration;
+	for (i = 0; i < NW_CAP_OPS && i < EVIDENCE_MAX_OPS && (uint32_t)i < e->nops; i++)
+		x->op_vptr[x->nops++] = e->ops[i];
+	x->ops_more = e->ops_more || (e->nops > EVIDENCE_MAX_OPS);
+	x->ops_partial = e->ops_partial;
 	if (l && c->o.remote) {
 		pyobject__list_dict(c->o.remote, e->module, "_parameters", NULL, &l[0]);
 		pyobject__list_dict(c->o.remote, e->module, "_buffers", NULL, &l[1]);

@@ -610,6 +610,79 @@ static const struct evidence_facts *facts_of(const struct diag *d, const struct 
 	return &d->facts;
 }
 
+/*
+ * The operations of the call (its autograd nodes, from the output back), in sets by what they
+ * can do to finite values. Without autograd (no_grad, eval) none are known, and the rules
+ * judge by the values alone.
+ */
+static const char *const exp_ops[] = {"exp", "exp2", "expm1", "sinh", "cosh", NULL};
+static const char *const log_ops[] = {"log", "log2", "log10", "log1p", NULL};
+/* exact zeros out of finite values: a probability, or an exp of a very negative number */
+static const char *const underflow_ops[] = {"softmax", "exp", "exp2", "sigmoid", NULL};
+static const char *const div_ops[] = {"div", "reciprocal", "rsqrt", NULL};
+/* NaN or Inf outside a domain: sqrt, log, fractional powers of negatives, acos of 2 */
+static const char *const domain_ops[] = {"sqrt", "rsqrt", "log",  "log2",  "log10", "log1p",
+					 "pow",	 "acos",  "asin", "atanh", "acosh", NULL};
+/* a division by a spread: 0 for a constant feature */
+static const char *const spread_ops[] = {"std",
+					 "var",
+					 "std_mean",
+					 "var_mean",
+					 "native_layer_norm",
+					 "native_batch_norm",
+					 "native_group_norm",
+					 NULL};
+static const char *const mask_ops[] = {"masked_fill", NULL};
+static const char *const softmax_ops[] = {"softmax", NULL};
+
+static int ops_known(const struct evidence_facts *x)
+{
+	return x && x->nops > 0;
+}
+
+/* Every op of the call is in the list: an op missing from it did not run. */
+static int ops_whole(const struct evidence_facts *x)
+{
+	return ops_known(x) && !x->ops_partial && !x->ops_more;
+}
+
+/* Index of an op of set farther from the output than index after (its input side), -1 if none. */
+static int op_before(const struct evidence_facts *x, const char *const *set, int after)
+{
+	int i, j;
+
+	for (i = after + 1; x && i < x->nops && i < EVIDENCE_MAX_OPS; i++)
+		for (j = 0; set[j]; j++)
+			if (!strcmp(x->ops[i], set[j]))
+				return i;
+	return -1;
+}
+
+/* Index of the call's first op (nearest the output) in set, -1 if none. */
+static int op_in(const struct evidence_facts *x, const char *const *set)
+{
+	return op_before(x, set, -1);
+}
+
+/* "operations of X, from its output back: log, gather, softmax" */
+static void ops_evidence(const struct diag_anomaly *a, const struct evidence_facts *x,
+			 struct diagnosis *g)
+{
+	struct listing l;
+	int i;
+
+	if (!ops_known(x))
+		return;
+	list_begin(&l, "operations of %s, from its output back (autograd):", name(a->layer));
+	for (i = 0; i < x->nops && i < EVIDENCE_MAX_OPS; i++)
+		list_add(&l, " %s", x->ops[i][0] ? x->ops[i] : "?");
+	if (x->ops_more)
+		list_add(&l, " ...");
+	if (x->ops_partial)
+		list_add(&l, " and ops on tensors that need no gradient (no node)");
+	list_send(&l, g);
+}
+
 /* What the tensors the layer received say, one pointer per fact (the first that shows it). */
 struct signs {
 	const struct tensor_facts *exp;		  /* a value above exp's overflow threshold */
@@ -621,7 +694,9 @@ struct signs {
 	const struct tensor_facts *rare_negative; /* a parameter or buffer mostly >= 0 */
 	const struct tensor_facts *prob_zeros;	  /* zeros in rows that are all distributions */
 	const struct tensor_facts *other_zeros;	  /* zeros in a tensor that is not one */
-	int n;					  /* tensors with facts */
+	const struct tensor_facts *const_cols;	  /* a feature constant across the rows */
+	const struct tensor_facts *mask_zero_rows; /* a 0/1 mask with rows all 0 */
+	int n;					   /* tensors with facts */
 };
 
 static void read_signs(const struct evidence_facts *x, struct signs *s)
@@ -650,6 +725,10 @@ static void read_signs(const struct evidence_facts *x, struct signs *s)
 			s->zero_rows = t;
 		if (in && t->const_rows && !s->const_rows)
 			s->const_rows = t;
+		if (in && flt && t->const_cols && !s->const_cols)
+			s->const_cols = t;
+		if (in && t->kind == EVIDENCE_BOOL && t->zero_rows && !s->mask_zero_rows)
+			s->mask_zero_rows = t;
 		/* a -Inf mask row counts in a buffer too (a registered mask is not checked) */
 		if (((in && t->true_rows) || t->neginf_rows) && !s->masked)
 			s->masked = t;
@@ -762,27 +841,66 @@ static void verdict_log(const struct signs *s, int facts, struct diagnosis *g)
 	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
 }
 
-/* Output with ±Inf from finite inputs: an exp past its threshold, or a division by 0. */
-static int rule_inf(const struct diag_anomaly *a, const struct signs *s, struct diagnosis *g)
+/*
+ * The call's ops are all known and none is an exp: a value above exp's threshold is no sign
+ * of an exp overflow (a logit, a reading, a sum of squares are often that large).
+ */
+static void no_exp_taken(const struct evidence_facts *x, struct signs *s, struct diagnosis *g)
 {
-	int only_pos = a->posinf && !a->neginf;
-	int exp_n = !!s->exp + (s->exp && only_pos) + (a->finite_max_abs > NEAR_OVERFLOW);
-	/* zero rows hold zeros: the two count once unless they are in different tensors */
-	int div_n =
-		!!s->zeros + (s->zero_rows && s->zero_rows != s->zeros) + (a->posinf && a->neginf);
-	/*
-	 * a zero, and it is a probability: the argument of a log in a likelihood; a zero in
-	 * another tensor, or Inf of both signs (log(0) has one), counts for the division
-	 */
-	int log_n = s->prob_zeros ? 2 : 0;
+	if (!s->exp || !ops_whole(x) || op_in(x, exp_ops) >= 0)
+		return;
+	evidence(g, "%s%s reaches %.4g, above exp's overflow threshold, but the call takes no exp",
+		 role_of(s->exp), s->exp->name, s->exp->max);
+	s->exp = NULL;
+}
 
-	div_n += s->prob_zeros && s->other_zeros;
+/* A log of what an op of the call made: a probability or an exp that underflowed to 0. */
+static void verdict_underflow_log(const struct diag_anomaly *a, const struct evidence_facts *x,
+				  int log_at, int under_at, struct diagnosis *g)
+{
+	evidence(g,
+		 "%s takes %s of what %s made: a probability that underflowed to 0 (a logit "
+		 "far below its row's maximum) gives log(0) = -Inf",
+		 name(a->layer), x->ops[log_at], x->ops[under_at]);
+	conclude(g, "loss_log_zero", agree(2, 0));
+	fix(g, "compute log-probabilities with log_softmax (or F.cross_entropy / F.nll_loss) "
+	       "instead of log(softmax(x))");
+	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
+}
+
+/* Output with ±Inf from finite inputs: an exp past its threshold, or a division by 0. */
+static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x, struct signs *s,
+		    struct diagnosis *g)
+{
+	int known = ops_known(x), e_op = op_in(x, exp_ops), l_op = op_in(x, log_ops);
+	int d_op = op_in(x, div_ops), u_op = l_op >= 0 ? op_before(x, underflow_ops, l_op) : -1;
+	int only_pos = a->posinf && !a->neginf;
+	int exp_n, div_n, log_n;
 
 	if (!(a->posinf + a->neginf))
 		return 0;
 	out_counts(a, g);
+	ops_evidence(a, x, g);
+	no_exp_taken(x, s, g);
+	exp_n = !!s->exp + (s->exp && only_pos) + (a->finite_max_abs > NEAR_OVERFLOW) +
+		(s->exp && e_op >= 0);
+	/* zero rows hold zeros: the two count once unless they are in different tensors */
+	div_n = !!s->zeros + (s->zero_rows && s->zero_rows != s->zeros) + (a->posinf && a->neginf) +
+		(known && d_op >= 0 && (s->zeros || s->zero_rows));
+	/*
+	 * a zero, and it is a probability: the argument of a log in a likelihood; a zero in
+	 * another tensor, or Inf of both signs (log(0) has one), counts for the division
+	 */
+	log_n = s->prob_zeros ? 2 + (l_op >= 0) : 0;
+	div_n += s->prob_zeros && s->other_zeros;
+	if (ops_whole(x) && s->prob_zeros && l_op < 0 && d_op >= 0)
+		log_n = 0; /* no log among the ops: the probability divides */
 	if (s->exp && exp_n > div_n && exp_n > log_n) {
 		verdict_exp(a, s, exp_n, g);
+		return 1;
+	}
+	if (!s->prob_zeros && !s->zeros && u_op >= 0) {
+		verdict_underflow_log(a, x, l_op, u_op, g);
 		return 1;
 	}
 	if (log_n > div_n) {
@@ -791,6 +909,25 @@ static int rule_inf(const struct diag_anomaly *a, const struct signs *s, struct 
 	}
 	if (s->zeros || s->zero_rows) {
 		verdict_div(a, s, div_n, g);
+		return 1;
+	}
+	if (e_op >= 0 || d_op >= 0) {
+		evidence(g,
+			 "no input, parameter or buffer holds a zero or a value above exp's "
+			 "threshold: the %s's operand came from inside the call (or from outside "
+			 "the captured tensors: a Python number, a global)",
+			 x->ops[e_op >= 0 ? e_op : d_op]);
+		if (e_op >= 0) {
+			conclude(g, "exp_overflow", agree(1, 0));
+			fix(g,
+			    "subtract the row maximum before exp (as torch.softmax does), or use "
+			    "logsumexp");
+			fix(g, "clamp the exponent: torch.exp(x.clamp(max=80))");
+		} else {
+			conclude(g, "division_by_zero", agree(1, 0));
+			fix(g, "add an epsilon to the denominator, or clamp it away from 0 "
+			       "(x / n.clamp_min(1e-12))");
+		}
 		return 1;
 	}
 	evidence(g,
@@ -802,25 +939,184 @@ static int rule_inf(const struct diag_anomaly *a, const struct signs *s, struct 
 	return 1;
 }
 
-/* Output with NaN (and no Inf) from finite inputs. */
-static int rule_nan(const struct diag_anomaly *a, const struct signs *s, struct diagnosis *g)
+/* Rows of a mask or of scores with every position masked; ops: the mask is filled into a
+ * softmax's scores by the call (a second fact). */
+static void verdict_masked(const struct diag_anomaly *a, const struct signs *s, int ops,
+			   struct diagnosis *g)
 {
-	out_counts(a, g);
-	if (s->masked) {
+	if (s->masked)
 		rows_fact(s->masked,
 			  s->masked->true_rows ? s->masked->true_rows : s->masked->neginf_rows,
 			  s->masked->true_rows ? "all true (every position masked)" : "all -Inf",
 			  g);
-		conclude(g, "attention_fully_masked", agree(1, named(a, "Attention", "Attn")));
-		fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
-		fix(g, "mask with a large negative finite value instead of -inf");
+	if (s->mask_zero_rows)
+		rows_fact(s->mask_zero_rows, s->mask_zero_rows->zero_rows,
+			  "all 0 (every position masked where 0 masks)", g);
+	conclude(g, "attention_fully_masked", agree(1 + ops, named(a, "Attention", "Attn")));
+	fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
+	fix(g, "mask with a large negative finite value instead of -inf");
+}
+
+/*
+ * NaN from finite inputs, by the ops the call ran (known only with autograd): a division by
+ * a spread, a log of a zero probability, an op outside its domain, a 0/0.
+ */
+static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_facts *x,
+			const struct signs *s, struct diagnosis *g)
+{
+	int sp = op_in(x, spread_ops), lg = op_in(x, log_ops), dm = op_in(x, domain_ops);
+	int dv = op_in(x, div_ops), i;
+	const struct tensor_facts *bad_var = NULL;
+	int sub = dm >= 0 ? op_before(x, (const char *const[]){"sub", "rsub", NULL}, dm) : -1;
+
+	if (!ops_known(x))
+		return 0;
+	/* torch's norms keep their statistics as buffers: running_var, running_mean */
+	for (i = 0; i < x->n; i++)
+		if (x->t[i].role == EVIDENCE_BUFFER && x->t[i].negatives &&
+		    strstr(x->t[i].name, "var"))
+			bad_var = &x->t[i];
+	/* a norm over a running variance gone negative takes sqrt of it: a domain */
+	if (sp >= 0 && (bad_var || s->rare_negative)) {
+		if (!bad_var)
+			bad_var = s->rare_negative;
+		evidence(g, "%s%s holds %llu negative values (min %.4g), where a variance is kept",
+			 role_of(bad_var), bad_var->name, (unsigned long long)bad_var->negatives,
+			 bad_var->min);
+		evidence(g, "%s takes the square root of a variance: of a negative one it is NaN",
+			 x->ops[sp]);
+		conclude(g, "invalid_domain", agree(2, 0));
+		fix(g, "clamp the argument into the op's domain (x.clamp_min(0) before sqrt, "
+		       "x.clamp_min(1e-12) before log)");
+		fix(g, "look for what wrote the negative values into the statistics (a bad update "
+		       "or load of the buffers)");
 		return 1;
 	}
+	if (sp >= 0) {
+		if (s->const_cols)
+			evidence(g,
+				 "%s%s (%s): %llu of its %llu features (last dimension) are the "
+				 "same in every row",
+				 role_of(s->const_cols), s->const_cols->name, s->const_cols->dtype,
+				 (unsigned long long)s->const_cols->const_cols,
+				 (unsigned long long)s->const_cols->row_len);
+		evidence(g,
+			 "the call divides by a spread (%s): over values that are all equal it is "
+			 "0, and 0/0 is NaN",
+			 x->ops[sp]);
+		conclude(g, "norm_zero_variance",
+			 agree(1 + !!s->const_cols, named(a, "Norm", "Standard")));
+		fix(g, "add an epsilon to the variance (x.std(dim) + 1e-5, eps=1e-5 in a norm)");
+		fix(g, "look for features or rows that are constant across what the norm "
+		       "reduces over (a batch of one class, padding)");
+		return 1;
+	}
+	if (lg >= 0 && s->prob_zeros) {
+		verdict_log(s, 2, g);
+		evidence(g, "0 * log(0) is NaN");
+		return 1;
+	}
+	if (dm >= 0) {
+		if (s->negative)
+			evidence(g, "negative values reach it (%s%s: %llu of %llu, min %.4g)",
+				 role_of(s->negative), s->negative->name,
+				 (unsigned long long)s->negative->negatives,
+				 (unsigned long long)s->negative->numel, s->negative->min);
+		if (sub > dm)
+			evidence(
+				g,
+				"%s's argument comes from a subtraction (%s) made inside the call: "
+				"a difference of close large values can round below 0",
+				x->ops[dm], x->ops[sub]);
+		evidence(g,
+			 "%s of a value outside its domain (a negative under a sqrt or log, a "
+			 "fractional power of a negative) is NaN",
+			 x->ops[dm]);
+		conclude(g, "invalid_domain", agree(1 + (s->negative || sub >= 0), 0));
+		fix(g, "clamp the argument into the op's domain (x.clamp_min(0) before sqrt, "
+		       "x.clamp_min(1e-12) before log)");
+		if (sub >= 0)
+			fix(g, "compute a variance as the mean of squared deviations ((x - "
+			       "x.mean()) ** 2).mean(), or torch.var, not E[x^2] - E[x]^2");
+		return 1;
+	}
+	if (dv >= 0) {
+		evidence(g,
+			 "the call divides (%s) by a value it made itself: 0/0 (a sum or count "
+			 "over nothing) is NaN",
+			 x->ops[dv]);
+		/* ops on tensors that need no gradient are not seen: one may have made the NaN */
+		conclude(g, "division_by_zero", agree(ops_whole(x), 0));
+		fix(g, "add an epsilon to the denominator, or clamp it away from 0 (x / "
+		       "n.clamp_min(1))");
+		fix(g,
+		    "look for empty groups (a class missing from the batch, an all-padding row)");
+		return 1;
+	}
+	if (s->prob_zeros) {
+		verdict_log(s, 1, g);
+		evidence(g, "0 * log(0) is NaN; a log of a tensor that needs no gradient leaves no "
+			    "autograd node");
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * All-zero rows into a call that divides by a spread or a root mean square (sqrt or rsqrt of
+ * a mean): the 0/0 is a norm's zero variance, as the replay calls it from the same ops.
+ */
+static int rule_zero_spread(const struct diag_anomaly *a, const struct evidence_facts *x,
+			    const struct signs *s, struct diagnosis *g)
+{
+	int sp = op_in(x, spread_ops),
+	    root = op_in(x, (const char *const[]){"sqrt", "rsqrt", NULL});
+	int mean = root >= 0 ? op_before(x, (const char *const[]){"mean", NULL}, root) : -1;
+
+	if (op_in(x, div_ops) < 0 || (sp < 0 && mean < 0))
+		return 0;
+	rows_fact(s->zero_rows, s->zero_rows->zero_rows, "all zero", g);
+	if (sp >= 0)
+		evidence(g,
+			 "the call divides by a spread (%s): 0 over an all-zero row, and 0/0 is "
+			 "NaN",
+			 x->ops[sp]);
+	else
+		evidence(g,
+			 "the call divides by a root mean square (%s of a %s): 0 over an all-zero "
+			 "row, and 0/0 is NaN",
+			 x->ops[root], x->ops[mean]);
+	conclude(g, "norm_zero_variance", agree(2, named(a, "Norm", NULL)));
+	fix(g, "add an epsilon inside the norm (x.pow(2).mean(-1, keepdim=True) + 1e-6 under the "
+	       "sqrt, eps=1e-5 in a norm)");
+	fix(g, "look for empty or all-padding rows reaching this layer");
+	return 1;
+}
+
+/* Output with NaN (and no Inf) from finite inputs. */
+static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x, struct signs *s,
+		    struct diagnosis *g)
+{
+	out_counts(a, g);
+	ops_evidence(a, x, g);
+	if (op_in(x, mask_ops) >= 0 && op_in(x, softmax_ops) >= 0 &&
+	    (s->masked || s->mask_zero_rows)) {
+		evidence(g, "the call fills a mask into the scores (masked_fill) before a softmax");
+		verdict_masked(a, s, 1, g);
+		return 1;
+	}
+	if (s->masked) {
+		verdict_masked(a, s, 0, g);
+		return 1;
+	}
+	no_exp_taken(x, s, g);
 	if (s->exp) {
 		evidence(g, "exp of it is +Inf, and Inf/Inf or Inf-Inf after it is NaN");
-		verdict_exp(a, s, 1, g);
+		verdict_exp(a, s, 1 + (op_in(x, exp_ops) >= 0), g);
 		return 1;
 	}
+	if (s->zero_rows && rule_zero_spread(a, x, s, g))
+		return 1;
 	if (s->zero_rows) {
 		verdict_div(a, s, 1 + (s->zeros && s->zeros != s->zero_rows), g);
 		return 1;
@@ -834,7 +1130,7 @@ static int rule_nan(const struct diag_anomaly *a, const struct signs *s, struct 
 		fix(g, "look for constant or all-zero rows (padding) reaching the norm");
 		return 1;
 	}
-	return 0;
+	return rule_nan_ops(a, x, s, g);
 }
 
 /* Only weak facts: negatives (sqrt/log of them), or a class name with nothing against it. */
@@ -912,7 +1208,7 @@ static int rule_values(const struct diag *d, const struct diag_anomaly *a, struc
 	read_signs(x, &s);
 	if (!s.n)
 		return 0;
-	if (rule_inf(a, &s, g) || rule_nan(a, &s, g) || rule_weak(a, &s, g))
+	if (rule_inf(a, x, &s, g) || rule_nan(a, x, &s, g) || rule_weak(a, &s, g))
 		return 1;
 	evidence(g,
 		 "none of its %d captured tensors holds a zero, a negative, a value above "
@@ -920,6 +1216,56 @@ static int rule_values(const struct diag *d, const struct diag_anomaly *a, struc
 		 s.n);
 	conclude(g, "unknown", 0.25);
 	fix(g, "replay the capture with nanwatch-repro --explain to find the operation");
+	return 1;
+}
+
+/*
+ * A cast to a narrower float type (the op that made the output is to_copy) of a finite value
+ * beyond that type's range: the cast is the overflow, whatever grew the value (the data, or
+ * updates: a diverging loss is said beside it).
+ */
+static int rule_cast(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const struct evidence_facts *x = facts_of(d, a);
+	const struct tensor_facts *big = NULL;
+	double max;
+	int i, start, end;
+
+	if (!a->phase || strcmp(a->phase, "forward") || a->inputs_finite != 1 ||
+	    !(a->posinf + a->neginf) || !ops_known(x) || strcmp(x->ops[0], "to_copy"))
+		return 0;
+	if (!strcmp(a->dtype, "float16"))
+		max = dtype__max(NW_DT_F16);
+	else if (!strcmp(a->dtype, "bfloat16"))
+		max = dtype__max(NW_DT_BF16);
+	else
+		return 0;
+	for (i = 0; i < x->n; i++) {
+		const struct tensor_facts *t = &x->t[i];
+
+		if (t->role == EVIDENCE_INPUT && t->kind == EVIDENCE_FLOAT && t->has_finite &&
+		    t->max_abs > max && (!big || t->max_abs > big->max_abs))
+			big = t;
+	}
+	if (!big)
+		return 0;
+	out_counts(a, g);
+	ops_evidence(a, x, g);
+	evidence(g,
+		 "%s casts %s (%s, largest |value| %.4g) to %s, whose largest finite value is "
+		 "%g: the cast makes it Inf",
+		 name(a->layer), big->name, big->dtype, big->max_abs, a->dtype, max);
+	start = diverging(d, a->iteration, &end);
+	if (start >= 0)
+		evidence(g,
+			 "the loss rose from %.3g at step %llu to %.3g at step %llu: the cast's "
+			 "input grew with it (the data or the updates)",
+			 loss_at(d, start)->value, (unsigned long long)loss_at(d, start)->step,
+			 loss_at(d, end)->value, (unsigned long long)loss_at(d, end)->step);
+	conclude(g, "fp16_overflow", agree(2, 0));
+	fix(g, "keep this tensor in float32 (no cast to a narrower type, or exclude the op "
+	       "from autocast)");
+	fix(g, "find what grows the cast's input (scale the data, normalise before the cast)");
 	return 1;
 }
 
@@ -1066,8 +1412,8 @@ static int conclude_rules(struct diag *d, struct diagnosis *out)
 	d->done = 1;
 	out->origin_step = -1;
 	trend(d, out);
-	if (rule_input(d, out) || rule_lr(d, a, out) || rule_loss(d, a, out) ||
-	    rule_backward(a, out) || rule_params(d, a, out))
+	if (rule_input(d, out) || rule_cast(d, a, out) || rule_lr(d, a, out) ||
+	    rule_loss(d, a, out) || rule_backward(a, out) || rule_params(d, a, out))
 		return 0;
 	if (d->top_only) {
 		evidence(out,

@@ -133,6 +133,31 @@ static void end_row(struct tensor_facts *f, const struct row *r, uint64_t len, d
 		f->true_rows++;
 }
 
+/*
+ * Columns (one index of the last dimension) whose value is the same finite one in every row:
+ * a feature constant across the samples, whose spread over the batch is 0.
+ */
+static uint64_t const_columns(const unsigned char *data, const struct elem *e, uint64_t rows,
+			      uint64_t len)
+{
+	uint64_t j, i, n = 0;
+
+	if (e->kind != EVIDENCE_FLOAT || rows < 2)
+		return 0;
+	for (j = 0; j < len; j++) {
+		double first = nw_bits_to_double(bits_at(data + j * e->size, e->size), e->nw);
+
+		if (!isfinite(first))
+			continue;
+		for (i = 1; i < rows; i++)
+			if (nw_bits_to_double(bits_at(data + (i * len + j) * e->size, e->size),
+					      e->nw) != first)
+				break;
+		n += i == rows;
+	}
+	return n;
+}
+
 int evidence__scan(const void *data, uint64_t bytes, const char *dtype, const __u64 *shape,
 		   uint32_t ndim, struct tensor_facts *f)
 {
@@ -167,5 +192,7 @@ int evidence__scan(const void *data, uint64_t bytes, const char *dtype, const __
 		}
 		end_row(f, &r, f->row_len, e->eps);
 	}
+	if (ndim >= 2)
+		f->const_cols = const_columns(data, e, f->rows, f->row_len);
 	return 0;
 }

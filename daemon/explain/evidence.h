@@ -44,13 +44,31 @@ struct tensor_facts {
 	uint64_t neginf_rows; /* every value -Inf */
 	uint64_t true_rows;   /* kind bool: every value true (a key_padding_mask masking all) */
 	uint64_t prob_rows;   /* longer than 1, values in [0, 1] summing to 1 (a distribution) */
+	/* 2 or more dimensions, 2 or more rows: indices of the last dimension whose value is
+	 * the same finite one in every row (a feature constant across the batch) */
+	uint64_t const_cols;
 };
+
+#define EVIDENCE_MAX_OPS 16 /* NW_CAP_OPS */
+#define EVIDENCE_OP_LEN 32
 
 struct evidence_facts {
 	uint64_t module, root; /* the captured call's module object and its root */
 	uint64_t iteration;
 	int n;
 	struct tensor_facts t[EVIDENCE_MAX_TENSORS];
+	/*
+	 * The operations the call ran on its way to the bad output: the autograd nodes from its
+	 * output back to its arguments, breadth first (the op that made the output first), as
+	 * aten names ("log", "softmax", "to_copy"; "" for a node of a class not known). nops 0:
+	 * none seen (no autograd: no_grad, eval, or the backward keys not known). ops_more: the
+	 * walk stopped at EVIDENCE_MAX_OPS nodes with more to see. ops_partial: a tensor that
+	 * needs no gradient (the batch, in a first layer) entered the graph: ops on it made no
+	 * node, so an op missing from the list may still have run.
+	 */
+	uint64_t op_vptr[EVIDENCE_MAX_OPS];
+	char ops[EVIDENCE_MAX_OPS][EVIDENCE_OP_LEN];
+	int nops, ops_more, ops_partial;
 };
 
 /*

@@ -158,16 +158,38 @@ static uint64_t step_starts(void *ctx)
 	return c[NW_C_STEP_STARTS];
 }
 
+/* The captured call's autograd nodes by their aten names ("log"), "" for a class not known. */
+static void name_ops(struct session *s, struct evidence_facts *x)
+{
+	int i;
+
+	for (i = 0; i < x->nops && i < EVIDENCE_MAX_OPS; i++)
+		if (backward__op_name(backward__class(s->x.bwd, x->op_vptr[i]), x->ops[i],
+				      sizeof(x->ops[i])))
+			x->ops[i][0] = 0;
+}
+
 /* Capture records come before the anomaly they belong to: assemble them first. */
 static void take_capture(struct session *s)
 {
+	const struct evidence_facts *f;
 	const char *msg;
 
 	if (!s->cap)
 		return;
 	capture__consume(s->cap);
 	s->x.capture = capture__path(s->cap);
-	diagnose__facts(&s->x.diag, capture__facts(s->cap));
+	f = capture__facts(s->cap);
+	if (f && !s->x.diag.facts_known) {
+		struct evidence_facts *x = malloc(sizeof(*x));
+
+		if (x) {
+			*x = *f;
+			name_ops(s, x);
+			diagnose__facts(&s->x.diag, x);
+			free(x);
+		}
+	}
 	msg = capture__error(s->cap);
 	if (msg)
 		output__error(&s->e, msg);

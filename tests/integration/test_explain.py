@@ -8,7 +8,8 @@ values (no class name decides). Then `nanwatch-repro --explain --json --class-fr
 replays the capture under the dispatch-level tracer: its `explanation` event (schema
 nanwatch/1) must name the aten operation that first made the value, the cause, and
 `reproducible: true`, and nanwatch-tail must show it. nonrepro's layer reads a global the trainer sets to 0 for the fault step
-only: the replay of the same bits is finite, and the event says `reproducible: false`.
+only: the replay of the same bits is finite, and the event says `reproducible: false`; live,
+the call's ops (a div) with no zero among the captured tensors name division_by_zero.
 loss_log_zero --variant b takes the log of a probability that a softmax made exactly 0 inside a
 loss module: the live cause must come from the zeros being probabilities (rows in [0, 1] that
 sum to 1), and the replay must name aten::log.
@@ -55,7 +56,7 @@ CASES = {
     ("exp_overflow", None): ("exp_overflow", "aten::exp", "exp_overflow", True),
     ("div_zero", None): ("division_by_zero", "aten::div", "division_by_zero", True),
     ("loss_log_zero", "b"): ("loss_log_zero", "aten::log", "loss_log_zero", True),
-    ("nonrepro", None): ("unknown", None, "unknown", False),
+    ("nonrepro", None): ("division_by_zero", None, "unknown", False),
 }
 
 

@@ -46,24 +46,17 @@ TRUE_CAUSE = {
 
 # Trainers whose diagnosis today names another cause than TRUE_CAUSE (the before table of
 # issue 27). The rules work of issue 27 moves them out of this set as it gets each right.
+# Both are first layers: the ops on the batch (which needs no gradient) leave no autograd
+# node, so the call's operations are not seen and the values alone decide.
 CAUSE_NOT_YET = {
-    "heldout_hf_attention_mask",  # unknown: the keyword mask is captured, but a 0/1 integer one
-    # (0: masked) whose all-zero row the evidence does not read as fully masked
-    "heldout_nll_logits",  # exp_overflow: logits above 88.7, but no exp of them is taken
-    "heldout_kl_soft_labels",  # invalid_domain: the negatives are log-probabilities
-    "heldout_fp16_growth",  # lr_too_high: the loss grew with the data, not the updates
-    "heldout_batch_standardize",  # invalid_domain: the constant runs down a column
-    "heldout_var_cancel",  # exp_overflow: readings above 88.7, but nothing takes their exp
-    "heldout_prototype_count",  # invalid_domain: the zero count is made inside the module
+    "heldout_batch_standardize",  # invalid_domain: the constant runs down a column, and the
+    # std and div on the batch made no node
+    "heldout_var_cancel",  # exp_overflow: readings above 88.7; the sqrt on the batch made no
+    # node, so an exp among those ops cannot be ruled out
 }
 
-# Trainers whose cause differs between runs of the same seeded fault: the causes seen. The
-# keyword mask of heldout_hf_attention_mask is a 0/1 integer one (0: masked): the diagnosis
-# has named unknown, attention_fully_masked (a row all masked) and division_by_zero (a row
-# "all false (nothing selected)") in runs of the same fault; which facts reach it varies
-# (not yet understood). The true cause is attention_fully_masked.
-CAUSE_VARIES = {"heldout_hf_attention_mask": ("unknown", "attention_fully_masked",
-                                              "division_by_zero")}
+# Trainers whose cause differs between runs of the same seeded fault: the causes seen.
+CAUSE_VARIES = {}
 
 # steps trained after the fault step: the fault's first non-finite value comes that many steps
 # later at most (a growth over steps); 3 otherwise

@@ -78,8 +78,9 @@ class TinyLM(nn.Module):
 class Demo(common.Trainer):
     """Tiny transformer whose eps-less RMSNorm meets padding at step 12."""
 
-    # live: 0/0 on all-zero rows (a norm or a variance of them: the replay tells which)
-    expected_cause = "division_by_zero"
+    # 0/0 on all-zero rows through a root mean square: live from the call's ops (div of a sqrt
+    # of a mean), and the replay from the denominator's producers
+    expected_cause = "norm_zero_variance"
 
     steps = 20
     fault_step = FAULT_STEP

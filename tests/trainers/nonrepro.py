@@ -4,7 +4,9 @@ trainer sets to 0 for step 4 only and back to 1 after it. Its inputs and paramet
 same bits in a replay, and the replay (which imports this file: the setting is 1) is finite,
 as a hardware fault, a race or uninitialised memory would leave it.
 
-Expected first anomaly: rescale (Rescale) at step 4, ±Inf, inputs finite: origin.
+Expected first anomaly: rescale (Rescale) at step 4, ±Inf, inputs finite: origin. Live cause:
+division_by_zero, from the call's ops (a div) with no zero among the captured tensors; the
+replay's: unknown, not reproducible.
 """
 import torch
 import torch.nn as nn
@@ -36,7 +38,9 @@ class Net(nn.Module):
 class NonRepro(common.Trainer):
     """Trainer whose layer reads a global that is 0 at step 4 only."""
 
-    expected_cause = "unknown"  # no captured value explains it
+    # no captured value explains it, but the call's ops do: a div, and ±Inf of both signs with
+    # no zero among the captured tensors (the divisor is a Python number)
+    expected_cause = "division_by_zero"
     expected_reproducible = False
 
     def model(self):

@@ -366,6 +366,148 @@ static void test_nothing_or_another_call(void **state)
 	assert_true(said(&g, "not captured"));
 }
 
+/* The call's autograd ops, from its output back ("" for a class not known). */
+static void with_ops(struct evidence_facts *x, const char *const *ops)
+{
+	int i;
+
+	for (i = 0; ops[i] && i < EVIDENCE_MAX_OPS; i++)
+		snprintf(x->ops[i], sizeof(x->ops[i]), "%s", ops[i]);
+	x->nops = i;
+}
+
+static void test_scan_constant_columns(void **state)
+{
+	/* a one-hot column that is 1 in every row, one that is 0 in every row */
+	const float v[] = {0.3f, 1, 0, 0.9f, 1, 0, -2, 1, 0};
+	struct tensor_facts f;
+
+	(void)state;
+	scan_f32(&f, v, 3, 3, "input[0]", EVIDENCE_INPUT);
+	assert_int_equal(f.const_cols, 2);
+	assert_int_equal(f.const_rows, 0);
+	scan_f32(&f, v, 1, 9, "input[0]", EVIDENCE_INPUT);
+	assert_int_equal(f.const_cols, 0); /* one row: no spread to speak of */
+}
+
+static void test_ops_log_of_underflow(void **state)
+{
+	/* -log(softmax(logits)[target]): logits far apart, no zero among the inputs */
+	const float logits[] = {3000, -2000, 5, 1, 2, 3};
+	const char *const ops[] = {"mean", "neg", "log", "gather", "softmax", NULL};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("ProbNLL", 0, 1, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], logits, 2, 3, "input[0]", EVIDENCE_INPUT);
+	/* the values alone: a logit above exp's threshold */
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	with_ops(&fx, ops);
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "takes no exp"));
+	assert_true(said(&g, "takes log of what softmax made"));
+	assert_true(said(&g, "from its output back (autograd): mean, neg, log, gather, softmax"));
+	/* an exp among the ops: the threshold counts */
+	with_ops(&fx, (const char *const[]){"log", "sum", "exp", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+}
+
+static void test_ops_nan(void **state)
+{
+	/* readings far above exp's threshold, a small spread: no exp, a sqrt of a difference */
+	const float readings[] = {3000.01f, 3000.02f, 3000.0f, 3000.03f};
+	/* a one-hot feature constant down the batch, a continuous one */
+	const float batch[] = {1, 0.5f, 1, -0.25f, 1, 2};
+	/* a teacher's probabilities with exact zeros (rows sum to 1) */
+	const float teacher[] = {0.75f, 0.25f, 0, 1, 0, 0};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("FastNorm", 3, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], readings, 1, 4, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	with_ops(&fx, (const char *const[]){"mul", "div", "sub", "sqrt", "mean", "add", "sub",
+					    "mean", "mul", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	assert_true(said(&g, "sqrt's argument comes from a subtraction (sub)"));
+	/* a first layer: ops on the batch (no gradient) left no node, an exp may be among them */
+	with_ops(&fx, (const char *const[]){"mul", NULL});
+	fx.ops_partial = 1;
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	assert_true(
+		said(&g, "(autograd): mul, and ops on tensors that need no gradient (no node)"));
+	fx.ops_partial = 0;
+	/* a division by a standard deviation over a constant feature */
+	a = origin("BatchStandardize", 2, 0, 0);
+	scan_f32(&fx.t[0], batch, 3, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"add", "mul", "div", "sub", "std", "mean", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_true(said(&g, "1 of its 2 features (last dimension) are the same in every row"));
+	/* an all-zero row into a root mean square (RMSNorm without eps), or into an L2 norm */
+	a = origin("RMSNorm", 3, 0, 0);
+	scan_f32(&fx.t[0], (const float[]){0.5f, -1, 0, 0}, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"mul", "div", "sqrt", "mean", "pow", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_true(said(&g, "divides by a root mean square (sqrt of a mean)"));
+	with_ops(&fx, (const char *const[]){"mul", "div", "linalg_vector_norm", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	scan_f32(&fx.t[0], batch, 3, 2, "input[0]", EVIDENCE_INPUT);
+	/* a norm over a running variance with a negative value: sqrt of it */
+	a = origin("BatchNorm1d", 2, 0, 0);
+	fx.n = 2;
+	scan_f32(&fx.t[1], (const float[]){1, 0.5f, -0.25f, 2, 1, 1, 3, 1, 1, 1, 2, 1}, 1, 12,
+		 "running_var", EVIDENCE_BUFFER);
+	with_ops(&fx, (const char *const[]){"native_batch_norm", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	fx.n = 1;
+	/* a division by a count the call made: 0/0 */
+	a = origin("Prototypes", 8, 0, 0);
+	with_ops(&fx, (const char *const[]){"div", "mm", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	/* 0 * log(0) of a probability that needs no gradient (no log node) */
+	a = origin("SoftTargetKL", 1, 0, 0);
+	fx.n = 2;
+	scan_f32(&fx.t[1], teacher, 2, 3, "input[1]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"mean", "sum", "mul", "sub", "log_softmax", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	/* ... and without the ops the values alone say less */
+	fx.nops = 0;
+	assert_string_not_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+}
+
+static void test_ops_mask_and_cast(void **state)
+{
+	/* a 0/1 integer mask (1: attend) with a sample of no tokens, filled before a softmax */
+	const int64_t mask[] = {1, 1, 1, 0, 0, 0};
+	const float big[] = {70000, 2, -3, 1};
+	__u64 ms[2] = {2, 3};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("SelfAttention", 6, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	memset(&fx.t[0], 0, sizeof(fx.t[0]));
+	assert_int_equal(evidence__scan(mask, sizeof(mask), "int64", ms, 2, &fx.t[0]), 0);
+	snprintf(fx.t[0].name, sizeof(fx.t[0].name), "attention_mask");
+	assert_string_equal(conclude_with(&g, &a, &fx), "attention_fully_masked");
+	with_ops(&fx, (const char *const[]){"view", "bmm", "softmax", "masked_fill", "div", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "attention_fully_masked");
+	assert_true(said(&g, "masked_fill) before a softmax"));
+	assert_true(said(&g, "all 0 (every position masked where 0 masks)"));
+	/* a float16 cast of a float32 value past 65504, after a loss that rose for steps */
+	a = origin("HalfStore", 0, 1, 0);
+	a.dtype = "float16";
+	scan_f32(&fx.t[0], big, 1, 4, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"to_copy", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "fp16_overflow");
+	assert_true(said(&g, "casts input[0] (float32, largest |value| 7e+04) to float16"));
+	/* not a cast: the value rules judge */
+	with_ops(&fx, (const char *const[]){"mul", NULL});
+	assert_string_not_equal(conclude_with(&g, &a, &fx), "unknown");
+}
+
 static void test_loss_jump_two_points(void **state)
 {
 	/* the loss grew x1e10 in one step, then +Inf: fewer than three finite points */
@@ -417,6 +559,10 @@ int main(void)
 		cmocka_unit_test(test_negatives),
 		cmocka_unit_test(test_nothing_or_another_call),
 		cmocka_unit_test(test_loss_jump_two_points),
+		cmocka_unit_test(test_scan_constant_columns),
+		cmocka_unit_test(test_ops_log_of_underflow),
+		cmocka_unit_test(test_ops_nan),
+		cmocka_unit_test(test_ops_mask_and_cast),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
