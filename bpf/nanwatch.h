@@ -40,6 +40,25 @@ enum nw_event_type {
  * low NW_STEP_SHIFT bits, where it comes from (enum nw_step_source) above them,
  * so that whoever reads it gets both from the same moment.
  */
+/*
+ * The training loop's counter-named locals (daemon/session/loopstep.c) read as each root
+ * forward pass begins: the daemon writes the slots' addresses (loop_slots, loop_nslots,
+ * loop_gen), BPF copies what each slot points to into loop_snap. Read there, the value
+ * and the step belong to the same moment however short the pass is.
+ */
+#define NW_LOOP_SLOTS 16
+#define NW_LOOP_WORDS 6 /* words of the int object copied: header and two 30-bit digits */
+
+struct nw_loop_snap {
+	__u64 seq;	 /* odd while BPF writes it */
+	__u64 gen;	 /* loop_gen of the slots read */
+	__u64 step;	 /* step_count then */
+	__u64 iteration; /* iter_started then */
+	__u64 nslots;
+	__u64 obj[NW_LOOP_SLOTS]; /* the object each slot held, 0 if unreadable */
+	__u64 raw[NW_LOOP_SLOTS][NW_LOOP_WORDS];
+};
+
 #define NW_STEP_SHIFT 56
 #define NW_STEP_MASK ((1ULL << NW_STEP_SHIFT) - 1)
 

@@ -61,19 +61,23 @@ __u32 read_slow = 0;  /* NW_READ_ADAPTIVE: the last timed first chunk was slow *
 __u32 read_tries = 0; /* ... tensors begun while it was: each 16th tries the probe again */
 __u32 stopped = 0; /* set by the daemon before it removes the probes: every count stops at once */
 __u32 execed = 0;  /* the target called execve: its image, and every probe's file, are gone */
-__u64 step_count = 0;	   /* step word (NW_STEP_SHIFT): optimizer steps completed */
-__u64 step_opt = 0;	   /* the optimizer whose state gives the step: the first seen */
-__u64 step_impl = 0;	   /* TensorImpl of its first parameter's state['step'] (daemon) */
-__u64 step_other = 0;	   /* another optimizer that stepped since step_opt last did */
-__u64 iter_started = 0;	   /* root forward passes started */
-__u32 opt_stepped = 0;	   /* an optimizer step was seen: it, not backward passes, counts */
-__u32 bwd_ran = 0;	   /* a backward pass ran since the last root forward pass started */
-__u32 loop_tid = 0;	   /* the thread that started the last root forward pass */
-__u64 step_at_iter = 0;	   /* step_count as it started: equal now, no step since (daemon) */
-__u64 root_module = 0;	   /* the model: see note_root() */
-__u64 root_type = 0;	   /* its type when it became the model */
-__u64 first_iter_p1 = 0;   /* first anomalous iteration + 1; 0: none yet */
-__u64 last_iter_p1 = 0;	   /* last iteration that reported + 1 */
+__u64 step_count = 0;	/* step word (NW_STEP_SHIFT): optimizer steps completed */
+__u64 step_opt = 0;	/* the optimizer whose state gives the step: the first seen */
+__u64 step_impl = 0;	/* TensorImpl of its first parameter's state['step'] (daemon) */
+__u64 step_other = 0;	/* another optimizer that stepped since step_opt last did */
+__u64 iter_started = 0; /* root forward passes started */
+__u32 opt_stepped = 0;	/* an optimizer step was seen: it, not backward passes, counts */
+__u32 bwd_ran = 0;	/* a backward pass ran since the last root forward pass started */
+__u32 loop_tid = 0;	/* the thread that started the last root forward pass */
+__u64 step_at_iter = 0; /* step_count as it started: equal now, no step since (daemon) */
+__u64 loop_slots[NW_LOOP_SLOTS] = {}; /* the loop's counter-named locals (daemon) */
+__u64 loop_nslots = 0;		      /* ... in use (daemon) */
+__u64 loop_gen = 0;		      /* ... their list's generation (daemon) */
+struct nw_loop_snap loop_snap = {};   /* what they held as the last root forward began */
+__u64 root_module = 0;		      /* the model: see note_root() */
+__u64 root_type = 0;		      /* its type when it became the model */
+__u64 first_iter_p1 = 0;	      /* first anomalous iteration + 1; 0: none yet */
+__u64 last_iter_p1 = 0;		      /* last iteration that reported + 1 */
 __u64 fwd_bad_iter_p1 = 0; /* last iteration with a non-finite module output or loss + 1 */
 /* GPU requests are written while set: the daemon's, never in the ring the library holds */
 __u32 gpu_link = 0;
@@ -430,6 +434,20 @@ static __always_inline __u64 read_u64(__u64 addr)
 	return v;
 }
 
+/* One slot of the loop's locals: the object it holds, and its first words. */
+static long loop_snap_one(__u32 k, void *unused)
+{
+	__u64 obj;
+
+	if (k >= NW_LOOP_SLOTS || k >= loop_nslots)
+		return 1;
+	obj = read_u64(loop_slots[k]);
+	if (obj && bpf_probe_read_user(loop_snap.raw[k], sizeof(loop_snap.raw[k]), (void *)obj))
+		obj = 0;
+	loop_snap.obj[k] = obj;
+	return 0;
+}
+
 /*
  * A root forward pass starts. Without any optimizer step seen (updates by hand:
  * p.data.add_(p.grad, alpha=-lr)), a backward pass since the last one was a
@@ -449,6 +467,15 @@ static __always_inline void iteration_started(void)
 	/* the daemon reads the loop's step counter while these hold (session/loopstep.c) */
 	step_at_iter = step_count;
 	loop_tid = (__u32)bpf_get_current_pid_tgid();
+	if (loop_nslots) {
+		__sync_fetch_and_add(&loop_snap.seq, 1);
+		loop_snap.gen = loop_gen;
+		loop_snap.nslots = loop_nslots;
+		loop_snap.step = step_count;
+		loop_snap.iteration = iter_started;
+		bpf_loop(NW_LOOP_SLOTS, loop_snap_one, NULL, 0);
+		__sync_fetch_and_add(&loop_snap.seq, 1);
+	}
 }
 
 /* The forward pass (0-based) the model is in: iterations count root calls. */

@@ -433,6 +433,8 @@ uint64_t probe__step(const struct probe *p, int *source)
 	return w & NW_STEP_MASK;
 }
 
+static void loop_snap_copy(const struct nw_loop_snap *src, struct probe_loop *out);
+
 void probe__loop(const struct probe *p, struct probe_loop *out)
 {
 	const struct nanwatch_bpf__bss *b = p->skel->bss;
@@ -448,6 +450,36 @@ void probe__loop(const struct probe *p, struct probe_loop *out)
 	out->tstate = 0;
 	if (tid && !bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.tstates), &tid, &ts))
 		out->tstate = ts;
+	loop_snap_copy(&b->loop_snap, out);
+}
+
+/* A copy of what BPF wrote as the last root forward pass began, if it was not writing. */
+static void loop_snap_copy(const struct nw_loop_snap *src, struct probe_loop *out)
+{
+	uint64_t seq = __atomic_load_n(&src->seq, __ATOMIC_ACQUIRE);
+
+	out->snap_ok = 0;
+	if (seq & 1)
+		return;
+	memcpy(&out->snap, (const void *)src, sizeof(out->snap));
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	out->snap_ok = __atomic_load_n(&src->seq, __ATOMIC_RELAXED) == seq && out->snap.seq == seq;
+}
+
+void probe__loop_slots(struct probe *p, const uint64_t *slots, int n, uint64_t gen)
+{
+	struct nanwatch_bpf__bss *b = p->skel->bss;
+	int i;
+
+	if (n < 0)
+		n = 0;
+	if (n > NW_LOOP_SLOTS)
+		n = NW_LOOP_SLOTS;
+	__atomic_store_n(&b->loop_nslots, 0, __ATOMIC_RELEASE);
+	for (i = 0; i < n; i++)
+		__atomic_store_n(&b->loop_slots[i], slots[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&b->loop_gen, gen, __ATOMIC_RELEASE);
+	__atomic_store_n(&b->loop_nslots, (uint64_t)n, __ATOMIC_RELEASE);
 }
 
 uint64_t probe__optimizer(const struct probe *p)

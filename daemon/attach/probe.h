@@ -87,14 +87,19 @@ uint64_t probe__step(const struct probe *p, int *source);
 
 /* Where the training loop is now: its thread, and whether a step ran since its pass began. */
 struct probe_loop {
-	uint64_t step_word;    /* BPF's step word now */
-	uint64_t step_at_iter; /* ... as the last root forward pass began */
-	uint32_t bwd_ran;      /* a backward pass began since */
-	uint64_t iterations;   /* root forward passes begun */
-	uint32_t tid;	       /* the thread that began it */
-	uint64_t tstate;       /* its PyThreadState; 0: not known */
+	uint64_t step_word;	  /* BPF's step word now */
+	uint64_t step_at_iter;	  /* ... as the last root forward pass began */
+	uint32_t bwd_ran;	  /* a backward pass began since */
+	uint64_t iterations;	  /* root forward passes begun */
+	uint32_t tid;		  /* the thread that began it */
+	uint64_t tstate;	  /* its PyThreadState; 0: not known */
+	int snap_ok;		  /* snap holds a whole copy (not one BPF was writing) */
+	struct nw_loop_snap snap; /* the loop slots as the last root forward pass began */
 };
 void probe__loop(const struct probe *p, struct probe_loop *out);
+
+/* The addresses BPF reads as each root forward pass begins (n <= NW_LOOP_SLOTS), gen theirs. */
+void probe__loop_slots(struct probe *p, const uint64_t *slots, int n, uint64_t gen);
 
 /* The first optimizer seen stepping (its object in the target), 0 if none yet. */
 uint64_t probe__optimizer(const struct probe *p);

@@ -49,19 +49,54 @@ static uint64_t top_frame(const struct loopstep *ls, uint64_t tstate)
 	return f;
 }
 
-/* An int local's value; -1 if the slot holds anything else. */
-static int int_local(const struct loopstep *ls, uint64_t frame, uint32_t i, long long *v)
+/* A local slot's address in the target. */
+static uint64_t slot_addr(const struct loopstep *ls, uint64_t frame, uint32_t i)
+{
+	return frame + ls->l->frame_localsplus + 8 * (uint64_t)i;
+}
+
+/* An int local's value and its type (int's); -1 if the slot holds anything else. */
+static int int_local(const struct loopstep *ls, uint64_t frame, uint32_t i, long long *v,
+		     uint64_t *type)
 {
 	struct py_value pv;
 	uint64_t obj = 0;
 
-	if (remote__u64(ls->r, frame + ls->l->frame_localsplus + 8 * (uint64_t)i, &obj) || !obj ||
+	if (remote__u64(ls->r, slot_addr(ls, frame, i), &obj) || !obj ||
 	    pyobject__value(ls->r, &ls->pl, obj, &pv))
 		return -1;
 	pyobject__value_free(&pv);
-	if (pv.kind != PY_INT || pv.i < 0)
+	if (pv.kind != PY_INT || pv.i < 0 || remote__u64(ls->r, obj + ls->l->obj_type, type))
 		return -1;
 	*v = pv.i;
+	return 0;
+}
+
+/*
+ * The int BPF copied from slot k as a pass began (its first NW_LOOP_WORDS words); -1 if it
+ * was not an int (of the type the walk saw), negative, or of more than two digits.
+ */
+static int snap_int(const struct loopstep *ls, const struct nw_loop_snap *sn, int k, long long *v)
+{
+	const unsigned char *raw = (const unsigned char *)sn->raw[k];
+	const struct remote_layout *rl = &ls->r->l;
+	uint32_t digits[2] = {};
+	uint64_t type, word;
+	int n, neg;
+
+	if (!sn->obj[k] || !ls->int_type || ls->l->obj_type < 0 || ls->l->var_size < 0 ||
+	    ls->l->obj_type > (int64_t)sizeof(sn->raw[k]) - 8 ||
+	    ls->l->var_size > (int64_t)sizeof(sn->raw[k]) - 8 || rl->long_digit_bits < 1 ||
+	    rl->long_digit_bits > 30)
+		return -1;
+	memcpy(&type, raw + ls->l->obj_type, sizeof(type));
+	memcpy(&word, raw + ls->l->var_size, sizeof(word));
+	n = pyobject__long_size(word, (int)rl->long_tagged, &neg);
+	if (type != ls->int_type || n < 0 || n > 2 || neg || rl->long_digits < 0 ||
+	    rl->long_digits + 4 * n > (int64_t)sizeof(sn->raw[k]))
+		return -1;
+	memcpy(digits, raw + rl->long_digits, 4 * (size_t)n);
+	*v = pyobject__long_value(digits, n, (int)rl->long_digit_bits, 0);
 	return 0;
 }
 
@@ -76,32 +111,32 @@ static struct loopstep_cand *find(struct loopstep *ls, uint64_t frame, uint64_t 
 	return NULL;
 }
 
-/* A local seen with value v at step: a new candidate, one more agreeing sample, or reset. */
-static void observe(struct loopstep *ls, uint64_t frame, uint64_t code, uint32_t index,
-		    const char *name, int rank, int depth, long long v, uint64_t step)
+/* A counter-named int local: a candidate (new ones go to BPF's slots); 1 if it is new. */
+static int add_cand(struct loopstep *ls, uint64_t frame, uint64_t code, uint32_t index,
+		    const char *name, int rank, int depth)
 {
 	struct loopstep_cand *c = find(ls, frame, code, index);
+
+	if (c || ls->nc == LOOPSTEP_CANDS)
+		return 0;
+	c = &ls->c[ls->nc++];
+	memset(c, 0, sizeof(*c));
+	c->frame = frame;
+	c->code = code;
+	c->index = index;
+	c->rank = rank;
+	c->depth = depth;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	return 1;
+}
+
+/* The candidate held v as a pass of step began: one more agreeing sample, or a new start. */
+static void observe(struct loopstep_cand *c, long long v, uint64_t step)
+{
 	int64_t offset = (int64_t)v - (int64_t)step;
 
-	if (!c) {
-		if (ls->nc == LOOPSTEP_CANDS)
-			return;
-		c = &ls->c[ls->nc++];
-		memset(c, 0, sizeof(*c));
-		c->frame = frame;
-		c->code = code;
-		c->index = index;
-		c->rank = rank;
-		c->depth = depth;
-		snprintf(c->name, sizeof(c->name), "%s", name);
-		c->offset = offset;
-		c->samples = 1;
-		c->steps = 1;
-		c->last_step = step;
-		return;
-	}
-	if (c->offset != offset) {
-		/* not in lockstep (a micro-batch or epoch counter): starts over */
+	if (!c->samples || c->offset != offset) {
+		/* the first, or not in lockstep (a micro-batch or epoch counter): starts over */
 		c->offset = offset;
 		c->samples = 1;
 		c->steps = 1;
@@ -152,26 +187,30 @@ static const struct loopstep_code *code_locals(struct loopstep *ls, uint64_t cod
 	return k;
 }
 
-/* Each counter-named local of the loop thread's frames, observed at step. */
-static void walk(struct loopstep *ls, uint64_t tstate, uint64_t step)
+/* The counter-named int locals of the loop thread's frames, as candidates; 1 if any is new. */
+static int walk(struct loopstep *ls, uint64_t tstate)
 {
-	uint64_t frame = top_frame(ls, tstate), code, names;
+	uint64_t frame = top_frame(ls, tstate), code, names, type;
 	const struct loopstep_code *k;
-	int depth, j;
+	int depth, j, added = 0;
 	long long v;
 
 	for (depth = 0; frame && depth < LOOPSTEP_FRAMES; depth++) {
 		if (!remote__u64(ls->r, frame + ls->l->frame_code, &code) && code &&
 		    !remote__u64(ls->r, code + ls->names_off, &names) && names) {
 			k = code_locals(ls, code, names);
-			for (j = 0; j < k->n; j++)
-				if (!int_local(ls, frame, k->index[j], &v))
-					observe(ls, frame, code, k->index[j], k->name[j],
-						k->rank[j], depth, v, step);
+			for (j = 0; j < k->n; j++) {
+				if (int_local(ls, frame, k->index[j], &v, &type))
+					continue;
+				ls->int_type = type;
+				added |= add_cand(ls, frame, code, k->index[j], k->name[j],
+						  k->rank[j], depth);
+			}
 		}
 		if (remote__u64(ls->r, frame + ls->l->frame_previous, &frame))
 			break;
 	}
+	return added;
 }
 
 /*
@@ -195,80 +234,126 @@ static int best(const struct loopstep *ls)
 	return b;
 }
 
-static void probe_read(const void *ctx, struct probe_loop *out)
+static void probe_read(void *ctx, struct probe_loop *out)
 {
 	probe__loop(ctx, out);
 }
 
-int loopstep__sample(struct loopstep *ls, const struct probe *p)
+static void probe_slots(void *ctx, const uint64_t *slots, int n, uint64_t gen)
 {
-	return loopstep__sample_from(ls, probe_read, p);
+	probe__loop_slots(ctx, slots, n, gen);
 }
 
-int loopstep__sample_from(struct loopstep *ls, loopstep_read_fn read, const void *ctx)
+int loopstep__sample(struct loopstep *ls, struct probe *p)
 {
-	struct probe_loop a, b;
-	int was = ls->chosen, i;
-	uint64_t step;
+	return loopstep__sample_from(ls, probe_read, probe_slots, p);
+}
+
+/* BPF reads these slots as each pass begins: the chosen one, or every candidate. */
+static void publish(struct loopstep *ls, loopstep_slots_fn slots, void *ctx)
+{
+	uint64_t a[NW_LOOP_SLOTS];
+	int i, n = 0;
+
+	if (ls->chosen >= 0) {
+		ls->slot_cand[n] = ls->chosen;
+		a[n++] = slot_addr(ls, ls->c[ls->chosen].frame, ls->c[ls->chosen].index);
+	} else {
+		for (i = 0; i < ls->nc && n < NW_LOOP_SLOTS; i++) {
+			ls->slot_cand[n] = i;
+			a[n++] = slot_addr(ls, ls->c[i].frame, ls->c[i].index);
+		}
+	}
+	if (ls->off)
+		n = 0;
+	ls->nslots = n;
+	slots(ctx, a, n, ++ls->gen);
+}
+
+/* The loop's counter lost (or never found): candidates looked for anew. */
+static void start_over(struct loopstep *ls)
+{
+	ls->chosen = -1;
+	ls->nc = 0;
+	ls->misses = 0;
+	ls->samples = 0;
+}
+
+/*
+ * What BPF read from the published slots as the last pass began, with the step then.
+ * Returns 1 when the counter was found or lost by it.
+ */
+static int take_snap(struct loopstep *ls, const struct probe_loop *a)
+{
+	const struct nw_loop_snap *sn = &a->snap;
+	uint64_t step = sn->step & NW_STEP_MASK;
+	int k, i;
+
+	if (!a->snap_ok || !ls->nslots || sn->gen != ls->gen ||
+	    sn->nslots != (uint64_t)ls->nslots || sn->iteration == ls->snap_iteration)
+		return 0;
+	ls->snap_iteration = sn->iteration;
+	/* the optimizer's own count needs no loop counter */
+	if ((sn->step >> NW_STEP_SHIFT) == NW_STEP_OPTIMIZER)
+		return 0;
+	for (k = 0; k < ls->nslots && k < NW_LOOP_SLOTS; k++) {
+		struct loopstep_cand *c = &ls->c[ls->slot_cand[k]];
+		long long v;
+
+		if (snap_int(ls, sn, k, &v))
+			v = -1;
+		if (ls->chosen >= 0) {
+			if (v >= 0 && (int64_t)v - (int64_t)step == c->offset) {
+				ls->misses = 0;
+				return 0;
+			}
+			if (++ls->misses < 2)
+				return 0;
+			/* the loop left that frame, or its counter no longer follows the steps */
+			start_over(ls);
+			return 1;
+		}
+		if (v >= 0)
+			observe(c, v, step);
+	}
+	i = best(ls);
+	if (i >= 0) {
+		ls->chosen = i;
+		return 1;
+	}
+	if (++ls->samples >= LOOPSTEP_GIVE_UP)
+		ls->off = 1;
+	return 0;
+}
+
+int loopstep__sample_from(struct loopstep *ls, loopstep_read_fn read, loopstep_slots_fn slots,
+			  void *ctx)
+{
+	struct probe_loop a;
+	int changed;
 
 	if (ls->off)
 		return 0;
 	read(ctx, &a);
-	/*
-	 * Only inside a pass: no optimizer step since it began (with updates by hand, whose
-	 * step is counted as the next pass begins, no backward pass yet), so the loop's
-	 * counter names the step the pass is of.
-	 */
-	if (!a.tstate || a.step_word != a.step_at_iter ||
-	    (a.step_word >> NW_STEP_SHIFT) == NW_STEP_OPTIMIZER ||
-	    ((a.step_word >> NW_STEP_SHIFT) == NW_STEP_BACKWARD && a.bwd_ran))
+	/* the optimizer's own count needs no loop counter: BPF reads nothing meanwhile */
+	if ((a.step_word >> NW_STEP_SHIFT) == NW_STEP_OPTIMIZER) {
+		if (ls->nslots) {
+			start_over(ls);
+			publish(ls, slots, ctx);
+		}
 		return 0;
-	step = a.step_word & NW_STEP_MASK;
-	if (ls->chosen >= 0) {
-		struct loopstep_cand *c = &ls->c[ls->chosen];
-		long long v;
-
-		if (int_local(ls, c->frame, c->index, &v))
-			v = -1;
-		read(ctx, &b);
-		if (b.step_word != a.step_word || b.iterations != a.iterations ||
-		    b.bwd_ran != a.bwd_ran)
-			return 0; /* a step or a pass went by while it was read: not a sample */
-		if (v >= 0 && (int64_t)v - (int64_t)step == c->offset) {
-			ls->misses = 0;
-			return 0;
-		}
-		if (++ls->misses < 2)
-			return 0;
-		/* the loop left that frame, or its counter no longer follows the steps: look again */
-		ls->chosen = -1;
-		ls->nc = 0;
-		ls->misses = 0;
-		ls->samples = 0;
-		return 1;
 	}
-	/* what a sample taken across a step would observe is dropped by the check after */
-	{
-		/* only the candidates: the code objects' names read stay true */
-		struct loopstep_cand saved[LOOPSTEP_CANDS];
-		int nc = ls->nc;
-
-		memcpy(saved, ls->c, sizeof(saved));
-		walk(ls, a.tstate, step);
-		read(ctx, &b);
-		if (b.step_word != a.step_word || b.iterations != a.iterations ||
-		    b.bwd_ran != a.bwd_ran) {
-			memcpy(ls->c, saved, sizeof(saved));
-			ls->nc = nc;
-			return 0;
-		}
+	changed = take_snap(ls, &a);
+	/* new candidates among the loop thread's frames (any time: BPF reads their values) */
+	if (ls->chosen < 0 && !ls->off && a.tstate) {
+		if (walk(ls, a.tstate))
+			changed |= 2;
+		else if (!ls->nc && ++ls->samples >= LOOPSTEP_GIVE_UP)
+			ls->off = 1; /* no counter-named int in the loop's frames */
 	}
-	i = best(ls);
-	if (i >= 0)
-		ls->chosen = i;
-	else if (++ls->samples >= LOOPSTEP_GIVE_UP)
-		ls->off = 1;
-	return ls->chosen != was;
+	if (changed || (ls->off && ls->nslots))
+		publish(ls, slots, ctx);
+	return changed & 1;
 }
 
 int loopstep__get(const struct loopstep *ls, const char **name, int64_t *offset)

@@ -200,6 +200,15 @@ def test_midrun_sgd_scheduler(ctx):
 
 
 @environments(*HOST_AND_TRIXIE)
+def test_midrun_manual_loop(ctx):
+    """Updates by hand (no torch.optim), attached in flight: a pass is a small part of each
+    step, but BPF reads the loop's counter as each pass begins, next to the step it counts:
+    the events carry the trainer's own step, named loop_variable."""
+    events, first, fault, trace = watch_live(ctx, "midrun", "loop_variable", "--manual")
+    check_loop_steps(events, first, fault, "updates by hand")
+
+
+@environments(*HOST_AND_TRIXIE)
 def test_midrun_manual(ctx):
     """Attached in flight to a run with no torch.optim (updates by hand), --step-counter off:
     each backward pass is a step, counted from the attach and named so; a forward pass and the

@@ -2,7 +2,8 @@
 /*
  * Unit tests for daemon/session/loopstep.c: the training loop's step counter found among a
  * thread's frames in a fake target memory, taken only when it moves in lockstep with the
- * steps counted since the attach, and only from samples taken inside a pass.
+ * steps counted since the attach, from the values BPF read as each pass began (emulated
+ * here from the slots the daemon handed it).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -26,7 +27,10 @@ struct world {
 	uint64_t outer, inner;	       /* frames: the loop's, and one it calls */
 	uint64_t step_word, step_iter; /* what BPF says */
 	uint64_t iterations;
-	int step_during_read; /* the next sample's second read sees one more step */
+	uint64_t slots[NW_LOOP_SLOTS]; /* what the daemon handed BPF */
+	int nslots;
+	uint64_t gen;
+	struct nw_loop_snap snap; /* what BPF read as the last pass began */
 };
 
 static uint64_t make_int(struct world *w, uint32_t v)
@@ -64,24 +68,55 @@ static void set_local(struct world *w, uint64_t frame, int i, uint32_t v)
 	fakemem__put64(&w->m, frame + w->l.frame_localsplus + 8 * i, make_int(w, v));
 }
 
-static void read_bpf(const void *ctx, struct probe_loop *out)
+static void read_bpf(void *ctx, struct probe_loop *out)
 {
-	struct world *w = (struct world *)ctx;
+	struct world *w = ctx;
 
-	if (w->step_during_read == 2) {
-		/* the read after the walk: a step went by meanwhile */
-		w->step_during_read = 0;
-		w->step_word++;
-		w->step_iter++;
-	} else if (w->step_during_read == 1) {
-		w->step_during_read = 2;
-	}
 	memset(out, 0, sizeof(*out));
 	out->step_word = w->step_word;
 	out->step_at_iter = w->step_iter;
 	out->iterations = w->iterations;
 	out->tid = 4242;
 	out->tstate = w->tstate;
+	out->snap_ok = 1;
+	out->snap = w->snap;
+}
+
+static void set_slots(void *ctx, const uint64_t *slots, int n, uint64_t gen)
+{
+	struct world *w = ctx;
+
+	assert_true(n >= 0 && n <= NW_LOOP_SLOTS);
+	memcpy(w->slots, slots, n * sizeof(slots[0]));
+	w->nslots = n;
+	w->gen = gen;
+}
+
+/* A root forward pass of step begins: BPF reads the slots it was handed (bpf/state.bpf.h). */
+static void begin_pass(struct world *w, uint64_t step)
+{
+	int k;
+
+	w->step_word = w->step_iter = step;
+	w->iterations++;
+	memset(&w->snap, 0, sizeof(w->snap));
+	w->snap.gen = w->gen;
+	w->snap.nslots = w->nslots;
+	w->snap.step = step;
+	w->snap.iteration = w->iterations;
+	for (k = 0; k < w->nslots; k++) {
+		uint64_t obj = 0;
+
+		if (fakemem__read(&w->m, w->slots[k], &obj, 8) || !obj ||
+		    fakemem__read(&w->m, obj, w->snap.raw[k], sizeof(w->snap.raw[k])))
+			obj = 0;
+		w->snap.obj[k] = obj;
+	}
+}
+
+static int look(struct world *w)
+{
+	return loopstep__sample_from(&w->ls, read_bpf, set_slots, w);
 }
 
 static int setup(void **state)
@@ -127,17 +162,16 @@ static int teardown(void **state)
 }
 
 /*
- * One sample inside the pass of step (counted since the attach), the loop at step + 100 and
- * a micro-batch counter i at micro.
+ * A pass of step (counted since the attach) begins with the loop at step + 100 and a
+ * micro-batch counter i at micro; then the daemon looks.
  */
 static int sample(struct world *w, uint64_t step, uint32_t micro)
 {
-	w->step_word = w->step_iter = step;
-	w->iterations++;
 	set_local(w, w->outer, 1, (uint32_t)step + 100);
 	set_local(w, w->outer, 2, 1); /* epoch: not in the names */
 	set_local(w, w->inner, 1, micro);
-	return loopstep__sample_from(&w->ls, read_bpf, w);
+	begin_pass(w, step);
+	return look(w);
 }
 
 static void test_found_in_lockstep(void **state)
@@ -146,6 +180,10 @@ static void test_found_in_lockstep(void **state)
 	const char *name;
 	int64_t off;
 
+	/* the first look finds the candidates and hands them to BPF */
+	assert_int_equal(sample(w, 4, 0), 0);
+	assert_int_equal(w->ls.nc, 2);
+	assert_int_equal(w->nslots, 2);
 	assert_int_equal(sample(w, 5, 0), 0);
 	assert_int_equal(sample(w, 5, 0), 0);
 	assert_int_equal(loopstep__get(&w->ls, &name, &off), -ENOENT); /* one step only so far */
@@ -153,7 +191,8 @@ static void test_found_in_lockstep(void **state)
 	assert_int_equal(loopstep__get(&w->ls, &name, &off), 0);
 	assert_string_equal(name, "step");
 	assert_int_equal(off, 100);
-	/* checked from then on: still in lockstep */
+	/* BPF reads the chosen one alone from then on, and it is checked: still in lockstep */
+	assert_int_equal(w->nslots, 1);
 	assert_int_equal(sample(w, 7, 6), 0);
 	assert_int_equal(loopstep__get(&w->ls, &name, &off), 0);
 }
@@ -174,26 +213,40 @@ static void test_micro_batch_counter_not_taken(void **state)
 	assert_string_equal(w->ls.c[w->ls.chosen].name, "step");
 }
 
-/* Outside a pass (a step ran since it began) or across a step: no sample. */
-static void test_samples_only_inside_a_pass(void **state)
+/*
+ * The values are those the pass began with, whenever the daemon looks (the loop may have
+ * moved on); a pass is taken once, and a copy of slots handed over before is not taken.
+ */
+static void test_values_from_the_pass_start(void **state)
 {
 	struct world *w = *state;
 	const char *name;
 	int64_t off;
+	uint64_t step;
 
-	w->step_word = 9;
-	w->step_iter = 8;
-	set_local(w, w->outer, 1, 108);
-	assert_int_equal(loopstep__sample_from(&w->ls, read_bpf, w), 0);
-	assert_int_equal(w->ls.nc, 0);
-	w->step_iter = 9;
-	w->step_during_read = 1;
-	assert_int_equal(loopstep__sample_from(&w->ls, read_bpf, w), 0);
-	assert_int_equal(w->ls.nc, 0); /* what it saw was dropped */
-	/* the optimizer's own count needs no counter */
-	w->step_word = w->step_iter = (1ULL << NW_STEP_SHIFT) | 9;
-	assert_int_equal(loopstep__sample_from(&w->ls, read_bpf, w), 0);
-	assert_int_equal(w->ls.nc, 0);
+	sample(w, 1, 0); /* candidates handed over */
+	for (step = 2; step < 5; step++) {
+		set_local(w, w->outer, 1, (uint32_t)step + 100);
+		begin_pass(w, step);
+		/* the loop's counter moved on before the daemon looked: not what is taken */
+		set_local(w, w->outer, 1, (uint32_t)step + 101);
+		look(w);
+		look(w); /* the same pass again: nothing new */
+	}
+	assert_int_equal(loopstep__get(&w->ls, &name, &off), 0);
+	assert_int_equal(off, 100);
+	/* a copy of the slots of an older generation is not taken */
+	loopstep__init(&w->ls, &w->r, &w->l, w->tuple_type, NAMES_OFF);
+	sample(w, 1, 0);
+	begin_pass(w, 2);
+	w->snap.gen = w->gen + 1;
+	look(w);
+	for (int i = 0; i < w->ls.nc; i++)
+		assert_int_equal(w->ls.c[i].samples, 0);
+	/* the optimizer's own count needs no counter: BPF is handed nothing */
+	w->step_word = (1ULL << NW_STEP_SHIFT) | 9;
+	assert_int_equal(look(w), 0);
+	assert_int_equal(w->nslots, 0);
 	assert_int_equal(loopstep__get(&w->ls, &name, &off), -ENOENT);
 }
 
@@ -204,16 +257,19 @@ static void test_lost(void **state)
 	const char *name;
 	int64_t off;
 
+	sample(w, 0, 0);
 	sample(w, 1, 0);
 	sample(w, 2, 0);
 	sample(w, 3, 0);
 	assert_int_equal(loopstep__get(&w->ls, &name, &off), 0);
-	w->step_word = w->step_iter = 4;
 	set_local(w, w->outer, 1, 7);
-	assert_int_equal(loopstep__sample_from(&w->ls, read_bpf, w), 0); /* one miss is forgiven */
-	assert_int_equal(loopstep__sample_from(&w->ls, read_bpf, w), 1);
+	begin_pass(w, 4);
+	assert_int_equal(look(w), 0); /* one miss is forgiven */
+	begin_pass(w, 4);
+	assert_int_equal(look(w), 1);
 	assert_int_equal(loopstep__get(&w->ls, &name, &off), -ENOENT);
 	assert_int_equal(w->ls.off, 0);
+	assert_int_equal(w->nslots, 2); /* the frames' candidates, handed over again */
 }
 
 /* A table without co_localsplusnames, or --step-counter off: nothing is read. */
@@ -228,7 +284,7 @@ static void test_off(void **state)
 	assert_int_equal(w->ls.nc, 0);
 }
 
-/* A loop with no counter: given up after LOOPSTEP_GIVE_UP samples. */
+/* A loop with no counter: given up after LOOPSTEP_GIVE_UP looks. */
 static void test_give_up(void **state)
 {
 	static const char *names[] = {"x"};
@@ -238,10 +294,11 @@ static void test_give_up(void **state)
 
 	fakemem__put64(&w->m, w->tstate + w->l.tstate_frame, f);
 	for (i = 0; i < LOOPSTEP_GIVE_UP; i++) {
-		w->step_word = w->step_iter = (uint64_t)i;
-		assert_int_equal(loopstep__sample_from(&w->ls, read_bpf, w), 0);
+		begin_pass(w, (uint64_t)i);
+		assert_int_equal(look(w), 0);
 	}
 	assert_int_equal(w->ls.off, 1);
+	assert_int_equal(w->nslots, 0);
 }
 
 int main(void)
@@ -250,7 +307,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_found_in_lockstep, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_micro_batch_counter_not_taken, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_samples_only_inside_a_pass, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_values_from_the_pass_start, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_off, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_give_up, setup, teardown),
