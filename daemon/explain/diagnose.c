@@ -381,6 +381,66 @@ static int diverging(const struct diag *d, uint64_t iteration, int *end)
 	return i;
 }
 
+/*
+ * A divergence through noise (SGD with momentum: the loss rises by fits and starts): among the
+ * last DIAG_WINDOW finite losses before `iteration`, at least DIAG_WINDOW_MIN of them, the last
+ * is the largest and DIAG_ROUGH times the smallest, which came before it. Returns the index of
+ * the smallest (where it began) and sets *end to the last, or -1.
+ */
+static int diverging_rough(const struct diag *d, uint64_t iteration, int *end)
+{
+	int i, last = -1, lo = -1, n = 0;
+
+	for (i = (int)d->nlosses; i-- > 0 && n < DIAG_WINDOW;) {
+		const struct diag_loss *l = loss_at(d, i);
+
+		if (l->iteration >= iteration)
+			continue;
+		if (!isfinite(l->value))
+			break;
+		if (last < 0)
+			last = i;
+		else if (l->value >= loss_at(d, last)->value)
+			return -1; /* the last is not the largest */
+		if (lo < 0 || l->value < loss_at(d, lo)->value)
+			lo = i;
+		n++;
+	}
+	if (n < DIAG_WINDOW_MIN || lo < 0 || lo == last || !(loss_at(d, lo)->value > 0) ||
+	    loss_at(d, last)->value < DIAG_ROUGH * loss_at(d, lo)->value)
+		return -1;
+	*end = last;
+	return lo;
+}
+
+/*
+ * Growth of the gradient norms before step (the daemon attached too late to see the losses
+ * rise): at least three passes, each norm DIAG_RUNUP times the one before or more, the last
+ * DIAG_GROWTH times the first. Returns the index of the first and sets *end to the last, or -1.
+ */
+static int grads_growing(const struct diag *d, uint64_t step, int *end)
+{
+	int i, last = -1, first;
+
+	for (i = d->ngrads; i-- > 0;)
+		if (d->grads[i].step < step && isfinite(d->grads[i].norm)) {
+			last = i;
+			break;
+		}
+	if (last < 2)
+		return -1;
+	for (first = last; first > 0; first--) {
+		const struct diag_grad *a = &d->grads[first - 1], *b = &d->grads[first];
+
+		if (!isfinite(a->norm) || !(a->norm > 0) || !(b->norm >= DIAG_RUNUP * a->norm))
+			break;
+	}
+	if (last - first < 2 || d->grads[last].norm < DIAG_GROWTH * d->grads[first].norm)
+		return -1;
+	*end = last;
+	return first;
+}
+
 /* "max |what| of X: v at step s, ..." from the marks under key, if there are some. */
 static void mark_evidence(const struct diag *d, const struct diag_anomaly *a, uint64_t key,
 			  const char *what, struct diagnosis *g)
@@ -398,6 +458,46 @@ static void mark_evidence(const struct diag *d, const struct diag_anomaly *a, ui
 	list_send(&l, g);
 }
 
+/* The updates' and the learning rate's share, once a divergence is seen: the fixes. */
+static void lr_fixes(const struct diag *d, uint64_t from, double rate, const char *what,
+		     struct diagnosis *g)
+{
+	g->origin_step = (int64_t)from;
+	conclude(g, "lr_too_high", 0.8);
+	snprintf(g->fix_buf[0], sizeof(g->fix_buf[0]),
+		 "lower the learning rate (the %s grew x%.3g per step from step %llu): try a "
+		 "tenth of it, or add warmup",
+		 what, rate, (unsigned long long)from);
+	fix(g, g->fix_buf[0]);
+	clip_fix(d, from, g, 1);
+}
+
+/* Few or no losses seen: the gradient norms grew step over step before the first bad value. */
+static int rule_lr_grads(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const struct diag_grad *lo, *hi;
+	int start, end;
+	double rate;
+
+	start = grads_growing(d, a->step, &end);
+	if (start < 0)
+		return 0;
+	lo = &d->grads[start];
+	hi = &d->grads[end];
+	rate = pow(hi->norm / lo->norm,
+		   1.0 / (double)(hi->step - lo->step ? hi->step - lo->step : 1));
+	evidence(g,
+		 "the gradient norm grew at every step before the first non-finite value: %.3g "
+		 "at step %llu, %.3g at step %llu (x%.3g per step)",
+		 lo->norm, (unsigned long long)lo->step, hi->norm, (unsigned long long)hi->step,
+		 rate);
+	grad_evidence(d, lo->step, hi->step, g);
+	mark_evidence(d, a, a->module_id, "output", g);
+	mark_evidence(d, a, a->module_id | NW_PARAMS_KEY, "parameters", g);
+	lr_fixes(d, lo->step, rate, "gradient norm", g);
+	return 1;
+}
+
 static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	const struct diag_loss *lo, *hi;
@@ -407,7 +507,9 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 
 	start = diverging(d, a->iteration, &end);
 	if (start < 0)
-		return 0;
+		start = diverging_rough(d, a->iteration, &end);
+	if (start < 0)
+		return rule_lr_grads(d, a, g);
 	lo = loss_at(d, start);
 	hi = loss_at(d, end);
 	rate = pow(hi->value / lo->value, 1.0 / (double)(end - start));
@@ -434,14 +536,7 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 			 "%s overflowed on finite inputs and parameters grown by the updates "
 			 "since step %llu",
 			 name(a->layer), (unsigned long long)lo->step);
-	g->origin_step = (int64_t)lo->step;
-	conclude(g, "lr_too_high", 0.8);
-	snprintf(g->fix_buf[0], sizeof(g->fix_buf[0]),
-		 "lower the learning rate (the loss grew x%.3g per step from step %llu): try a "
-		 "tenth of it, or add warmup",
-		 rate, (unsigned long long)lo->step);
-	fix(g, g->fix_buf[0]);
-	clip_fix(d, lo->step, g, 1);
+	lr_fixes(d, lo->step, rate, "loss", g);
 	return 1;
 }
 

@@ -12,7 +12,11 @@
 #define DIAG_MAX_MODULES 1024 /* modules whose warnings are remembered */
 #define DIAG_GROWTH 100.0     /* x per iteration: a run-up */
 #define DIAG_HORIZON 10	      /* iterations to overflow at which a run-up is worth a warning */
-#define DIAG_JUMP 1e5 /* x from the first finite loss to the last: a divergence, two points do */
+#define DIAG_JUMP 1e5  /* x from the first finite loss to the last: a divergence, two points do */
+#define DIAG_WINDOW 16 /* losses looked at for a divergence through noise */
+#define DIAG_WINDOW_MIN 4 /* ... at least this many */
+#define DIAG_ROUGH 1e3	  /* x from the window's smallest loss to its last, the largest */
+#define DIAG_RUNUP 2.0	  /* x per pass, at least, of gradient norms growing to a divergence */
 
 /* The gradient norm of one backward pass (from the parameter gradients). */
 struct diag_grad {

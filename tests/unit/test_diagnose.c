@@ -315,6 +315,64 @@ static void test_lr_too_high(void **state)
 	assert_int_equal(g.origin_step, -1);
 }
 
+/* SGD with momentum at a learning rate far too high: the loss rises by fits and starts. */
+static void test_lr_through_noise(void **state)
+{
+	const double rough[] = {2.4, 2.3, 5.1, 3.2, 60, 41, 2e3, 9e2, 4e5, 1e5, 9e7};
+	const double calm[] = {2.4, 2.3, 5.1, 3.2, 6.0, 4.1, 5.0, 4.9, 3.5, 3.0, 7.0};
+	struct diag_anomaly a = fwd("layer2.0.downsample.1", "BatchNorm2d", 3, 1);
+	struct diagnosis g;
+
+	(void)state;
+	a.nan = 4;
+	assert_string_equal(with_losses(&g, rough, 11, &a), "lr_too_high");
+	assert_int_equal(g.origin_step, 1); /* the smallest loss of the window */
+	assert_non_null(strstr(g.evidence[0], "2.3 at step 1, 9e+07 at step 10"));
+	/* whichever phase showed the first non-finite value: a gradient of the backward pass */
+	a.phase = "backward";
+	a.node = "NativeBatchNormBackward0";
+	assert_string_equal(with_losses(&g, rough, 11, &a), "lr_too_high");
+	/* ups and downs without a run-up: no divergence */
+	a.phase = "forward";
+	assert_string_not_equal(with_losses(&g, calm, 11, &a), "lr_too_high");
+}
+
+/* Attached late, one loss seen: the gradient norms grew at every step before the overflow. */
+static void test_lr_from_gradient_norms(void **state)
+{
+	const double one[] = {7.5};
+	struct diag_anomaly a = fwd("transformer.h.0.ln_2", "LayerNorm", 2, 1);
+	struct diag_grad growing[] = {{3, 3, 2.0}, {4, 4, 40}, {5, 5, 900}, {6, 6, 3e4}};
+	struct diag_grad spike[] = {{3, 3, 2.0}, {4, 4, 1.5}, {5, 5, 2.2}, {6, 6, 3e4}};
+	struct diagnosis g;
+	struct diag d;
+	int k;
+
+	(void)state;
+	for (k = 0; k < 2; k++) {
+		diagnose__init(&d);
+		diagnose__loss(&d, 6, FINDING_STEP_ATTACH, 0, one[0]);
+		diagnose__grads(&d, k ? spike : growing, 4);
+		a.step = 7;
+		a.iteration = 1;
+		a.nan = 8;
+		diagnose__observe(&d, &a);
+		a.iteration = 2;
+		diagnose__observe(&d, &a);
+		a.iteration = 1;
+		assert_int_equal(diagnose__conclude(&d, &g), 0);
+		if (!k) {
+			assert_string_equal(g.cause, "lr_too_high");
+			assert_int_equal(g.origin_step, 3);
+			assert_non_null(strstr(g.evidence[0], "gradient norm grew at every step"));
+			assert_non_null(strstr(g.fixes[0], "the gradient norm grew"));
+		} else {
+			/* one spike is no run-up */
+			assert_string_not_equal(g.cause, "lr_too_high");
+		}
+	}
+}
+
 static void test_gradient_evidence(void **state)
 {
 	const double stable[] = {3.1, 2.9, 2.8, 2.6, 2.5};
@@ -398,6 +456,8 @@ int main(void)
 		cmocka_unit_test(test_shift_to_loop_counter),
 		cmocka_unit_test(test_trend_backward_passes),
 		cmocka_unit_test(test_lr_too_high),
+		cmocka_unit_test(test_lr_through_noise),
+		cmocka_unit_test(test_lr_from_gradient_norms),
 		cmocka_unit_test(test_warnings),
 		cmocka_unit_test(test_gradient_evidence),
 	};
