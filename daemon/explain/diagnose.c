@@ -252,6 +252,18 @@ static void fix(struct diagnosis *g, const char *text)
 		g->fixes[g->nfixes++] = text;
 }
 
+/* One kind of fact the cause rests on (struct diagnosis' basis), once. */
+static void rests(struct diagnosis *g, const char *kind)
+{
+	int i;
+
+	for (i = 0; i < g->nbasis; i++)
+		if (!strcmp(g->basis[i], kind))
+			return;
+	if (g->nbasis < DIAG_MAX_BASIS)
+		g->basis[g->nbasis++] = kind;
+}
+
 static void conclude(struct diagnosis *g, const char *cause, double confidence)
 {
 	g->cause = cause;
@@ -484,6 +496,7 @@ static int rule_lr_grads(const struct diag *d, const struct diag_anomaly *a, str
 		return 0;
 	lo = &d->grads[start];
 	hi = &d->grads[end];
+	rests(g, "gradient_norms");
 	rate = pow(hi->norm / lo->norm,
 		   1.0 / (double)(hi->step - lo->step ? hi->step - lo->step : 1));
 	evidence(g,
@@ -512,6 +525,7 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 		return rule_lr_grads(d, a, g);
 	lo = loss_at(d, start);
 	hi = loss_at(d, end);
+	rests(g, "loss_trend");
 	rate = pow(hi->value / lo->value, 1.0 / (double)(end - start));
 	evidence(g,
 		 "the loss diverged before the first non-finite value: %.3g at step %llu, "
@@ -545,6 +559,7 @@ static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct 
 	/* in mode loss no module output was checked: a NaN from any layer looks the same */
 	if (!a->phase || strcmp(a->phase, "loss") || d->loss_only)
 		return 0;
+	rests(g, "loss_value");
 	evidence(g, "every module output of iteration %llu was finite; the loss was not",
 		 (unsigned long long)a->iteration);
 	evidence(g, "loss: %llu NaN, %llu +Inf, %llu -Inf", (unsigned long long)a->nan,
@@ -601,6 +616,7 @@ static int rule_backward(const struct diag_anomaly *a, struct diagnosis *g)
 
 	if (!a->phase || strcmp(a->phase, "backward"))
 		return 0;
+	rests(g, "autograd_node");
 	evidence(g,
 		 "the forward pass and the loss of iteration %llu were finite; %s (%s%smade %s%s) "
 		 "returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite ones",
@@ -631,6 +647,7 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 
 	if (a->params_finite != 0)
 		return 0;
+	rests(g, "parameters");
 	before = loss_before(d, a->iteration);
 	if (before && before->step < a->step) {
 		/* every output of that iteration was finite (this is the first anomaly) */
@@ -679,6 +696,7 @@ static int rule_input(const struct diag *d, struct diagnosis *g)
 {
 	if (d->root_inputs_finite != 0)
 		return 0;
+	rests(g, "model_inputs");
 	evidence(g, "the model's own inputs held NaN/Inf at iteration %llu",
 		 (unsigned long long)d->first.iteration);
 	evidence(g, "first non-finite output: %s, which received them", name(d->first.layer));
@@ -1279,6 +1297,9 @@ static int rule_fp16(const struct diag *d, const struct diag_anomaly *a, struct 
 	read_signs(x, &s);
 	if (s.zeros && !near)
 		return 0;
+	rests(g, "output_values");
+	if (x)
+		rests(g, "input_values");
 	evidence(g, "float16 output of %s overflowed from finite inputs", name(a->layer));
 	if (a->finite_max_abs > 0)
 		evidence(g, "largest finite |value| %g against the float16 maximum %g",
@@ -1303,6 +1324,9 @@ static int rule_values(const struct diag *d, const struct diag_anomaly *a, struc
 	read_signs(x, &s);
 	if (!s.n)
 		return 0;
+	rests(g, "input_values");
+	if (ops_known(x))
+		rests(g, "operations");
 	if (rule_inf(a, x, &s, g) || rule_nan(a, x, &s, g) || rule_weak(a, &s, g))
 		return 1;
 	evidence(g,
@@ -1344,6 +1368,8 @@ static int rule_cast(const struct diag *d, const struct diag_anomaly *a, struct 
 	}
 	if (!big)
 		return 0;
+	rests(g, "operations");
+	rests(g, "input_values");
 	out_counts(a, g);
 	ops_evidence(a, x, g);
 	evidence(g,
@@ -1369,6 +1395,7 @@ static int rule_output(const struct diag_anomaly *a, struct diagnosis *g)
 {
 	if (a->inputs_finite != 1)
 		return 0;
+	rests(g, "output_values");
 	out_counts(a, g);
 	if (a->posinf + a->neginf && a->finite_max_abs > NEAR_OVERFLOW) {
 		evidence(g, "finite values next to the Inf reach %g, near the float range",
@@ -1477,6 +1504,7 @@ static void rule_scaler(const struct diag *d, struct diagnosis *g)
 		evidence(g, "what makes the gradient non-finite: %s", mechanism);
 	for (i = 0; i < n && g->nevidence < DIAG_MAX_EVIDENCE; i++)
 		memcpy(g->evidence[g->nevidence++], rules[i], sizeof(rules[i]));
+	rests(g, "gradient_scaler");
 	conclude(g, "scaler_skips_persist", 0.9);
 	fix(g, "no parameter is updated while every step is skipped: fix the op that makes "
 	       "the gradient non-finite; a lower init_scale does not help");
@@ -1516,6 +1544,7 @@ static int conclude_rules(struct diag *d, struct diagnosis *out)
 			 "layer that made the value",
 			 d->loss_only ? "loss" : "sample",
 			 d->loss_only ? "loss" : "model's output");
+		rests(out, "mode");
 		conclude(out, "unknown", 0.2);
 		return 0;
 	}
@@ -1525,6 +1554,7 @@ static int conclude_rules(struct diag *d, struct diagnosis *out)
 		 "the first non-finite output, of %s, had inputs that were non-finite or "
 		 "could not be read, from outside any module seen",
 		 name(a->layer));
+	rests(out, "output_values");
 	conclude(out, "unknown", 0.2);
 	return 0;
 }

@@ -226,6 +226,10 @@ int output__diagnosis(struct emitter *e, const struct diagnosis *g, int step_sou
 	else
 		json__null(j, "origin_step");
 	loss_trend(j, g);
+	json__array_begin(j, "basis");
+	for (i = 0; i < g->nbasis && i < DIAG_MAX_BASIS; i++)
+		json__string(j, NULL, g->basis[i]);
+	json__array_end(j);
 	json__string(j, "capture", capture);
 	return emit__end(e);
 }

@@ -103,6 +103,8 @@ struct diag_warning {
 	int iterations_left; /* to overflow at that growth; -1: unknown */
 };
 
+#define DIAG_MAX_BASIS 6
+
 struct diagnosis {
 	uint64_t step, iteration;
 	const char *cause; /* from the fixed vocabulary */
@@ -116,6 +118,14 @@ struct diagnosis {
 	struct diag_loss trend[DIAG_TREND]; /* the losses up to the first anomaly's iteration */
 	int ntrend;
 	char fix_buf[DIAG_MAX_FIXES][160]; /* fixes that carry numbers */
+	/*
+	 * The kinds of facts the cause rests on ("loss_trend", "gradient_norms", "model_inputs",
+	 * "loss_value", "autograd_node", "parameters", "input_values", "operations",
+	 * "output_values", "gradient_scaler", "mode"): what a replay of the capture, which rests
+	 * on the operations it runs, is to be weighed against.
+	 */
+	const char *basis[DIAG_MAX_BASIS];
+	int nbasis;
 };
 
 /* Anomalies of one phase: found = reported + suppressed + lost once the ring is drained. */

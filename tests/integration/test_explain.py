@@ -103,6 +103,21 @@ def check_explanation(ev, man, op, cause, reproducible):
         raise Fail("explanation differs: %s; event %s" % ("; ".join(diffs), json.dumps(ev)))
 
 
+def check_live_beside(ev, d):
+    """The replay names the live diagnosis of its capture, whether the two agree, and the
+    facts the live one rests on."""
+    live = ev.get("live") or {}
+    agrees = d["cause"] == ev.get("cause")
+    line = ("the live diagnosis names the same cause" if agrees else
+            "the live diagnosis said %s, from " % d["cause"])
+    if live.get("cause") != d["cause"] or live.get("basis") != d["basis"] or \
+            ev.get("agrees") is not agrees or not d["basis"] or \
+            not any(line in e for e in ev.get("evidence", ())):
+        raise Fail("the replay's view of the live diagnosis (%s, basis %s): live %s, agrees %r, "
+                   "evidence %s" % (d["cause"], d["basis"], live, ev.get("agrees"),
+                                    ev.get("evidence")))
+
+
 def case_explain(ctx, name, variant):
     """Live cause from the captured values; the operation, cause and verdict by replay."""
     cause, op, replay_cause, reproducible = CASES[(name, variant)]
@@ -121,14 +136,22 @@ def case_explain(ctx, name, variant):
         raise Fail("capture directory holds %s, want one capture" % made)
     with open(os.path.join(dirpath, made[0], "manifest.json"), encoding="utf-8") as f:
         man = json.load(f)
+    # the daemon's stream as a user keeps it (-o FILE), for the replay to compare with
+    events_file = os.path.join(dirpath, "events.ndjson")
+    with open(events_file, "w", encoding="utf-8") as f:
+        for e in events:
+            f.write(json.dumps(e) + "\n")
+    os.chmod(events_file, 0o644)
     r = run_repro(ctx, os.path.join(inside_dir, made[0]), "--explain", "--json", "--class-from",
-                  os.path.join(ctx.env.trainers, name + ".py"))
+                  os.path.join(ctx.env.trainers, name + ".py"), "--events",
+                  os.path.join(inside_dir, "events.ndjson"))
     lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
     if r.returncode != (0 if reproducible else 1) or not lines:
         raise Fail("nanwatch-repro --explain exited %d: %s" % (r.returncode,
                                                               (r.stdout + r.stderr)[-600:]))
     ev = json.loads(lines[-1])
     check_explanation(ev, man, op, replay_cause, reproducible)
+    check_live_beside(ev, d)
     check_tail(ctx, lines[-1], ev)
 
 
