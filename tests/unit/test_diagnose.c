@@ -366,6 +366,8 @@ static void test_lr_from_gradient_norms(void **state)
 			assert_int_equal(g.origin_step, 3);
 			assert_non_null(strstr(g.evidence[0], "gradient norm grew at every step"));
 			assert_non_null(strstr(g.fixes[0], "the gradient norm grew"));
+			assert_int_equal(g.nbasis, 1);
+			assert_string_equal(g.basis[0], "gradient_norms");
 		} else {
 			/* one spike is no run-up */
 			assert_string_not_equal(g.cause, "lr_too_high");

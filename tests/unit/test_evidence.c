@@ -408,6 +408,10 @@ static void test_ops_log_of_underflow(void **state)
 	assert_true(said(&g, "takes no exp"));
 	assert_true(said(&g, "takes log of what softmax made"));
 	assert_true(said(&g, "from its output back (autograd): mean, neg, log, gather, softmax"));
+	/* what it rests on: the captured values and the call's ops */
+	assert_int_equal(g.nbasis, 2);
+	assert_string_equal(g.basis[0], "input_values");
+	assert_string_equal(g.basis[1], "operations");
 	/* an exp among the ops: the threshold counts */
 	with_ops(&fx, (const char *const[]){"log", "sum", "exp", NULL});
 	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
