@@ -7,7 +7,7 @@ import time
 from nwharness import (Fail, TRAINER_TIMEOUT, announced_trainer, finish_trainer, is_event,
                        last_json, oracle_of, read_comm, run_trainer, start_daemon,
                        start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
-from nwchecks import (EVERYWHERE, HOST_AND_TRIXIE, case_test, check_anomalies, check_anomaly_fields,
+from nwchecks import (EVERYWHERE, HOST_AND_TRIXIE, HOST_ONLY, NOBODY, case_test, check_anomalies, check_anomaly_fields,
                       check_envelope, check_first_in_flight, check_interpreter, describe,
                       environments, last_stats, parse_stream, step_now, target_untouched,
                       wait_steps, watch)
@@ -206,6 +206,29 @@ def test_midrun_manual_loop(ctx):
     the events carry the trainer's own step, named loop_variable."""
     events, first, fault, trace = watch_live(ctx, "midrun", "loop_variable", "--manual")
     check_loop_steps(events, first, fault, "updates by hand")
+
+
+@environments(*HOST_ONLY)
+def test_hostile_loop_counters(ctx):
+    """A target run by uid 65534 whose loop frame holds locals named like step counters built
+    to mislead the search for the loop's counter (a bignum, an int subclass, a negative count,
+    a str, one not in lockstep, one rebound to other types): none is taken, the real counter
+    (n_iter) is, the watch goes on to the target's exit, and the run trains as it does alone."""
+    ctx.env.run_as = NOBODY
+    try:
+        events, first, fault, trace = watch_live(ctx, "hostile_loop", "loop_variable")
+        alone = run_trainer(ctx, "hostile_loop", "--pace", "0", "--fault-at", str(fault))
+    finally:
+        ctx.env.run_as = None
+    if (first["step"], first["step_source"], first.get("step_variable")) != \
+            (fault, "loop_variable", "n_iter"):
+        raise Fail("first anomaly at step %r (%s, %r); the loop's n_iter was %d" % (
+            first["step"], first["step_source"], first.get("step_variable"), fault))
+    named = {ev.get("step_variable") for ev in events if ev.get("step_source") == "loop_variable"}
+    if named != {"n_iter"}:
+        raise Fail("loop counters taken: %s; only n_iter counts the steps" % sorted(named))
+    if trace != alone["trace"]:
+        raise Fail("hostile_loop trained differently under the daemon than alone")
 
 
 @environments(*HOST_AND_TRIXIE)
