@@ -121,6 +121,7 @@ struct diagnosis {
 	/*
 	 * The kinds of facts the cause rests on ("loss_trend", "gradient_norms", "model_inputs",
 	 * "loss_value", "autograd_node", "parameters", "input_values", "operations",
+	 * "operations_partial",
 	 * "output_values", "gradient_scaler", "mode"): what a replay of the capture, which rests
 	 * on the operations it runs, is to be weighed against.
 	 */
