@@ -442,6 +442,7 @@ static void test_ops_nan(void **state)
 	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
 	assert_true(
 		said(&g, "(autograd): mul, and ops on tensors that need no gradient (no node)"));
+	assert_string_equal(g.basis[1], "operations_partial");
 	fx.ops_partial = 0;
 	/* a division by a standard deviation over a constant feature */
 	a = origin("BatchStandardize", 2, 0, 0);
