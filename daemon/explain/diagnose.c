@@ -662,8 +662,11 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 			 isfinite(before->value) ? "finite: the gradients or the step size of that "
 						   "update were too large"
 						 : "not finite: its gradients were");
+		rests(g, "loss_trend");
 		gr = grad_at(d, before->step);
 		med = grad_median_before(d, before->step);
+		if (gr)
+			rests(g, "gradient_norms");
 		if (gr && !isfinite(gr->norm))
 			evidence(g,
 				 "the gradients of step %llu were not finite: the update applied "

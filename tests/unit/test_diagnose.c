@@ -398,6 +398,8 @@ static void test_gradient_evidence(void **state)
 	assert_int_equal(diagnose__conclude(&d, &g), 0);
 	assert_string_equal(g.cause, "nonfinite_params");
 	assert_int_equal(g.origin_step, 4);
+	assert_int_equal(g.nbasis, 3);
+	assert_string_equal(g.basis[2], "gradient_norms");
 	for (i = 0; i < g.nevidence; i++)
 		found |= strstr(g.evidence[i], "exploding gradient") != NULL;
 	assert_true(found);
