@@ -36,6 +36,13 @@ struct capture_opts {
 	struct names *names;
 	const struct nw_layout *layout;
 	uint64_t tuple_type; /* &PyTuple_Type in the target */
+	/*
+	 * The step of a record as the events name it (the loop's counter, once found), with its
+	 * source (FINDING_STEP_*) in *source: what the directory's name and the manifest say.
+	 * NULL: the record's own step.
+	 */
+	uint64_t (*step_of)(void *ctx, uint64_t step, int *source);
+	void *step_ctx;
 };
 
 /* Check the directory and learn the target's owner; NULL (errno set, err written) on failure. */

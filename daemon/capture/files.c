@@ -483,13 +483,22 @@ static void write_children(const struct capture *c, struct json *j, uint64_t mod
 	json__array_end(j);
 }
 
+/* The capture's step as the events name it, and its source (FINDING_STEP_*). */
+static uint64_t cap_step(const struct capture *c, const struct nw_cap_end *e, int *source)
+{
+	uint64_t step = e->step & NW_STEP_MASK;
+
+	*source = decode__step_source(e->step);
+	return c->o.step_of ? c->o.step_of(c->o.step_ctx, step, source) : step;
+}
+
 static int make_dir(struct capture *c, const struct nw_cap_end *e, const char *layer, char *name,
 		    size_t len)
 {
 	char base[200];
-	int i, err;
+	int i, err, source;
 
-	err = capture__dirname(base, sizeof(base), c->o.pid, e->step & NW_STEP_MASK, layer);
+	err = capture__dirname(base, sizeof(base), c->o.pid, cap_step(c, e, &source), layer);
 	if (err)
 		return err;
 	for (i = 0; i < 100; i++) {
@@ -511,6 +520,8 @@ static void manifest_head(struct capture *c, struct json *j, const struct nw_cap
 {
 	char cls[NW_NAME_LEN + 1], mod[256], tensor[32];
 	const char *dot;
+	uint64_t step;
+	int source;
 
 	memcpy(cls, e->class_name, NW_NAME_LEN);
 	cls[NW_NAME_LEN] = 0;
@@ -526,8 +537,9 @@ static void manifest_head(struct capture *c, struct json *j, const struct nw_cap
 	json__string(j, "comm", c->o.comm);
 	json__string(j, "python", c->o.python_version);
 	json__string(j, "torch", c->o.torch_version);
-	json__uint(j, "step", e->step & NW_STEP_MASK);
-	json__string(j, "step_source", output__step_source(decode__step_source(e->step)));
+	step = cap_step(c, e, &source);
+	json__uint(j, "step", step);
+	json__string(j, "step_source", output__step_source(source));
 	json__uint(j, "iteration", e->iteration);
 	json__string(j, "iteration_source", "attach");
 	json__string(j, "layer", layer);

@@ -231,6 +231,14 @@ static void setup_explain(struct session *s)
 	x->tensor_type = s->t.tensor_type;
 }
 
+/* A capture's step as the events name it: the loop's counter once found. */
+static uint64_t capture_step(void *ctx, uint64_t step, int *source)
+{
+	const struct session *s = ctx;
+
+	return explain__step(&s->x, step, source);
+}
+
 static int setup_capture(struct session *s, struct probe_opts *po, char *err, size_t errlen)
 {
 	struct capture_opts co = {
@@ -244,6 +252,8 @@ static int setup_capture(struct session *s, struct probe_opts *po, char *err, si
 		.names = s->names,
 		.layout = &s->nwl,
 		.tuple_type = s->t.tuple_type,
+		.step_of = capture_step,
+		.step_ctx = s,
 	};
 
 	/* without a directory the call is still copied, for the diagnosis' evidence only */

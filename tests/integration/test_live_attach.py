@@ -1,7 +1,10 @@
 """Attaching to a run in flight, detaching: SIGTERM, mid-run steps, live attaches, deep
 nesting, a replaced root module, an exec of the target."""
 import json
+import os
+import shutil
 import signal
+import tempfile
 import time
 
 from nwharness import (Fail, TRAINER_TIMEOUT, announced_trainer, finish_trainer, is_event,
@@ -206,6 +209,34 @@ def test_midrun_manual_loop(ctx):
     the events carry the trainer's own step, named loop_variable."""
     events, first, fault, trace = watch_live(ctx, "midrun", "loop_variable", "--manual")
     check_loop_steps(events, first, fault, "updates by hand")
+
+
+@environments(*HOST_ONLY)
+def test_midrun_capture_step(ctx):
+    """Plain SGD in flight, the first Linear overflowing at the fault (an origin, captured with
+    --capture-dir): the capture's directory and manifest name the step the events do, the
+    loop's counter, not the steps counted since the attach."""
+    work = tempfile.mkdtemp(prefix="nw-cap-")
+    try:
+        os.chmod(work, 0o700)
+        events, first, fault, trace = watch_live(ctx, "midrun", "loop_variable", "--sgd",
+                                                 "--origin",
+                                                 daemon_extra=("--capture-dir", work))
+        made = os.listdir(work)
+        if len(made) != 1:
+            raise Fail("capture directory holds %s, want one capture" % made)
+        with open(os.path.join(work, made[0], "manifest.json"), encoding="utf-8") as f:
+            man = json.load(f)
+        if (first["step"], first["step_source"], first["origin"]) != \
+                (fault, "loop_variable", True):
+            raise Fail("first anomaly at step %r (%s), origin %r; the trainer's fault step %d" % (
+                first["step"], first["step_source"], first["origin"], fault))
+        if (man["step"], man["step_source"]) != (fault, "loop_variable") or \
+                not made[0].startswith("%d-step%d-" % (first["pid"], fault)):
+            raise Fail("capture %s: manifest step %r (%s); the events' step %d (loop_variable)" % (
+                made[0], man["step"], man["step_source"], fault))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @environments(*HOST_ONLY)

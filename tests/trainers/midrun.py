@@ -7,7 +7,8 @@ must find the count in the training loop (common.Harness.run's local `step`); wi
 there is no torch.optim at all (updates by hand after clip_grad_norm_, as PyTorch's
 word_language_model example does), so each backward pass is a step, and the loop's counter
 gives its number. --accum N: N micro-batches (forward passes) a step; --scheduler: a StepLR
-stepped once a step, as warm-up and decay schedules are.
+stepped once a step, as warm-up and decay schedules are; --origin: the fault sample is finite
+but huge (3e38), so the first Linear makes the first non-finite value (an origin, captured).
 
 Expected first anomaly: body.0 (Linear) at step fault_step, inputs not finite.
 """
@@ -44,6 +45,7 @@ class MidRun(common.Trainer):
     fault_step = None  # until asked for
     sgd = False
     manual = False
+    origin = False
     scheduler = False
     sched = None
 
@@ -53,7 +55,9 @@ class MidRun(common.Trainer):
     def batch(self, step, micro, gen):
         x = torch.randn(4, 6, generator=gen)
         y = x[:, :2].sum(dim=1, keepdim=True).sin()
-        if step == self.fault_step:
+        if step == self.fault_step and self.origin:
+            x[1, :] = 3e38  # finite, but the first Linear's sums overflow: an origin there
+        elif step == self.fault_step:
             x[1, 3] = float("nan")  # a corrupt sample
         return (x,), y
 
@@ -83,6 +87,9 @@ if __name__ == "__main__":
     if "--scheduler" in sys.argv:
         sys.argv.remove("--scheduler")
         trainer.scheduler = True
+    if "--origin" in sys.argv:
+        sys.argv.remove("--origin")
+        trainer.origin = True
     if "--accum" in sys.argv:
         i = sys.argv.index("--accum")
         trainer.accum = int(sys.argv[i + 1])
