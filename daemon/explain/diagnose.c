@@ -252,6 +252,32 @@ static void fix(struct diagnosis *g, const char *text)
 		g->fixes[g->nfixes++] = text;
 }
 
+/* The fixes of a cause that more than one rule names, written once. */
+static void log_fixes(struct diagnosis *g)
+{
+	fix(g, "compute log-probabilities with log_softmax (or F.cross_entropy / F.nll_loss) "
+	       "instead of log(softmax(x))");
+	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
+}
+
+static void exp_fixes(struct diagnosis *g)
+{
+	fix(g, "subtract the row maximum before exp (as torch.softmax does), or use logsumexp");
+	fix(g, "clamp the exponent: torch.exp(x.clamp(max=80))");
+}
+
+static void domain_fix(struct diagnosis *g)
+{
+	fix(g, "clamp the argument into the op's domain (x.clamp_min(0) before sqrt, "
+	       "x.clamp_min(1e-12) before log)");
+}
+
+static void denominator_fix(struct diagnosis *g)
+{
+	fix(g,
+	    "add an epsilon to the denominator, or clamp it away from 0 (x / n.clamp_min(1e-12))");
+}
+
 /* One kind of fact the cause rests on (struct diagnosis' basis), once. */
 static void rests(struct diagnosis *g, const char *kind)
 {
@@ -565,9 +591,7 @@ static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct 
 	evidence(g, "loss: %llu NaN, %llu +Inf, %llu -Inf", (unsigned long long)a->nan,
 		 (unsigned long long)a->posinf, (unsigned long long)a->neginf);
 	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);
-	fix(g, "compute log-probabilities with log_softmax (or F.cross_entropy / F.nll_loss) "
-	       "instead of log(softmax(x))");
-	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
+	log_fixes(g);
 	return 1;
 }
 
@@ -910,8 +934,7 @@ static void verdict_exp(const struct diag_anomaly *a, const struct signs *s, int
 {
 	exp_fact(s, g);
 	conclude(g, "exp_overflow", agree(facts, named(a, "Softmax", "Exp")));
-	fix(g, "subtract the row maximum before exp (as torch.softmax does), or use logsumexp");
-	fix(g, "clamp the exponent: torch.exp(x.clamp(max=80))");
+	exp_fixes(g);
 }
 
 static void verdict_div(const struct diag_anomaly *a, const struct signs *s, int facts,
@@ -930,8 +953,7 @@ static void verdict_div(const struct diag_anomaly *a, const struct signs *s, int
 			   "divides by 0"
 			 : "a division by 0");
 	conclude(g, "division_by_zero", agree(facts, 0));
-	fix(g,
-	    "add an epsilon to the denominator, or clamp it away from 0 (x / n.clamp_min(1e-12))");
+	denominator_fix(g);
 	if (s->zero_rows)
 		fix(g, "look for empty or all-padding rows reaching this layer");
 }
@@ -952,9 +974,7 @@ static void verdict_log(const struct signs *s, int facts, struct diagnosis *g)
 	evidence(g, "the log of a probability that is 0 is -Inf (+Inf once negated); a division "
 		    "by one would be Inf too: the replay names the operation");
 	conclude(g, "loss_log_zero", agree(facts, 0));
-	fix(g, "compute log-probabilities with log_softmax (or F.cross_entropy / F.nll_loss) "
-	       "instead of log(softmax(x))");
-	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
+	log_fixes(g);
 }
 
 /*
@@ -979,9 +999,7 @@ static void verdict_underflow_log(const struct diag_anomaly *a, const struct evi
 		 "far below its row's maximum) gives log(0) = -Inf",
 		 name(a->layer), x->ops[log_at], x->ops[under_at]);
 	conclude(g, "loss_log_zero", agree(2, 0));
-	fix(g, "compute log-probabilities with log_softmax (or F.cross_entropy / F.nll_loss) "
-	       "instead of log(softmax(x))");
-	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
+	log_fixes(g);
 }
 
 /* Output with ±Inf from finite inputs: an exp past its threshold, or a division by 0. */
@@ -1035,14 +1053,10 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 			 x->ops[e_op >= 0 ? e_op : d_op]);
 		if (e_op >= 0) {
 			conclude(g, "exp_overflow", agree(1, 0));
-			fix(g,
-			    "subtract the row maximum before exp (as torch.softmax does), or use "
-			    "logsumexp");
-			fix(g, "clamp the exponent: torch.exp(x.clamp(max=80))");
+			exp_fixes(g);
 		} else {
 			conclude(g, "division_by_zero", agree(1, 0));
-			fix(g, "add an epsilon to the denominator, or clamp it away from 0 "
-			       "(x / n.clamp_min(1e-12))");
+			denominator_fix(g);
 		}
 		return 1;
 	}
@@ -1102,8 +1116,7 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		evidence(g, "%s takes the square root of a variance: of a negative one it is NaN",
 			 x->ops[sp]);
 		conclude(g, "invalid_domain", agree(2, 0));
-		fix(g, "clamp the argument into the op's domain (x.clamp_min(0) before sqrt, "
-		       "x.clamp_min(1e-12) before log)");
+		domain_fix(g);
 		fix(g, "look for what wrote the negative values into the statistics (a bad update "
 		       "or load of the buffers)");
 		return 1;
@@ -1149,8 +1162,7 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 			 "fractional power of a negative) is NaN",
 			 x->ops[dm]);
 		conclude(g, "invalid_domain", agree(1 + (s->negative || sub >= 0), 0));
-		fix(g, "clamp the argument into the op's domain (x.clamp_min(0) before sqrt, "
-		       "x.clamp_min(1e-12) before log)");
+		domain_fix(g);
 		if (sub >= 0)
 			fix(g, "compute a variance as the mean of squared deviations ((x - "
 			       "x.mean()) ** 2).mean(), or torch.var, not E[x^2] - E[x]^2");
@@ -1277,8 +1289,7 @@ static int rule_weak(const struct diag_anomaly *a, const struct signs *s, struct
 		 (unsigned long long)s->negative->negatives, (unsigned long long)s->negative->numel,
 		 s->negative->min);
 	conclude(g, "invalid_domain", agree(!!s->rare_negative, 0));
-	fix(g, "clamp the argument into the op's domain (x.clamp_min(0) before sqrt, "
-	       "x.clamp_min(1e-12) before log)");
+	domain_fix(g);
 	return 1;
 }
 
