@@ -170,6 +170,17 @@ static __always_inline void cap_stop(struct cap_state *c, __u64 obj)
 		c->stops[c->nstops++ & (CAP_STOPS - 1)] = node;
 }
 
+/* A grad_fn of one of the call's tensor arguments: the walk does not go past it. */
+static __always_inline int cap_is_stop(const struct cap_state *c, __u64 node)
+{
+	__u32 i;
+
+	for (i = 0; i < CAP_STOPS; i++)
+		if (i < c->nstops && c->stops[i] == node)
+			return 1;
+	return 0;
+}
+
 /* Edge j of the node being visited (in c->edges): its node joins the walk if it is new. */
 static long cap_op_edge(__u32 j, void *unused)
 {
@@ -179,7 +190,7 @@ static long cap_op_edge(__u32 j, void *unused)
 
 	if (!c || j >= c->nedges)
 		return 1;
-	w = (j * c->esz) / 8;
+	w = (j * (__u64)BL.edge_size) / 8; /* unsigned: BPF has no signed division */
 	if (w >= BWD_EDGES * 4)
 		return 1;
 	node = c->edges[w];
@@ -187,11 +198,8 @@ static long cap_op_edge(__u32 j, void *unused)
 		c->partial = 1;
 		return 0;
 	}
-	if (read_u64(node) == BL.acc_vptr)
+	if (read_u64(node) == BL.acc_vptr || cap_is_stop(c, node))
 		return 0;
-	for (i = 0; i < CAP_STOPS; i++)
-		if (i < c->nstops && c->stops[i] == node)
-			return 0;
 	for (i = 0; i < NW_CAP_OPS; i++)
 		if (i < c->nnodes && c->nodes[i] == node)
 			return 0;
@@ -222,7 +230,6 @@ static long cap_op_visit(__u32 idx, void *unused)
 		len = sizeof(c->edges);
 	if (!n || bpf_probe_read_user(c->edges, len, (void *)v[0]))
 		return 0;
-	c->esz = BL.edge_size;
 	c->nedges = n;
 	bpf_loop(BWD_EDGES, cap_op_edge, NULL, 0);
 	return 0;
@@ -242,10 +249,8 @@ static __always_inline void cap_ops(__u64 out, struct nw_cap_end *e)
 	if (!c || !cap_ops_on())
 		return;
 	node = tensor_grad_fn(tensor_impl(out), BL.impl_autograd_meta, BL.meta_grad_fn);
-	for (i = 0; i < CAP_STOPS; i++)
-		if (i < c->nstops && c->stops[i] == node)
-			node = 0; /* returned as it came in: nothing of the call's own */
-	if (!node)
+	/* none, or returned as it came in: nothing of the call's own */
+	if (!node || cap_is_stop(c, node))
 		return;
 	c->nodes[0] = node;
 	c->nnodes = 1;

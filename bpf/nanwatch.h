@@ -36,11 +36,6 @@ enum nw_event_type {
 };
 
 /*
- * The step of every record (and BPF's step_count) is one word: the step in the
- * low NW_STEP_SHIFT bits, where it comes from (enum nw_step_source) above them,
- * so that whoever reads it gets both from the same moment.
- */
-/*
  * The training loop's counter-named locals (daemon/session/loopstep.c) read as each root
  * forward pass begins: the daemon writes the slots' addresses (loop_slots, loop_nslots,
  * loop_gen), BPF copies what each slot points to into loop_snap. Read there, the value
@@ -59,6 +54,11 @@ struct nw_loop_snap {
 	__u64 raw[NW_LOOP_SLOTS][NW_LOOP_WORDS];
 };
 
+/*
+ * The step of every record (and BPF's step_count) is one word: the step in the
+ * low NW_STEP_SHIFT bits, where it comes from (enum nw_step_source) above them,
+ * so that whoever reads it gets both from the same moment.
+ */
 #define NW_STEP_SHIFT 56
 #define NW_STEP_MASK ((1ULL << NW_STEP_SHIFT) - 1)
 

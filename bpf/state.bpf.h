@@ -69,7 +69,6 @@ __u64 iter_started = 0; /* root forward passes started */
 __u32 opt_stepped = 0;	/* an optimizer step was seen: it, not backward passes, counts */
 __u32 bwd_ran = 0;	/* a backward pass ran since the last root forward pass started */
 __u32 loop_tid = 0;	/* the thread that started the last root forward pass */
-__u64 step_at_iter = 0; /* step_count as it started: equal now, no step since (daemon) */
 __u64 loop_slots[NW_LOOP_SLOTS] = {}; /* the loop's counter-named locals (daemon) */
 __u64 loop_nslots = 0;		      /* ... in use (daemon) */
 __u64 loop_gen = 0;		      /* ... their list's generation (daemon) */
@@ -220,7 +219,7 @@ struct cap_state {
 	__u32 nstops;
 	__u32 more;
 	__u32 partial; /* an edge to nothing: an input that needs no gradient */
-	__u64 esz, nedges;
+	__u64 nedges;  /* of the node being visited, in edges[] */
 	__u64 nodes[NW_CAP_OPS];
 	__u64 stops[CAP_STOPS]; /* grad_fns of the call's tensor arguments */
 	__u64 edges[BWD_EDGES * 4];
@@ -464,8 +463,7 @@ static __always_inline void iteration_started(void)
 			     ((step_count + 1) & NW_STEP_MASK);
 	}
 	bwd_ran = 0;
-	/* the daemon reads the loop's step counter while these hold (session/loopstep.c) */
-	step_at_iter = step_count;
+	/* the loop's thread, whose frames the daemon searches for its step counter */
 	loop_tid = (__u32)bpf_get_current_pid_tgid();
 	if (loop_nslots) {
 		__sync_fetch_and_add(&loop_snap.seq, 1);

@@ -442,9 +442,6 @@ void probe__loop(const struct probe *p, struct probe_loop *out)
 	__u64 ts = 0;
 
 	out->step_word = __atomic_load_n(&b->step_count, __ATOMIC_ACQUIRE);
-	out->step_at_iter = __atomic_load_n(&b->step_at_iter, __ATOMIC_RELAXED);
-	out->iterations = __atomic_load_n(&b->iter_started, __ATOMIC_RELAXED);
-	out->bwd_ran = __atomic_load_n(&b->bwd_ran, __ATOMIC_RELAXED);
 	tid = __atomic_load_n(&b->loop_tid, __ATOMIC_RELAXED);
 	out->tid = tid;
 	out->tstate = 0;

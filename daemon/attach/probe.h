@@ -85,13 +85,10 @@ int probe__runtime(const struct probe *p, struct probe_runtime *rt);
 /* The current step, and where it comes from (enum nw_step_source) in *source. */
 uint64_t probe__step(const struct probe *p, int *source);
 
-/* Where the training loop is now: its thread, and whether a step ran since its pass began. */
+/* Where the training loop is now: its thread, and what BPF read from its counter's slots. */
 struct probe_loop {
 	uint64_t step_word;	  /* BPF's step word now */
-	uint64_t step_at_iter;	  /* ... as the last root forward pass began */
-	uint32_t bwd_ran;	  /* a backward pass began since */
-	uint64_t iterations;	  /* root forward passes begun */
-	uint32_t tid;		  /* the thread that began it */
+	uint32_t tid;		  /* the thread that began the last root forward pass */
 	uint64_t tstate;	  /* its PyThreadState; 0: not known */
 	int snap_ok;		  /* snap holds a whole copy (not one BPF was writing) */
 	struct nw_loop_snap snap; /* the loop slots as the last root forward pass began */

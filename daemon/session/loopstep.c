@@ -330,7 +330,7 @@ int loopstep__sample_from(struct loopstep *ls, loopstep_read_fn read, loopstep_s
 			  void *ctx)
 {
 	struct probe_loop a;
-	int changed;
+	int changed, added = 0;
 
 	if (ls->off)
 		return 0;
@@ -346,14 +346,13 @@ int loopstep__sample_from(struct loopstep *ls, loopstep_read_fn read, loopstep_s
 	changed = take_snap(ls, &a);
 	/* new candidates among the loop thread's frames (any time: BPF reads their values) */
 	if (ls->chosen < 0 && !ls->off && a.tstate) {
-		if (walk(ls, a.tstate))
-			changed |= 2;
-		else if (!ls->nc && ++ls->samples >= LOOPSTEP_GIVE_UP)
+		added = walk(ls, a.tstate);
+		if (!added && !ls->nc && ++ls->samples >= LOOPSTEP_GIVE_UP)
 			ls->off = 1; /* no counter-named int in the loop's frames */
 	}
-	if (changed || (ls->off && ls->nslots))
+	if (changed || added || (ls->off && ls->nslots))
 		publish(ls, slots, ctx);
-	return changed & 1;
+	return changed;
 }
 
 int loopstep__get(const struct loopstep *ls, const char **name, int64_t *offset)

@@ -24,8 +24,8 @@ struct world {
 	struct nw_layout l;
 	struct loopstep ls;
 	uint64_t int_type, tuple_type, tstate;
-	uint64_t outer, inner;	       /* frames: the loop's, and one it calls */
-	uint64_t step_word, step_iter; /* what BPF says */
+	uint64_t outer, inner; /* frames: the loop's, and one it calls */
+	uint64_t step_word;    /* what BPF says */
 	uint64_t iterations;
 	uint64_t slots[NW_LOOP_SLOTS]; /* what the daemon handed BPF */
 	int nslots;
@@ -74,8 +74,6 @@ static void read_bpf(void *ctx, struct probe_loop *out)
 
 	memset(out, 0, sizeof(*out));
 	out->step_word = w->step_word;
-	out->step_at_iter = w->step_iter;
-	out->iterations = w->iterations;
 	out->tid = 4242;
 	out->tstate = w->tstate;
 	out->snap_ok = 1;
@@ -97,7 +95,7 @@ static void begin_pass(struct world *w, uint64_t step)
 {
 	int k;
 
-	w->step_word = w->step_iter = step;
+	w->step_word = step;
 	w->iterations++;
 	memset(&w->snap, 0, sizeof(w->snap));
 	w->snap.gen = w->gen;
