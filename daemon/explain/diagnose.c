@@ -57,6 +57,42 @@ static void renumber_micro_batches(struct diag *d, uint64_t step)
 		l->step = step ? step - 1 : 0;
 		l->step_source = FINDING_STEP_ATTACH;
 	}
+	for (i = d->nearly; i-- > 0;) {
+		if (d->early[i].step_source != FINDING_STEP_BACKWARD)
+			break;
+		d->early[i].step = step ? step - 1 : 0;
+		d->early[i].step_source = FINDING_STEP_ATTACH;
+	}
+}
+
+static int counted_since_attach(int source)
+{
+	return source == FINDING_STEP_ATTACH || source == FINDING_STEP_BACKWARD;
+}
+
+/*
+ * The watch's first finite losses, kept past the ring: where a long divergence began. Those
+ * counted from the attach go once the target's own step is known, so that all are numbered
+ * alike.
+ */
+static void note_early(struct diag *d, const struct diag_loss *l)
+{
+	unsigned int i, j;
+
+	if (!counted_since_attach(l->step_source)) {
+		for (i = j = 0; i < d->nearly; i++)
+			if (!counted_since_attach(d->early[i].step_source))
+				d->early[j++] = d->early[i];
+		d->nearly = j;
+	}
+	if (d->nearly && d->early[d->nearly - 1].iteration == l->iteration) {
+		d->early[d->nearly - 1] = *l;
+		if (!isfinite(l->value))
+			d->nearly--;
+		return;
+	}
+	if (d->nearly < DIAG_WINDOW && isfinite(l->value))
+		d->early[d->nearly++] = *l;
 }
 
 void diagnose__loss(struct diag *d, uint64_t step, int step_source, uint64_t iteration,
@@ -70,6 +106,7 @@ void diagnose__loss(struct diag *d, uint64_t step, int step_source, uint64_t ite
 			l->step = step;
 			l->step_source = step_source;
 			l->value = value;
+			note_early(d, l);
 			return;
 		}
 		if (l->step_source == FINDING_STEP_BACKWARD && step_source != FINDING_STEP_BACKWARD)
@@ -80,6 +117,7 @@ void diagnose__loss(struct diag *d, uint64_t step, int step_source, uint64_t ite
 	l->step_source = step_source;
 	l->iteration = iteration;
 	l->value = value;
+	note_early(d, l);
 }
 
 static const struct diag_loss *loss_at(const struct diag *d, unsigned int i)
@@ -203,10 +241,15 @@ __attribute__((format(printf, 2, 3))) static void evidence(struct diagnosis *g, 
 	va_end(ap);
 }
 
-/* An evidence line "label: item, item, ...", cut at the line's size; sent if it has items. */
+/*
+ * An evidence line "label: item, item, ...", sent if it has items; an item that does not fit
+ * whole is left out, with those after it, and the line ends " ...".
+ */
+#define LIST_MORE " ..."
+
 struct listing {
 	char buf[sizeof(((struct diagnosis *)0)->evidence[0])];
-	int len, n;
+	int len, n, cut;
 };
 
 __attribute__((format(printf, 2, 3))) static void list_begin(struct listing *l, const char *fmt,
@@ -222,23 +265,28 @@ __attribute__((format(printf, 2, 3))) static void list_begin(struct listing *l, 
 
 __attribute__((format(printf, 2, 3))) static void list_add(struct listing *l, const char *fmt, ...)
 {
+	char item[sizeof(l->buf)];
 	va_list ap;
+	int n;
 
-	if (l->len >= (int)sizeof(l->buf))
-		return;
-	if (l->n++)
-		l->len += snprintf(l->buf + l->len, sizeof(l->buf) - l->len, ",");
-	if (l->len >= (int)sizeof(l->buf))
+	if (l->cut)
 		return;
 	va_start(ap, fmt);
-	l->len += vsnprintf(l->buf + l->len, sizeof(l->buf) - l->len, fmt, ap);
+	n = vsnprintf(item, sizeof(item), fmt, ap);
 	va_end(ap);
+	/* the separator, the item and room for LIST_MORE after it, and the NUL */
+	if (n < 0 || l->len + !!l->n + n + (int)sizeof(LIST_MORE) > (int)sizeof(l->buf)) {
+		l->cut = 1;
+		return;
+	}
+	l->len += snprintf(l->buf + l->len, sizeof(l->buf) - l->len, "%s%s", l->n ? "," : "", item);
+	l->n++;
 }
 
 static void list_send(const struct listing *l, struct diagnosis *g)
 {
 	if (l->n)
-		evidence(g, "%s", l->buf);
+		evidence(g, "%s%s", l->buf, l->cut ? LIST_MORE : "");
 }
 
 static const char *name(const char *layer)
@@ -329,6 +377,12 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof(v[0]), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* Median of the finite gradient norms of the passes before step; 0 if none. */
 static double grad_median_before(const struct diag *d, uint64_t step)
 {
@@ -338,10 +392,7 @@ static double grad_median_before(const struct diag *d, uint64_t step)
 	for (i = 0; i < d->ngrads; i++)
 		if (d->grads[i].step < step && isfinite(d->grads[i].norm))
 			v[n++] = d->grads[i].norm;
-	if (!n)
-		return 0;
-	qsort(v, n, sizeof(v[0]), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return n ? median(v, n) : 0;
 }
 
 /* "gradient norm by step: s: n, ..." for steps from..to, if any was measured. */
@@ -451,6 +502,55 @@ static int diverging_rough(const struct diag *d, uint64_t iteration, int *end)
 	return lo;
 }
 
+/* The long run's two ends: the watch's first losses, and its last before an iteration. */
+struct long_run {
+	double early, recent; /* medians */
+	const struct diag_loss *from, *to;
+};
+
+/*
+ * A divergence over the long run (a learning rate too high climbs for hundreds of steps, each
+ * step's rise lost in the noise): the median of the last DIAG_WINDOW finite losses before
+ * `iteration` (DIAG_WINDOW_MIN * 2 at least) is DIAG_ROUGH times the median of the watch's
+ * first ones (DIAG_WINDOW_MIN at least, all before them), and the newer half of the last ones
+ * is no lower than the older half: still rising, not a plateau reached and left.
+ */
+static int diverging_long(const struct diag *d, uint64_t iteration, struct long_run *r)
+{
+	double v[DIAG_WINDOW], older[DIAG_WINDOW / 2], newer[DIAG_WINDOW / 2];
+	int i, n = 0;
+	unsigned int k;
+
+	if (d->nearly < DIAG_WINDOW_MIN)
+		return 0;
+	for (k = d->nlosses; k-- > 0 && n < DIAG_WINDOW;) {
+		const struct diag_loss *l = loss_at(d, k);
+
+		if (l->iteration >= iteration)
+			continue;
+		if (!isfinite(l->value) || l->iteration <= d->early[d->nearly - 1].iteration)
+			break;
+		if (!n)
+			r->to = l;
+		v[n++] = l->value;
+	}
+	if (n < DIAG_WINDOW_MIN * 2)
+		return 0;
+	/* v is newest first: its first half the newer */
+	for (i = 0; i < n / 2; i++) {
+		newer[i] = v[i];
+		older[i] = v[n - 1 - i];
+	}
+	if (median(newer, n / 2) < median(older, n / 2))
+		return 0;
+	r->recent = median(v, n);
+	for (k = 0; k < d->nearly; k++)
+		v[k] = d->early[k].value;
+	r->early = median(v, (int)d->nearly);
+	r->from = &d->early[0];
+	return r->early > 0 && r->recent >= DIAG_ROUGH * r->early;
+}
+
 /*
  * Growth of the gradient norms before step (the daemon attached too late to see the losses
  * rise): at least three passes, each norm DIAG_RUNUP times the one before or more, the last
@@ -537,6 +637,30 @@ static int rule_lr_grads(const struct diag *d, const struct diag_anomaly *a, str
 	return 1;
 }
 
+/* The loss climbed over the watch, too slowly or too noisily for the window's rules. */
+static int rule_lr_long(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
+{
+	struct long_run r = {};
+	double rate;
+	uint64_t span;
+
+	if (!diverging_long(d, a->iteration, &r))
+		return 0;
+	rests(g, "loss_trend");
+	span = r.to->step > r.from->step ? r.to->step - r.from->step : 1;
+	rate = pow(r.recent / r.early, 1.0 / (double)span);
+	evidence(g,
+		 "the loss climbed over the watch: median %.3g of its first %u (from step %llu), "
+		 "%.3g of its last (to step %llu), still rising: x%.3g in %llu steps",
+		 r.early, d->nearly, (unsigned long long)r.from->step, r.recent,
+		 (unsigned long long)r.to->step, r.recent / r.early, (unsigned long long)span);
+	grad_evidence(d, r.from->step, r.to->step, g);
+	mark_evidence(d, a, a->module_id, "output", g);
+	mark_evidence(d, a, a->module_id | NW_PARAMS_KEY, "parameters", g);
+	lr_fixes(d, r.from->step, rate, "loss", g);
+	return 1;
+}
+
 static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	const struct diag_loss *lo, *hi;
@@ -548,7 +672,7 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 	if (start < 0)
 		start = diverging_rough(d, a->iteration, &end);
 	if (start < 0)
-		return rule_lr_grads(d, a, g);
+		return rule_lr_long(d, a, g) || rule_lr_grads(d, a, g);
 	lo = loss_at(d, start);
 	hi = loss_at(d, end);
 	rests(g, "loss_trend");
@@ -774,6 +898,50 @@ static const char *const spread_ops[] = {"std",
 					 NULL};
 static const char *const mask_ops[] = {"masked_fill", NULL};
 static const char *const softmax_ops[] = {"softmax", NULL};
+static const char *const sub_ops[] = {"sub", "rsub", NULL};
+static const char *const root_ops[] = {"sqrt", "rsqrt", NULL};
+static const char *const mean_ops[] = {"mean", NULL};
+
+/* Every op a rule looks for: what a layer's code names is kept when it is one of them. */
+static const char *const *const rule_sets[] = {
+	exp_ops,  log_ops,     underflow_ops, div_ops,	domain_ops, spread_ops,
+	mask_ops, softmax_ops, sub_ops,	      mean_ops, NULL,
+};
+
+/* The functional and spelled-out names of ops, as autograd names them. */
+static const char *const code_alias[][2] = {
+	{"true_divide", "div"},
+	{"divide", "div"},
+	{"subtract", "sub"},
+	{"float_power", "pow"},
+	{"layer_norm", "native_layer_norm"},
+	{"batch_norm", "native_batch_norm"},
+	{"instance_norm", "native_batch_norm"},
+	{"group_norm", "native_group_norm"},
+};
+
+int diagnose__code_op(const char *name, char *op, size_t len)
+{
+	char base[EVIDENCE_OP_LEN];
+	size_t n = strlen(name), i;
+	int j, k;
+
+	/* an in-place variant (sqrt_, masked_fill_) is the op */
+	if (n && name[n - 1] == '_')
+		n--;
+	if (!n || n >= sizeof(base) || name[0] == '_')
+		return 0;
+	memcpy(base, name, n);
+	base[n] = 0;
+	for (i = 0; i < sizeof(code_alias) / sizeof(code_alias[0]); i++)
+		if (!strcmp(base, code_alias[i][0]))
+			snprintf(base, sizeof(base), "%s", code_alias[i][1]);
+	for (j = 0; rule_sets[j]; j++)
+		for (k = 0; rule_sets[j][k]; k++)
+			if (!strcmp(base, rule_sets[j][k]))
+				return snprintf(op, len, "%s", base) < (int)len;
+	return 0;
+}
 
 static int ops_known(const struct evidence_facts *x)
 {
@@ -804,6 +972,25 @@ static int op_in(const struct evidence_facts *x, const char *const *set)
 	return op_before(x, set, -1);
 }
 
+static int code_known(const struct evidence_facts *x)
+{
+	return x && x->ncode > 0;
+}
+
+/* An op of set the call ran (autograd) or, failing that, its code names; NULL if none. */
+static const char *op_named(const struct evidence_facts *x, const char *const *set)
+{
+	int i = op_in(x, set), j, k;
+
+	if (i >= 0)
+		return x->ops[i];
+	for (j = 0; code_known(x) && j < x->ncode && j < EVIDENCE_MAX_OPS; j++)
+		for (k = 0; set[k]; k++)
+			if (!strcmp(x->code_ops[j], set[k]))
+				return x->code_ops[j];
+	return NULL;
+}
+
 /* "operations of X, from its output back: log, gather, softmax" */
 static void ops_evidence(const struct diag_anomaly *a, const struct evidence_facts *x,
 			 struct diagnosis *g)
@@ -820,6 +1007,24 @@ static void ops_evidence(const struct diag_anomaly *a, const struct evidence_fac
 		list_add(&l, " ...");
 	if (x->ops_partial)
 		list_add(&l, " and ops on tensors that need no gradient (no node)");
+	list_send(&l, g);
+}
+
+/* "operations the code of X's forward names: mean, std" (where the walk is not whole) */
+static void code_evidence(const struct diag_anomaly *a, const struct evidence_facts *x,
+			  struct diagnosis *g)
+{
+	struct listing l;
+	int i;
+
+	if (!code_known(x))
+		return;
+	list_begin(&l,
+		   "operations the code of %s (%s.forward) names, where autograd did not "
+		   "record them all:",
+		   name(a->layer), a->module ? a->module : "?");
+	for (i = 0; i < x->ncode && i < EVIDENCE_MAX_OPS; i++)
+		list_add(&l, " %s", x->code_ops[i]);
 	list_send(&l, g);
 }
 
@@ -983,10 +1188,26 @@ static void verdict_log(const struct signs *s, int facts, struct diagnosis *g)
  */
 static void no_exp_taken(const struct evidence_facts *x, struct signs *s, struct diagnosis *g)
 {
-	if (!s->exp || !ops_whole(x) || op_in(x, exp_ops) >= 0)
+	const char *other;
+
+	if (!s->exp || op_named(x, exp_ops))
 		return;
-	evidence(g, "%s%s reaches %.4g, above exp's overflow threshold, but the call takes no exp",
-		 role_of(s->exp), s->exp->name, s->exp->max);
+	if (ops_whole(x)) {
+		evidence(g,
+			 "%s%s reaches %.4g, above exp's overflow threshold, but the call takes no "
+			 "exp",
+			 role_of(s->exp), s->exp->name, s->exp->max);
+		s->exp = NULL;
+		return;
+	}
+	/* the walk missed ops: the code names none that exps, and one that explains a NaN */
+	other = op_named(x, domain_ops) ? op_named(x, domain_ops) : op_named(x, spread_ops);
+	if (!code_known(x) || !other)
+		return;
+	evidence(g,
+		 "%s%s reaches %.4g, above exp's overflow threshold, but the layer's code names "
+		 "no exp; it names %s",
+		 role_of(s->exp), s->exp->name, s->exp->max, other);
 	s->exp = NULL;
 }
 
@@ -1015,6 +1236,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 		return 0;
 	out_counts(a, g);
 	ops_evidence(a, x, g);
+	code_evidence(a, x, g);
 	no_exp_taken(x, s, g);
 	exp_n = !!s->exp + (s->exp && only_pos) + (a->finite_max_abs > NEAR_OVERFLOW) +
 		(s->exp && e_op >= 0);
@@ -1094,12 +1316,14 @@ static void verdict_masked(const struct diag_anomaly *a, const struct signs *s, 
 static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_facts *x,
 			const struct signs *s, struct diagnosis *g)
 {
-	int sp = op_in(x, spread_ops), lg = op_in(x, log_ops), dm = op_in(x, domain_ops);
-	int dv = op_in(x, div_ops), i;
+	const char *sp = op_named(x, spread_ops), *lg = op_named(x, log_ops);
+	const char *dm = op_named(x, domain_ops), *dv = op_named(x, div_ops);
 	const struct tensor_facts *bad_var = NULL;
-	int sub = dm >= 0 ? op_before(x, (const char *const[]){"sub", "rsub", NULL}, dm) : -1;
+	int dm_at = op_in(x, domain_ops), i;
+	/* a subtraction on the input side of the domain op, in the walk's order */
+	int sub = dm_at >= 0 ? op_before(x, sub_ops, dm_at) : -1;
 
-	if (!ops_known(x))
+	if (!ops_known(x) && !code_known(x))
 		return 0;
 	/* torch's norms keep their statistics as buffers: running_var, running_mean */
 	for (i = 0; i < x->n; i++)
@@ -1107,21 +1331,21 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		    strstr(x->t[i].name, "var"))
 			bad_var = &x->t[i];
 	/* a norm over a running variance gone negative takes sqrt of it: a domain */
-	if (sp >= 0 && (bad_var || s->rare_negative)) {
+	if (sp && (bad_var || s->rare_negative)) {
 		if (!bad_var)
 			bad_var = s->rare_negative;
 		evidence(g, "%s%s holds %llu negative values (min %.4g), where a variance is kept",
 			 role_of(bad_var), bad_var->name, (unsigned long long)bad_var->negatives,
 			 bad_var->min);
 		evidence(g, "%s takes the square root of a variance: of a negative one it is NaN",
-			 x->ops[sp]);
+			 sp);
 		conclude(g, "invalid_domain", agree(2, 0));
 		domain_fix(g);
 		fix(g, "look for what wrote the negative values into the statistics (a bad update "
 		       "or load of the buffers)");
 		return 1;
 	}
-	if (sp >= 0) {
+	if (sp) {
 		if (s->const_cols)
 			evidence(g,
 				 "%s%s (%s): %llu of its %llu features (last dimension) are the "
@@ -1132,7 +1356,7 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		evidence(g,
 			 "the call divides by a spread (%s): over values that are all equal it is "
 			 "0, and 0/0 is NaN",
-			 x->ops[sp]);
+			 sp);
 		conclude(g, "norm_zero_variance",
 			 agree(1 + !!s->const_cols, named(a, "Norm", "Standard")));
 		fix(g, "add an epsilon to the variance (x.std(dim) + 1e-5, eps=1e-5 in a norm)");
@@ -1140,27 +1364,27 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		       "reduces over (a batch of one class, padding)");
 		return 1;
 	}
-	if (lg >= 0 && s->prob_zeros) {
+	if (lg && s->prob_zeros) {
 		verdict_log(s, 2, g);
 		evidence(g, "0 * log(0) is NaN");
 		return 1;
 	}
-	if (dm >= 0) {
+	if (dm) {
 		if (s->negative)
 			evidence(g, "negative values reach it (%s%s: %llu of %llu, min %.4g)",
 				 role_of(s->negative), s->negative->name,
 				 (unsigned long long)s->negative->negatives,
 				 (unsigned long long)s->negative->numel, s->negative->min);
-		if (sub > dm)
+		if (sub >= 0)
 			evidence(
 				g,
 				"%s's argument comes from a subtraction (%s) made inside the call: "
 				"a difference of close large values can round below 0",
-				x->ops[dm], x->ops[sub]);
+				dm, x->ops[sub]);
 		evidence(g,
 			 "%s of a value outside its domain (a negative under a sqrt or log, a "
 			 "fractional power of a negative) is NaN",
-			 x->ops[dm]);
+			 dm);
 		conclude(g, "invalid_domain", agree(1 + (s->negative || sub >= 0), 0));
 		domain_fix(g);
 		if (sub >= 0)
@@ -1168,11 +1392,11 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 			       "x.mean()) ** 2).mean(), or torch.var, not E[x^2] - E[x]^2");
 		return 1;
 	}
-	if (dv >= 0) {
+	if (dv) {
 		evidence(g,
 			 "the call divides (%s) by a value it made itself: 0/0 (a sum or count "
 			 "over nothing) is NaN",
-			 x->ops[dv]);
+			 dv);
 		/* ops on tensors that need no gradient are not seen: one may have made the NaN */
 		conclude(g, "division_by_zero", agree(ops_whole(x), 0));
 		fix(g, "add an epsilon to the denominator, or clamp it away from 0 (x / "
@@ -1197,23 +1421,32 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 static int rule_zero_spread(const struct diag_anomaly *a, const struct evidence_facts *x,
 			    const struct signs *s, struct diagnosis *g)
 {
-	int sp = op_in(x, spread_ops),
-	    root = op_in(x, (const char *const[]){"sqrt", "rsqrt", NULL});
-	int mean = root >= 0 ? op_before(x, (const char *const[]){"mean", NULL}, root) : -1;
+	const char *sp = op_named(x, spread_ops), *root = NULL, *mean = NULL;
+	int at = op_in(x, root_ops), before = at >= 0 ? op_before(x, mean_ops, at) : -1;
 
-	if (op_in(x, div_ops) < 0 || (sp < 0 && mean < 0))
+	if (before >= 0) {
+		root = x->ops[at];
+		mean = x->ops[before];
+	} else if (code_known(x)) {
+		/* the code's names have no order, and a "/" is no name: both are taken as there */
+		root = op_named(x, root_ops);
+		mean = op_named(x, mean_ops);
+	}
+	if (!(root && mean) && !sp)
+		return 0;
+	if (op_in(x, div_ops) < 0 && !code_known(x))
 		return 0;
 	rows_fact(s->zero_rows, s->zero_rows->zero_rows, "all zero", g);
-	if (sp >= 0)
+	if (sp)
 		evidence(g,
 			 "the call divides by a spread (%s): 0 over an all-zero row, and 0/0 is "
 			 "NaN",
-			 x->ops[sp]);
+			 sp);
 	else
 		evidence(g,
 			 "the call divides by a root mean square (%s of a %s): 0 over an all-zero "
 			 "row, and 0/0 is NaN",
-			 x->ops[root], x->ops[mean]);
+			 root, mean);
 	conclude(g, "norm_zero_variance", agree(2, named(a, "Norm", NULL)));
 	fix(g, "add an epsilon inside the norm (x.pow(2).mean(-1, keepdim=True) + 1e-6 under the "
 	       "sqrt, eps=1e-5 in a norm)");
@@ -1227,6 +1460,7 @@ static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x
 {
 	out_counts(a, g);
 	ops_evidence(a, x, g);
+	code_evidence(a, x, g);
 	if (op_in(x, mask_ops) >= 0 && op_in(x, softmax_ops) >= 0 &&
 	    (s->masked || s->mask_zero_rows)) {
 		evidence(g, "the call fills a mask into the scores (masked_fill) before a softmax");
@@ -1342,6 +1576,8 @@ static int rule_values(const struct diag *d, const struct diag_anomaly *a, struc
 	/* some ops ran on tensors that need no gradient, unseen: a replay sees them all */
 	if (ops_known(x))
 		rests(g, ops_whole(x) ? "operations" : "operations_partial");
+	if (code_known(x))
+		rests(g, "operations_code");
 	if (rule_inf(a, x, &s, g) || rule_nan(a, x, &s, g) || rule_weak(a, &s, g))
 		return 1;
 	evidence(g,
@@ -1387,6 +1623,7 @@ static int rule_cast(const struct diag *d, const struct diag_anomaly *a, struct 
 	rests(g, "input_values");
 	out_counts(a, g);
 	ops_evidence(a, x, g);
+	code_evidence(a, x, g);
 	evidence(g,
 		 "%s casts %s (%s, largest |value| %.4g) to %s, whose largest finite value is "
 		 "%g: the cast makes it Inf",
@@ -1450,23 +1687,23 @@ static void trend(const struct diag *d, struct diagnosis *g)
 			g->trend[g->ntrend++] = *loss_at(d, i);
 }
 
-static int counted_since_attach(int source)
+static void shift_losses(struct diag_loss *v, unsigned int n, int64_t offset, int source)
 {
-	return source == FINDING_STEP_ATTACH || source == FINDING_STEP_BACKWARD;
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		if (counted_since_attach(v[i].step_source) && (int64_t)v[i].step + offset >= 0) {
+			v[i].step += offset;
+			v[i].step_source = source;
+		}
 }
 
 void diagnose__shift(struct diag *d, int64_t offset, int source)
 {
 	unsigned int i;
 
-	for (i = 0; i < d->nlosses; i++) {
-		struct diag_loss *l = &d->losses[i];
-
-		if (counted_since_attach(l->step_source) && (int64_t)l->step + offset >= 0) {
-			l->step += offset;
-			l->step_source = source;
-		}
-	}
+	shift_losses(d->losses, d->nlosses, offset, source);
+	shift_losses(d->early, d->nearly, offset, source);
 	/* magnitude marks carry no source: all were counted as the steps then were */
 	for (i = 0; i < d->nmarks; i++)
 		if ((int64_t)d->marks[i].step + offset >= 0)

@@ -3,6 +3,7 @@
 #ifndef __DIAGNOSE_H
 #define __DIAGNOSE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "explain/evidence.h"
 #include "output/finding.h"
@@ -68,6 +69,9 @@ struct diag {
 	int loss_only; /* mode loss: only the loss was checked */
 	struct diag_loss losses[DIAG_MAX_LOSSES]; /* ring, oldest first from loss_head */
 	unsigned int nlosses, loss_head;
+	/* the first DIAG_WINDOW finite losses of the watch: a divergence over the long run */
+	struct diag_loss early[DIAG_WINDOW];
+	unsigned int nearly;
 	struct diag_mark marks[DIAG_MAX_MARKS]; /* ring */
 	unsigned int nmarks, mark_head;
 	struct diag_module modules[DIAG_MAX_MODULES];
@@ -114,6 +118,12 @@ void diagnose__grads(struct diag *d, const struct diag_grad *g, int n);
  * yet); the rules use them when they are of the first anomaly's module and iteration.
  */
 void diagnose__facts(struct diag *d, const struct evidence_facts *f);
+
+/*
+ * A name a layer's code uses (co_names: "std", "sqrt_", "layer_norm") as the op the rules
+ * know it by ("std", "sqrt", "native_layer_norm") into op; 0 for a name that is no such op.
+ */
+int diagnose__code_op(const char *name, char *op, size_t len);
 /* Apply the rules to what was observed; 0, or -ENOENT if there is no incident to diagnose. */
 int diagnose__conclude(struct diag *d, struct diagnosis *out);
 

@@ -69,6 +69,14 @@ struct evidence_facts {
 	uint64_t op_vptr[EVIDENCE_MAX_OPS];
 	char ops[EVIDENCE_MAX_OPS][EVIDENCE_OP_LEN];
 	int nops, ops_more, ops_partial;
+	/*
+	 * Where that walk is not whole (ops_partial, or no autograd: nops 0), the operations
+	 * the code of the module's forward names (its co_names: "x.std(0)" names std), as
+	 * diagnose__code_op writes them, each once, in no order. A name there is no proof the op
+	 * ran (a branch not taken), nor a name missing that it did not (an op of a helper).
+	 */
+	char code_ops[EVIDENCE_MAX_OPS][EVIDENCE_OP_LEN];
+	int ncode;
 };
 
 /*

@@ -218,3 +218,52 @@ int pyobject__class_module(const struct remote *r, uint64_t module, char *out, s
 		return err ? err : -ENOENT;
 	return remote__str(r, value, out, len);
 }
+
+/* type(obj).<method>, the class's own or its nearest base's. */
+static int find_method(const struct remote *r, const struct pyobject_layout *pl, uint64_t obj,
+		       const char *method, uint64_t *fn)
+{
+	uint64_t type, dict;
+	int depth;
+
+	if (remote__u64(r, obj + r->l.obj_type, &type))
+		return -EFAULT;
+	for (depth = 0; type && depth < PYOBJECT_MAX_BASES; depth++) {
+		if (!remote__u64(r, type + r->l.type_dict, &dict) && dict &&
+		    !remote__dict_get(r, dict, method, fn))
+			return 0;
+		if (remote__u64(r, type + pl->l->type_base, &type))
+			return -EFAULT;
+	}
+	return -ENOENT;
+}
+
+int pyobject__method_names(const struct remote *r, const struct pyobject_layout *pl, uint64_t obj,
+			   const char *method, pyobject_name_fn cb, void *ctx)
+{
+	uint64_t fn, ftype, code, names, n, i, item;
+	char tname[32], name[64];
+	int err;
+
+	if (!r->l.code_names || !r->l.func_code)
+		return -ENOTSUP;
+	err = find_method(r, pl, obj, method, &fn);
+	if (err)
+		return err;
+	/* a plain Python function (a builtin, a C method or a descriptor has no co_names) */
+	if (builtin_type(r, fn, &ftype, tname, sizeof(tname)) || strcmp(tname, "function") ||
+	    remote__u64(r, fn + r->l.func_code, &code) || !code ||
+	    remote__u64(r, code + r->l.code_names, &names) ||
+	    builtin_type(r, names, &ftype, tname, sizeof(tname)) || ftype != pl->tuple_type ||
+	    remote__u64(r, names + pl->l->var_size, &n))
+		return -ENOENT;
+	for (i = 0; i < n && i < PYOBJECT_MAX_CODE_NAMES; i++) {
+		if (remote__u64(r, names + pl->l->tuple_items + 8 * i, &item) ||
+		    remote__str(r, item, name, sizeof(name)))
+			continue;
+		err = cb(name, ctx);
+		if (err)
+			return err;
+	}
+	return 0;
+}

@@ -46,6 +46,19 @@ const char *pyobject__name_of(const struct py_named_list *l, uint64_t obj);
 /* type(module).__module__ into out. */
 int pyobject__class_module(const struct remote *r, uint64_t module, char *out, size_t len);
 
+#define PYOBJECT_MAX_BASES 8	    /* classes looked up a method in: the class, its bases */
+#define PYOBJECT_MAX_CODE_NAMES 256 /* names of a code object read */
+
+/*
+ * The names the code of the Python function type(obj).<method> uses (its co_names: the
+ * globals and attributes it loads, "torch", "sqrt", "weight"), from the class or the nearest
+ * base that defines it, one cb call each (a name cut at 63 bytes). -ENOTSUP without the
+ * table's code_names and func_code, -ENOENT when the method is no Python function.
+ */
+typedef int (*pyobject_name_fn)(const char *name, void *ctx);
+int pyobject__method_names(const struct remote *r, const struct pyobject_layout *pl, uint64_t obj,
+			   const char *method, pyobject_name_fn cb, void *ctx);
+
 enum py_value_kind {
 	PY_NONE,
 	PY_BOOL,

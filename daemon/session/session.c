@@ -19,6 +19,7 @@
 #include "util/optval.h"
 #include "resolve/names.h"
 #include "resolve/optstate.h"
+#include "resolve/pyobject.h"
 #include "output/metrics.h"
 #include "resolve/vtable.h"
 #include "output/event.h"
@@ -169,6 +170,36 @@ static void name_ops(struct session *s, struct evidence_facts *x)
 			x->ops[i][0] = 0;
 }
 
+static int add_code_op(const char *name, void *ctx)
+{
+	struct evidence_facts *x = ctx;
+	char op[EVIDENCE_OP_LEN];
+	int i;
+
+	if (x->ncode >= EVIDENCE_MAX_OPS || !diagnose__code_op(name, op, sizeof(op)))
+		return 0;
+	for (i = 0; i < x->ncode; i++)
+		if (!strcmp(x->code_ops[i], op))
+			return 0;
+	memcpy(x->code_ops[x->ncode++], op, sizeof(op));
+	return 0;
+}
+
+/*
+ * Where the walk of the call's autograd nodes missed some (the batch needs no gradient, or no
+ * autograd ran), the ops the code of the module's forward names, read from its class.
+ */
+static void code_ops(struct session *s, struct evidence_facts *x)
+{
+	struct pyobject_layout pl = {.l = &s->nwl, .tuple_type = s->t.tuple_type};
+
+	x->ncode = 0;
+	if ((x->nops && !x->ops_partial) || !x->module)
+		return;
+	if (pyobject__method_names(&s->remote, &pl, x->module, "forward", add_code_op, x))
+		x->ncode = 0;
+}
+
 /* Capture records come before the anomaly they belong to: assemble them first. */
 static void take_capture(struct session *s)
 {
@@ -186,6 +217,7 @@ static void take_capture(struct session *s)
 		if (x) {
 			*x = *f;
 			name_ops(s, x);
+			code_ops(s, x);
 			diagnose__facts(&s->x.diag, x);
 			free(x);
 		}

@@ -48,12 +48,7 @@ TRUE_CAUSE = {
 # issue 27). The rules work of issue 27 moves them out of this set as it gets each right.
 # Both are first layers: the ops on the batch (which needs no gradient) leave no autograd
 # node, so the call's operations are not seen and the values alone decide.
-CAUSE_NOT_YET = {
-    "heldout_batch_standardize",  # invalid_domain: the constant runs down a column, and the
-    # std and div on the batch made no node
-    "heldout_var_cancel",  # exp_overflow: readings above 88.7; the sqrt on the batch made no
-    # node, so an exp among those ops cannot be ruled out
-}
+CAUSE_NOT_YET = {}
 
 # Trainers whose cause differs between runs of the same seeded fault: the causes seen.
 CAUSE_VARIES = {}

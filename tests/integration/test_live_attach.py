@@ -244,7 +244,9 @@ def test_hostile_loop_counters(ctx):
     """A target run by uid 65534 whose loop frame holds locals named like step counters built
     to mislead the search for the loop's counter (a bignum, an int subclass, a negative count,
     a str, one not in lockstep, one rebound to other types): none is taken, the real counter
-    (n_iter) is, the watch goes on to the target's exit, and the run trains as it does alone."""
+    (n_iter) is, the watch goes on to the target's exit, and the run trains as it does alone.
+    Its first layer's forward names a global of 1 MiB and 20,000 more: the diagnosis reads
+    the code's first names only (exp, sqrt: they mislead that target's own evidence alone)."""
     ctx.env.run_as = NOBODY
     try:
         events, first, fault, trace = watch_live(ctx, "hostile_loop", "loop_variable")
@@ -260,6 +262,14 @@ def test_hostile_loop_counters(ctx):
         raise Fail("loop counters taken: %s; only n_iter counts the steps" % sorted(named))
     if trace != alone["trace"]:
         raise Fail("hostile_loop trained differently under the daemon than alone")
+    if (first["layer"], first["module"], first["origin"]) != ("0", "Misleading", True):
+        raise Fail("first anomaly %r (%r), origin %r; want layer 0 (Misleading), origin" % (
+            first["layer"], first["module"], first["origin"]))
+    diag = [ev for ev in events if ev["event"] == "diagnosis"]
+    named = "operations the code of 0 (Misleading.forward) names, where autograd did not " \
+        "record them all: exp, sqrt"
+    if len(diag) != 1 or named not in diag[0]["evidence"]:
+        raise Fail("diagnosis %s; want one whose evidence says %r" % (diag, named))
 
 
 @environments(*HOST_AND_TRIXIE)

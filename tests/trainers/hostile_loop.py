@@ -11,12 +11,17 @@ by an unprivileged user; the real counter is `n_iter`.
   it           rebound to a float, a bool, None and an int (7 times the step) in turn
   n_iter       the real counter, from 1000
 
+Its first layer misleads the reading of a layer's code (the names its forward uses,
+daemon/resolve/pyobject.c): Misleading.forward's code names a global of 1 MiB, then exp and
+sqrt, then 20,000 more, in a branch never taken; what it runs is a Linear whose rows are
+multiplied and divided by their largest |input| (the same values, 0/0 for an all-zero row).
+
 No torch.optim (updates by hand): each backward pass is a step to the daemon, and only the
 loop's counter gives the trainer's own number. Protocol as common.py's --live: "LIVE <pid>",
-"STEP n" after each step, "fault" on stdin puts a NaN sample in the batch 3 steps ahead
+"STEP n" after each step, "fault" on stdin puts an all-zero sample in the batch 3 steps ahead
 ("FAULT AT <n_iter> (now <n_iter>)"), training ends --after-fault steps after it, then one
 {"trace": ...} line; --fault-at N sets the fault from the start (the same run alone).
-Expected first anomaly: layer 0 (Linear), inputs not finite, at step n_iter of the fault,
+Expected first anomaly: layer 0 (Misleading), NaN from finite inputs, at step n_iter of the fault,
 step_source loop_variable, step_variable n_iter.
 """
 import argparse
@@ -33,6 +38,25 @@ import torch.nn as nn
 
 class Evil(int):
     """An int subclass: the same value, another type."""
+
+
+def misleading_forward():
+    """A Linear's forward whose code names more globals than a reader takes, and a long one."""
+    names = ["n" * (1 << 20), "exp", "sqrt"] + ["g%d" % i for i in range(20000)]
+    src = ("def forward(self, x):\n"
+           "    if x is None:\n"
+           "        return [%s]\n"
+           "    r = x.abs().amax(dim=1, keepdim=True)\n"
+           "    return nn.functional.linear(x, self.weight, self.bias) * r / r\n"
+           % ", ".join(names))
+    ns = {"nn": nn}
+    exec(compile(src, "<misleading>", "exec"), ns)
+    return ns["forward"]
+
+
+class Misleading(nn.Linear):
+    """nn.Linear, with a forward whose code names what it never runs."""
+    forward = misleading_forward()
 
 
 def params_digest(model):
@@ -58,7 +82,7 @@ def request(fault, n_iter):
 
 def train(args):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1))
+    model = nn.Sequential(Misleading(6, 12), nn.Tanh(), nn.Linear(12, 1))
     params = list(model.parameters())
     losses = []
     fault = args.fault_at
@@ -76,7 +100,7 @@ def train(args):
         x = torch.randn(4, 6, generator=gen)
         y = x[:, :2].sum(dim=1, keepdim=True).sin()
         if n_iter == fault:
-            x[1, 3] = float("nan")
+            x[1] = 0
         for p in params:
             p.grad = None
         loss = nn.functional.mse_loss(model(x), y)

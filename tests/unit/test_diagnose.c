@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Diagnosis rules: one incident per cause, from the anomalies a run would report. */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -337,6 +338,64 @@ static void test_lr_through_noise(void **state)
 	assert_string_not_equal(with_losses(&g, calm, 11, &a), "lr_too_high");
 }
 
+/*
+ * A learning rate far too high under Adam (nanoGPT): the loss climbs for hundreds of steps,
+ * x1.07 a step under noise of x5 either way, no run of rises long enough and the last loss not
+ * the window's largest; a backward node the first to go NaN.
+ */
+static void test_lr_over_the_long_run(void **state)
+{
+	static const double noise[] = {0.4, 1.0, 2.2, 0.7, 1.5, 0.5, 1.9};
+	struct diag_anomaly a = fwd(NULL, NULL, 0, 1);
+	double climb[200], fall[200], calm[200];
+	struct diag_grad grads[16];
+	struct diagnosis g;
+	const char *line;
+	struct diag d;
+	size_t n;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 200; i++) {
+		double base = 150 * pow(1.07, i), k = noise[(199 - i) % 7];
+
+		climb[i] = base * k;
+		/* the same climb, then 30 steps of falling back: a peak left behind */
+		fall[i] = (i < 170 ? base : 150 * pow(1.07, 170) * pow(0.8, i - 170)) * k;
+		calm[i] = (4.0 - 3.0 * i / 200) * k;
+	}
+	a.phase = "backward";
+	a.node = "TBackward0";
+	a.op = "t";
+	a.nan = 16384;
+	assert_string_equal(with_losses(&g, climb, 200, &a), "lr_too_high");
+	assert_non_null(strstr(g.evidence[0], "the loss climbed over the watch"));
+	assert_int_equal(g.origin_step, 0); /* the watch's first loss */
+	assert_true(g.nbasis == 1 && !strcmp(g.basis[0], "loss_trend"));
+	assert_string_not_equal(with_losses(&g, fall, 200, &a), "lr_too_high");
+	assert_string_not_equal(with_losses(&g, calm, 200, &a), "lr_too_high");
+	/* too few losses in the watch to know where it began */
+	assert_string_not_equal(with_losses(&g, climb + 190, 10, &a), "lr_too_high");
+	/* the gradient norms of the passes: a line too long is cut between two of them */
+	diagnose__init(&d);
+	for (i = 0; i < 200; i++) {
+		diagnose__loss(&d, i, FINDING_STEP_ATTACH, i, climb[i]);
+		if (i >= 184) /* the last 16 passes, oldest first */
+			grads[i - 184] = (struct diag_grad){i, i, 1.2345e14 * (i + 1)};
+	}
+	diagnose__grads(&d, grads, 16);
+	a.step = a.iteration = 200;
+	diagnose__observe(&d, &a);
+	a.iteration = 201;
+	diagnose__observe(&d, &a);
+	assert_int_equal(diagnose__conclude(&d, &g), 0);
+	assert_string_equal(g.cause, "lr_too_high");
+	line = g.evidence[1];
+	assert_non_null(strstr(line, "gradient norm by step: 184: 2.28e+16, 185: 2.3e+16,"));
+	n = strlen(line);
+	assert_string_equal(line + n - 8, "e+16 ...");
+}
+
 /* Attached late, one loss seen: the gradient norms grew at every step before the overflow. */
 static void test_lr_from_gradient_norms(void **state)
 {
@@ -461,6 +520,7 @@ int main(void)
 		cmocka_unit_test(test_trend_backward_passes),
 		cmocka_unit_test(test_lr_too_high),
 		cmocka_unit_test(test_lr_through_noise),
+		cmocka_unit_test(test_lr_over_the_long_run),
 		cmocka_unit_test(test_lr_from_gradient_norms),
 		cmocka_unit_test(test_warnings),
 		cmocka_unit_test(test_gradient_evidence),

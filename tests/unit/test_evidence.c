@@ -482,6 +482,94 @@ static void test_ops_nan(void **state)
 	assert_string_not_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
 }
 
+/* What a forward's co_names hold, through the names the rules know. */
+static void with_code(struct evidence_facts *x, const char *const *names)
+{
+	char op[EVIDENCE_OP_LEN];
+	int i;
+
+	x->ncode = 0;
+	for (i = 0; names[i]; i++)
+		if (diagnose__code_op(names[i], op, sizeof(op)))
+			memcpy(x->code_ops[x->ncode++], op, sizeof(op));
+}
+
+static void test_code_op_names(void **state)
+{
+	char op[EVIDENCE_OP_LEN];
+
+	(void)state;
+	assert_int_equal(diagnose__code_op("std", op, sizeof(op)), 1);
+	assert_string_equal(op, "std");
+	assert_int_equal(diagnose__code_op("sqrt_", op, sizeof(op)), 1);
+	assert_string_equal(op, "sqrt");
+	assert_int_equal(diagnose__code_op("layer_norm", op, sizeof(op)), 1);
+	assert_string_equal(op, "native_layer_norm");
+	assert_int_equal(diagnose__code_op("true_divide", op, sizeof(op)), 1);
+	assert_string_equal(op, "div");
+	assert_int_equal(diagnose__code_op("masked_fill_", op, sizeof(op)), 1);
+	assert_string_equal(op, "masked_fill");
+	/* attributes and globals that are no op, private names, an op's name cut short */
+	assert_int_equal(diagnose__code_op("weight", op, sizeof(op)), 0);
+	assert_int_equal(diagnose__code_op("torch", op, sizeof(op)), 0);
+	assert_int_equal(diagnose__code_op("_sqrt", op, sizeof(op)), 0);
+	assert_int_equal(diagnose__code_op("_", op, sizeof(op)), 0);
+	assert_int_equal(diagnose__code_op("", op, sizeof(op)), 0);
+	assert_int_equal(diagnose__code_op("sqrt", op, 3), 0);
+}
+
+/*
+ * A first layer: the ops on the batch (no gradient) left no autograd node, and the code of its
+ * forward names them.
+ */
+static void test_code_ops_of_a_first_layer(void **state)
+{
+	const float readings[] = {3000.01f, 3000.02f, 3000.0f, 3000.03f};
+	const float batch[] = {1, 0.5f, 1, -0.25f, 1, 2};
+	const char *const partial[] = {"mul", NULL};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("FastNorm", 3, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], readings, 1, 4, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, partial);
+	fx.ops_partial = 1;
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	/* sqrt((x * x).mean() - mean * mean + eps): the code names a sqrt and no exp */
+	with_code(&fx, (const char *const[]){"mean", "torch", "sqrt", "eps", "weight", NULL});
+	assert_int_equal(fx.ncode, 2);
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	assert_true(said(&g, "(FastNorm.forward) names, where autograd did not record them all: "
+			     "mean, sqrt"));
+	assert_true(said(&g, "the layer's code names no exp; it names sqrt"));
+	assert_int_equal(g.nbasis, 3);
+	assert_string_equal(g.basis[1], "operations_partial");
+	assert_string_equal(g.basis[2], "operations_code");
+	/* an exp named in the code: the threshold counts again */
+	with_code(&fx, (const char *const[]){"mean", "sqrt", "exp", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	/* (x - x.mean(0)) / x.std(0) over a batch with a constant feature */
+	a = origin("BatchStandardize", 2, 0, 0);
+	scan_f32(&fx.t[0], batch, 3, 2, "input[0]", EVIDENCE_INPUT);
+	fx.ncode = 0;
+	assert_string_not_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	with_code(&fx, (const char *const[]){"mean", "std", "weight", "bias", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_true(said(&g, "the call divides by a spread (std)"));
+	/* a root mean square of an all-zero row: x / x.pow(2).mean(-1).sqrt(), "/" unnamed */
+	a = origin("RMSNorm", 3, 0, 0);
+	scan_f32(&fx.t[0], (const float[]){0.5f, -1, 0, 0}, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_code(&fx, (const char *const[]){"pow", "mean", "sqrt", "weight", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_true(said(&g, "divides by a root mean square (sqrt of a mean)"));
+	/* no autograd at all (no_grad): the code's names alone */
+	fx.nops = 0;
+	fx.ops_partial = 0;
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_true(g.nbasis == 2 && !strcmp(g.basis[1], "operations_code"));
+}
+
 static void test_ops_mask_and_cast(void **state)
 {
 	/* a 0/1 integer mask (1: attend) with a sample of no tokens, filled before a softmax */
@@ -568,6 +656,8 @@ int main(void)
 		cmocka_unit_test(test_ops_log_of_underflow),
 		cmocka_unit_test(test_ops_nan),
 		cmocka_unit_test(test_ops_mask_and_cast),
+		cmocka_unit_test(test_code_op_names),
+		cmocka_unit_test(test_code_ops_of_a_first_layer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,18 +4,21 @@
  * managed instance dicts (materialized or inline values), combined _modules
  * dicts, None entries, shared modules, and str keys of each kind; and the
  * 3.12 and 3.13 ways of keeping an instance's attributes. Also an optimizer's
- * step state (optstate), read through the same dicts.
+ * step state (optstate), read through the same dicts, and the names a module's forward code
+ * uses (pyobject__method_names), found through its class and bases.
  */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 #include "resolve/layout.h"
 #include "resolve/names.h"
 #include "resolve/optstate.h"
+#include "resolve/pyobject.h"
 #include "resolve/remote.h"
 #include "fakemem.h"
 
@@ -351,6 +354,85 @@ static void test_optimizer_step_state(void **state)
 	assert_int_equal(impl, 0x7f00aaaa0000);
 }
 
+/* A static type (flags 0) named name: function, tuple, builtin_function_or_method. */
+static uint64_t mkstatic(struct fakemem *m, const char *name)
+{
+	uint64_t t = fakemem__alloc(m, 512);
+
+	fakemem__put64(m, t + m->l.type_name, fakemem__str(m, name, 0) + m->l.unicode_ascii_data);
+	return t;
+}
+
+struct seen {
+	char names[8][16];
+	int n;
+};
+
+static int see(const char *name, void *ctx)
+{
+	struct seen *s = ctx;
+
+	if (s->n < 8)
+		snprintf(s->names[s->n++], sizeof(s->names[0]), "%s", name);
+	return 0;
+}
+
+static void test_method_names(void **state)
+{
+	struct fakemem *m = *state;
+	const char *used[] = {"torch", "sqrt", "std"}, *fwd[] = {"forward"}, *other[] = {"eps"};
+	uint64_t fn_type = mkstatic(m, "function"), tuple_type = mkstatic(m, "tuple");
+	uint64_t c_type = mkstatic(m, "builtin_function_or_method");
+	uint64_t tup = fakemem__alloc(m, 24 + 8 * 3), code = fakemem__alloc(m, 128);
+	uint64_t fn = fakemem__alloc(m, 64), base = fakemem__alloc(m, 512);
+	uint64_t cls = fakemem__alloc(m, 512), obj = fakemem__alloc(m, 32);
+	struct nw_layout nwl = {.obj_type = 8, .var_size = 16, .tuple_items = 24, .type_base = 256};
+	struct pyobject_layout pl = {.l = &nwl, .tuple_type = tuple_type};
+	struct seen s = {};
+	struct remote r;
+	int i;
+
+	m->l.type_dict = 264;
+	m->l.code_names = 32;
+	m->l.func_code = 48;
+	fakemem__remote(m, &r);
+	/* code.co_names = ("torch", "sqrt", "std"); fn.__code__ = code */
+	fakemem__put64(m, tup + 8, tuple_type);
+	fakemem__put64(m, tup + 16, 3);
+	for (i = 0; i < 3; i++)
+		fakemem__put64(m, tup + 24 + 8 * i, fakemem__str(m, used[i], 0));
+	fakemem__put64(m, code + 32, tup);
+	fakemem__put64(m, fn + 8, fn_type);
+	fakemem__put64(m, fn + 48, code);
+	/* class Norm(Base): Base defines forward, Norm only eps; obj is a Norm */
+	fakemem__put64(m, base + 264, fakemem__dict(m, 1, fwd, &fn));
+	fakemem__put64(m, cls + 264, fakemem__dict(m, 1, other, &m->none));
+	fakemem__put64(m, cls + 256, base);
+	fakemem__put64(m, obj + 8, cls);
+	assert_int_equal(pyobject__method_names(&r, &pl, obj, "forward", see, &s), 0);
+	assert_int_equal(s.n, 3);
+	assert_string_equal(s.names[0], "torch");
+	assert_string_equal(s.names[2], "std");
+	/* no such method in the class or its bases */
+	assert_int_equal(pyobject__method_names(&r, &pl, obj, "backward", see, &s), -ENOENT);
+	/* a method that is no Python function (a C method): no co_names */
+	fakemem__put64(m, fn + 8, c_type);
+	assert_int_equal(pyobject__method_names(&r, &pl, obj, "forward", see, &s), -ENOENT);
+	fakemem__put64(m, fn + 8, fn_type);
+	/* co_names not a tuple, or past the arena */
+	fakemem__put64(m, tup + 8, fn_type);
+	assert_int_equal(pyobject__method_names(&r, &pl, obj, "forward", see, &s), -ENOENT);
+	fakemem__put64(m, tup + 8, tuple_type);
+	fakemem__put64(m, code + 32, FAKEMEM_BASE + FAKEMEM_SIZE);
+	assert_int_equal(pyobject__method_names(&r, &pl, obj, "forward", see, &s), -ENOENT);
+	/* a class whose bases loop back to it: bounded */
+	fakemem__put64(m, base + 256, cls);
+	assert_int_equal(pyobject__method_names(&r, &pl, obj, "backward", see, &s), -ENOENT);
+	/* a table without the keys */
+	r.l.code_names = 0;
+	assert_int_equal(pyobject__method_names(&r, &pl, obj, "forward", see, &s), -ENOTSUP);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -362,6 +444,7 @@ int main(void)
 		cmocka_unit_test_setup(test_tagged_dict_or_values_312, setup),
 		cmocka_unit_test_setup(test_wide_keys_and_bad_memory, setup),
 		cmocka_unit_test_setup(test_optimizer_step_state, setup),
+		cmocka_unit_test_setup(test_method_names, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
