@@ -1,0 +1,172 @@
+"""tools/nanwatch-layout run as its users run it: with the training environment's own Python.
+
+layout_tables (host, trixie): the Python and torch tables it writes in the environment are the
+shipped ones (config/layouts/python-X.Y.yaml, torch-X.Y.yaml), key for key and value for value:
+the tables are what the tool measures in that CPython and torch, and it still measures them.
+layout_optional (host, trixie): a measurement that only an optional feature needs fails (forced
+in the tool's own process, every other measurement real): the tool still writes the table,
+without the keys of that measurement and with every other, prints one line naming the key and
+the feature turned off, exits 0; nanwatchd loads that table and attaches to a trainer with it.
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+
+from nwharness import REPO, Fail, read_comm, start_daemon, start_waiting_trainer, wait_attach
+from nwchecks import HOST_AND_TRIXIE, environments
+
+TOOL = os.path.join(REPO, "tools", "nanwatch-layout")
+KEYS = os.path.join(REPO, "daemon", "resolve", "layout_keys.def")
+LAYOUTS = os.path.join(REPO, "config", "layouts")
+TIMEOUT = 120
+
+# Loads the tool as a module, makes one optional measurement fail, runs its main().
+FORCED = """
+import importlib.machinery, importlib.util, sys
+loader = importlib.machinery.SourceFileLoader("nwlayout", sys.argv[1])
+spec = importlib.util.spec_from_loader("nwlayout", loader)
+tool = importlib.util.module_from_spec(spec)
+loader.exec_module(tool)
+
+def fails(mem, t):
+    t["code_localsplusnames"] = 96  # put in first: it must be taken out again
+    raise tool.LayoutError("code_names", "forced to fail by the test")
+
+tool.measure_code_names = fails
+sys.argv = ["nanwatch-layout", "--python", "--keys", sys.argv[2], "-o", sys.argv[3]]
+tool.main()
+"""
+
+
+class ToolDir:
+    """A scratch directory the environment's Python sees, holding the tool and its keys: the
+    host's own, or one made under the root's /tmp (removed afterwards)."""
+
+    def __init__(self, ctx):
+        self.root = ctx.env.root
+        base = os.path.join(self.root, "tmp") if self.root else None
+        self.path = tempfile.mkdtemp(prefix="nanwatch-layout-", dir=base)
+        os.chmod(self.path, 0o755)
+        for src in (TOOL, KEYS):
+            shutil.copy(src, self.path)
+        os.makedirs(self.out)
+
+    @property
+    def out(self):
+        return os.path.join(self.path, "out")
+
+    def inside(self, path):
+        """path as the environment's Python sees it."""
+        return "/" + os.path.relpath(path, self.root) if self.root else path
+
+    def remove(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+# A root entered with chroot has no /proc of its own, and the tool reads /proc/self/maps: in a
+# mount namespace of its own, the root gets one (as it would where users build tables).
+WITH_PROC = 'mount -t proc proc "$1/proc" && shift && exec "$@"'
+
+
+def run_tool(ctx, *args):
+    argv = ctx.env.argv(*args)
+    if ctx.env.root:
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", WITH_PROC, "sh",
+                ctx.env.root] + argv
+    proc = subprocess.run(argv, capture_output=True, timeout=TIMEOUT)
+    return proc.returncode, proc.stdout.decode(errors="replace"), \
+        proc.stderr.decode(errors="replace")
+
+
+def read_table(path):
+    """key -> value text of a layout table (comments dropped)."""
+    keys = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            key, _, value = line.partition(":")
+            keys[key.strip()] = value.strip()
+    return keys
+
+
+def written(d, kind):
+    names = [n for n in os.listdir(d.out) if n.startswith(kind + "-") and n.endswith(".yaml")]
+    if len(names) != 1:
+        raise Fail("nanwatch-layout wrote %s into %s; want one %s table" % (
+            sorted(os.listdir(d.out)), d.out, kind))
+    return names[0]
+
+
+@environments(*HOST_AND_TRIXIE)
+def test_layout_tables(ctx):
+    """The tables measured in the environment are the shipped tables."""
+    d = ToolDir(ctx)
+    try:
+        rc, _, err = run_tool(ctx, d.inside(os.path.join(d.path, "nanwatch-layout")),
+                              "--keys", d.inside(os.path.join(d.path, "layout_keys.def")),
+                              "-o", d.inside(d.out))
+        if rc != 0:
+            raise Fail("nanwatch-layout exited %d:\n%s" % (rc, err[-2000:]))
+        for kind in ("python", "torch"):
+            name = written(d, kind)
+            got = read_table(os.path.join(d.out, name))
+            shipped = os.path.join(LAYOUTS, name)
+            if not os.path.isfile(shipped):
+                raise Fail("measured %s, but config/layouts has no such table" % name)
+            want = read_table(shipped)
+            diff = sorted(k for k in set(got) | set(want)
+                          if k != "generated_for" and got.get(k) != want.get(k))
+            if diff:
+                raise Fail("%s measured here differs from the shipped table: %s" % (
+                    name, ", ".join("%s %s (shipped %s)" % (k, got.get(k), want.get(k))
+                                    for k in diff)))
+            ctx.log("%s: %d keys, as shipped" % (name, len(got)))
+    finally:
+        d.remove()
+
+
+@environments(*HOST_AND_TRIXIE)
+def test_layout_optional(ctx):
+    """An optional measurement fails: the table is written without its keys, said in a line,
+    and nanwatchd attaches with that table."""
+    d = ToolDir(ctx)
+    forced = os.path.join(d.path, "forced.py")
+    with open(forced, "w", encoding="utf-8") as f:
+        f.write(FORCED)
+    try:
+        rc, _, err = run_tool(ctx, d.inside(forced),
+                              d.inside(os.path.join(d.path, "nanwatch-layout")),
+                              d.inside(os.path.join(d.path, "layout_keys.def")),
+                              d.inside(d.out))
+        if rc != 0:
+            raise Fail("nanwatch-layout exited %d with an optional key failing:\n%s" % (
+                rc, err[-2000:]))
+        said = [line for line in err.splitlines() if "cannot measure" in line]
+        want = "nanwatch-layout: cannot measure code_names: forced to fail by the test; the " \
+            "table is written without it: the training loop's step counter is not read"
+        if len(said) != 1 or not said[0].startswith(want):
+            raise Fail("stderr says %r; want one line starting %r" % (said, want))
+        name = written(d, "python")
+        got = read_table(os.path.join(d.out, name))
+        want_keys = read_table(os.path.join(LAYOUTS, name))
+        dropped = {"code_localsplusnames", "code_names", "func_code"}
+        left = sorted(dropped & set(got))
+        if left:
+            raise Fail("%s still holds %s" % (name, left))
+        missing = sorted(set(want_keys) - set(got) - dropped)
+        if missing:
+            raise Fail("%s lacks %s, which the failed measurement did not make" % (
+                name, missing))
+        # nanwatchd takes the table: the shipped torch table beside it, a trainer waiting
+        torch_table = [n for n in os.listdir(LAYOUTS) if n.startswith("torch-")]
+        for n in torch_table:
+            shutil.copy(os.path.join(LAYOUTS, n), d.out)
+        trainer = start_waiting_trainer(ctx, "healthy")
+        comm = read_comm(trainer.pid)
+        daemon = start_daemon(ctx, trainer.pid, layouts=d.out)
+        wait_attach(daemon)
+        ctx.log("%s (%s) watched with %s: attached" % (comm, trainer.pid, name))
+    finally:
+        d.remove()
