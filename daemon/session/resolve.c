@@ -125,6 +125,45 @@ static void gpu_layout(struct session *s, const struct layout *tl)
 		s->impl_device_index = -1;
 }
 
+/* Keys a table may lack, and what the watch then goes without. */
+static const struct {
+	enum layout_key key;
+	const char *off;
+} optional_keys[] = {
+	{LK_code_localsplusnames, "the training loop's step counter is not read"},
+	{LK_code_names, "the ops a layer's code names are not read"},
+	{LK_func_code, "the ops a layer's code names are not read"},
+	{LK_kwargs_slot, "keyword arguments of module calls are not read"},
+	{LK_node_symbol, "the backward pass is not watched"},
+	{LK_scaler_symbol, "steps a GradScaler skips are not told apart"},
+	{LK_impl_version, "an output already found finite is scanned again"},
+	{LK_version_value, "an output already found finite is scanned again"},
+};
+
+/* One line for each feature the tables turn off by a key they lack (a table for a new build). */
+static void say_features_off(const struct session *s, const struct layout *py,
+			     const struct layout *tl)
+{
+	const size_t n = sizeof(optional_keys) / sizeof(optional_keys[0]);
+	const char *said[sizeof(optional_keys) / sizeof(optional_keys[0])];
+	size_t i, j, nsaid = 0;
+
+	for (i = 0; i < n; i++) {
+		const struct layout_key_def *k = &layout_keys[optional_keys[i].key];
+		const struct layout *l = k->table == LAYOUT_PY ? py : tl;
+
+		if (layout__str(l, optional_keys[i].key))
+			continue;
+		for (j = 0; j < nsaid && strcmp(said[j], optional_keys[i].off); j++)
+			;
+		if (j < nsaid)
+			continue;
+		said[nsaid++] = optional_keys[i].off;
+		fprintf(stderr, "nanwatchd: pid %d: %s-%s.yaml has no %s: %s\n", s->t.pid,
+			layout__kind(l), layout__version(l), k->name, optional_keys[i].off);
+	}
+}
+
 int load_layouts(struct session *s, char *err, size_t errlen)
 {
 	char dirbuf[PATH_MAX + 32], why[512];
@@ -190,6 +229,7 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 	s->published = ret;
 	ret = 0;
 	gpu_layout(s, tl);
+	say_features_off(s, py, tl);
 cleanup:
 	layout__free(py);
 	layout__free(tl);

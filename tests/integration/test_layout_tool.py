@@ -6,14 +6,16 @@ the tables are what the tool measures in that CPython and torch, and it still me
 layout_optional (host, trixie): a measurement that only an optional feature needs fails (forced
 in the tool's own process, every other measurement real): the tool still writes the table,
 without the keys of that measurement and with every other, prints one line naming the key and
-the feature turned off, exits 0; nanwatchd loads that table and attaches to a trainer with it.
+the feature turned off, exits 0; nanwatchd loads that table, attaches to a trainer with it, and
+says in one line for each feature what it goes without.
 """
 import os
 import shutil
 import subprocess
 import tempfile
 
-from nwharness import REPO, Fail, read_comm, start_daemon, start_waiting_trainer, wait_attach
+from nwharness import (REPO, Fail, read_comm, start_daemon, start_waiting_trainer, wait_attach,
+                       wait_daemon_exit)
 from nwchecks import HOST_AND_TRIXIE, environments
 
 TOOL = os.path.join(REPO, "tools", "nanwatch-layout")
@@ -168,5 +170,16 @@ def test_layout_optional(ctx):
         daemon = start_daemon(ctx, trainer.pid, layouts=d.out)
         wait_attach(daemon)
         ctx.log("%s (%s) watched with %s: attached" % (comm, trainer.pid, name))
+        # one line for each feature the missing keys turn off (all of stderr: once it exited)
+        trainer.kill()
+        wait_daemon_exit(daemon)
+        daemon.drain(10)
+        lines = [line for line in daemon.stderr_lines() if " has no " in line]
+        want = ["nanwatchd: pid %d: %s has no code_localsplusnames: the training loop's step "
+                "counter is not read" % (trainer.pid, name),
+                "nanwatchd: pid %d: %s has no code_names: the ops a layer's code names are "
+                "not read" % (trainer.pid, name)]
+        if lines != want:
+            raise Fail("nanwatchd said %s; want %s" % (lines, want))
     finally:
         d.remove()
