@@ -55,7 +55,7 @@ CAUSE_VARIES = {}
 
 # steps trained after the fault step: the fault's first non-finite value comes that many steps
 # later at most (a growth over steps); 3 otherwise
-AFTER_FAULT = {"heldout_fp16_growth": 10, "heldout_warmup_peak": 8}
+AFTER_FAULT = {"heldout_fp16_growth": 10, "heldout_warmup_peak": 16}
 FAULT_AHEAD = 4  # the fault is asked for this many steps after the trainer's step then
 
 

@@ -11,8 +11,9 @@ overflows float32 from finite (huge) predictions.
 
 True cause, from the code: lr_too_high (a divergence of the updates; the scheduler's warm-up
 raised the learning rate too far). Optimizer: SGD, whose state holds no step count.
-Expected first anomaly: the MSELoss module's output (+Inf) 5 steps after the fault step; the
-loss grows x5 to x3e11 per step over the 4 steps before it.
+Expected first anomaly: the MSELoss module's output (+Inf), or the last Linear's, 5 to 8 steps
+after the fault step (measured over fault steps 140-150; it depends on the weights the
+warm-up starts from); the loss grows x5 to x3e11 per step over the steps before it.
 """
 import torch
 import torch.nn as nn
