@@ -920,11 +920,21 @@ static const char *const code_alias[][2] = {
 	{"group_norm", "native_group_norm"},
 };
 
+static int in_set(const char *op, const char *const *set)
+{
+	int j;
+
+	for (j = 0; set[j]; j++)
+		if (!strcmp(op, set[j]))
+			return 1;
+	return 0;
+}
+
 int diagnose__code_op(const char *name, char *op, size_t len)
 {
 	char base[EVIDENCE_OP_LEN];
 	size_t n = strlen(name), i;
-	int j, k;
+	int j;
 
 	/* an in-place variant (sqrt_, masked_fill_) is the op */
 	if (n && name[n - 1] == '_')
@@ -937,9 +947,8 @@ int diagnose__code_op(const char *name, char *op, size_t len)
 		if (!strcmp(base, code_alias[i][0]))
 			snprintf(base, sizeof(base), "%s", code_alias[i][1]);
 	for (j = 0; rule_sets[j]; j++)
-		for (k = 0; rule_sets[j][k]; k++)
-			if (!strcmp(base, rule_sets[j][k]))
-				return snprintf(op, len, "%s", base) < (int)len;
+		if (in_set(base, rule_sets[j]))
+			return snprintf(op, len, "%s", base) < (int)len;
 	return 0;
 }
 
@@ -957,12 +966,11 @@ static int ops_whole(const struct evidence_facts *x)
 /* Index of an op of set farther from the output than index after (its input side), -1 if none. */
 static int op_before(const struct evidence_facts *x, const char *const *set, int after)
 {
-	int i, j;
+	int i;
 
 	for (i = after + 1; x && i < x->nops && i < EVIDENCE_MAX_OPS; i++)
-		for (j = 0; set[j]; j++)
-			if (!strcmp(x->ops[i], set[j]))
-				return i;
+		if (in_set(x->ops[i], set))
+			return i;
 	return -1;
 }
 
@@ -980,14 +988,13 @@ static int code_known(const struct evidence_facts *x)
 /* An op of set the call ran (autograd) or, failing that, its code names; NULL if none. */
 static const char *op_named(const struct evidence_facts *x, const char *const *set)
 {
-	int i = op_in(x, set), j, k;
+	int i = op_in(x, set), j;
 
 	if (i >= 0)
 		return x->ops[i];
-	for (j = 0; code_known(x) && j < x->ncode && j < EVIDENCE_MAX_OPS; j++)
-		for (k = 0; set[k]; k++)
-			if (!strcmp(x->code_ops[j], set[k]))
-				return x->code_ops[j];
+	for (j = 0; x && j < x->ncode && j < EVIDENCE_MAX_OPS; j++)
+		if (in_set(x->code_ops[j], set))
+			return x->code_ops[j];
 	return NULL;
 }
 
@@ -1201,7 +1208,9 @@ static void no_exp_taken(const struct evidence_facts *x, struct signs *s, struct
 		return;
 	}
 	/* the walk missed ops: the code names none that exps, and one that explains a NaN */
-	other = op_named(x, domain_ops) ? op_named(x, domain_ops) : op_named(x, spread_ops);
+	other = op_named(x, domain_ops);
+	if (!other)
+		other = op_named(x, spread_ops);
 	if (!code_known(x) || !other)
 		return;
 	evidence(g,

@@ -196,8 +196,8 @@ static void code_ops(struct session *s, struct evidence_facts *x)
 	x->ncode = 0;
 	if ((x->nops && !x->ops_partial) || !x->module)
 		return;
-	if (pyobject__method_names(&s->remote, &pl, x->module, "forward", add_code_op, x))
-		x->ncode = 0;
+	/* a class or function not read leaves none: the walk's ops alone */
+	pyobject__method_names(&s->remote, &pl, x->module, "forward", add_code_op, x);
 }
 
 /* Capture records come before the anomaly they belong to: assemble them first. */
