@@ -1,6 +1,7 @@
 # nanwatch: make | make test | make demo | make bench | make install
 OUTPUT := build
 TRIXIE_ROOT := $(OUTPUT)/trixie-root
+FORKY_ROOT := $(OUTPUT)/forky-root
 CLANG ?= clang
 BPFTOOL ?= bpftool
 CC ?= gcc
@@ -224,7 +225,7 @@ $(OUTPUT)/tests/security/withpid: tests/security/withpid.c | $(OUTPUT)/tests
 # built with the unit tests, for tests/integration/test_inject.py and test_security_gpu.py
 test unit: $(INJECT_BINS) $(SECURITY_BINS)
 
-test: all test-deps $(TEST_BINS) trixie-root
+test: all test-deps $(TEST_BINS) trixie-root forky-root
 	$(Q)tests/unit/run-unit $(TEST_BINS)
 	$(Q)$(MAKE) --no-print-directory gpu-check
 	$(Q)tests/check-cflags
@@ -235,7 +236,7 @@ test: all test-deps $(TEST_BINS) trixie-root
 		$(LAYOUT_PAIRS)
 	$(Q)$(MAKE) --no-print-directory fuzz
 	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \
-		--trixie-root $(TRIXIE_ROOT)
+		--trixie-root $(TRIXIE_ROOT) --forky-root $(FORKY_ROOT)
 
 unit: all $(TEST_BINS)
 	$(Q)tests/unit/run-unit $(TEST_BINS)
@@ -377,23 +378,28 @@ $(OUTPUT)/tests/test_cupti_%: tests/unit/test_cupti_%.c tests/unit/cupti/daemon.
 # more for the same program, so ours stay well under it), each within its own budget.
 VERIFIER_MAX := 200000
 VERIFIER_LIMITS := bench/verifier-limits
-LAYOUT_PAIRS := $(foreach p,3.11:1.13 3.13:2.6 3.12:2.11,config/layouts/python-$(firstword \
+LAYOUT_PAIRS := $(foreach p,3.11:1.13 3.13:2.6 3.12:2.11 3.14:2.14,config/layouts/python-$(firstword \
 	$(subst :, ,$(p))).yaml config/layouts/torch-$(lastword $(subst :, ,$(p))).yaml)
 
 verifier-stats: all
 	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) --limits $(VERIFIER_LIMITS) \
 		$(LAYOUT_PAIRS)
 
-integration: all test-deps trixie-root $(SECURITY_BINS)
+integration: all test-deps trixie-root forky-root $(SECURITY_BINS)
 	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \
-		--trixie-root $(TRIXIE_ROOT)
+		--trixie-root $(TRIXIE_ROOT) --forky-root $(FORKY_ROOT)
 
-# Debian trixie root (Python 3.13, torch 2.6) the integration tests also run trainers in.
-.PHONY: trixie-root
+# Debian roots the integration tests also run trainers in: trixie (Python 3.13, torch 2.6),
+# forky (Python 3.14, torch 2.14).
+.PHONY: trixie-root forky-root
 trixie-root: $(TRIXIE_ROOT)/.nanwatch-ready
+forky-root: $(FORKY_ROOT)/.nanwatch-ready
 
 $(TRIXIE_ROOT)/.nanwatch-ready:
-	$(Q)scripts/make-trixie-root $(TRIXIE_ROOT)
+	$(Q)scripts/make-root trixie $(TRIXIE_ROOT)
+
+$(FORKY_ROOT)/.nanwatch-ready:
+	$(Q)scripts/make-root forky $(FORKY_ROOT)
 
 demo: all
 	$(Q)scripts/demo

@@ -28,7 +28,7 @@ static int classify(__u64 code, __u64 frame)
 	if (str_equals(name, 0) && file_matches(read_u64(code + L.code_filename)))
 		rec.kind = CODE_MODULE;
 	else if (!step_by_marker && str_equals(name, 1) &&
-		 is_optimizer(read_u64(frame + L.frame_localsplus + 8 * L.self_slot)))
+		 is_optimizer(read_ref(frame + L.frame_localsplus + 8 * L.self_slot)))
 		rec.kind = CODE_STEP;
 	bpf_map_update_elem(&codes, &code, &rec, BPF_ANY);
 	return rec.kind;
@@ -37,7 +37,7 @@ static int classify(__u64 code, __u64 frame)
 /* Keep the *args tuple's items: the caller still holds them when the call returns. */
 static __always_inline void capture_args(struct frame_rec *rec, __u64 frame)
 {
-	__u64 args = read_u64(frame + L.frame_localsplus + 8 * L.args_slot);
+	__u64 args = read_ref(frame + L.frame_localsplus + 8 * L.args_slot);
 	__u64 n;
 
 	if (!args || read_u64(args + L.obj_type) != A.tuple_type)
@@ -64,7 +64,7 @@ static __always_inline void capture_kwargs(struct frame_rec *rec, __u64 frame)
 
 	if (!L.kwargs_slot || !D.on)
 		return;
-	kw = read_u64(frame + L.frame_localsplus + 8 * L.kwargs_slot);
+	kw = read_ref(frame + L.frame_localsplus + 8 * L.kwargs_slot);
 	keys = kw ? read_u64(kw + D.dict_keys) : 0;
 	if (!keys || !read_u64(keys + D.keys_nentries))
 		return;
@@ -173,7 +173,7 @@ static long walk_frame(__u32 i, void *data)
 
 	if (!w->frame)
 		return 1;
-	code = read_u64(w->frame + L.frame_code);
+	code = read_ref(w->frame + L.frame_code);
 	if (code && classify(code, w->frame) == CODE_MODULE) {
 		w->inside = 1;
 		return 1;

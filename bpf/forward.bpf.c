@@ -32,7 +32,7 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	if ((id >> 32) != targ_tgid || throwflag || stopped)
 		return 0;
 	count(NW_C_PROBE_HITS, 1);
-	code = read_u64((__u64)frame + L.frame_code);
+	code = read_ref((__u64)frame + L.frame_code);
 	if (!code)
 		return 0;
 	kind = classify(code, (__u64)frame);
@@ -47,7 +47,7 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	if (kind == CODE_STEP) {
 		rec.depth = ts->step_depth++;
 		/* the optimizer, for the return: its state has the step then */
-		rec.args[0] = read_u64((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
+		rec.args[0] = read_ref((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
 		if (!rec.depth)
 			note_optimizer(rec.args[0]);
 		if (rec.depth == 0)
@@ -55,7 +55,7 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 		bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
 		return 0;
 	}
-	self = read_u64((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
+	self = read_ref((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
 	if (!push_call(ts, &rec, (__u64)tstate, key.sp, key.tid, self))
 		return 0;
 	depth = rec.depth;

@@ -191,6 +191,7 @@ struct nw_layout {
 	__s64 frame_previous;	  /* _PyInterpreterFrame.previous (the caller's frame) */
 	__s64 tstate_frame;	  /* PyThreadState.current_frame (3.13) or .cframe (3.11, 3.12) */
 	__s64 cframe_frame;	  /* _PyCFrame.current_frame; -1: tstate_frame is the frame */
+	__s64 stackref_mask;	  /* 3.14: tag bits of a frame slot's word (_PyStackRef); 0: none */
 	__s64 code_name;	  /* PyCodeObject.co_name */
 	__s64 code_filename;	  /* PyCodeObject.co_filename */
 	__s64 obj_type;		  /* PyObject.ob_type */
@@ -260,6 +261,7 @@ struct nw_dict_layout {
 	__s64 inline_values_flag;    /* 3.13: Py_TPFLAGS_INLINE_VALUES */
 	__s64 inline_values_offset;  /* 3.13: PyDictValues in the object */
 	__s64 values_valid;	     /* 3.13: PyDictValues.valid */
+	__s64 type_basicsize;	     /* 3.14: tp_basicsize: the inline values after it; 0: fixed */
 	__s64 dict_keys;	     /* PyDictObject.ma_keys */
 	__s64 dict_values;	     /* PyDictObject.ma_values */
 	__s64 keys_log2_index_bytes; /* PyDictKeysObject.dk_log2_index_bytes (byte) */

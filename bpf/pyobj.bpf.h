@@ -185,11 +185,12 @@ static __always_inline int attr_table(__u64 obj, __u64 *keys, __u64 *values)
 	*values = 0;
 	if (D.inline_values_flag && (flags & D.inline_values_flag)) {
 		/* 3.13: values in the object while valid, else a materialized dict */
-		bpf_probe_read_user(&valid, 1,
-				    (void *)(obj + D.inline_values_offset + D.values_valid));
+		off = D.type_basicsize ? (__s64)read_u64(type + D.type_basicsize)
+				       : D.inline_values_offset;
+		bpf_probe_read_user(&valid, 1, (void *)(obj + off + D.values_valid));
 		if (valid) {
 			*keys = cached;
-			*values = obj + D.inline_values_offset;
+			*values = obj + off;
 		} else {
 			dict = read_u64(obj + D.managed_dict);
 		}

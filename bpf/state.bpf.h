@@ -433,6 +433,15 @@ static __always_inline __u64 read_u64(__u64 addr)
 	return v;
 }
 
+/*
+ * The object a frame slot (f_executable, localsplus) holds: 3.14 keeps _PyStackRefs
+ * there, the address with tag bits below its 8-byte alignment (L.stackref_mask).
+ */
+static __always_inline __u64 read_ref(__u64 addr)
+{
+	return read_u64(addr) & ~(__u64)L.stackref_mask;
+}
+
 /* One slot of the loop's locals: the object it holds, and its first words. */
 static long loop_snap_one(__u32 k, void *unused)
 {
@@ -440,7 +449,7 @@ static long loop_snap_one(__u32 k, void *unused)
 
 	if (k >= NW_LOOP_SLOTS || k >= loop_nslots)
 		return 1;
-	obj = read_u64(loop_slots[k]);
+	obj = read_ref(loop_slots[k]);
 	if (obj && bpf_probe_read_user(loop_snap.raw[k], sizeof(loop_snap.raw[k]), (void *)obj))
 		obj = 0;
 	loop_snap.obj[k] = obj;

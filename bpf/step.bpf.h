@@ -132,7 +132,7 @@ static __noinline __u64 marker_optimizer(__u32 tid)
 	frame = thread_frame(*tstate);
 	for (i = 0; i < 8 && frame; i++) {
 		for (j = 0; j < 4; j++) {
-			__u64 obj = read_u64(frame + L.frame_localsplus + 8 * j);
+			__u64 obj = read_ref(frame + L.frame_localsplus + 8 * j);
 
 			if (obj && is_optimizer(obj))
 				return obj;

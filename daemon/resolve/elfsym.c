@@ -462,3 +462,87 @@ int elfsym__section(struct elfsym *e, const char *name, size_t max, void **buf, 
 	}
 	return -ENOENT;
 }
+
+int elfsym__build_id(struct elfsym *e, char *out, size_t len)
+{
+	uint32_t nh[3];
+	uint64_t addr;
+	size_t n, off = 0, i;
+	uint8_t *buf = NULL;
+	int ret;
+
+	ret = elfsym__section(e, ".note.gnu.build-id", 4096, (void **)&buf, &n, &addr);
+	if (ret)
+		return ret;
+	ret = -ENOENT;
+	while (off + sizeof(nh) <= n) { /* notes: namesz, descsz, type, name, desc (4-aligned) */
+		uint64_t name, desc;
+
+		memcpy(nh, buf + off, sizeof(nh));
+		name = off + sizeof(nh);
+		desc = name + (((uint64_t)nh[0] + 3) & ~3ull);
+		if (desc > n || (((uint64_t)nh[1] + 3) & ~3ull) > n - desc)
+			break;
+		if (nh[2] == 3 /* NT_GNU_BUILD_ID */ && nh[0] == 4 &&
+		    !memcmp(buf + name, "GNU", 4) && nh[1] > 0 && nh[1] <= 64) {
+			ret = -ENOSPC;
+			if (len < 2 * (size_t)nh[1] + 1)
+				break;
+			for (i = 0; i < nh[1]; i++) {
+				out[2 * i] = "0123456789abcdef"[buf[desc + i] >> 4];
+				out[2 * i + 1] = "0123456789abcdef"[buf[desc + i] & 15];
+			}
+			out[2 * i] = 0;
+			ret = 0;
+			break;
+		}
+		off = desc + (((uint64_t)nh[1] + 3) & ~3ull);
+	}
+	free(buf);
+	return ret;
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+int elfsym__function_start(struct elfsym *e, uint64_t addr)
+{
+	uint64_t hdr_addr, lo = 0, hi, count;
+	uint8_t *p = NULL;
+	size_t n;
+	int ret;
+
+	ret = elfsym__section(e, ".eh_frame_hdr", ELFSYM_MAX_SECTION, (void **)&p, &n, &hdr_addr);
+	if (ret)
+		return ret == -ENOENT ? -ENOTSUP : ret;
+	/*
+	 * version 1; eh_frame_ptr pcrel sdata4 (0x1b), fde_count udata4 (0x03), the table
+	 * datarel sdata4 (0x3b): (initial location, FDE) pairs sorted by location
+	 */
+	ret = -ENOTSUP;
+	if (n < 12 || p[0] != 1 || p[1] != 0x1b || p[2] != 0x03 || p[3] != 0x3b)
+		goto out;
+	count = le32(p + 8);
+	if (!count || count > (n - 12) / 8)
+		goto out;
+	ret = -ENOENT;
+	hi = count;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		uint64_t at = hdr_addr + (int64_t)(int32_t)le32(p + 12 + mid * 8);
+
+		if (at == addr) {
+			ret = 0;
+			break;
+		}
+		if (at < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+out:
+	free(p);
+	return ret;
+}

@@ -90,6 +90,20 @@ int elfsym__each(struct elfsym *e, const char *prefix, elfsym_fn fn, void *ctx);
 int elfsym__section(struct elfsym *e, const char *name, size_t max, void **buf, size_t *len,
 		    uint64_t *addr);
 
+/*
+ * The file's GNU build-id (its NT_GNU_BUILD_ID note) as lower-case hex in out; -ENOENT if it
+ * has none, -ENOSPC if out (ELFSYM_BUILD_ID_LEN) is too small.
+ */
+#define ELFSYM_BUILD_ID_LEN 129 /* 64 bytes of id in hex, and the NUL */
+int elfsym__build_id(struct elfsym *e, char *out, size_t len);
+
+/*
+ * 0 if link-time address addr is where a function starts: the first address of an FDE in
+ * .eh_frame_hdr's sorted table (stripped files keep it); -ENOENT if not, -ENOTSUP if the
+ * table is missing or not in the encoding linkers write.
+ */
+int elfsym__function_start(struct elfsym *e, uint64_t addr);
+
 /* Bytes read from this file so far. */
 uint64_t elfsym__bytes_read(const struct elfsym *e);
 

@@ -348,11 +348,20 @@ static int instance_dict(const struct remote *r, uint64_t obj, uint64_t *dictp, 
 	if (err)
 		return err;
 	if (l->inline_values_flag && (flags & l->inline_values_flag)) {
-		/* 3.13: values live in the object while valid; else a materialized dict */
+		/*
+		 * 3.13: values live in the object while valid; else a materialized dict.
+		 * 3.14: after the type's basic size (a builtin's subclass has its fields first).
+		 */
 		uint8_t valid = 0;
+		uint64_t start = l->inline_values_offset;
 
-		values = obj + l->inline_values_offset;
-		err = r->read(r->ctx, values + l->values_valid, &valid, 1);
+		if (l->type_basicsize)
+			err = remote__u64(r, type + l->type_basicsize, &start);
+		if (!err && start > 4096)
+			err = -ERANGE;
+		values = obj + start;
+		if (!err)
+			err = r->read(r->ctx, values + l->values_valid, &valid, 1);
 		if (!err && valid)
 			err = remote__u64(r, type + l->type_cached_keys, &keys);
 		else if (!err)

@@ -48,6 +48,7 @@ struct remote_layout {
 	int64_t inline_values_flag;   /* Py_TPFLAGS_INLINE_VALUES */
 	int64_t inline_values_offset; /* from the object to its PyDictValues */
 	int64_t values_valid;	      /* PyDictValues.valid byte */
+	int64_t type_basicsize;	      /* 3.14: tp_basicsize, where they start; 0: at the offset */
 	/* 3.12: the word at managed_dict is a dict pointer, or (bit 0 set) values - 1; 0: not */
 	int64_t managed_dict_tagged;
 };

@@ -315,6 +315,15 @@ static int is_python_name(const char *path)
 }
 
 /* The interpreter's facts from its image e: the evaluator's offset, types, the version. */
+/* _Py_DebugOffsets at _PyRuntime: the cookie "xdebugpy", the version, then free_threaded. */
+int target__free_threaded(const struct remote *r, uint64_t runtime)
+{
+	uint64_t w[3];
+
+	return runtime && !remote__read(r, runtime, w, sizeof(w)) &&
+	       !memcmp(&w[0], "xdebugpy", 8) && w[2];
+}
+
 static int python_facts(struct target *t, struct elfsym *e, const struct image *img, uint64_t eval,
 			char *err, size_t errlen)
 {
@@ -350,6 +359,16 @@ static int python_facts(struct target *t, struct elfsym *e, const struct image *
 		 (unsigned)(ver >> 24) & 0xff, (unsigned)(ver >> 16) & 0xff,
 		 (unsigned)(ver >> 8) & 0xff);
 	target__series(t->python_version, t->python_series, sizeof(t->python_series));
+	if (target__free_threaded(&r, t->runtime)) {
+		snprintf(err, errlen,
+			 "unsupported Python %s in pid %d (%s): a free-threaded build "
+			 "(_Py_DebugOffsets.free_threaded); nanwatch reads the default build's "
+			 "objects and frames (no per-object thread id, shared reference "
+			 "counts, one bytecode per code object): run it under the default "
+			 "python%s",
+			 t->python_version, t->pid, img->path, t->python_series);
+		return -ENOTSUP;
+	}
 	if (!t->tuple_type || !t->list_type || !t->none) {
 		snprintf(err, errlen, "failed to resolve CPython type symbols in %s", img->path);
 		return -ENOENT;

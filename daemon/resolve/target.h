@@ -95,4 +95,10 @@ int target__alive(const struct target *t);
 /* Parse "X.Y..." into "X.Y"; -EINVAL if it does not start that way. */
 int target__series(const char *version, char *out, size_t outlen);
 
+/*
+ * 1 if the interpreter whose _PyRuntime is at runtime is a free-threaded build (3.13t, 3.14t:
+ * _Py_DebugOffsets says so); 0 if not, or if it publishes no offsets (before 3.13).
+ */
+int target__free_threaded(const struct remote *r, uint64_t runtime);
+
 #endif /* __TARGET_H */

@@ -49,6 +49,15 @@ static uint64_t top_frame(const struct loopstep *ls, uint64_t tstate)
 	return f;
 }
 
+/* The object a frame slot holds (3.14: a _PyStackRef, its tag bits cleared); -1 unreadable. */
+static int slot_ref(const struct loopstep *ls, uint64_t addr, uint64_t *obj)
+{
+	if (remote__u64(ls->r, addr, obj))
+		return -1;
+	*obj &= ~(uint64_t)ls->l->stackref_mask;
+	return 0;
+}
+
 /* A local slot's address in the target. */
 static uint64_t slot_addr(const struct loopstep *ls, uint64_t frame, uint32_t i)
 {
@@ -62,7 +71,7 @@ static int int_local(const struct loopstep *ls, uint64_t frame, uint32_t i, long
 	struct py_value pv;
 	uint64_t obj = 0;
 
-	if (remote__u64(ls->r, slot_addr(ls, frame, i), &obj) || !obj ||
+	if (slot_ref(ls, slot_addr(ls, frame, i), &obj) || !obj ||
 	    pyobject__value(ls->r, &ls->pl, obj, &pv))
 		return -1;
 	pyobject__value_free(&pv);
@@ -196,7 +205,7 @@ static int walk(struct loopstep *ls, uint64_t tstate)
 	long long v;
 
 	for (depth = 0; frame && depth < LOOPSTEP_FRAMES; depth++) {
-		if (!remote__u64(ls->r, frame + ls->l->frame_code, &code) && code &&
+		if (!slot_ref(ls, frame + ls->l->frame_code, &code) && code &&
 		    !remote__u64(ls->r, code + ls->names_off, &names) && names) {
 			k = code_locals(ls, code, names);
 			for (j = 0; j < k->n; j++) {

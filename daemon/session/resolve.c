@@ -48,6 +48,51 @@ static uint64_t probe_offset(struct elfsym *e, const char *name)
 	return off;
 }
 
+/*
+ * Where run_backward (the loss) is probed: at the table's symbol or, in a stripped
+ * libtorch_python, at the table's address, only in the build it was measured in (the same
+ * build-id) and only where a function starts (a uprobe never lands inside an instruction).
+ * Neither: the loss is not read, said in one line.
+ */
+static void backward_site(struct session *s, const struct layout *tl)
+{
+	struct elfsym *e = s->t.torch_python_elf;
+	const char *sym = layout__str(tl, LK_backward_symbol);
+	const char *id = layout__str(tl, LK_backward_build_id);
+	char have[ELFSYM_BUILD_ID_LEN] = "";
+	const char *why = NULL;
+	int show_id = 0;
+	long long addr;
+	uint64_t off = 0;
+
+	s->backward_symbol[0] = 0;
+	s->backward_offset = 0;
+	if (sym) {
+		snprintf(s->backward_symbol, sizeof(s->backward_symbol), "%s", sym);
+		s->backward_offset = probe_offset(e, s->backward_symbol);
+		return;
+	}
+	if (!id || layout__int(tl, LK_backward_address, &addr)) {
+		why = "has neither backward_symbol nor backward_address";
+	} else if (!e) {
+		why = "names run_backward by address, and the target's libtorch_python is not open";
+	} else if (elfsym__build_id(e, have, sizeof(have)) || strcmp(have, id)) {
+		why = "names run_backward by address in another libtorch_python build";
+		show_id = 1;
+	} else if (elfsym__function_start(e, (uint64_t)addr) ||
+		   elfsym__file_offset(e, (uint64_t)addr, &off)) {
+		why = "names run_backward at an address where no function starts";
+	}
+	if (why) {
+		fprintf(stderr, "nanwatchd: pid %d: torch-%s.yaml %s%s%s%s: the loss is not read\n",
+			s->t.pid, layout__version(tl), why, show_id ? " (the target's: " : "",
+			show_id ? have : "", show_id ? ")" : "");
+		return;
+	}
+	snprintf(s->backward_symbol, sizeof(s->backward_symbol), "run_backward@%#llx", addr);
+	s->backward_offset = off;
+}
+
 /* The full name of the torch table's step marker function in the target's libtorch_cpu. */
 static int step_symbol(struct session *s, const char *prefix, char *err, size_t errlen)
 {
@@ -198,9 +243,7 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 		goto cleanup;
 	}
 	memset(&s->nwl, 0, sizeof(s->nwl));
-	snprintf(s->backward_symbol, sizeof(s->backward_symbol), "%s",
-		 layout__str(tl, LK_backward_symbol) ? layout__str(tl, LK_backward_symbol) : "");
-	s->backward_offset = probe_offset(s->t.torch_python_elf, s->backward_symbol);
+	backward_site(s, tl);
 	snprintf(s->scaler_symbol, sizeof(s->scaler_symbol), "%s",
 		 layout__str(tl, LK_scaler_symbol) ? layout__str(tl, LK_scaler_symbol) : "");
 	s->scaler_offset = probe_offset(s->t.torch_cpu_elf, s->scaler_symbol);
@@ -252,6 +295,7 @@ void dict_layout(const struct session *s, struct nw_dict_layout *d)
 		.inline_values_flag = l->inline_values_flag,
 		.inline_values_offset = l->inline_values_offset,
 		.values_valid = l->values_valid,
+		.type_basicsize = l->type_basicsize,
 		.dict_keys = l->dict_keys,
 		.dict_values = l->dict_values,
 		.keys_log2_index_bytes = l->keys_log2_index_bytes,

@@ -6,30 +6,33 @@ daemon's stream must name what the oracle names (test_forward.py, and per area t
 test_*.py files; their docstrings say what each checks).
 
 Environments. A test runs in the environments its `environments(...)` mark lists, as the `env`
-fixture's parameter, which names the test: test_trainer_nan_input[host], [trixie], [container].
+fixture's parameter, which names the test: test_trainer_nan_input[host], [trixie], [forky],
+[container].
   host       the trainers run with --python (Debian 12's Python 3.11, torch 1.13).
-  trixie     with --trixie-root DIR (a root made by scripts/make-trixie-root: Debian trixie,
+  trixie     with --trixie-root DIR (a root made by `scripts/make-root trixie`: Debian trixie,
              Python 3.13, torch 2.6): tests/trainers/*.py are copied to
              DIR/opt/nanwatch-tests/run-PID/trainers/ and the trainers (oracle runs included, so
              each environment is compared with its own oracle) run as `chroot DIR
              /usr/bin/python3 ...`. The daemon stays the host's, attached by host pid.
              error_not_python's target is `chroot DIR /bin/sleep`, error_python_unsupported
              keeps only that root's torch table.
-  container  the same root as a real mount-namespace container whose files do not exist at
+  forky      the same with --forky-root DIR (`scripts/make-root forky`: Debian forky, Python
+             3.14, torch 2.14).
+  container  the forky root as a real mount-namespace container whose files do not exist at
              those paths on the host: `unshare --mount sh -c SCRIPT` bind-mounts DIR on a fresh
              empty directory, pivot_roots into it, mounts a new /proc, lazily unmounts the old
              root and execs /usr/bin/python3 (one pid throughout: the READY line's pid is the
              host pid, which is checked). The daemon must open the target's files through
-             /proc/PID/root, and each attach event must name /usr/bin/python3.13. Every mount
-             point is removed with rmdir afterwards (never recursively); a leftover one fails
-             the test.
-Without --trixie-root the trixie and container tests are skipped, saying so; a DIR without
-its .nanwatch-ready stamp fails them (never a silent skip). --env host,trixie,container picks
+             /proc/PID/root, and each attach event must name the root's interpreter
+             (/usr/bin/python3.14). Every mount point is removed with rmdir afterwards (never
+             recursively); a leftover one fails the test.
+Without --trixie-root (--forky-root) the trixie (forky and container) tests are skipped, saying
+so; a DIR without its .nanwatch-ready stamp fails them (never a silent skip). --env picks
 environments; -k NAME picks tests by the case name, as before (-k trainer_nan_input,
 -k "healthy and container").
 
   /usr/bin/python3 -m pytest tests/integration --daemon build/nanwatchd [--trixie-root DIR]
-                            [--env host,trixie,container] [-k NAME]
+                            [--forky-root DIR] [--env host,trixie,forky,container] [-k NAME]
 
 The process harness is tests/lib/nwharness.py (shared with bench/bench.py); nwchecks.py holds the
 checks of a daemon stream that several areas use, nwreport.py the incident page's (nanwatch-report
@@ -48,14 +51,14 @@ sys.path.insert(0, os.path.join(REPO, "tests", "lib"))  # nwharness, shared with
 
 from nwharness import (Context, Env, Fail, TRAINERS, kill_children,  # noqa: E402
                        remove_mnt_dirs, tail)
-from nwchecks import CAPTURE_DIRS, CONTAINER_INTERPRETER, ENVIRONMENTS  # noqa: E402
+from nwchecks import CAPTURE_DIRS, ENVIRONMENTS  # noqa: E402
 
-TRIXIE_STAMP = ".nanwatch-ready"
-TRIXIE_PYTHON = "/usr/bin/python3"  # inside the root
+ROOT_STAMP = ".nanwatch-ready"
+ROOT_PYTHON = "/usr/bin/python3"  # inside the root
 # inside the root; one directory per run, so runs from two checkouts cannot mix trainers
-TRIXIE_TRAINERS = "/opt/nanwatch-tests/run-%d/trainers" % os.getpid()
-TRIXIE_TORCH_TABLE = "torch-2.6.yaml"  # the layout table of the root's torch
-TRIXIE_COPIES = []  # the per-run trainer directories made inside the trixie root (host paths)
+ROOT_TRAINERS = "/opt/nanwatch-tests/run-%d/trainers" % os.getpid()
+ROOT_TORCH_VERSION = "usr/lib/python3/dist-packages/torch/version.py"  # in the root
+ROOT_COPIES = []  # the per-run trainer directories made inside the roots (host paths)
 
 
 def pytest_addoption(parser):
@@ -68,8 +71,10 @@ def pytest_addoption(parser):
                     help="layout tables passed to the daemon (default %(default)s)")
     group.addoption("--trixie-root", metavar="DIR",
                     help="also run the tests with the trainer inside this root (made by "
-                         "scripts/make-trixie-root), as [trixie], and in a mount-namespace "
-                         "container on it, as [container]")
+                         "scripts/make-root trixie), as [trixie]")
+    group.addoption("--forky-root", metavar="DIR",
+                    help="also run them inside this root (scripts/make-root forky), as "
+                         "[forky], and in a mount-namespace container on it, as [container]")
     group.addoption("--env", metavar="NAMES", default=",".join(ENVIRONMENTS),
                     help="comma-separated environments to run in (default %(default)s)")
 
@@ -114,7 +119,7 @@ def context(request):
     kill_children()
     left = remove_mnt_dirs()
     shutil.rmtree(ctx.tmp, ignore_errors=True)
-    for path in CAPTURE_DIRS + TRIXIE_COPIES:
+    for path in CAPTURE_DIRS + ROOT_COPIES:
         shutil.rmtree(path, ignore_errors=True)
     if left:
         pytest.fail("container mount point left behind: %s" % ", ".join(left))
@@ -126,25 +131,34 @@ def host_env(context):
     return context.host
 
 
-@pytest.fixture(scope="session")
-def trixie_env(context, request):
-    """The trixie root entered with chroot, with the trainers copied in; skipped without
-    --trixie-root, failed when that root is not usable."""
-    root = request.config.getoption("trixie_root")
+def root_env(context, request, name):
+    """The root --NAME-root names, entered with chroot, with the trainers copied in; skipped
+    without that option, failed when the root is not usable."""
+    root = request.config.getoption("%s_root" % name)
     if root is None:
-        pytest.skip("no --trixie-root given: the trixie and container environments are off")
+        pytest.skip("no --%s-root given: the %s environment is off" % (name, name))
     try:
-        return make_trixie_env(context, root)
+        return make_root_env(context, name, root)
     except Fail as e:
         why = str(e)
-    pytest.fail("trixie root: %s" % why, pytrace=False)
+    pytest.fail("%s root: %s" % (name, why), pytrace=False)
 
 
 @pytest.fixture(scope="session")
-def container_env(context, trixie_env):
-    """The trixie root as a mount-namespace container (its trainers already copied in)."""
+def trixie_env(context, request):
+    return root_env(context, request, "trixie")
+
+
+@pytest.fixture(scope="session")
+def forky_env(context, request):
+    return root_env(context, request, "forky")
+
+
+@pytest.fixture(scope="session")
+def container_env(context, forky_env):
+    """The forky root as a mount-namespace container (its trainers already copied in)."""
     try:
-        return make_container_env(context, trixie_env)
+        return make_container_env(context, forky_env)
     except Fail as e:
         why = str(e)
     pytest.fail("container: %s" % why, pytrace=False)
@@ -190,25 +204,25 @@ def pytest_runtest_makereport(item, call):
                                 tail(err, 20) if err else "    (empty)"))
 
 
-def make_trixie_env(ctx, root):
-    """The trixie environment, with the trainers copied in; Fail when the root is not usable."""
+def make_root_env(ctx, name, root):
+    """The environment of a root, with the trainers copied in; Fail when it is not usable."""
     root = os.path.abspath(root)
-    stamp = os.path.join(root, TRIXIE_STAMP)
+    stamp = os.path.join(root, ROOT_STAMP)
     if not os.path.isfile(stamp):
-        raise Fail("%s is not built (no %s): run scripts/make-trixie-root %s (or make "
-                   "trixie-root)" % (root, TRIXIE_STAMP, root))
-    parent = os.path.join(root, os.path.dirname(TRIXIE_TRAINERS).lstrip("/"))
-    dest = os.path.join(root, TRIXIE_TRAINERS.lstrip("/"))
+        raise Fail("%s is not built (no %s): run scripts/make-root %s %s (or make "
+                   "%s-root)" % (root, ROOT_STAMP, name, root, name))
+    parent = os.path.join(root, os.path.dirname(ROOT_TRAINERS).lstrip("/"))
+    dest = os.path.join(root, ROOT_TRAINERS.lstrip("/"))
     # Written as root into a tree whose contents we did not make: never through a symlink.
     sub = root
-    for part in TRIXIE_TRAINERS.strip("/").split("/"):
+    for part in ROOT_TRAINERS.strip("/").split("/"):
         sub = os.path.join(sub, part)
         if os.path.islink(sub):
             raise Fail("%s is a symlink; refusing to copy the trainers through it" % sub)
     try:
         os.makedirs(parent, mode=0o755, exist_ok=True)
         os.chmod(parent, 0o755)
-        TRIXIE_COPIES.append(parent)
+        ROOT_COPIES.append(parent)
         if os.path.isdir(dest):
             shutil.rmtree(dest)
         elif os.path.lexists(dest):
@@ -224,18 +238,38 @@ def make_trixie_env(ctx, root):
     if not names:
         raise Fail("no trainers in %s" % TRAINERS)
     ctx.log("copied %d trainers into %s" % (len(names), dest))
-    return Env("trixie", TRIXIE_PYTHON, TRIXIE_TRAINERS, root=root,
-               torch_table=TRIXIE_TORCH_TABLE)
+    return Env(name, ROOT_PYTHON, ROOT_TRAINERS, root=root,
+               torch_table=root_torch_table(root))
+
+
+def root_torch_table(root):
+    """The layout table of the root's torch: torch-X.Y.yaml from its torch/version.py."""
+    try:
+        with open(os.path.join(root, ROOT_TORCH_VERSION)) as f:
+            text = f.read(65536)
+    except OSError as e:
+        raise Fail("cannot read the root's torch version: %s" % e)
+    for line in text.splitlines():
+        if line.startswith("__version__"):
+            ver = line.split("=", 1)[1].strip().strip("'\"").split(".")
+            return "torch-%s.%s.yaml" % (ver[0], ver[1])
+    raise Fail("no __version__ in the root's %s" % ROOT_TORCH_VERSION)
 
 
 def make_container_env(ctx, trixie):
-    """The container environment on the trixie root (its trainers already copied in)."""
+    """The container environment on a root's environment (its trainers already copied in)."""
     missing = [tool for tool in ("unshare", "sh") if shutil.which(tool) is None]
     if missing:
         raise Fail("no %s on PATH" % ", ".join(missing))
     env = Env("container", trixie.python, trixie.trainers, root=trixie.root,
               torch_table=trixie.torch_table, container=True)
-    env.host_lacks_interpreter = not os.path.lexists(CONTAINER_INTERPRETER)
+    # what the container's maps show: the file the root's python3 names (python3.13, ...)
+    try:
+        link = os.readlink(os.path.join(trixie.root, ROOT_PYTHON.lstrip("/")))
+    except OSError as e:
+        raise Fail("the root's %s is not a link to its interpreter: %s" % (ROOT_PYTHON, e))
+    env.interpreter = os.path.join(os.path.dirname(ROOT_PYTHON), os.path.basename(link))
+    env.host_lacks_interpreter = not os.path.lexists(env.interpreter)
     ctx.log("container on %s; the host %s %s" % (
-        trixie.root, "lacks" if env.host_lacks_interpreter else "has", CONTAINER_INTERPRETER))
+        trixie.root, "lacks" if env.host_lacks_interpreter else "has", env.interpreter))
     return env

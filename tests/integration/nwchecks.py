@@ -20,9 +20,9 @@ from nwharness import (ATTACH_TIMEOUT, DETACH_TIMEOUT, ERROR_TIMEOUT, Fail, Proc
                        is_event, read_comm, start_daemon, start_waiting_trainer, tail, trainer_argv,
                        wait_attach, wait_daemon_exit)
 
-ENVIRONMENTS = ("host", "trixie", "container")
+ENVIRONMENTS = ("host", "trixie", "forky", "container")
 EVERYWHERE = ENVIRONMENTS
-HOST_AND_TRIXIE = ("host", "trixie")
+HOST_AND_ROOTS = ("host", "trixie", "forky")  # the container runs in the forky root
 HOST_ONLY = ("host",)  # the output tests: they test the daemon's side, any trainer will do
 
 
@@ -44,7 +44,6 @@ def case_test(case, *args, envs):
 
 SCHEMA = "nanwatch/1"
 NOBODY = 65534
-CONTAINER_INTERPRETER = "/usr/bin/python3.13"  # what the container's maps show
 COMMON_FIELDS = ("schema", "event", "time", "seq", "host", "pid", "comm")
 ANOMALY_FIELDS = ("tid", "step", "step_source", "iteration", "iteration_source", "phase", "layer",
                   "module", "tensor", "dtype", "shape", "numel", "nan", "posinf", "neginf",
@@ -91,12 +90,12 @@ def check_interpreter(ctx, events):
     """In the container: the attach event names the container's interpreter path."""
     if not ctx.env.container:
         return
-    got = events[0].get("interpreter")
-    if got != CONTAINER_INTERPRETER:
-        raise Fail("attach event's interpreter %r, want %r" % (got, CONTAINER_INTERPRETER))
+    got, want = events[0].get("interpreter"), ctx.env.interpreter
+    if got != want:
+        raise Fail("attach event's interpreter %r, want %r" % (got, want))
     if ctx.env.host_lacks_interpreter:
-        if os.path.lexists(CONTAINER_INTERPRETER):
-            raise Fail("the host has %s now (it did not at the start)" % CONTAINER_INTERPRETER)
+        if os.path.lexists(want):
+            raise Fail("the host has %s now (it did not at the start)" % want)
         ctx.log("interpreter %s, a path the host does not have" % got)
     else:
         ctx.log("interpreter %s (the host has that path too: not checked that it lacks it)"

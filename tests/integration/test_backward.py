@@ -2,7 +2,7 @@
 import json
 
 from nwharness import Fail, run_trainer
-from nwchecks import (EVERYWHERE, HOST_AND_TRIXIE, case_test, check_anomaly_fields, check_first,
+from nwchecks import (EVERYWHERE, HOST_AND_ROOTS, case_test, check_anomaly_fields, check_first,
                       close, describe, environments, same, watch)
 
 
@@ -123,7 +123,7 @@ def check_norms(events, norms, upto=None, stats=None):
     return checked
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_grad_explode(ctx):
     """Exploding gradients: stats lines show the norm growing, each pass within the stated
     bounds of torch's norm, before any parameter or output is non-finite."""
@@ -155,7 +155,7 @@ def test_grad_explode(ctx):
         anomalies[0]["step"], ", ".join("%.3g" % t for t in totals)))
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_backward_off(ctx):
     """--backward off: no backward probe, no backward events, no norms; the same training."""
     name = "backward_sqrt_zero"
@@ -170,8 +170,8 @@ def test_backward_off(ctx):
 
 
 test_backward_sqrt_zero = case_test(case_backward, "backward_sqrt_zero", envs=EVERYWHERE)
-test_backward_where_log = case_test(case_backward, "backward_where_log", envs=HOST_AND_TRIXIE)
-test_backward_sqrt_inf = case_test(case_backward, "backward_sqrt_inf", envs=HOST_AND_TRIXIE)
+test_backward_where_log = case_test(case_backward, "backward_where_log", envs=HOST_AND_ROOTS)
+test_backward_sqrt_inf = case_test(case_backward, "backward_sqrt_inf", envs=HOST_AND_ROOTS)
 
 
 # backward_masked --variant: node, and the module that holds the op (layer, class; None:

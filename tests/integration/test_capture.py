@@ -24,7 +24,7 @@ import subprocess
 from nwcapture import (CAPTURE_USER, as_user, capture_dir, install_repro, run_repro,
                        watch_capture)
 from nwharness import Fail, last_json, oracle_of
-from nwchecks import HOST_AND_TRIXIE, check_anomalies, environments, listing
+from nwchecks import HOST_AND_ROOTS, check_anomalies, environments, listing
 
 
 NPY_DTYPES = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "bfloat16": "<u2",
@@ -179,7 +179,7 @@ def repro_raw(ctx, inside, *args):
     return r.returncode, out, err
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_repro_names(ctx):
     """nanwatch-repro prints the manifest's names (from the target) with terminal and bidi
     controls neutralised, in its result, its instructions and its errors; --json stays exact."""
@@ -248,7 +248,7 @@ def capture_case(ctx, name):
     return oracle, path, os.path.join(inside_dir, os.path.basename(path)), man
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_capture_standard(ctx):
     """A standard torch.nn layer (a frozen BatchNorm1d): captured, and nanwatch-repro rebuilds
     it and reproduces its NaN output."""
@@ -262,7 +262,7 @@ def test_capture_standard(ctx):
     check_reproduced(ctx, inside, oracle)
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_capture_custom(ctx):
     """A custom layer (div_zero's TempScale, whose buffer holds the zero temperature): without
     its class the repro prints how to rebuild it; with --class-from it reproduces the ±Inf."""
@@ -274,7 +274,7 @@ def test_capture_custom(ctx):
                      os.path.join(ctx.env.trainers, "div_zero.py"))
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_capture_children(ctx):
     """MultiheadAttention (mha_tuple): a tuple output's first item, three positional inputs and
     key_padding_mask= by keyword;
@@ -287,7 +287,7 @@ def test_capture_children(ctx):
         raise Fail("repro of a layer with children exited %d: %s" % (r.returncode, r.stderr))
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_capture_none(ctx):
     """nonfinite_params: the first anomaly is not an origin (its weights were already bad), so
     nothing is captured, though a later output of that iteration (the root model's, whose own
@@ -306,7 +306,7 @@ def test_capture_none(ctx):
             os.listdir(dirpath), [d.get("capture") for d in diags]))
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_capture_budget(ctx):
     """A budget of 200 bytes: the tensors that fit are written, the rest listed as skipped,
     the manifest says truncated, no file holds more, and the repro refuses the capture."""

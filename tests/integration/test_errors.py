@@ -11,7 +11,7 @@ import time
 
 from nwharness import (Fail, Proc, finish_trainer, oracle_of, read_comm, start_daemon,
                        start_waiting_trainer, tail)
-from nwchecks import (HOST_AND_TRIXIE, HOST_ONLY, NOBODY, check_anomalies, environments,
+from nwchecks import (HOST_AND_ROOTS, HOST_ONLY, NOBODY, check_anomalies, environments,
                       expect_refusal, target_untouched, watch)
 
 
@@ -25,7 +25,7 @@ def test_error_no_such_pid(ctx):
     expect_refusal(ctx, start_daemon(ctx, pid), [str(pid), "no such"])
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_error_not_python(ctx):
     if ctx.env.root is None:
         target = Proc(["sleep", "60"])
@@ -42,7 +42,7 @@ def test_error_not_python(ctx):
     target_untouched(target)
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_error_no_torch(ctx):
     target = Proc(ctx.env.argv("-c",
                                "import time; print('READY', flush=True); time.sleep(60)"))
@@ -52,7 +52,7 @@ def test_error_no_torch(ctx):
     target_untouched(target)
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_error_comm_escapes(ctx):
     """A target that names itself with an escape sequence and a bidi control (its comm, 15
     bytes): the refusal that names it shows them as '?', never raw on the terminal."""
@@ -106,14 +106,14 @@ def refuse_with_layouts(ctx, layouts, words):
     finish_trainer(ctx, trainer, "healthy", trace)
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_error_torch_unsupported(ctx):
     py = "python-%s.yaml" % interpreter_version(ctx)
     layouts = layouts_dir(ctx, py, lambda n: n == py)
     refuse_with_layouts(ctx, layouts, ["torch"])
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_error_python_unsupported(ctx):
     table = ctx.env.torch_table
     if table is None:
@@ -123,7 +123,7 @@ def test_error_python_unsupported(ctx):
     refuse_with_layouts(ctx, layouts, ["python"])
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_error_layout_implausible(ctx):
     """A torch table with an absurd but well-formed offset: refused, the file, key and
     plausible range named, the target untouched."""
@@ -144,7 +144,7 @@ def test_error_layout_implausible(ctx):
                                        "range 0..4096"])
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_error_unprivileged(ctx):
     probe = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
                             "--clear-groups", "sh", "-c",
@@ -175,7 +175,7 @@ def unprivileged_can_run(ctx):
 MINIMAL_CAPS = ["sys_admin", "sys_ptrace"]
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_caps_minimal(ctx):
     """The daemon as uid NOBODY with exactly MINIMAL_CAPS watches a root trainer and finds
     the oracle's first anomaly."""
@@ -185,7 +185,7 @@ def test_caps_minimal(ctx):
     check_anomalies(events, oracle, events[0]["pid"])
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_error_caps_fewer(ctx):
     """One capability fewer than MINIMAL_CAPS, and the set the README used to give
     (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, which no longer creates uprobes): each refused in
@@ -214,7 +214,7 @@ time.sleep(120)
 """
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_error_thread_id(ctx):
     """--pid given a thread id (not the process's): refused in one line that names the
     process it belongs to, instead of an attach that watches nothing."""

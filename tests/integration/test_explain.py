@@ -31,7 +31,7 @@ import subprocess
 
 from nwharness import Fail, oracle_of
 from nwcapture import capture_dir, run_repro, watch_capture
-from nwchecks import HOST_AND_TRIXIE, case_test, describe, environments
+from nwchecks import HOST_AND_ROOTS, case_test, describe, environments
 
 # (trainer, variant): (live cause, replayed op or None: not checked, replayed cause, reproducible)
 CASES = {
@@ -155,7 +155,7 @@ def case_explain(ctx, name, variant):
     check_tail(ctx, lines[-1], ev)
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_explain_mha_padding_by_keyword(ctx):
     """nn.MultiheadAttention given key_padding_mask= by keyword, one sequence all padding: the
     mask is captured as the call's keyword argument (its key, the file) and the live cause
@@ -227,7 +227,7 @@ def case_live_only(ctx, name, variant):
 
 for (_name, _variant) in CASES:
     globals()["test_explain_%s%s" % (_name, "_" + _variant if _variant else "")] = case_test(
-        case_explain, _name, _variant, envs=HOST_AND_TRIXIE)
+        case_explain, _name, _variant, envs=HOST_AND_ROOTS)
 for (_name, _variant) in LIVE_CASES:
     globals()["test_explain_%s%s" % (_name, "_" + _variant if _variant else "")] = case_test(
-        case_live_only, _name, _variant, envs=HOST_AND_TRIXIE)
+        case_live_only, _name, _variant, envs=HOST_AND_ROOTS)

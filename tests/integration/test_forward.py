@@ -12,7 +12,7 @@ import json
 import math
 
 from nwharness import Fail, oracle_of
-from nwchecks import (EVERYWHERE, EXACT_FIELDS, HOST_AND_TRIXIE, case_test, check_anomalies,
+from nwchecks import (EVERYWHERE, EXACT_FIELDS, HOST_AND_ROOTS, case_test, check_anomalies,
                       check_anomaly_fields, check_diagnosis, close, describe, environments,
                       last_stats, listing, same, watch)
 
@@ -93,7 +93,7 @@ def case_trainer(ctx, name):
                        "not counted" % skipped)
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_noncontig(ctx):
     """First NaN in a non-contiguous view: skipped, and the dense module after it is first."""
     oracle, trace = oracle_of(ctx, "noncontig")

@@ -13,7 +13,7 @@ import tempfile
 
 from nwharness import (Fail, Proc, is_event, read_comm, tail, trainer_argv, wait_attach,
                        wait_daemon_exit)
-from nwchecks import HOST_AND_TRIXIE, HOST_ONLY, check_anomaly_fields, environments, parse_stream
+from nwchecks import HOST_AND_ROOTS, HOST_ONLY, check_anomaly_fields, environments, parse_stream
 
 POISON = "blocks.1.lin"
 STUB_LIBCUDA = "/usr/local/cuda/lib64/stubs/libcuda.so"
@@ -113,7 +113,7 @@ def check_requests(reqs, hooks, pid):
     return offsets.pop()
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_gpu_requests_meta(ctx):
     """Requests for meta tensors match the forward hooks; a NaN result becomes the anomaly."""
     base = ctx.tmp if ctx.env.root is None else os.path.join(ctx.env.root, "tmp")

@@ -8,6 +8,9 @@ in the tool's own process, every other measurement real): the tool still writes 
 without the keys of that measurement and with every other, prints one line naming the key and
 the feature turned off, exits 0; nanwatchd loads that table, attaches to a trainer with it, and
 says in one line for each feature what it goes without.
+layout_backward_address (forky): a table that names run_backward by address (a stripped
+libtorch_python) with an address inside a function, or for another build, turns the loss off in
+one line and never places the uprobe.
 """
 import os
 import shutil
@@ -16,7 +19,7 @@ import tempfile
 
 from nwharness import (REPO, Fail, read_comm, start_daemon, start_waiting_trainer, wait_attach,
                        wait_daemon_exit)
-from nwchecks import HOST_AND_TRIXIE, environments
+from nwchecks import HOST_AND_ROOTS, environments
 
 TOOL = os.path.join(REPO, "tools", "nanwatch-layout")
 KEYS = os.path.join(REPO, "daemon", "resolve", "layout_keys.def")
@@ -101,7 +104,7 @@ def written(d, kind):
     return names[0]
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_layout_tables(ctx):
     """The tables measured in the environment are the shipped tables."""
     d = ToolDir(ctx)
@@ -129,7 +132,7 @@ def test_layout_tables(ctx):
         d.remove()
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_layout_optional(ctx):
     """An optional measurement fails: the table is written without its keys, said in a line,
     and nanwatchd attaches with that table."""
@@ -183,3 +186,44 @@ def test_layout_optional(ctx):
             raise Fail("nanwatchd said %s; want %s" % (lines, want))
     finally:
         d.remove()
+
+
+@environments("forky")
+def test_layout_backward_address(ctx):
+    """forky's libtorch_python is stripped: its table names run_backward by address, for one
+    build. An address where no function starts, or a table of another build, only turns the
+    loss off (said in one line); the uprobe is never placed there."""
+    name = ctx.env.torch_table
+    shipped = read_table(os.path.join(LAYOUTS, name))
+    if "backward_address" not in shipped or "backward_symbol" in shipped:
+        raise Fail("%s names run_backward by symbol, not by address" % name)
+    addr = int(shipped["backward_address"])
+    cases = (("backward_address", str(addr + 1), "names run_backward at an address where no "
+              "function starts"),
+             ("backward_build_id", '"%s"' % ("0" * 40), "names run_backward by address in "
+              "another libtorch_python build (the target's: %s)"
+              % shipped["backward_build_id"].strip('"')))
+    for key, value, why in cases:
+        d = tempfile.mkdtemp(prefix="nanwatch-layouts-")
+        try:
+            for n in os.listdir(LAYOUTS):
+                shutil.copy(os.path.join(LAYOUTS, n), d)
+            with open(os.path.join(LAYOUTS, name), encoding="utf-8") as f:
+                text = f.read()
+            text = text.replace("%s: %s\n" % (key, shipped[key]), "%s: %s\n" % (key, value))
+            with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                f.write(text)
+            trainer = start_waiting_trainer(ctx, "healthy")
+            daemon = start_daemon(ctx, trainer.pid, layouts=d)
+            wait_attach(daemon)
+            trainer.kill()
+            wait_daemon_exit(daemon)
+            daemon.drain(10)
+            lines = [line for line in daemon.stderr_lines() if "run_backward" in line]
+            want = "nanwatchd: pid %d: %s %s: the loss is not read" % (trainer.pid, name, why)
+            if lines != [want]:
+                raise Fail("with %s: %s, nanwatchd said %s; want [%r]" % (key, value, lines,
+                                                                         want))
+            ctx.log("%s: %s: %s" % (key, value, want))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)

@@ -10,7 +10,7 @@ import time
 from nwharness import (Fail, TRAINER_TIMEOUT, announced_trainer, finish_trainer, is_event,
                        last_json, oracle_of, read_comm, run_trainer, start_daemon,
                        start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
-from nwchecks import (EVERYWHERE, HOST_AND_TRIXIE, HOST_ONLY, NOBODY, case_test, check_anomalies, check_anomaly_fields,
+from nwchecks import (EVERYWHERE, HOST_AND_ROOTS, HOST_ONLY, NOBODY, case_test, check_anomalies, check_anomaly_fields,
                       check_envelope, check_first_in_flight, check_interpreter, describe,
                       environments, last_stats, parse_stream, step_now, target_untouched,
                       wait_steps, watch)
@@ -115,7 +115,7 @@ def test_midrun_adam(ctx):
                                       trace["steps"], trace["steps"] - 5))
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_midrun_refold(ctx):
     """A new optimizer replaces the one the step came from (a new fold): the step follows the
     new optimizer's own count, neither frozen at the old one's nor counted on from it."""
@@ -180,7 +180,7 @@ def test_midrun_sgd(ctx):
     check_loop_steps(events, first, fault, "plain SGD")
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_midrun_sgd_accum(ctx):
     """The same with gradient accumulation (3 forward passes a step): the loop's step counter,
     not a micro-batch counter, gives the step; iterations count the forward passes."""
@@ -194,7 +194,7 @@ def test_midrun_sgd_accum(ctx):
             stats["steps"], stats["iterations"]))
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_midrun_sgd_scheduler(ctx):
     """Plain SGD under an LR scheduler stepped once a step: the loop's counter again."""
     events, first, fault, trace = watch_live(ctx, "midrun", "loop_variable", "--sgd",
@@ -202,7 +202,7 @@ def test_midrun_sgd_scheduler(ctx):
     check_loop_steps(events, first, fault, "SGD with a scheduler")
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_midrun_manual_loop(ctx):
     """Updates by hand (no torch.optim), attached in flight: a pass is a small part of each
     step, but BPF reads the loop's counter as each pass begins, next to the step it counts:
@@ -272,7 +272,7 @@ def test_hostile_loop_counters(ctx):
         raise Fail("diagnosis %s; want one whose evidence says %r" % (diag, named))
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_midrun_manual(ctx):
     """Attached in flight to a run with no torch.optim (updates by hand), --step-counter off:
     each backward pass is a step, counted from the attach and named so; a forward pass and the
@@ -402,7 +402,7 @@ def case_deep_nest(ctx, depth):
                    diag[0]["cause"])
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_root_replaced(ctx):
     """A new model each fold: iterations keep counting, and the bad batch's iteration is
     the run's, not the first model's."""
@@ -427,7 +427,7 @@ def test_root_replaced(ctx):
                    (first["iteration"], first["step"], trace["bad"]))
 
 
-@environments(*HOST_AND_TRIXIE)
+@environments(*HOST_AND_ROOTS)
 def test_target_exec(ctx):
     """The target execs another program: detach with reason target_exec, exit 0, the new
     program left running and untouched."""
@@ -448,7 +448,7 @@ def test_target_exec(ctx):
 
 
 test_live_attach_tight = case_test(case_in_flight, "inflight", "adam", 3, 0, envs=EVERYWHERE)
-test_live_attach_sgd = case_test(case_in_flight, "inflight", "sgd", 3, 0, envs=HOST_AND_TRIXIE)
+test_live_attach_sgd = case_test(case_in_flight, "inflight", "sgd", 3, 0, envs=HOST_AND_ROOTS)
 test_live_attach_paced = case_test(case_in_flight, "inflight", "adam", 3, 0.005, envs=EVERYWHERE)
-test_deep_nest_20 = case_test(case_deep_nest, 20, envs=HOST_AND_TRIXIE)
-test_deep_nest_40 = case_test(case_deep_nest, 40, envs=HOST_AND_TRIXIE)
+test_deep_nest_20 = case_test(case_deep_nest, 20, envs=HOST_AND_ROOTS)
+test_deep_nest_40 = case_test(case_deep_nest, 40, envs=HOST_AND_ROOTS)

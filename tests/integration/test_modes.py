@@ -10,7 +10,7 @@ import json
 import math
 
 from nwharness import Fail, oracle_of
-from nwchecks import (EVERYWHERE, HOST_AND_TRIXIE, case_test, check_anomaly_fields, check_first,
+from nwchecks import (EVERYWHERE, HOST_AND_ROOTS, case_test, check_anomaly_fields, check_first,
                       describe, listing, same, watch)
 
 
@@ -117,7 +117,7 @@ def case_loss_mode(ctx, name):
 
 
 test_sample_nan_input = case_test(case_sample, "nan_input", envs=EVERYWHERE)
-test_sample_demo = case_test(case_sample, "demo", envs=HOST_AND_TRIXIE)
-test_lossmode_nan_input = case_test(case_loss_mode, "nan_input", envs=HOST_AND_TRIXIE)
-test_lossmode_loss_log_zero = case_test(case_loss_mode, "loss_log_zero", envs=HOST_AND_TRIXIE)
-test_lossmode_lr_too_high = case_test(case_loss_mode, "lr_too_high", envs=HOST_AND_TRIXIE)
+test_sample_demo = case_test(case_sample, "demo", envs=HOST_AND_ROOTS)
+test_lossmode_nan_input = case_test(case_loss_mode, "nan_input", envs=HOST_AND_ROOTS)
+test_lossmode_loss_log_zero = case_test(case_loss_mode, "loss_log_zero", envs=HOST_AND_ROOTS)
+test_lossmode_lr_too_high = case_test(case_loss_mode, "lr_too_high", envs=HOST_AND_ROOTS)

@@ -20,7 +20,7 @@ from nwharness import (TRAINER_TIMEOUT, Fail, announced_trainer, is_event, last_
 from nwchecks import (check_envelope, check_tally, environments, last_stats, parse_stream,
                       step_now, wait_steps)
 
-TORCH_2 = ("trixie",)  # torch 1.13's GradScaler is CUDA only
+TORCH_2 = ("trixie", "forky")  # torch 1.13's GradScaler is CUDA only
 
 
 def stats_counting(line):

@@ -7,6 +7,7 @@
  * are not regular files (a FIFO, a directory, /dev/zero). Every case ends in a clean negative
  * errno, within its budget, and never in a signal.
  */
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -454,6 +455,47 @@ static void test_sparse_and_cut(void **state)
 	elfsym__close(e);
 }
 
+/*
+ * A real library (the C library this test runs with): its build-id, and where a function
+ * starts by .eh_frame_hdr's table, as nanwatchd checks an address from a table for a stripped
+ * libtorch_python. The synthetic file has neither: -ENOENT, -ENOTSUP.
+ */
+static void test_build_id_and_function_start(void **state)
+{
+	char id[ELFSYM_BUILD_ID_LEN], again[ELFSYM_BUILD_ID_LEN], small[8];
+	struct elfsym *e;
+	Dl_info info;
+	uint64_t addr;
+	size_t i;
+	int fd;
+
+	(void)state;
+	assert_true(dladdr((void *)printf, &info) && info.dli_fname);
+	fd = open(info.dli_fname, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	e = elfsym__open_fd(fd, NULL);
+	assert_non_null(e);
+	assert_int_equal(elfsym__build_id(e, id, sizeof(id)), 0);
+	assert_true(strlen(id) >= 16 && strlen(id) % 2 == 0);
+	for (i = 0; id[i]; i++)
+		assert_non_null(strchr("0123456789abcdef", id[i]));
+	assert_int_equal(elfsym__build_id(e, again, sizeof(again)), 0);
+	assert_string_equal(id, again);
+	assert_int_equal(elfsym__build_id(e, small, sizeof(small)), -ENOSPC);
+	assert_int_equal(elfsym__find(e, "printf", &addr), 0);
+	assert_int_equal(elfsym__function_start(e, addr), 0);
+	assert_int_equal(elfsym__function_start(e, addr + 1), -ENOENT); /* inside it */
+	assert_int_equal(elfsym__function_start(e, 0), -ENOENT);
+	elfsym__close(e);
+
+	build();
+	e = open_img(FILE_LEN);
+	assert_non_null(e);
+	assert_int_equal(elfsym__build_id(e, id, sizeof(id)), -ENOENT);
+	assert_int_equal(elfsym__function_start(e, VADDR + 0x100), -ENOTSUP);
+	elfsym__close(e);
+}
+
 /* One budget for several files: bytes refused once spent, reads refused after the deadline. */
 static void test_budget(void **state)
 {
@@ -487,10 +529,14 @@ static void test_budget(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_well_formed), cmocka_unit_test(test_truncated),
-		cmocka_unit_test(test_huge_sizes),  cmocka_unit_test(test_out_of_range),
-		cmocka_unit_test(test_not_regular), cmocka_unit_test(test_sparse_and_cut),
+		cmocka_unit_test(test_well_formed),
+		cmocka_unit_test(test_truncated),
+		cmocka_unit_test(test_huge_sizes),
+		cmocka_unit_test(test_out_of_range),
+		cmocka_unit_test(test_not_regular),
+		cmocka_unit_test(test_sparse_and_cut),
 		cmocka_unit_test(test_budget),
+		cmocka_unit_test(test_build_id_and_function_start),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

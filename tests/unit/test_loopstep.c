@@ -31,6 +31,7 @@ struct world {
 	int nslots;
 	uint64_t gen;
 	struct nw_loop_snap snap; /* what BPF read as the last pass began */
+	uint64_t tag;		  /* 3.14: tag bits on the objects in frame slots */
 };
 
 static uint64_t make_int(struct world *w, uint32_t v)
@@ -65,7 +66,7 @@ static uint64_t make_frame(struct world *w, int n, const char **names, const uin
 
 static void set_local(struct world *w, uint64_t frame, int i, uint32_t v)
 {
-	fakemem__put64(&w->m, frame + w->l.frame_localsplus + 8 * i, make_int(w, v));
+	fakemem__put64(&w->m, frame + w->l.frame_localsplus + 8 * i, make_int(w, v) | w->tag);
 }
 
 static void read_bpf(void *ctx, struct probe_loop *out)
@@ -105,7 +106,8 @@ static void begin_pass(struct world *w, uint64_t step)
 	for (k = 0; k < w->nslots; k++) {
 		uint64_t obj = 0;
 
-		if (fakemem__read(&w->m, w->slots[k], &obj, 8) || !obj ||
+		if (fakemem__read(&w->m, w->slots[k], &obj, 8) ||
+		    !(obj &= ~(uint64_t)w->l.stackref_mask) ||
 		    fakemem__read(&w->m, obj, w->snap.raw[k], sizeof(w->snap.raw[k])))
 			obj = 0;
 		w->snap.obj[k] = obj;
@@ -193,6 +195,38 @@ static void test_found_in_lockstep(void **state)
 	assert_int_equal(w->nslots, 1);
 	assert_int_equal(sample(w, 7, 6), 0);
 	assert_int_equal(loopstep__get(&w->ls, &name, &off), 0);
+}
+
+/* 3.14: the code and the locals are _PyStackRefs (tag bits set); found the same. */
+static void test_tagged_slots(void **state)
+{
+	struct world *w = *state;
+	const uint64_t frames[] = {w->outer, w->inner};
+	const char *name;
+	uint64_t code;
+	int64_t off;
+	int i;
+
+	w->l.stackref_mask = 7;
+	w->tag = 1; /* Py_TAG_REFCNT: an immortal or borrowed reference */
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(fakemem__read(&w->m, frames[i] + w->l.frame_code, &code, 8), 0);
+		fakemem__put64(&w->m, frames[i] + w->l.frame_code, code | w->tag);
+	}
+	assert_int_equal(sample(w, 4, 0), 0);
+	assert_int_equal(w->ls.nc, 2);
+	assert_int_equal(sample(w, 5, 0), 0);
+	assert_int_equal(sample(w, 5, 0), 0);
+	assert_int_equal(sample(w, 6, 3), 1);
+	assert_int_equal(loopstep__get(&w->ls, &name, &off), 0);
+	assert_string_equal(name, "step");
+	assert_int_equal(off, 100);
+
+	/* the same tagged slots read without the mask: nothing is found */
+	w->l.stackref_mask = 0;
+	loopstep__init(&w->ls, &w->r, &w->l, w->tuple_type, NAMES_OFF);
+	assert_int_equal(sample(w, 7, 0), 0);
+	assert_int_equal(w->ls.nc, 0);
 }
 
 /* A micro-batch counter (three passes a step) never is the step, whatever its name. */
@@ -303,6 +337,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_found_in_lockstep, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tagged_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_micro_batch_counter_not_taken, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_values_from_the_pass_start, setup, teardown),

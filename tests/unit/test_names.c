@@ -178,6 +178,53 @@ static void test_inline_values_313(void **state)
 	names__free(n);
 }
 
+/*
+ * 3.14: the values after the type's basic size (a module that subclasses a builtin has the
+ * builtin's fields first), with the shipped python-3.14 table's tp_basicsize offset.
+ */
+static void test_inline_values_314(void **state)
+{
+	struct fakemem *m = *state;
+	const char *names[] = {"layer"};
+	uint64_t child = mkmodule(m, 0, NULL, NULL);
+	uint64_t mods = fakemem__dict(m, 1, names, (uint64_t[]){child});
+	uint64_t type3 = fakemem__alloc(m, 1024), keys[2], root = fakemem__alloc(m, 128) + 32;
+	struct layout *py;
+	struct remote r;
+	struct names *n;
+	long long basicsize;
+	char err[256];
+
+	py = layout__find("config/layouts", "python", "3.14", err, sizeof(err));
+	if (!py)
+		fail_msg("%s", err);
+	assert_int_equal(layout__int(py, LK_type_basicsize, &basicsize), 0);
+	layout__free(py);
+	fakemem__remote(m, &r);
+	r.l.inline_values_flag = 1 << 2;
+	r.l.inline_values_offset = 16;
+	r.l.values_valid = 3;
+	r.l.values_items = 8;
+	r.l.type_basicsize = basicsize;
+	fakemem__put64(m, type3 + 168, 1 << 4 | 1 << 2);
+	fakemem__put64(m, type3 + basicsize, 40); /* PyObject head + 3 words */
+	keys[0] = fakemem__str(m, "training", 0);
+	keys[1] = fakemem__str(m, "_modules", 0);
+	fakemem__put64(m, type3 + 880, fakemem__keys(m, 2, keys, NULL));
+	fakemem__put64(m, root + 8, type3);
+	fakemem__put8(m, root + 40 + 3, 1); /* valid */
+	fakemem__put64(m, root + 40 + 8, m->none);
+	fakemem__put64(m, root + 40 + 16, mods);
+	n = names__new(&r);
+	assert_string_equal(names__path(n, root, child), "layer");
+	names__free(n);
+	/* read at the fixed offset after the head, as 3.13 does: not found */
+	r.l.type_basicsize = 0;
+	n = names__new(&r);
+	assert_null(names__path(n, root, child));
+	names__free(n);
+}
+
 /* 3.12: one tagged word before the object, read with the shipped python-3.12 table */
 static void test_tagged_dict_or_values_312(void **state)
 {
@@ -441,6 +488,7 @@ int main(void)
 		cmocka_unit_test_setup(test_unknown_module_and_rewalk, setup),
 		cmocka_unit_test_setup(test_inline_values, setup),
 		cmocka_unit_test_setup(test_inline_values_313, setup),
+		cmocka_unit_test_setup(test_inline_values_314, setup),
 		cmocka_unit_test_setup(test_tagged_dict_or_values_312, setup),
 		cmocka_unit_test_setup(test_wide_keys_and_bad_memory, setup),
 		cmocka_unit_test_setup(test_optimizer_step_state, setup),

@@ -306,6 +306,27 @@ static int by_path(const struct mapped *m)
 	return rename(moved, m->sub) ? 6 : ret;
 }
 
+/* _Py_DebugOffsets' free_threaded word, read from a process's memory (this one's). */
+static void test_free_threaded(void **state)
+{
+	uint64_t runtime[3];
+	struct remote r;
+
+	(void)state;
+	remote__init_pid(&r, getpid());
+	memcpy(&runtime[0], "xdebugpy", 8);
+	runtime[1] = 0x030e08f0; /* 3.14.8 final */
+	runtime[2] = 1;
+	assert_int_equal(target__free_threaded(&r, (uint64_t)(uintptr_t)runtime), 1);
+	runtime[2] = 0;
+	assert_int_equal(target__free_threaded(&r, (uint64_t)(uintptr_t)runtime), 0);
+	runtime[2] = 1;
+	memcpy(&runtime[0], "xdebugpX", 8); /* no cookie (3.12): never taken for one */
+	assert_int_equal(target__free_threaded(&r, (uint64_t)(uintptr_t)runtime), 0);
+	assert_int_equal(target__free_threaded(&r, 0), 0);
+	assert_int_equal(target__free_threaded(&r, 8), 0); /* unreadable */
+}
+
 static void test_image_swapped(void **state)
 {
 	struct mapped m;
@@ -340,7 +361,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_class_fallback), cmocka_unit_test(test_symbol_kept),
 		cmocka_unit_test(test_class_errors),   cmocka_unit_test(test_real_torch),
-		cmocka_unit_test(test_image_swapped),
+		cmocka_unit_test(test_image_swapped),  cmocka_unit_test(test_free_threaded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
