@@ -235,8 +235,8 @@ test: all test-deps $(TEST_BINS) trixie-root forky-root
 	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) --limits $(VERIFIER_LIMITS) \
 		$(LAYOUT_PAIRS)
 	$(Q)$(MAKE) --no-print-directory fuzz
-	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \
-		--trixie-root $(TRIXIE_ROOT) --forky-root $(FORKY_ROOT)
+	$(Q)tests/integration/run $(PYTHON) $(OUTPUT)/nanwatchd $(TRIXIE_ROOT) $(FORKY_ROOT) \
+		$(OUTPUT)/integration-roots.log
 
 unit: all $(TEST_BINS)
 	$(Q)tests/unit/run-unit $(TEST_BINS)
@@ -386,8 +386,8 @@ verifier-stats: all
 		$(LAYOUT_PAIRS)
 
 integration: all test-deps trixie-root forky-root $(SECURITY_BINS)
-	$(Q)$(PYTHON) -m pytest tests/integration -q -rfEs --daemon $(OUTPUT)/nanwatchd \
-		--trixie-root $(TRIXIE_ROOT) --forky-root $(FORKY_ROOT)
+	$(Q)tests/integration/run $(PYTHON) $(OUTPUT)/nanwatchd $(TRIXIE_ROOT) $(FORKY_ROOT) \
+		$(OUTPUT)/integration-roots.log
 
 # Debian roots the integration tests also run trainers in: trixie (Python 3.13, torch 2.6),
 # forky (Python 3.14, torch 2.14).
