@@ -463,45 +463,6 @@ int elfsym__section(struct elfsym *e, const char *name, size_t max, void **buf, 
 	return -ENOENT;
 }
 
-int elfsym__build_id(struct elfsym *e, char *out, size_t len)
-{
-	uint32_t nh[3];
-	uint64_t addr;
-	size_t n, off = 0, i;
-	uint8_t *buf = NULL;
-	int ret;
-
-	ret = elfsym__section(e, ".note.gnu.build-id", 4096, (void **)&buf, &n, &addr);
-	if (ret)
-		return ret;
-	ret = -ENOENT;
-	while (off + sizeof(nh) <= n) { /* notes: namesz, descsz, type, name, desc (4-aligned) */
-		uint64_t name, desc;
-
-		memcpy(nh, buf + off, sizeof(nh));
-		name = off + sizeof(nh);
-		desc = name + (((uint64_t)nh[0] + 3) & ~3ull);
-		if (desc > n || (((uint64_t)nh[1] + 3) & ~3ull) > n - desc)
-			break;
-		if (nh[2] == 3 /* NT_GNU_BUILD_ID */ && nh[0] == 4 &&
-		    !memcmp(buf + name, "GNU", 4) && nh[1] > 0 && nh[1] <= 64) {
-			ret = -ENOSPC;
-			if (len < 2 * (size_t)nh[1] + 1)
-				break;
-			for (i = 0; i < nh[1]; i++) {
-				out[2 * i] = "0123456789abcdef"[buf[desc + i] >> 4];
-				out[2 * i + 1] = "0123456789abcdef"[buf[desc + i] & 15];
-			}
-			out[2 * i] = 0;
-			ret = 0;
-			break;
-		}
-		off = desc + (((uint64_t)nh[1] + 3) & ~3ull);
-	}
-	free(buf);
-	return ret;
-}
-
 static uint32_t le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -545,4 +506,86 @@ int elfsym__function_start(struct elfsym *e, uint64_t addr)
 out:
 	free(p);
 	return ret;
+}
+
+#define MAX_NAME_HITS 16 /* copies of one method name in .rodata */
+
+/* Add def (link-time) once, if its ml_flags word (at +16 in sec's bytes) is flags. */
+static void add_def(uint64_t def, const uint8_t *sec, uint64_t sec_addr, size_t sec_len,
+		    uint32_t flags, uint64_t *defs, size_t max, size_t *n)
+{
+	uint64_t at = def - sec_addr + 16;
+	size_t i;
+
+	if (def < sec_addr || at + 4 > sec_len || le32(sec + at) != flags)
+		return;
+	for (i = 0; i < *n && i < max; i++)
+		if (defs[i] == def)
+			return;
+	if (*n < max)
+		defs[*n] = def;
+	(*n)++;
+}
+
+int elfsym__method_defs(struct elfsym *e, const char *name, uint32_t flags, uint64_t *defs,
+			size_t max)
+{
+	static const char *const data_secs[] = {".data.rel.ro", ".data"};
+	uint64_t names[MAX_NAME_HITS], ro_addr, sec_addr, rela_addr;
+	uint8_t *ro = NULL, *sec = NULL, *rela = NULL;
+	size_t ro_len, sec_len, rela_len, nn = 0, n = 0, len = strlen(name), i, k, j;
+	int ret;
+
+	ret = elfsym__section(e, ".rodata", ELFSYM_MAX_SECTION, (void **)&ro, &ro_len, &ro_addr);
+	if (ret)
+		return ret;
+	for (i = 0; len && i + len < ro_len && nn < MAX_NAME_HITS; i++) {
+		const uint8_t *p = memchr(ro + i, name[0], ro_len - len - i);
+
+		if (!p)
+			break;
+		i = p - ro;
+		if (!memcmp(p, name, len) && !p[len])
+			names[nn++] = ro_addr + i;
+	}
+	free(ro);
+	if (!nn)
+		return 0;
+	ret = elfsym__section(e, ".rela.dyn", ELFSYM_MAX_SECTION, (void **)&rela, &rela_len,
+			      &rela_addr);
+	if (ret && ret != -ENOENT)
+		return ret;
+	for (k = 0; k < sizeof(data_secs) / sizeof(data_secs[0]); k++) {
+		ret = elfsym__section(e, data_secs[k], ELFSYM_MAX_SECTION, (void **)&sec, &sec_len,
+				      &sec_addr);
+		if (ret == -ENOENT)
+			continue;
+		if (ret)
+			break;
+		/* the pointer as the file holds it */
+		for (i = 0; i + 8 <= sec_len; i += 8) {
+			uint64_t w = le32(sec + i) | (uint64_t)le32(sec + i + 4) << 32;
+
+			for (j = 0; j < nn; j++)
+				if (w == names[j])
+					add_def(sec_addr + i, sec, sec_addr, sec_len, flags, defs,
+						max, &n);
+		}
+		/* or as a relocation writes it: R_X86_64_RELATIVE, the addend the address */
+		for (i = 0; rela && i + sizeof(Elf64_Rela) <= rela_len; i += sizeof(Elf64_Rela)) {
+			Elf64_Rela r;
+
+			memcpy(&r, rela + i, sizeof(r));
+			if (ELF64_R_TYPE(r.r_info) != R_X86_64_RELATIVE)
+				continue;
+			for (j = 0; j < nn; j++)
+				if ((uint64_t)r.r_addend == names[j])
+					add_def(r.r_offset, sec, sec_addr, sec_len, flags, defs,
+						max, &n);
+		}
+		free(sec);
+		sec = NULL;
+	}
+	free(rela);
+	return ret && ret != -ENOENT ? ret : (int)(n < 0x7fffffff ? n : 0x7fffffff);
 }

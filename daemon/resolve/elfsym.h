@@ -91,18 +91,22 @@ int elfsym__section(struct elfsym *e, const char *name, size_t max, void **buf, 
 		    uint64_t *addr);
 
 /*
- * The file's GNU build-id (its NT_GNU_BUILD_ID note) as lower-case hex in out; -ENOENT if it
- * has none, -ENOSPC if out (ELFSYM_BUILD_ID_LEN) is too small.
- */
-#define ELFSYM_BUILD_ID_LEN 129 /* 64 bytes of id in hex, and the NUL */
-int elfsym__build_id(struct elfsym *e, char *out, size_t len);
-
-/*
  * 0 if link-time address addr is where a function starts: the first address of an FDE in
  * .eh_frame_hdr's sorted table (stripped files keep it); -ENOENT if not, -ENOTSUP if the
  * table is missing or not in the encoding linkers write.
  */
 int elfsym__function_start(struct elfsym *e, uint64_t addr);
+
+/*
+ * Where a C extension's method table (PyMethodDef: ml_name, ml_meth, ml_flags, ml_doc) holds the
+ * entry for the method called name with ml_flags flags: the link-time addresses of such
+ * entries, found by their ml_name pointing at name in .rodata (the word in .data.rel.ro or
+ * .data, or its R_X86_64_RELATIVE relocation's addend). ml_meth may be filled only when the
+ * library's initializers run: read it in the process. At most max entries go to defs; returns
+ * how many were found (0: none), or a negative errno.
+ */
+int elfsym__method_defs(struct elfsym *e, const char *name, uint32_t flags, uint64_t *defs,
+			size_t max);
 
 /* Bytes read from this file so far. */
 uint64_t elfsym__bytes_read(const struct elfsym *e);

@@ -549,6 +549,7 @@ static void find_torch_cpu(struct target *t, const struct maps *m)
 static int find_torch(struct target *t, const struct maps *m, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
+	uint64_t first;
 	size_t i;
 
 	for (i = 0; i < m->n; i++) {
@@ -565,6 +566,8 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 				 target__image_why(ret));
 			return ret;
 		}
+		if (img->base && !elfsym__first_load(t->torch_python_elf, &first))
+			t->torch_python_bias = img->base - first;
 		t->tensor_type = sym_addr(t->torch_python_elf, img, "THPVariableType", &ret);
 		t->tensor_class = sym_addr(t->torch_python_elf, img, "THPVariableClass", &ret);
 		if (ret) {

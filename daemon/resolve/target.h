@@ -22,6 +22,7 @@ struct target {
 	char torch_cpu_path[PATH_MAX]; /* libtorch_cpu.so, as the target sees it ("" if unmapped) */
 	struct elfsym *python_elf;     /* the interpreter image */
 	struct elfsym *torch_python_elf;
+	uint64_t torch_python_bias;   /* runtime - link-time address in it; 0: unknown */
 	struct elfsym *torch_cpu_elf; /* NULL: unmapped, or not readable (torch_cpu_err) */
 	int torch_cpu_err;	      /* why torch_cpu_elf is NULL although mapped; 0 if unmapped */
 	struct elfsym_budget budget;  /* what one resolve may read of the target's files */

@@ -48,22 +48,49 @@ static uint64_t probe_offset(struct elfsym *e, const char *name)
 	return off;
 }
 
+#define METH_VARARGS_KEYWORDS 3 /* ml_flags of run_backward */
+#define MAX_METHOD_DEFS 4
+
+/*
+ * run_backward's function in a stripped libtorch_python: the entry of the method table named
+ * method, found in the file, its ml_meth read from the target (filled by the library's
+ * initializers), as a link-time address; 0 with *why set if none, or entries disagree.
+ */
+static uint64_t method_function(struct session *s, const char *method, const char **why)
+{
+	struct elfsym *e = s->t.torch_python_elf;
+	uint64_t defs[MAX_METHOD_DEFS], bias = s->t.torch_python_bias, fn = 0, f;
+	int n = elfsym__method_defs(e, method, METH_VARARGS_KEYWORDS, defs, MAX_METHOD_DEFS), i;
+
+	if (n <= 0 || n > MAX_METHOD_DEFS || !bias) {
+		*why = n > MAX_METHOD_DEFS ? "names a method that more than one table holds"
+					   : "names a method whose entry the file does not hold";
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		if (remote__u64(&s->remote, bias + defs[i] + 8, &f) || f <= bias ||
+		    (fn && f - bias != fn)) {
+			*why = "names a method whose entries hold no one function";
+			return 0;
+		}
+		fn = f - bias;
+	}
+	return fn;
+}
+
 /*
  * Where run_backward (the loss) is probed: at the table's symbol or, in a stripped
- * libtorch_python, at the table's address, only in the build it was measured in (the same
- * build-id) and only where a function starts (a uprobe never lands inside an instruction).
- * Neither: the loss is not read, said in one line.
+ * libtorch_python, at the function its method table entry holds in the target; a uprobe goes
+ * only where .eh_frame_hdr lists a function starting (never inside an instruction). Neither:
+ * the loss is not read, said in one line.
  */
 static void backward_site(struct session *s, const struct layout *tl)
 {
 	struct elfsym *e = s->t.torch_python_elf;
 	const char *sym = layout__str(tl, LK_backward_symbol);
-	const char *id = layout__str(tl, LK_backward_build_id);
-	char have[ELFSYM_BUILD_ID_LEN] = "";
+	const char *method = layout__str(tl, LK_backward_method);
 	const char *why = NULL;
-	int show_id = 0;
-	long long addr;
-	uint64_t off = 0;
+	uint64_t addr = 0, off = 0;
 
 	s->backward_symbol[0] = 0;
 	s->backward_offset = 0;
@@ -72,24 +99,20 @@ static void backward_site(struct session *s, const struct layout *tl)
 		s->backward_offset = probe_offset(e, s->backward_symbol);
 		return;
 	}
-	if (!id || layout__int(tl, LK_backward_address, &addr)) {
-		why = "has neither backward_symbol nor backward_address";
-	} else if (!e) {
-		why = "names run_backward by address, and the target's libtorch_python is not open";
-	} else if (elfsym__build_id(e, have, sizeof(have)) || strcmp(have, id)) {
-		why = "names run_backward by address in another libtorch_python build";
-		show_id = 1;
-	} else if (elfsym__function_start(e, (uint64_t)addr) ||
-		   elfsym__file_offset(e, (uint64_t)addr, &off)) {
-		why = "names run_backward at an address where no function starts";
-	}
+	if (!method)
+		why = "has neither backward_symbol nor backward_method";
+	else if (!e)
+		why = "names run_backward's method, and the target's libtorch_python is not open";
+	else if ((addr = method_function(s, method, &why)) &&
+		 (elfsym__function_start(e, addr) || elfsym__file_offset(e, addr, &off)))
+		why = "finds run_backward's method at an address where no function starts";
 	if (why) {
-		fprintf(stderr, "nanwatchd: pid %d: torch-%s.yaml %s%s%s%s: the loss is not read\n",
-			s->t.pid, layout__version(tl), why, show_id ? " (the target's: " : "",
-			show_id ? have : "", show_id ? ")" : "");
+		fprintf(stderr, "nanwatchd: pid %d: torch-%s.yaml %s: the loss is not read\n",
+			s->t.pid, layout__version(tl), why);
 		return;
 	}
-	snprintf(s->backward_symbol, sizeof(s->backward_symbol), "run_backward@%#llx", addr);
+	snprintf(s->backward_symbol, sizeof(s->backward_symbol), "%s@%#llx", method,
+		 (unsigned long long)addr);
 	s->backward_offset = off;
 }
 

@@ -8,9 +8,10 @@ in the tool's own process, every other measurement real): the tool still writes 
 without the keys of that measurement and with every other, prints one line naming the key and
 the feature turned off, exits 0; nanwatchd loads that table, attaches to a trainer with it, and
 says in one line for each feature what it goes without.
-layout_backward_address (forky): a table that names run_backward by address (a stripped
-libtorch_python) with an address inside a function, or for another build, turns the loss off in
-one line and never places the uprobe.
+layout_backward_method (forky): the table names run_backward by its method table entry (a
+stripped libtorch_python): with it the loss is read; a target (uid 65534) that points that entry
+inside the function, or a table naming a method the file lacks, turns the loss off in one line,
+and the uprobe is never placed.
 """
 import os
 import shutil
@@ -19,7 +20,7 @@ import tempfile
 
 from nwharness import (REPO, Fail, read_comm, start_daemon, start_waiting_trainer, wait_attach,
                        wait_daemon_exit)
-from nwchecks import HOST_AND_ROOTS, environments
+from nwchecks import HOST_AND_ROOTS, NOBODY, environments
 
 TOOL = os.path.join(REPO, "tools", "nanwatch-layout")
 KEYS = os.path.join(REPO, "daemon", "resolve", "layout_keys.def")
@@ -188,42 +189,62 @@ def test_layout_optional(ctx):
         d.remove()
 
 
+
+def backward_lines(ctx, trainer, layouts):
+    """nanwatchd attached to trainer with the tables in layouts, until the trainer is killed:
+    its stderr lines that say the loss is not read."""
+    daemon = start_daemon(ctx, trainer.pid, layouts=layouts)
+    wait_attach(daemon)
+    trainer.kill()
+    wait_daemon_exit(daemon)
+    daemon.drain(10)
+    return [line for line in daemon.stderr_lines() if "the loss is not read" in line]
+
+
 @environments("forky")
-def test_layout_backward_address(ctx):
-    """forky's libtorch_python is stripped: its table names run_backward by address, for one
-    build. An address where no function starts, or a table of another build, only turns the
-    loss off (said in one line); the uprobe is never placed there."""
+def test_layout_backward_method(ctx):
+    """forky's libtorch_python is stripped: its table names run_backward's method table entry.
+    A table naming a method the file lacks, and a target (uid 65534) that points the entry
+    inside the function, only turn the loss off, in one line."""
     name = ctx.env.torch_table
     shipped = read_table(os.path.join(LAYOUTS, name))
-    if "backward_address" not in shipped or "backward_symbol" in shipped:
-        raise Fail("%s names run_backward by symbol, not by address" % name)
-    addr = int(shipped["backward_address"])
-    cases = (("backward_address", str(addr + 1), "names run_backward at an address where no "
-              "function starts"),
-             ("backward_build_id", '"%s"' % ("0" * 40), "names run_backward by address in "
-              "another libtorch_python build (the target's: %s)"
-              % shipped["backward_build_id"].strip('"')))
-    for key, value, why in cases:
-        d = tempfile.mkdtemp(prefix="nanwatch-layouts-")
+    if shipped.get("backward_method") != '"run_backward"' or "backward_symbol" in shipped:
+        raise Fail("%s does not name run_backward by its method table entry" % name)
+    d = tempfile.mkdtemp(prefix="nanwatch-layouts-")
+    try:
+        for n in os.listdir(LAYOUTS):
+            shutil.copy(os.path.join(LAYOUTS, n), d)
+        # the shipped table: the loss is read, nothing said
+        trainer = start_waiting_trainer(ctx, "healthy")
+        lines = backward_lines(ctx, trainer, d)
+        if lines:
+            raise Fail("with the shipped %s nanwatchd said %s" % (name, lines))
+        # a target that points its entry into the middle of run_backward
+        ctx.env.run_as = NOBODY
         try:
-            for n in os.listdir(LAYOUTS):
-                shutil.copy(os.path.join(LAYOUTS, n), d)
-            with open(os.path.join(LAYOUTS, name), encoding="utf-8") as f:
-                text = f.read()
-            text = text.replace("%s: %s\n" % (key, shipped[key]), "%s: %s\n" % (key, value))
-            with open(os.path.join(d, name), "w", encoding="utf-8") as f:
-                f.write(text)
-            trainer = start_waiting_trainer(ctx, "healthy")
-            daemon = start_daemon(ctx, trainer.pid, layouts=d)
-            wait_attach(daemon)
-            trainer.kill()
-            wait_daemon_exit(daemon)
-            daemon.drain(10)
-            lines = [line for line in daemon.stderr_lines() if "run_backward" in line]
-            want = "nanwatchd: pid %d: %s %s: the loss is not read" % (trainer.pid, name, why)
-            if lines != [want]:
-                raise Fail("with %s: %s, nanwatchd said %s; want [%r]" % (key, value, lines,
-                                                                         want))
-            ctx.log("%s: %s: %s" % (key, value, want))
+            trainer = start_waiting_trainer(ctx, "hostile_method")
         finally:
-            shutil.rmtree(d, ignore_errors=True)
+            ctx.env.run_as = None
+        want = "nanwatchd: pid %d: %s finds run_backward's method at an address where no " \
+            "function starts: the loss is not read" % (trainer.pid, name)
+        lines = backward_lines(ctx, trainer, d)
+        if lines != [want]:
+            raise Fail("with the entry moved inside the function nanwatchd said %s; want "
+                       "[%r]" % (lines, want))
+        ctx.log(want)
+        # a table naming a method the file lacks
+        with open(os.path.join(LAYOUTS, name), encoding="utf-8") as f:
+            text = f.read()
+        with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+            f.write(text.replace('backward_method: "run_backward"',
+                                 'backward_method: "run_backwarx"'))
+        trainer = start_waiting_trainer(ctx, "healthy")
+        want = "nanwatchd: pid %d: %s names a method whose entry the file does not hold: " \
+            "the loss is not read" % (trainer.pid, name)
+        lines = backward_lines(ctx, trainer, d)
+        if lines != [want]:
+            raise Fail("with backward_method run_backwarx nanwatchd said %s; want [%r]"
+                       % (lines, want))
+        ctx.log(want)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

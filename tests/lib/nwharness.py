@@ -199,9 +199,13 @@ class Env:
             return ["unshare", "--mount", "sh", "-c", CONTAINER_SCRIPT, "sh", self.root, mnt,
                     self.python, *args]
         prefix = ["chroot", self.root] if self.root is not None else []
-        if self.run_as is not None:
+        if self.run_as is not None and self.root is not None:
+            # chroot first (it needs root), then the user alone, no other group
+            prefix = ["chroot", "--userspec=%d:%d" % (self.run_as, self.run_as),
+                      "--groups=%d" % self.run_as, self.root]
+        elif self.run_as is not None:
             prefix = ["setpriv", "--reuid=%d" % self.run_as, "--regid=%d" % self.run_as,
-                      "--clear-groups"] + prefix
+                      "--clear-groups"]
         return prefix + [self.python, *args]
 
 

@@ -456,18 +456,17 @@ static void test_sparse_and_cut(void **state)
 }
 
 /*
- * A real library (the C library this test runs with): its build-id, and where a function
- * starts by .eh_frame_hdr's table, as nanwatchd checks an address from a table for a stripped
- * libtorch_python. The synthetic file has neither: -ENOENT, -ENOTSUP.
+ * Real files: where a function starts by .eh_frame_hdr's table (the C library this test runs
+ * with), and method table entries by name and flags (the host's Python, whose list.append and
+ * the like are METH_O entries), as nanwatchd finds run_backward in a stripped libtorch_python.
+ * The synthetic file has neither table.
  */
-static void test_build_id_and_function_start(void **state)
+static void test_function_start_and_method_defs(void **state)
 {
-	char id[ELFSYM_BUILD_ID_LEN], again[ELFSYM_BUILD_ID_LEN], small[8];
+	uint64_t addr, defs[16], few[2];
 	struct elfsym *e;
 	Dl_info info;
-	uint64_t addr;
-	size_t i;
-	int fd;
+	int fd, n, i;
 
 	(void)state;
 	assert_true(dladdr((void *)printf, &info) && info.dli_fname);
@@ -475,24 +474,34 @@ static void test_build_id_and_function_start(void **state)
 	assert_true(fd >= 0);
 	e = elfsym__open_fd(fd, NULL);
 	assert_non_null(e);
-	assert_int_equal(elfsym__build_id(e, id, sizeof(id)), 0);
-	assert_true(strlen(id) >= 16 && strlen(id) % 2 == 0);
-	for (i = 0; id[i]; i++)
-		assert_non_null(strchr("0123456789abcdef", id[i]));
-	assert_int_equal(elfsym__build_id(e, again, sizeof(again)), 0);
-	assert_string_equal(id, again);
-	assert_int_equal(elfsym__build_id(e, small, sizeof(small)), -ENOSPC);
 	assert_int_equal(elfsym__find(e, "printf", &addr), 0);
 	assert_int_equal(elfsym__function_start(e, addr), 0);
 	assert_int_equal(elfsym__function_start(e, addr + 1), -ENOENT); /* inside it */
 	assert_int_equal(elfsym__function_start(e, 0), -ENOENT);
 	elfsym__close(e);
 
+	fd = open("/usr/bin/python3", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	e = elfsym__open_fd(fd, NULL);
+	assert_non_null(e);
+	n = elfsym__method_defs(e, "append", 8 /* METH_O */, defs, 16);
+	assert_true(n >= 2 && n <= 16); /* list, bytearray, deque, ... */
+	for (i = 0; i < n; i++) {
+		assert_int_equal(defs[i] % 8, 0);
+		assert_true(i == 0 || defs[i] != defs[i - 1]);
+	}
+	assert_int_equal(elfsym__method_defs(e, "append", 8, few, 2), n); /* counted, 2 kept */
+	assert_int_equal(few[0], defs[0]);
+	assert_int_equal(elfsym__method_defs(e, "append", 1 /* METH_VARARGS */, defs, 16), 0);
+	assert_int_equal(elfsym__method_defs(e, "nw_no_such_method", 8, defs, 16), 0);
+	assert_int_equal(elfsym__method_defs(e, "", 8, defs, 16), 0);
+	elfsym__close(e);
+
 	build();
 	e = open_img(FILE_LEN);
 	assert_non_null(e);
-	assert_int_equal(elfsym__build_id(e, id, sizeof(id)), -ENOENT);
 	assert_int_equal(elfsym__function_start(e, VADDR + 0x100), -ENOTSUP);
+	assert_int_equal(elfsym__method_defs(e, "foo", 8, defs, 16), -ENOENT); /* no .rodata */
 	elfsym__close(e);
 }
 
@@ -536,7 +545,7 @@ int main(void)
 		cmocka_unit_test(test_not_regular),
 		cmocka_unit_test(test_sparse_and_cut),
 		cmocka_unit_test(test_budget),
-		cmocka_unit_test(test_build_id_and_function_start),
+		cmocka_unit_test(test_function_start_and_method_defs),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
