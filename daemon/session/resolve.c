@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "resolve/backward_layout.h"
 #include "resolve/elfsym.h"
@@ -36,6 +38,62 @@ static const char *layouts_dir(const struct session_opts *a, char *buf, size_t l
 		}
 	}
 	return NW_LAYOUT_DIR;
+}
+
+/* nanwatch-layout beside this daemon (installed), or in its source tree; else by name. */
+static const char *layout_tool(char *buf, size_t len)
+{
+	static const char *const rel[] = {"nanwatch-layout", "../tools/nanwatch-layout"};
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+	size_t i;
+
+	if (n <= 0)
+		return "nanwatch-layout";
+	exe[n] = 0;
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return "nanwatch-layout";
+	*slash = 0;
+	for (i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		snprintf(buf, len, "%s/%s", exe, rel[i]);
+		if (!access(buf, X_OK))
+			return buf;
+	}
+	return "nanwatch-layout";
+}
+
+/*
+ * The command that makes the tables a target needs: nanwatch-layout run as the target's user
+ * with the Python it runs. A target in another root: the same, run there.
+ */
+static void layout_command(const struct session *s, const char *dir, char *out, size_t len)
+{
+	char proc[64], where[96], tool[PATH_MAX + 32], real[PATH_MAX];
+	const char *t = layout_tool(tool, sizeof(tool));
+	struct stat st, root, ours;
+	const char *py = strrchr(s->t.python_path, '/');
+	int same_root;
+
+	snprintf(proc, sizeof(proc), "/proc/%d", s->t.pid);
+	snprintf(where, sizeof(where), " inside its root (%s/root)", proc);
+	if (stat(proc, &st))
+		st.st_uid = 0;
+	same_root = !stat(s->t.proc_root, &root) && !stat("/", &ours) &&
+		    root.st_dev == ours.st_dev && root.st_ino == ours.st_ino;
+	/* the image with the evaluator is the interpreter unless it is a libpython */
+	py = py && !strncmp(py + 1, "python", 6) ? s->t.python_path : NULL;
+	if (same_root && py) {
+		snprintf(out, len, "sudo -u '#%u' %.120s %.160s --python --torch -o %.160s",
+			 (unsigned)st.st_uid, py, realpath(t, real) ? real : t, dir);
+		return;
+	}
+	snprintf(out, len,
+		 "as uid %u%s, with %.120s%s: nanwatch-layout --python --torch -o DIR, then "
+		 "copy DIR's tables into %.160s",
+		 (unsigned)st.st_uid, same_root ? "" : where, py ? py : "the Python that runs it",
+		 py ? "" : " (its environment's)", dir);
 }
 
 /* name's file offset in e, for its uprobe; 0 when it is not there (the attach says so). */
@@ -234,7 +292,7 @@ static void say_features_off(const struct session *s, const struct layout *py,
 
 int load_layouts(struct session *s, char *err, size_t errlen)
 {
-	char dirbuf[PATH_MAX + 32], why[512];
+	char dirbuf[PATH_MAX + 32], why[512], cmd[640];
 	const char *dir = layouts_dir(&s->o, dirbuf, sizeof(dirbuf));
 	struct layout *py = NULL, *tl = NULL;
 	int ret = -ENOTSUP;
@@ -245,10 +303,11 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 		goto cleanup;
 	}
 	if (!py) {
+		layout_command(s, dir, cmd, sizeof(cmd));
 		snprintf(err, errlen,
 			 "unsupported Python %s in pid %d: no layout table "
-			 "python-%s.yaml in %.256s (%.200s)",
-			 s->t.python_version, s->t.pid, s->t.python_series, dir, why);
+			 "python-%s.yaml in %.160s (%.120s); make it with: %.500s",
+			 s->t.python_version, s->t.pid, s->t.python_series, dir, why, cmd);
 		goto cleanup;
 	}
 	tl = layout__find(dir, "torch", s->t.torch_series, why, sizeof(why));
@@ -257,12 +316,11 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 		goto cleanup;
 	}
 	if (!tl) {
+		layout_command(s, dir, cmd, sizeof(cmd));
 		snprintf(err, errlen,
 			 "unsupported torch %s in pid %d: no layout table "
-			 "torch-%s.yaml in %.256s; generate one with tools/nanwatch-layout run as "
-			 "the "
-			 "training user in the training environment (%.200s)",
-			 s->t.torch_version, s->t.pid, s->t.torch_series, dir, why);
+			 "torch-%s.yaml in %.160s (%.120s); make it with: %.500s",
+			 s->t.torch_version, s->t.pid, s->t.torch_series, dir, why, cmd);
 		goto cleanup;
 	}
 	memset(&s->nwl, 0, sizeof(s->nwl));

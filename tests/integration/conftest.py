@@ -263,12 +263,11 @@ def make_container_env(ctx, trixie):
         raise Fail("no %s on PATH" % ", ".join(missing))
     env = Env("container", trixie.python, trixie.trainers, root=trixie.root,
               torch_table=trixie.torch_table, container=True)
-    # what the container's maps show: the file the root's python3 names (python3.13, ...)
+    # what the container's maps show: the file the root's python3 names (python3.14, ...)
     try:
-        link = os.readlink(os.path.join(trixie.root, ROOT_PYTHON.lstrip("/")))
+        env.interpreter = env.interpreter_path()
     except OSError as e:
         raise Fail("the root's %s is not a link to its interpreter: %s" % (ROOT_PYTHON, e))
-    env.interpreter = os.path.join(os.path.dirname(ROOT_PYTHON), os.path.basename(link))
     env.host_lacks_interpreter = not os.path.lexists(env.interpreter)
     ctx.log("container on %s; the host %s %s" % (
         trixie.root, "lacks" if env.host_lacks_interpreter else "has", env.interpreter))

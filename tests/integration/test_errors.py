@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 
-from nwharness import (Fail, Proc, finish_trainer, oracle_of, read_comm, start_daemon,
+from nwharness import (REPO, Fail, Proc, finish_trainer, oracle_of, read_comm, start_daemon,
                        start_waiting_trainer, tail)
 from nwchecks import (HOST_AND_ROOTS, HOST_ONLY, NOBODY, check_anomalies, environments,
                       expect_refusal, target_untouched, watch)
@@ -96,11 +96,25 @@ def layouts_dir(ctx, what, keep):
     return path
 
 
-def refuse_with_layouts(ctx, layouts, words):
-    """Daemon refuses a healthy trainer; the trainer then runs as it would alone."""
+def refuse_with_layouts(ctx, layouts, words, command=False):
+    """Daemon refuses a healthy trainer; the trainer then runs as it would alone. command: the
+    refusal ends with the command that makes the missing table."""
     trace = oracle_of(ctx, "healthy")[1]
     trainer = start_waiting_trainer(ctx, "healthy")
-    expect_refusal(ctx, start_daemon(ctx, trainer.pid, layouts=layouts), words)
+    daemon = start_daemon(ctx, trainer.pid, layouts=layouts)
+    expect_refusal(ctx, daemon, words)
+    if command:
+        if ctx.env.root is None:
+            exe = os.path.realpath("/proc/%d/exe" % trainer.pid)
+            want = "make it with: sudo -u '#0' %s %s --python --torch -o %s" % (
+                exe, os.path.realpath(os.path.join(REPO, "tools", "nanwatch-layout")), layouts)
+        else:
+            want = "make it with: as uid 0 inside its root (/proc/%d/root), with %s: " \
+                "nanwatch-layout --python --torch -o DIR, then copy DIR's tables into %s" % (
+                    trainer.pid, ctx.env.interpreter_path(), layouts)
+        got = daemon.stderr_lines()[0]
+        if not got.endswith(want):
+            raise Fail("refusal %r does not end with %r" % (got, want))
     target_untouched(trainer)
     trainer.send(b"go\n")
     finish_trainer(ctx, trainer, "healthy", trace)
@@ -110,7 +124,7 @@ def refuse_with_layouts(ctx, layouts, words):
 def test_error_torch_unsupported(ctx):
     py = "python-%s.yaml" % interpreter_version(ctx)
     layouts = layouts_dir(ctx, py, lambda n: n == py)
-    refuse_with_layouts(ctx, layouts, ["torch"])
+    refuse_with_layouts(ctx, layouts, ["torch"], command=True)
 
 
 @environments(*HOST_AND_ROOTS)
@@ -120,7 +134,7 @@ def test_error_python_unsupported(ctx):
         layouts = layouts_dir(ctx, "torch", lambda n: not n.startswith("python-"))
     else:
         layouts = layouts_dir(ctx, table, lambda n: n == table)
-    refuse_with_layouts(ctx, layouts, ["python"])
+    refuse_with_layouts(ctx, layouts, ["python"], command=True)
 
 
 @environments(*HOST_AND_ROOTS)

@@ -191,6 +191,11 @@ class Env:
         self.container = container
         self.run_as = None  # a uid: trainers run as that user, without privileges (setpriv)
 
+    def interpreter_path(self):
+        """The file python names (a link: python3 -> python3.14), as the trainers see it."""
+        link = os.readlink(os.path.join(self.root or "/", self.python.lstrip("/")))
+        return os.path.join(os.path.dirname(self.python), os.path.basename(link))
+
     def argv(self, *args):
         """A command that runs python with args in this environment."""
         if self.container:
