@@ -508,7 +508,8 @@ out:
 	return ret;
 }
 
-#define MAX_NAME_HITS 16 /* copies of one method name in .rodata */
+#define MAX_NAME_HITS 16  /* copies of one method name in .rodata */
+#define MAX_RELOC_HITS 64 /* relocations that point at them */
 
 /* Add def (link-time) once, if its ml_flags word (at +16 in sec's bytes) is flags. */
 static void add_def(uint64_t def, const uint8_t *sec, uint64_t sec_addr, size_t sec_len,
@@ -531,9 +532,9 @@ int elfsym__method_defs(struct elfsym *e, const char *name, uint32_t flags, uint
 			size_t max)
 {
 	static const char *const data_secs[] = {".data.rel.ro", ".data"};
-	uint64_t names[MAX_NAME_HITS], ro_addr, sec_addr, rela_addr;
+	uint64_t names[MAX_NAME_HITS], relocs[MAX_RELOC_HITS], ro_addr, sec_addr, rela_addr;
 	uint8_t *ro = NULL, *sec = NULL, *rela = NULL;
-	size_t ro_len, sec_len, rela_len, nn = 0, n = 0, len = strlen(name), i, k, j;
+	size_t ro_len, sec_len, rela_len, nn = 0, nr = 0, n = 0, len = strlen(name), i, k, j;
 	int ret;
 
 	ret = elfsym__section(e, ".rodata", ELFSYM_MAX_SECTION, (void **)&ro, &ro_len, &ro_addr);
@@ -555,6 +556,18 @@ int elfsym__method_defs(struct elfsym *e, const char *name, uint32_t flags, uint
 			      &rela_addr);
 	if (ret && ret != -ENOENT)
 		return ret;
+	/* where a relocation writes one: R_X86_64_RELATIVE, the addend the address (read once) */
+	for (i = 0; rela && i + sizeof(Elf64_Rela) <= rela_len; i += sizeof(Elf64_Rela)) {
+		Elf64_Rela r;
+
+		memcpy(&r, rela + i, sizeof(r));
+		if (ELF64_R_TYPE(r.r_info) != R_X86_64_RELATIVE)
+			continue;
+		for (j = 0; j < nn && nr < MAX_RELOC_HITS; j++)
+			if ((uint64_t)r.r_addend == names[j])
+				relocs[nr++] = r.r_offset;
+	}
+	free(rela);
 	for (k = 0; k < sizeof(data_secs) / sizeof(data_secs[0]); k++) {
 		ret = elfsym__section(e, data_secs[k], ELFSYM_MAX_SECTION, (void **)&sec, &sec_len,
 				      &sec_addr);
@@ -571,21 +584,11 @@ int elfsym__method_defs(struct elfsym *e, const char *name, uint32_t flags, uint
 					add_def(sec_addr + i, sec, sec_addr, sec_len, flags, defs,
 						max, &n);
 		}
-		/* or as a relocation writes it: R_X86_64_RELATIVE, the addend the address */
-		for (i = 0; rela && i + sizeof(Elf64_Rela) <= rela_len; i += sizeof(Elf64_Rela)) {
-			Elf64_Rela r;
-
-			memcpy(&r, rela + i, sizeof(r));
-			if (ELF64_R_TYPE(r.r_info) != R_X86_64_RELATIVE)
-				continue;
-			for (j = 0; j < nn; j++)
-				if ((uint64_t)r.r_addend == names[j])
-					add_def(r.r_offset, sec, sec_addr, sec_len, flags, defs,
-						max, &n);
-		}
+		/* or as a relocation writes it */
+		for (j = 0; j < nr; j++)
+			add_def(relocs[j], sec, sec_addr, sec_len, flags, defs, max, &n);
 		free(sec);
 		sec = NULL;
 	}
-	free(rela);
 	return ret && ret != -ENOENT ? ret : (int)(n < 0x7fffffff ? n : 0x7fffffff);
 }

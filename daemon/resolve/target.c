@@ -314,7 +314,6 @@ static int is_python_name(const char *path)
 	return !strncmp(b, "python", 6) || !strncmp(b, "libpython", 9);
 }
 
-/* The interpreter's facts from its image e: the evaluator's offset, types, the version. */
 /* _Py_DebugOffsets at _PyRuntime: the cookie "xdebugpy", the version, then free_threaded. */
 int target__free_threaded(const struct remote *r, uint64_t runtime)
 {
@@ -324,6 +323,7 @@ int target__free_threaded(const struct remote *r, uint64_t runtime)
 	       !memcmp(&w[0], "xdebugpy", 8) && w[2];
 }
 
+/* The interpreter's facts from its image e: the evaluator's offset, types, the version. */
 static int python_facts(struct target *t, struct elfsym *e, const struct image *img, uint64_t eval,
 			char *err, size_t errlen)
 {

@@ -18,24 +18,32 @@
 #define NW_LAYOUT_DIR "/usr/local/share/nanwatch/layouts"
 #endif
 
+/* The directory of this daemon's executable, in buf; -1 if unknown. */
+static int self_dir(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	char *slash;
+
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	slash = strrchr(buf, '/');
+	if (!slash)
+		return -1;
+	*slash = 0;
+	return 0;
+}
+
 static const char *layouts_dir(const struct session_opts *a, char *buf, size_t len)
 {
 	char exe[PATH_MAX];
-	ssize_t n;
-	char *slash;
 
 	if (a->layouts)
 		return a->layouts;
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = 0;
-		slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = 0;
-			snprintf(buf, len, "%s/../config/layouts", exe);
-			if (!access(buf, R_OK))
-				return buf;
-		}
+	if (!self_dir(exe, sizeof(exe))) {
+		snprintf(buf, len, "%s/../config/layouts", exe);
+		if (!access(buf, R_OK))
+			return buf;
 	}
 	return NW_LAYOUT_DIR;
 }
@@ -45,17 +53,10 @@ static const char *layout_tool(char *buf, size_t len)
 {
 	static const char *const rel[] = {"nanwatch-layout", "../tools/nanwatch-layout"};
 	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	char *slash;
 	size_t i;
 
-	if (n <= 0)
+	if (self_dir(exe, sizeof(exe)))
 		return "nanwatch-layout";
-	exe[n] = 0;
-	slash = strrchr(exe, '/');
-	if (!slash)
-		return "nanwatch-layout";
-	*slash = 0;
 	for (i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
 		snprintf(buf, len, "%s/%s", exe, rel[i]);
 		if (!access(buf, X_OK))
