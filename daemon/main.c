@@ -27,6 +27,9 @@
 #ifndef NW_LAYOUT_DIR
 #define NW_LAYOUT_DIR "/usr/local/share/nanwatch/layouts"
 #endif
+#ifndef NW_LAYOUT_CACHE
+#define NW_LAYOUT_CACHE "/var/cache/nanwatch/layouts"
+#endif
 #define NW_VERSION "0.1.0"
 #ifndef NW_LIB_DIR
 #define NW_LIB_DIR "/usr/local/lib/nanwatch"
@@ -72,6 +75,15 @@ static const char usage[] =
 	"                           the first bad step, not the layer; the cheapest watch\n"
 	"  -L, --layouts DIR        layout tables (default: next to the binary, then\n"
 	"                           " NW_LAYOUT_DIR ")\n"
+	"      --learn-layouts      a Python or torch build without a table: learn one by\n"
+	"                           running nanwatch-layout with the target's interpreter,\n"
+	"                           as its user inside its root (no privileges, no\n"
+	"                           network, a clean environment), check it against the\n"
+	"                           target, keep it for that user's processes of the same\n"
+	"                           build (by ELF build-id) in --layout-cache\n"
+	"      --layout-cache DIR   where learned tables are kept (default\n"
+	"                           " NW_LAYOUT_CACHE ")\n"
+	"      --learn-timeout S    seconds nanwatch-layout may run (1..3600, default 120)\n"
 	"      --max-scan-mb N      scan at most N MiB of each tensor (1..1048576, default\n"
 	"                           1024)\n"
 	"      --stats-interval S   emit a stats line every S seconds (0..86400; 0, the\n"
@@ -160,7 +172,7 @@ static void parse_opt(int c, struct args *a)
 	char why[256];
 	int secs;
 
-	if (strchr("poQmLMSCXGPJjT", c))
+	if (strchr("poQmLMSCXGPJjTAYU", c))
 		a->watch_opts++;
 	switch (c) {
 	case 'p':
@@ -181,6 +193,19 @@ static void parse_opt(int c, struct args *a)
 		break;
 	case 'L':
 		a->o.layouts = optarg;
+		break;
+	case 'A':
+		a->o.learn_layouts = 1;
+		break;
+	case 'Y':
+		if (optarg[0] != '/')
+			die_usage("--layout-cache takes an absolute path");
+		a->o.layout_cache = optarg;
+		break;
+	case 'U':
+		checked(optval__learn_timeout("--learn-timeout", optarg, &a->o.learn_timeout_ms,
+					      why, sizeof(why)),
+			why);
 		break;
 	case 'M':
 		checked(optval__max_scan_mb("--max-scan-mb", optarg, &a->o.max_scan_bytes, why,
@@ -257,6 +282,9 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"output-queue-kb", required_argument, NULL, 'Q'},
 		{"mode", required_argument, NULL, 'm'},
 		{"layouts", required_argument, NULL, 'L'},
+		{"learn-layouts", no_argument, NULL, 'A'},
+		{"layout-cache", required_argument, NULL, 'Y'},
+		{"learn-timeout", required_argument, NULL, 'U'},
 		{"max-scan-mb", required_argument, NULL, 'M'},
 		{"stats-interval", required_argument, NULL, 'S'},
 		{"metrics", required_argument, NULL, 'P'},
@@ -284,6 +312,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->o.capture_max_bytes = CAPTURE_DEFAULT_BYTES;
 	a->o.backward = 1; /* norms */
 	a->o.read_method = OPTVAL_READ_AUTO;
+	a->o.learn_timeout_ms = OPTVAL_LEARN_TIMEOUT_DEFAULT * 1000;
 	while ((c = getopt_long(argc, argv, "p:o:m:L:c:vhV", opts, NULL)) != -1)
 		parse_opt(c, a);
 	if (optind < argc)

@@ -468,6 +468,41 @@ static uint32_t le32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+#define BUILD_ID_MAX 64
+#define NT_GNU_BUILD_ID_ 3
+
+int elfsym__build_id(struct elfsym *e, char *hex, size_t len)
+{
+	static const char digits[] = "0123456789abcdef";
+	uint32_t namesz, descsz;
+	uint8_t *p = NULL;
+	uint64_t addr;
+	size_t n, i;
+	int ret;
+
+	ret = elfsym__section(e, ".note.gnu.build-id", 4096, (void **)&p, &n, &addr);
+	if (ret)
+		return ret;
+	ret = -EINVAL;
+	if (n < 16)
+		goto cleanup;
+	namesz = le32(p);
+	descsz = le32(p + 4);
+	/* "GNU\0", then the id, 4-byte aligned */
+	if (namesz != 4 || le32(p + 8) != NT_GNU_BUILD_ID_ || memcmp(p + 12, "GNU", 4) || !descsz ||
+	    descsz > BUILD_ID_MAX || descsz > n - 16 || len < 2 * (size_t)descsz + 1)
+		goto cleanup;
+	for (i = 0; i < descsz; i++) {
+		hex[2 * i] = digits[p[16 + i] >> 4];
+		hex[2 * i + 1] = digits[p[16 + i] & 15];
+	}
+	hex[2 * descsz] = 0;
+	ret = 0;
+cleanup:
+	free(p);
+	return ret;
+}
+
 int elfsym__function_start(struct elfsym *e, uint64_t addr)
 {
 	uint64_t hdr_addr, lo = 0, hi, count;

@@ -108,6 +108,12 @@ int elfsym__function_start(struct elfsym *e, uint64_t addr);
 int elfsym__method_defs(struct elfsym *e, const char *name, uint32_t flags, uint64_t *defs,
 			size_t max);
 
+/*
+ * The file's GNU build-id (.note.gnu.build-id) as lower-case hex in hex (len >= 2 * 64 + 1):
+ * 0, or -ENOENT if it has none, -EINVAL if the note is malformed or longer than 64 bytes.
+ */
+int elfsym__build_id(struct elfsym *e, char *hex, size_t len);
+
 /* Bytes read from this file so far. */
 uint64_t elfsym__bytes_read(const struct elfsym *e);
 

@@ -590,6 +590,7 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 				 img->path);
 			return -ENOENT;
 		}
+		snprintf(t->torch_dir, sizeof(t->torch_dir), "%s", dir);
 		return torch_version(t, dir, err, errlen);
 	}
 	snprintf(err, errlen, "pid %d (%s) runs Python %s but has not loaded torch", t->pid,
@@ -773,6 +774,22 @@ pid_t target__tgid(pid_t pid)
 		tgid = strtol(p + 6, NULL, 10);
 	free(buf);
 	return tgid > 0 && tgid <= INT_MAX ? (pid_t)tgid : -EINVAL;
+}
+
+int target__open_exe(pid_t pid, char *path, size_t len)
+{
+	char link[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, path, len - 1);
+	if (n <= 0)
+		return n ? -errno : -ENOENT;
+	path[n] = 0;
+	strip_root(pid, path, len);
+	fd = open(link, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
 }
 
 int target__alive(const struct target *t)

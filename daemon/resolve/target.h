@@ -20,6 +20,7 @@ struct target {
 	char python_path[PATH_MAX]; /* image exporting the frame evaluator, as the target sees it */
 	char torch_path[PATH_MAX];  /* libtorch_python.so, as the target sees it */
 	char torch_cpu_path[PATH_MAX]; /* libtorch_cpu.so, as the target sees it ("" if unmapped) */
+	char torch_dir[PATH_MAX];      /* the torch package directory, as the target sees it */
 	struct elfsym *python_elf;     /* the interpreter image */
 	struct elfsym *torch_python_elf;
 	uint64_t torch_python_bias;   /* runtime - link-time address in it; 0: unknown */
@@ -92,6 +93,12 @@ pid_t target__tgid(pid_t pid);
 
 /* Is the process still there (and the same one)? */
 int target__alive(const struct target *t);
+
+/*
+ * pid's executable: a read-only descriptor of the very file (through /proc/PID/exe) and, in
+ * path, its name as the target sees it. -errno if it cannot be opened.
+ */
+int target__open_exe(pid_t pid, char *path, size_t len);
 
 /* Parse "X.Y..." into "X.Y"; -EINVAL if it does not start that way. */
 int target__series(const char *version, char *out, size_t outlen);

@@ -27,6 +27,9 @@ enum {
 	K_STATS,
 	K_MAXSCAN,
 	K_READ,
+	K_LEARN,
+	K_CACHE,
+	K_LEARN_TIMEOUT,
 	K_QUEUE,
 	K_NAME,
 	K_MATCH,
@@ -58,6 +61,9 @@ static const struct yamlmap_field root_fields[] = {
 	{"max_scan_mb", YAMLMAP_STR, 1, PATH_MAX, K_MAXSCAN},
 	{"output_queue_kb", YAMLMAP_STR, 1, PATH_MAX, K_QUEUE},
 	{"read_method", YAMLMAP_STR, 1, PATH_MAX, K_READ},
+	{"learn_layouts", YAMLMAP_STR, 1, 5, K_LEARN},
+	{"layout_cache", YAMLMAP_STR, 1, PATH_MAX - 1, K_CACHE},
+	{"learn_timeout", YAMLMAP_STR, 1, PATH_MAX, K_LEARN_TIMEOUT},
 };
 static const struct yamlmap_field rule_fields[] = {
 	{"name", YAMLMAP_STR, 1, 63, K_NAME},
@@ -467,6 +473,11 @@ static int on_root(void *ctx, const struct yamlmap_value *v, char *why, size_t w
 	case K_LAYOUTS:
 		snprintf(c->layouts, sizeof(c->layouts), "%s", v->s);
 		return absolute(v, why, whylen);
+	case K_LEARN:
+		return parse_bool(v, &c->learn_layouts, why, whylen);
+	case K_CACHE:
+		snprintf(c->layout_cache, sizeof(c->layout_cache), "%s", v->s);
+		return absolute(v, why, whylen);
 	}
 	ret = unquoted(v, why, whylen);
 	if (ret)
@@ -478,6 +489,8 @@ static int on_root(void *ctx, const struct yamlmap_value *v, char *why, size_t w
 		return optval__max_scan_mb(v->key, v->s, &c->max_scan_bytes, why, whylen);
 	case K_READ:
 		return optval__read_method(v->key, v->s, &c->read_method, why, whylen);
+	case K_LEARN_TIMEOUT:
+		return optval__learn_timeout(v->key, v->s, &c->learn_timeout_ms, why, whylen);
 	default:
 		return optval__queue_kb(v->key, v->s, &c->queue_bytes, why, whylen);
 	}
@@ -496,6 +509,7 @@ static struct config *read_doc(struct yamlmap *y, char *err, size_t errlen)
 	c->max_scan_bytes = 1024ULL << 20;
 	c->queue_bytes = 1024 * 1024;
 	c->read_method = OPTVAL_READ_AUTO;
+	c->learn_timeout_ms = OPTVAL_LEARN_TIMEOUT_DEFAULT * 1000;
 	ret = yamlmap__read(y, yamlmap__root(y), &root_schema, on_root, &rd, err, errlen);
 	if (!ret && !c->nrules) {
 		yamlmap__errorf(err, errlen,
@@ -574,6 +588,8 @@ void config__summary(const struct config *c, char *buf, size_t len)
 		n += snprintf(buf + n, len - n, "), %d output%s, scan every %d ms, metrics %s",
 			      c->noutputs, c->noutputs == 1 ? "" : "s", c->scan_interval_ms,
 			      c->metrics_listen[0] ? c->metrics_listen : "off");
+	if (n < len && c->learn_layouts)
+		snprintf(buf + n, len - n, ", learns missing layout tables");
 }
 
 /* The value of NAME in a NUL-separated environment block, or NULL. */

@@ -49,8 +49,11 @@ struct config {
 	char layouts[PATH_MAX]; /* "" : the default */
 	int stats_interval;	/* seconds; 0: at the detach only */
 	uint64_t max_scan_bytes;
-	size_t queue_bytes; /* per output */
-	int read_method;    /* OPTVAL_READ_AUTO or enum nw_read_method (util/optval.h) */
+	size_t queue_bytes;	     /* per output */
+	int read_method;	     /* OPTVAL_READ_AUTO or enum nw_read_method (util/optval.h) */
+	bool learn_layouts;	     /* tables the layouts lack are learned as the target's user */
+	char layout_cache[PATH_MAX]; /* "" : the default */
+	unsigned int learn_timeout_ms; /* the learning tool's time limit */
 };
 
 /* Load and check path; NULL with errno set and one line in err. */

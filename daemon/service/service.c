@@ -837,6 +837,9 @@ static void session_options(struct service *sv)
 		struct session_opts *so = &sv->so[i];
 
 		so->layouts = sv->c->layouts[0] ? sv->c->layouts : NULL;
+		so->learn_layouts = sv->c->learn_layouts;
+		so->layout_cache = sv->c->layout_cache[0] ? sv->c->layout_cache : NULL;
+		so->learn_timeout_ms = sv->c->learn_timeout_ms;
 		so->mode = r->mode;
 		so->top_only = strcmp(r->mode, "full") != 0;
 		so->loss_only = !strcmp(r->mode, "loss");

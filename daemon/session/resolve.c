@@ -293,27 +293,37 @@ static void say_features_off(const struct session *s, const struct layout *py,
 
 int load_layouts(struct session *s, char *err, size_t errlen)
 {
-	char dirbuf[PATH_MAX + 32], why[512], cmd[640];
+	char dirbuf[PATH_MAX + 32], why[512], cmd[640], tool[PATH_MAX + 32];
 	const char *dir = layouts_dir(&s->o, dirbuf, sizeof(dirbuf));
 	struct layout *py = NULL, *tl = NULL;
+	char pywhy[512] = "", tlwhy[512] = "";
 	int ret = -ENOTSUP;
 
-	py = layout__find(dir, "python", s->t.python_series, why, sizeof(why));
+	py = layout__find(dir, "python", s->t.python_series, pywhy, sizeof(pywhy));
 	if (!py && errno != ENOENT) {
-		snprintf(err, errlen, "%s", why); /* a table there, but refused: say why */
+		snprintf(err, errlen, "%s", pywhy); /* a table there, but refused: say why */
 		goto cleanup;
+	}
+	tl = layout__find(dir, "torch", s->t.torch_series, tlwhy, sizeof(tlwhy));
+	if (!tl && errno != ENOENT) {
+		snprintf(err, errlen, "%s", tlwhy);
+		goto cleanup;
+	}
+	if ((!py || !tl) && s->o.learn_layouts) {
+		char real[PATH_MAX];
+		const char *t = layout_tool(tool, sizeof(tool));
+
+		ret = learn_tables(s, realpath(t, real) ? real : t, &py, &tl, err, errlen);
+		if (ret)
+			goto cleanup;
+		ret = -ENOTSUP;
 	}
 	if (!py) {
 		layout_command(s, dir, cmd, sizeof(cmd));
 		snprintf(err, errlen,
 			 "unsupported Python %s in pid %d: no layout table "
 			 "python-%s.yaml in %.160s (%.120s); make it with: %.500s",
-			 s->t.python_version, s->t.pid, s->t.python_series, dir, why, cmd);
-		goto cleanup;
-	}
-	tl = layout__find(dir, "torch", s->t.torch_series, why, sizeof(why));
-	if (!tl && errno != ENOENT) {
-		snprintf(err, errlen, "%s", why);
+			 s->t.python_version, s->t.pid, s->t.python_series, dir, pywhy, cmd);
 		goto cleanup;
 	}
 	if (!tl) {
@@ -321,7 +331,7 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 		snprintf(err, errlen,
 			 "unsupported torch %s in pid %d: no layout table "
 			 "torch-%s.yaml in %.160s (%.120s); make it with: %.500s",
-			 s->t.torch_version, s->t.pid, s->t.torch_series, dir, why, cmd);
+			 s->t.torch_version, s->t.pid, s->t.torch_series, dir, tlwhy, cmd);
 		goto cleanup;
 	}
 	memset(&s->nwl, 0, sizeof(s->nwl));
@@ -352,12 +362,15 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 		goto cleanup;
 	}
 	s->published = ret;
-	ret = 0;
+	ret = learn_verify(s, py, err, errlen);
+	if (ret)
+		goto cleanup;
 	gpu_layout(s, tl);
 	say_features_off(s, py, tl);
 cleanup:
 	layout__free(py);
 	layout__free(tl);
+	learned_free(&s->learned);
 	return ret;
 }
 

@@ -17,9 +17,13 @@ struct metrics_values;
 
 struct session_opts {
 	const char *layouts; /* layout tables; NULL: next to the binary, then installed */
-	const char *mode;    /* "full", "sample" or "loss" (named in the attach line) */
-	int top_only;	     /* mode sample or loss: no layer-level checks */
-	int loss_only;	     /* mode loss: no module probes */
+	/* tables the layouts lack are learned (nanwatch-layout as the target's user) */
+	int learn_layouts;
+	const char *layout_cache;      /* where learned tables are kept; NULL: the default */
+	unsigned int learn_timeout_ms; /* the tool's time limit */
+	const char *mode;	       /* "full", "sample" or "loss" (named in the attach line) */
+	int top_only;		       /* mode sample or loss: no layer-level checks */
+	int loss_only;		       /* mode loss: no module probes */
 	uint64_t max_scan_bytes;
 	int read_method;       /* how scans copy bytes: OPTVAL_READ_AUTO (measured at the first
 			  * attach) or enum nw_read_method */

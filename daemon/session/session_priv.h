@@ -8,6 +8,7 @@
 #include "explain/gpures.h"
 #include "attach/readcal.h"
 #include "nanwatch.h"
+#include "resolve/learn.h"
 #include "resolve/remote.h"
 #include "session/loopstep.h"
 #include "session/session.h"
@@ -30,8 +31,20 @@ struct session_source {
 	void *ctx;
 };
 
+/* Tables learned for the target (learn.c): kept until they are checked against it. */
+struct learned {
+	struct learn_identity id; /* who the tool ran as */
+	uid_t owner;		  /* the target's uid: whose cache */
+	int wanted[2];		  /* [0] python, [1] torch: not in the layouts directory */
+	int learned[2];		  /* measured now (else from the cache) */
+	char path[2][PATH_MAX];	  /* in the cache; "" without a build-id */
+	struct layout *fresh[2];  /* parsed output, until taken */
+	char *text[2];		  /* the output, written to the cache once checked */
+};
+
 struct session {
 	struct session_opts o;
+	struct learned learned;
 	struct target t;
 	struct nw_layout nwl;
 	struct remote remote;
@@ -79,6 +92,15 @@ struct session {
 
 /* resolve.c: the layout tables for s->t, and what BPF reads dicts with. */
 int load_layouts(struct session *s, char *err, size_t errlen);
+
+/* learn.c: the tables the layouts directory lacks (NULL in *py, *tl), learned or cached. */
+struct layout;
+int learn_tables(struct session *s, const char *tool, struct layout **py, struct layout **tl,
+		 char *err, size_t errlen);
+/* Check them against the target (its remote layout set), then cache what was learned. */
+int learn_verify(struct session *s, const struct layout *py, char *err, size_t errlen);
+void learned_free(struct learned *ld);
+const char *learn_cache_dir(const struct session_opts *o);
 void dict_layout(const struct session *s, struct nw_dict_layout *d);
 
 /* gpu.c: whether BPF requests GPU scans, and how (before the probes are opened). */

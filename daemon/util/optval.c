@@ -69,6 +69,17 @@ int optval__max_scan_mb(const char *name, const char *s, uint64_t *out, char *wh
 	return ret;
 }
 
+int optval__learn_timeout(const char *name, const char *s, unsigned int *out, char *why,
+			  size_t whylen)
+{
+	long long v;
+	int ret = whole(name, s, 1, OPTVAL_LEARN_TIMEOUT_MAX, "seconds", &v, why, whylen);
+
+	if (!ret)
+		*out = (unsigned int)v * 1000;
+	return ret;
+}
+
 int optval__stats_interval(const char *name, const char *s, int *out, char *why, size_t whylen)
 {
 	long long v;

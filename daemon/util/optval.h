@@ -18,12 +18,18 @@
 #define OPTVAL_MAX_SCAN_MB_MAX (1 << 20) /* --max-scan-mb, max_scan_mb: MiB, 1.. */
 #define OPTVAL_STATS_INTERVAL_MAX 86400	 /* --stats-interval, stats_interval: s, 0 (none).. */
 #define OPTVAL_CAPTURE_MAX_MB_MAX 512	 /* --capture-max-mb, capture_max_mb: MiB, fractions */
+#define OPTVAL_LEARN_TIMEOUT_MAX 3600	 /* --learn-timeout, learn_timeout: s, 1.. */
+#define OPTVAL_LEARN_TIMEOUT_DEFAULT 120
 
 /* KiB each output holds back: whole, 1..OPTVAL_QUEUE_KB_MAX; *out in bytes. */
 int optval__queue_kb(const char *name, const char *s, size_t *out, char *why, size_t whylen);
 
 /* MiB scanned of each tensor: whole, 1..OPTVAL_MAX_SCAN_MB_MAX; *out in bytes. */
 int optval__max_scan_mb(const char *name, const char *s, uint64_t *out, char *why, size_t whylen);
+
+/* Seconds nanwatch-layout may run: whole, 1..OPTVAL_LEARN_TIMEOUT_MAX; *out in ms. */
+int optval__learn_timeout(const char *name, const char *s, unsigned int *out, char *why,
+			  size_t whylen);
 
 /* Seconds between stats lines: whole, 0 (at the detach only)..OPTVAL_STATS_INTERVAL_MAX. */
 int optval__stats_interval(const char *name, const char *s, int *out, char *why, size_t whylen);

@@ -29,6 +29,16 @@ inside the bounding set with no_new_privs and under `strace -f -c`, finds a trai
 rule matches, attaches, writes its anomaly, links to a second trainer's GPU library (the real
 library over the emulated driver: the socket taken with pidfd_getfd, its peer checked), and
 stops on SIGTERM: every system call it made is allowed by the unit's SystemCallFilter.
+
+service_unit_learn: --learn-layouts (no table in the layouts directory) inside the unit's
+bounding set: learning fails in one line (its run cannot be set up: chroot fails with EPERM,
+CAP_SYS_CHROOT is not in the set)
+and the daemon exits 1; inside the set with the learning drop-in's capabilities added
+(config/nanwatchd-learn.conf), under `strace -f -c`, the tables are learned for a trainer of uid
+65534 and the daemon attaches, and every system call of the daemon and of the learning run
+(nanwatch-layout, its Python and torch: the unit's filter applies to them too) is allowed by the
+unit's SystemCallFilter with the drop-in's. RestrictNamespaces= and MemoryDenyWriteExecute= are
+not reproduced here.
 """
 import os
 import shutil
@@ -45,6 +55,7 @@ from nwchecks import (HOST_ONLY, NOBODY, check_anomalies, check_envelope, enviro
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UNIT = os.path.join(REPO, "config", "nanwatchd.service")
+LEARN_DROPIN = os.path.join(REPO, "config", "nanwatchd-learn.conf")
 PREFIX = "/usr/local"  # make install's default, which the unit in the tree names
 CONFIG = "/etc/nanwatch/nanwatch.yaml"
 CAPTURED = "frozen_norm"  # a first anomaly that is an origin: captured (test_capture.py)
@@ -340,3 +351,52 @@ def test_service_unit_service_calls(ctx):
     if outside:
         raise Fail("in service mode the daemon calls %s, which SystemCallFilter=%s refuses" %
                    (", ".join(outside), " ".join(filters)))
+
+
+@environments(*HOST_ONLY)
+def test_service_unit_learn(ctx):
+    caps = bounding_caps()
+    learn = unit_settings(LEARN_DROPIN)
+    more = [c[4:].lower() for c in " ".join(learn.get("CapabilityBoundingSet", [])).split()]
+    filters = " ".join(unit_settings(UNIT).get("SystemCallFilter", []) +
+                       learn.get("SystemCallFilter", [])).split()
+    allowed = expand_filter(filters)
+    empty = tempfile.mkdtemp(prefix="no-layouts-", dir=ctx.tmp)
+    cache = os.path.join(tempfile.mkdtemp(prefix="learn-", dir=ctx.tmp), "cache")
+    ctx.env.run_as = NOBODY
+    try:
+        trainer = start_waiting_trainer(ctx, "healthy")
+    finally:
+        ctx.env.run_as = None
+    try:
+        argv = [ctx.daemon, "--pid", str(trainer.pid), "--layouts", empty, "--learn-layouts",
+                "--layout-cache", cache]
+        daemon = Proc(sandboxed(caps, argv))
+        ctx.current_daemon = daemon
+        rc = daemon.wait(ERROR_TIMEOUT)
+        err = [line for line in daemon.stderr_lines() if "cannot learn" in line]
+        want = "could not be set up: chroot into the target's root failed (EPERM)"
+        if rc != 1 or len(err) != 1 or want not in err[0]:
+            raise Fail("in the unit's bounding set alone: exit %s, saying:\n%s" % (
+                rc, tail(daemon.stderr_lines())))
+        ctx.log("bounding set %s: %s" % (",".join(caps), err[0]))
+        summary = os.path.join(tempfile.mkdtemp(prefix="strace-", dir=ctx.tmp), "calls")
+        daemon = Proc(sandboxed(caps + more, ["strace", "-f", "-c", "-o", summary] + argv))
+        ctx.current_daemon = daemon
+        wait_attach(daemon)
+        trainer.kill()
+        wait_daemon_exit(daemon)
+    finally:
+        trainer.kill()
+    used = strace_calls(summary)
+    for call in ("bpf", "chroot", "execveat", "mount"):
+        if call not in used:
+            raise Fail("strace saw no %s call: not the daemon's and the learning run's? %s" % (
+                call, sorted(used)))
+    outside = sorted(used - allowed)
+    ctx.log("bounding set %s: learned and attached; %d system calls used%s" % (
+        ",".join(caps + more), len(used),
+        ", all in SystemCallFilter=%s" % " ".join(filters) if not outside else ""))
+    if outside:
+        raise Fail("the daemon or the learning run calls %s, which SystemCallFilter=%s refuses "
+                   "(EPERM)" % (", ".join(outside), " ".join(filters)))

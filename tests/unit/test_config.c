@@ -131,7 +131,33 @@ static void test_defaults(void **state)
 	assert_int_equal(c->scan_interval_ms, CONFIG_DEFAULT_SCAN_MS);
 	assert_string_equal(c->metrics_listen, "");
 	assert_int_equal(c->read_method, OPTVAL_READ_AUTO);
+	assert_false(c->learn_layouts);
+	assert_string_equal(c->layout_cache, "");
+	assert_int_equal(c->learn_timeout_ms, OPTVAL_LEARN_TIMEOUT_DEFAULT * 1000);
 	config__free(c);
+}
+
+static void refused(const char *text, const char *what);
+
+/* Learning tables: on only when said, its cache an absolute path. */
+static void test_learn(void **state)
+{
+	char err[256];
+	struct config *c = parse("watch: [{match: {cmdline: x}}]\nlearn_layouts: true\n"
+				 "layout_cache: /var/cache/nw\nlearn_timeout: 30\n",
+				 err, sizeof(err));
+
+	(void)state;
+	if (!c)
+		fail_msg("%s", err);
+	assert_true(c->learn_layouts);
+	assert_string_equal(c->layout_cache, "/var/cache/nw");
+	assert_int_equal(c->learn_timeout_ms, 30000);
+	config__free(c);
+	refused("watch: [{match: {cmdline: x}}]\nlearn_layouts: yes\n",
+		"line 2: learn_layouts: 'yes' is not true or false");
+	refused("watch: [{match: {cmdline: x}}]\nlayout_cache: cache\n",
+		"line 2: layout_cache: 'cache' is not an absolute path");
 }
 
 static void refused(const char *text, const char *what)
@@ -238,6 +264,11 @@ static const struct both values[] = {
 	{"read_method", "--read-method", "adaptive", 1},
 	{"read_method", "--read-method", "fast", 0},
 	{"read_method", "--read-method", "Probe", 0},
+	{"learn_timeout", "--learn-timeout", "1", 1},
+	{"learn_timeout", "--learn-timeout", "3600", 1},
+	{"learn_timeout", "--learn-timeout", "0", 0},
+	{"learn_timeout", "--learn-timeout", "3601", 0},
+	{"learn_timeout", "--learn-timeout", "2.5", 0},
 	{"listen", "--metrics", "localhost:9464", 1},
 	{"listen", "--metrics", "[::1]:9464", 1},
 	{"listen", "--metrics", "127.3.4.5:1", 1},
@@ -293,6 +324,11 @@ static int flag_with(const struct both *b, struct config *want, char *why, size_
 	} else if (!strcmp(b->flag, "--read-method")) {
 		ret = optval__read_method(b->flag, b->value, &i, why, whylen);
 		assert_true(ret || !want || i == want->read_method);
+	} else if (!strcmp(b->flag, "--learn-timeout")) {
+		unsigned int ms = 0;
+
+		ret = optval__learn_timeout(b->flag, b->value, &ms, why, whylen);
+		assert_true(ret || !want || ms == want->learn_timeout_ms);
 	} else if (!strcmp(b->flag, "--backward")) {
 		ret = optval__backward(b->flag, b->value, &i, why, whylen);
 		assert_true(ret || !want || i == want->rules[0].backward);
@@ -366,15 +402,11 @@ static void test_missing_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good),
-		cmocka_unit_test(test_usual_regex),
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_refused),
-		cmocka_unit_test(test_same_as_command_line),
-		cmocka_unit_test(test_quoted_number),
-		cmocka_unit_test(test_relative_paths),
-		cmocka_unit_test(test_missing_file),
-		cmocka_unit_test(test_cgroup_lines),
+		cmocka_unit_test(test_good),	      cmocka_unit_test(test_usual_regex),
+		cmocka_unit_test(test_defaults),      cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_learn),	      cmocka_unit_test(test_same_as_command_line),
+		cmocka_unit_test(test_quoted_number), cmocka_unit_test(test_relative_paths),
+		cmocka_unit_test(test_missing_file),  cmocka_unit_test(test_cgroup_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -505,6 +506,67 @@ static void test_function_start_and_method_defs(void **state)
 	elfsym__close(e);
 }
 
+struct note_want {
+	char hex[2 * 64 + 1];
+};
+
+/* This program's own build-id, read from its PT_NOTE segment in memory. */
+static int own_note(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	struct note_want *w = ctx;
+	int i;
+
+	(void)size;
+	if (info->dlpi_name && info->dlpi_name[0])
+		return 0; /* the main program comes first, unnamed */
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		const uint8_t *end = p + ph->p_memsz;
+
+		while (ph->p_type == PT_NOTE && p + 12 <= end) {
+			const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+			const uint8_t *desc = p + 12 + ((n->n_namesz + 3) & ~3u);
+			uint32_t j;
+
+			if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && n->n_descsz <= 64) {
+				for (j = 0; j < n->n_descsz; j++)
+					sprintf(w->hex + 2 * j, "%02x", desc[j]);
+				return 1;
+			}
+			p = desc + ((n->n_descsz + 3) & ~3u);
+		}
+	}
+	return 1;
+}
+
+/* The build-id read from the file is the one the loader mapped; a file without one: -ENOENT. */
+static void test_build_id(void **state)
+{
+	struct note_want want = {};
+	char hex[2 * 64 + 1], small[8];
+	struct elfsym *e;
+	int fd;
+
+	(void)state;
+	dl_iterate_phdr(own_note, &want);
+	assert_true(strlen(want.hex) >= 16); /* built with --build-id (Debian's default) */
+	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	e = elfsym__open_fd(fd, NULL);
+	assert_non_null(e);
+	assert_int_equal(elfsym__build_id(e, hex, sizeof(hex)), 0);
+	assert_string_equal(hex, want.hex);
+	assert_int_equal(elfsym__build_id(e, small, sizeof(small)), -EINVAL); /* no room */
+	elfsym__close(e);
+
+	build();
+	e = open_img(FILE_LEN);
+	assert_non_null(e);
+	assert_int_equal(elfsym__build_id(e, hex, sizeof(hex)), -ENOENT);
+	elfsym__close(e);
+}
+
 /* One budget for several files: bytes refused once spent, reads refused after the deadline. */
 static void test_budget(void **state)
 {
@@ -546,6 +608,7 @@ int main(void)
 		cmocka_unit_test(test_sparse_and_cut),
 		cmocka_unit_test(test_budget),
 		cmocka_unit_test(test_function_start_and_method_defs),
+		cmocka_unit_test(test_build_id),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
