@@ -90,6 +90,19 @@ static int open_ours(const char *path, char *why, size_t whylen)
 	return fd;
 }
 
+/*
+ * Whether pid's root is the daemon's. Root processes share the uid 0 cache only there: root in
+ * a container (no user namespace) is uid 0 too, but must not reach the host's watches.
+ */
+static int same_root_as_ours(pid_t pid)
+{
+	char path[64];
+	struct stat a, b;
+
+	snprintf(path, sizeof(path), "/proc/%d/root", pid);
+	return !stat(path, &a) && !stat("/", &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /* The tool's schema, beside it as make install and the source tree put it. */
 static int open_keys(const char *tool, char *why, size_t whylen)
 {
@@ -240,7 +253,16 @@ int learn_tables(struct session *s, const char *tool, struct layout **py, struct
 		return -ENAMETOOLONG;
 	}
 	snprintf(dir, sizeof(dir), "%s/%u", cache, (unsigned)owner);
-	ret = cache_dir(dir, why, sizeof(why));
+	ld->keep = owner || same_root_as_ours(s->t.pid);
+	if (!ld->keep) {
+		cached = 0;
+		fprintf(stderr,
+			"nanwatchd: pid %d: a root process in a root of its own (a container): "
+			"what "
+			"is learned for it is not kept\n",
+			s->t.pid);
+	}
+	ret = ld->keep ? cache_dir(dir, why, sizeof(why)) : 0;
 	if (ret) {
 		snprintf(err, errlen, "cannot learn tables for pid %d: layout cache: %.400s",
 			 s->t.pid, why);
@@ -250,6 +272,8 @@ int learn_tables(struct session *s, const char *tool, struct layout **py, struct
 		if (*have[i])
 			continue;
 		ld->wanted[i] = 1;
+		if (!ld->keep)
+			continue;
 		if (elfsym__build_id(elf[i], id, sizeof(id))) {
 			cached = 0; /* no build-id: learned at each attach */
 			continue;
@@ -366,6 +390,11 @@ int learn_verify(struct session *s, const struct layout *py, char *err, size_t e
 	}
 	if (!ld->learned[0] && !ld->learned[1])
 		return 0;
+	if (!ld->path[0][0] && !ld->path[1][0]) {
+		fprintf(stderr, "nanwatchd: pid %d: the learned tables agree with the process%s\n",
+			s->t.pid, ld->keep ? " (no build-id: not kept)" : "");
+		return 0;
+	}
 	for (i = 0; i < 2; i++) {
 		char tmp[PATH_MAX + 16];
 		int fd;

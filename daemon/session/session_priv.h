@@ -35,6 +35,7 @@ struct session_source {
 struct learned {
 	struct learn_identity id; /* who the tool ran as */
 	uid_t owner;		  /* the target's uid: whose cache */
+	int keep;		  /* the cache is used (not for root in a root of its own) */
 	int wanted[2];		  /* [0] python, [1] torch: not in the layouts directory */
 	int learned[2];		  /* measured now (else from the cache) */
 	char path[2][PATH_MAX];	  /* in the cache; "" without a build-id */
