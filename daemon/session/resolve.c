@@ -48,10 +48,11 @@ static const char *layouts_dir(const struct session_opts *a, char *buf, size_t l
 	return NW_LAYOUT_DIR;
 }
 
-/* nanwatch-layout beside this daemon (installed), or in its source tree; else by name. */
+/* nanwatch-layout beside this daemon, in ../bin (installed), or in its source tree; else by name. */
 static const char *layout_tool(char *buf, size_t len)
 {
-	static const char *const rel[] = {"nanwatch-layout", "../tools/nanwatch-layout"};
+	static const char *const rel[] = {"nanwatch-layout", "../bin/nanwatch-layout",
+					  "../tools/nanwatch-layout"};
 	char exe[PATH_MAX];
 	size_t i;
 

@@ -35,7 +35,8 @@ bounding set: learning fails in one line (its run cannot be set up: chroot fails
 CAP_SYS_CHROOT is not in the set)
 and the daemon exits 1; inside the set with the learning drop-in's capabilities added
 (config/nanwatchd-learn.conf), under `strace -f -c`, the tables are learned for a trainer of uid
-65534 and the daemon attaches, and every system call of the daemon and of the learning run
+65534 and the daemon attaches (also as `make install` puts it, with the drop-in beside it in
+share/nanwatch), and every system call of the daemon and of the learning run
 (nanwatch-layout, its Python and torch: the unit's filter applies to them too) is allowed by the
 unit's SystemCallFilter with the drop-in's. RestrictNamespaces= and MemoryDenyWriteExecute= are
 not reproduced here.
@@ -380,6 +381,24 @@ def test_service_unit_learn(ctx):
             raise Fail("in the unit's bounding set alone: exit %s, saying:\n%s" % (
                 rc, tail(daemon.stderr_lines())))
         ctx.log("bounding set %s: %s" % (",".join(caps), err[0]))
+        # as make install puts it: nanwatch-layout found in ../bin, its schema in ../share
+        root = tempfile.mkdtemp(prefix="install-", dir=ctx.tmp)
+        make_install(ctx, root)
+        dropin = os.path.join(root, PREFIX.lstrip("/"), "share", "nanwatch",
+                              "nanwatchd-learn.conf")
+        with open(dropin) as f, open(LEARN_DROPIN) as g:
+            if f.read() != g.read():
+                raise Fail("make install put another %s" % dropin)
+        installed = os.path.join(root, PREFIX.lstrip("/"), "sbin", "nanwatchd")
+        daemon = Proc(sandboxed(caps + more, [installed] + argv[1:-1] + [cache + "-installed"]))
+        ctx.current_daemon = daemon
+        wait_attach(daemon)
+        daemon.p.send_signal(signal.SIGTERM)
+        wait_daemon_exit(daemon)
+        daemon.drain(10)
+        if len([line for line in daemon.stderr_lines() if "learned in" in line]) != 1:
+            raise Fail("the installed daemon did not learn:\n%s" % tail(daemon.stderr_lines()))
+        ctx.log("installed (%s): learned and attached" % installed)
         summary = os.path.join(tempfile.mkdtemp(prefix="strace-", dir=ctx.tmp), "calls")
         daemon = Proc(sandboxed(caps + more, ["strace", "-f", "-c", "-o", summary] + argv))
         ctx.current_daemon = daemon
