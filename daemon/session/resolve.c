@@ -68,16 +68,22 @@ static const char *layout_tool(char *buf, size_t len)
 
 /*
  * The command that makes the tables a target needs: nanwatch-layout run as the target's user
- * with the Python it runs. A target in another root: the same, run there.
+ * with the Python it runs, importing the torch it runs (a virtualenv's, when the interpreter is
+ * the base one). A target in another root: the same, run there.
  */
 static void layout_command(const struct session *s, const char *dir, char *out, size_t len)
 {
-	char proc[64], where[96], tool[PATH_MAX + 32], real[PATH_MAX];
+	char proc[64], where[96], tool[PATH_MAX + 32], real[PATH_MAX], import[PATH_MAX];
+	char *slash;
 	const char *t = layout_tool(tool, sizeof(tool));
 	struct stat st, root, ours;
 	const char *py = strrchr(s->t.python_path, '/');
 	int same_root;
 
+	snprintf(import, sizeof(import), "%s", s->t.torch_dir);
+	slash = strrchr(import, '/');
+	if (slash && slash != import)
+		*slash = 0; /* the directory holding the torch package */
 	snprintf(proc, sizeof(proc), "/proc/%d", s->t.pid);
 	snprintf(where, sizeof(where), " inside its root (%s/root)", proc);
 	if (stat(proc, &st))
@@ -87,15 +93,17 @@ static void layout_command(const struct session *s, const char *dir, char *out, 
 	/* the image with the evaluator is the interpreter unless it is a libpython */
 	py = py && !strncmp(py + 1, "python", 6) ? s->t.python_path : NULL;
 	if (same_root && py) {
-		snprintf(out, len, "sudo -u '#%u' %.120s %.160s --python --torch -o %.160s",
-			 (unsigned)st.st_uid, py, realpath(t, real) ? real : t, dir);
+		snprintf(out, len,
+			 "sudo -u '#%u' %.120s %.160s --python --torch --import-from %.160s -o "
+			 "%.160s",
+			 (unsigned)st.st_uid, py, realpath(t, real) ? real : t, import, dir);
 		return;
 	}
 	snprintf(out, len,
-		 "as uid %u%s, with %.120s%s: nanwatch-layout --python --torch -o DIR, then "
-		 "copy DIR's tables into %.160s",
+		 "as uid %u%s, with %.120s%s: nanwatch-layout --python --torch --import-from "
+		 "%.160s -o DIR, then copy DIR's tables into %.160s",
 		 (unsigned)st.st_uid, same_root ? "" : where, py ? py : "the Python that runs it",
-		 py ? "" : " (its environment's)", dir);
+		 py ? "" : " (its environment's)", import, dir);
 }
 
 /* name's file offset in e, for its uprobe; 0 when it is not there (the attach says so). */
@@ -294,7 +302,7 @@ static void say_features_off(const struct session *s, const struct layout *py,
 
 int load_layouts(struct session *s, char *err, size_t errlen)
 {
-	char dirbuf[PATH_MAX + 32], why[512], cmd[640], tool[PATH_MAX + 32];
+	char dirbuf[PATH_MAX + 32], why[512], cmd[1024], tool[PATH_MAX + 32];
 	const char *dir = layouts_dir(&s->o, dirbuf, sizeof(dirbuf));
 	struct layout *py = NULL, *tl = NULL;
 	char pywhy[512] = "", tlwhy[512] = "";
@@ -323,7 +331,7 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 		layout_command(s, dir, cmd, sizeof(cmd));
 		snprintf(err, errlen,
 			 "unsupported Python %s in pid %d: no layout table "
-			 "python-%s.yaml in %.160s (%.120s); make it with: %.500s",
+			 "python-%s.yaml in %.160s (%.120s); make it with: %.700s",
 			 s->t.python_version, s->t.pid, s->t.python_series, dir, pywhy, cmd);
 		goto cleanup;
 	}
@@ -331,7 +339,7 @@ int load_layouts(struct session *s, char *err, size_t errlen)
 		layout_command(s, dir, cmd, sizeof(cmd));
 		snprintf(err, errlen,
 			 "unsupported torch %s in pid %d: no layout table "
-			 "torch-%s.yaml in %.160s (%.120s); make it with: %.500s",
+			 "torch-%s.yaml in %.160s (%.120s); make it with: %.700s",
 			 s->t.torch_version, s->t.pid, s->t.torch_series, dir, tlwhy, cmd);
 		goto cleanup;
 	}

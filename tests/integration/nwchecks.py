@@ -55,6 +55,18 @@ TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d
 CAPTURE_DIRS = []  # capture directories made inside an environment's root, removed at the end
 
 
+def read_table(path):
+    """key -> value text of a layout table (comments dropped)."""
+    keys = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            key, _, value = line.partition(":")
+            keys[key.strip()] = value.strip()
+    return keys
+
+
 def parse_stream(daemon, pid, comm):
     """Every stdout line: UTF-8 JSON object, schema, consecutive seq, common fields."""
     events = []

@@ -96,6 +96,18 @@ def layouts_dir(ctx, what, keep):
     return path
 
 
+def torch_parent(pid):
+    """The directory holding the torch package pid runs, as it sees it (from its maps)."""
+    root = os.readlink("/proc/%d/root" % pid)
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            path = line.split(None, 5)[-1].strip()
+            if "/torch/_C." in path:
+                path = path[len(root):] if root != "/" and path.startswith(root + "/") else path
+                return os.path.dirname(os.path.dirname(path))
+    raise Fail("pid %d maps no torch/_C module" % pid)
+
+
 def refuse_with_layouts(ctx, layouts, words, command=False):
     """Daemon refuses a healthy trainer; the trainer then runs as it would alone. command: the
     refusal ends with the command that makes the missing table."""
@@ -104,14 +116,16 @@ def refuse_with_layouts(ctx, layouts, words, command=False):
     daemon = start_daemon(ctx, trainer.pid, layouts=layouts)
     expect_refusal(ctx, daemon, words)
     if command:
+        site = torch_parent(trainer.pid)
         if ctx.env.root is None:
             exe = os.path.realpath("/proc/%d/exe" % trainer.pid)
-            want = "make it with: sudo -u '#0' %s %s --python --torch -o %s" % (
-                exe, os.path.realpath(os.path.join(REPO, "tools", "nanwatch-layout")), layouts)
+            want = "make it with: sudo -u '#0' %s %s --python --torch --import-from %s -o %s" % (
+                exe, os.path.realpath(os.path.join(REPO, "tools", "nanwatch-layout")), site,
+                layouts)
         else:
             want = "make it with: as uid 0 inside its root (/proc/%d/root), with %s: " \
-                "nanwatch-layout --python --torch -o DIR, then copy DIR's tables into %s" % (
-                    trainer.pid, ctx.env.interpreter_path(), layouts)
+                "nanwatch-layout --python --torch --import-from %s -o DIR, then copy DIR's " \
+                "tables into %s" % (trainer.pid, ctx.env.interpreter_path(), site, layouts)
         got = daemon.stderr_lines()[0]
         if not got.endswith(want):
             raise Fail("refusal %r does not end with %r" % (got, want))

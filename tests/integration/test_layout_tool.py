@@ -18,9 +18,9 @@ import shutil
 import subprocess
 import tempfile
 
-from nwharness import (REPO, Fail, read_comm, start_daemon, start_waiting_trainer, wait_attach,
-                       wait_daemon_exit)
-from nwchecks import HOST_AND_ROOTS, NOBODY, environments
+from nwharness import (REPO, Fail, read_comm, start_daemon, start_waiting_trainer,
+                       start_waiting_trainer_as, wait_attach, wait_daemon_exit)
+from nwchecks import HOST_AND_ROOTS, NOBODY, environments, read_table
 
 TOOL = os.path.join(REPO, "tools", "nanwatch-layout")
 KEYS = os.path.join(REPO, "daemon", "resolve", "layout_keys.def")
@@ -83,18 +83,6 @@ def run_tool(ctx, *args):
     proc = subprocess.run(argv, capture_output=True, timeout=TIMEOUT)
     return proc.returncode, proc.stdout.decode(errors="replace"), \
         proc.stderr.decode(errors="replace")
-
-
-def read_table(path):
-    """key -> value text of a layout table (comments dropped)."""
-    keys = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("#") or not line.strip():
-                continue
-            key, _, value = line.partition(":")
-            keys[key.strip()] = value.strip()
-    return keys
 
 
 def written(d, kind):
@@ -220,11 +208,7 @@ def test_layout_backward_method(ctx):
         if lines:
             raise Fail("with the shipped %s nanwatchd said %s" % (name, lines))
         # a target that points its entry into the middle of run_backward
-        ctx.env.run_as = NOBODY
-        try:
-            trainer = start_waiting_trainer(ctx, "hostile_method")
-        finally:
-            ctx.env.run_as = None
+        trainer = start_waiting_trainer_as(ctx, NOBODY, "hostile_method")
         want = "nanwatchd: pid %d: %s finds run_backward's method at an address where no " \
             "function starts: the loss is not read" % (trainer.pid, name)
         lines = backward_lines(ctx, trainer, d)

@@ -41,26 +41,15 @@ import tempfile
 import time
 
 from nwharness import (REPO, TRAINER_TIMEOUT, Fail, finish_trainer, oracle_of, read_comm,
-                       start_daemon, start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
+                       start_daemon, start_waiting_trainer, start_waiting_trainer_as, tail,
+                       wait_attach, wait_daemon_exit)
 from nwchecks import (EVERYWHERE, HOST_ONLY, NOBODY, check_anomalies, check_envelope,
-                      environments, parse_stream, read_events, start_ready, start_trainer,
-                      stop_service, wait_events, write_config, has_event)
+                      environments, has_event, parse_stream, read_events, read_table,
+                      start_ready, start_trainer, stop_service, wait_events, write_config)
 
 LAYOUTS = os.path.join(REPO, "config", "layouts")
 TRAINER = "exp_overflow"
 OTHER_USER = 65533
-
-
-def read_table(path):
-    """key -> value text of a layout table (comments dropped)."""
-    keys = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("#") or not line.strip():
-                continue
-            key, _, value = line.partition(":")
-            keys[key.strip()] = value.strip()
-    return keys
 
 
 def learn_args(cache, *extra):
@@ -352,12 +341,10 @@ def test_learn_attacker(ctx):
     write_as_attacker(venv, "version.yaml",
                       py.replace(gen, 'generated_for: "%s.99"' % series) + "---\n" + tt)
     ctx.env.python = os.path.join(venv, "bin", "python3")
-    ctx.env.run_as = NOBODY
     try:
-        trainer = start_waiting_trainer(ctx, "healthy")
+        trainer = start_waiting_trainer_as(ctx, NOBODY, "healthy")
     finally:
         ctx.env.python = ctx.python
-        ctx.env.run_as = None
     try:
         write_as_attacker(venv, "mode", "poison")
         refusal(ctx, trainer, empty, cache, "does not agree with the process: NoneType reads")
@@ -413,11 +400,7 @@ def test_learn_attacker(ctx):
         trainer.kill()
     check_cache(cache, NOBODY)
     # another user's process of the same interpreter build: never the tables uid 65534 made
-    ctx.env.run_as = OTHER_USER
-    try:
-        other = start_waiting_trainer(ctx, "healthy")
-    finally:
-        ctx.env.run_as = None
+    other = start_waiting_trainer_as(ctx, OTHER_USER, "healthy")
     try:
         daemon = start_daemon(ctx, other.pid, layouts=empty, extra=learn_args(cache))
         wait_attach(daemon)

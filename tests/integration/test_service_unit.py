@@ -49,8 +49,8 @@ import tempfile
 import time
 
 from nwharness import (ERROR_TIMEOUT, TRAINERS, Fail, Proc, finish_trainer, is_event, oracle_of,
-                       read_comm, start_waiting_trainer, tail, trainer_argv, wait_attach,
-                       wait_daemon_exit)
+                       read_comm, start_waiting_trainer, start_waiting_trainer_as, tail,
+                       trainer_argv, wait_attach, wait_daemon_exit)
 from nwchecks import (HOST_ONLY, NOBODY, check_anomalies, check_envelope, environments,
                       expect_refusal, free_port, parse_stream)
 
@@ -364,11 +364,7 @@ def test_service_unit_learn(ctx):
     allowed = expand_filter(filters)
     empty = tempfile.mkdtemp(prefix="no-layouts-", dir=ctx.tmp)
     cache = os.path.join(tempfile.mkdtemp(prefix="learn-", dir=ctx.tmp), "cache")
-    ctx.env.run_as = NOBODY
-    try:
-        trainer = start_waiting_trainer(ctx, "healthy")
-    finally:
-        ctx.env.run_as = None
+    trainer = start_waiting_trainer_as(ctx, NOBODY, "healthy")
     try:
         argv = [ctx.daemon, "--pid", str(trainer.pid), "--layouts", empty, "--learn-layouts",
                 "--layout-cache", cache]

@@ -311,6 +311,15 @@ def start_waiting_trainer(ctx, name, *extra):
     return trainer
 
 
+def start_waiting_trainer_as(ctx, uid, name, *extra):
+    """start_waiting_trainer with the trainer run as uid, without privileges."""
+    ctx.env.run_as = uid
+    try:
+        return start_waiting_trainer(ctx, name, *extra)
+    finally:
+        ctx.env.run_as = None
+
+
 def start_daemon(ctx, pid, layouts=None, user=None, mode=None, extra=(), stdout=None,
                  caps=None):
     """caps (with user): the only capabilities the daemon has, ambient, e.g. ["sys_admin"]."""
