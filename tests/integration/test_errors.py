@@ -151,6 +151,25 @@ def test_error_python_unsupported(ctx):
     refuse_with_layouts(ctx, layouts, ["python"], command=True)
 
 
+@environments("trixie", "forky", "container")
+def test_error_free_threaded(ctx):
+    """A process whose _Py_DebugOffsets say free-threaded (3.13t, 3.14t): refused by name,
+    before anything else of it is read, and left running."""
+    trainer = start_waiting_trainer(ctx, "free_threaded")
+    series = os.path.basename(ctx.env.interpreter_path())[len("python"):]
+    daemon = start_daemon(ctx, trainer.pid)
+    expect_refusal(ctx, daemon, ["free-threaded"])
+    got = daemon.stderr_lines()[0]
+    want = ["unsupported Python %s." % series, "in pid %d" % trainer.pid,
+            "a free-threaded build (_Py_DebugOffsets.free_threaded)",
+            "run it under the default python%s" % series]
+    missing = [w for w in want if w not in got]
+    if missing:
+        raise Fail("refusal %r lacks %s" % (got, missing))
+    target_untouched(trainer)
+    trainer.kill()
+
+
 @environments(*HOST_AND_ROOTS)
 def test_error_layout_implausible(ctx):
     """A torch table with an absurd but well-formed offset: refused, the file, key and
