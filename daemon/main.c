@@ -47,8 +47,9 @@ struct args {
 	int noutputs;
 	size_t queue_bytes; /* per output, for a reader that falls behind */
 	struct session_opts o;
-	const char *metrics; /* ADDR:PORT of the Prometheus endpoint, or NULL */
-	int inject;	     /* --inject: load the GPU library into the target */
+	const char *metrics;  /* ADDR:PORT of the Prometheus endpoint, or NULL */
+	const char *textfile; /* node_exporter textfile the metrics are written to, or NULL */
+	int inject;	      /* --inject: load the GPU library into the target */
 	const char *inject_lib;
 	char inject_path[PATH_MAX];
 };
@@ -114,6 +115,9 @@ static const char usage[] =
 	"                           touch of a new page is dear)\n"
 	"      --metrics ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 	"                           (a loopback address: 127.0.0.1:9464, [::1]:9464)\n"
+	"      --metrics-textfile F write the same metrics to file F (NAME.prom, absolute)\n"
+	"                           for node_exporter's textfile collector, replaced at\n"
+	"                           once every second and at exit, mode 0644\n"
 	"      --bpf-stats          report the BPF programs' run time in stats lines\n"
 	"                           (turns on kernel-wide BPF run-time accounting)\n"
 	"      --inject             load the GPU library (" INJECT_LIB_NAME ") into the\n"
@@ -172,7 +176,7 @@ static void parse_opt(int c, struct args *a)
 	char why[256];
 	int secs;
 
-	if (strchr("poQmLMSCXGPJjTAYU", c))
+	if (strchr("poQmLMSCXGPJjTAYUF", c))
 		a->watch_opts++;
 	switch (c) {
 	case 'p':
@@ -219,6 +223,13 @@ static void parse_opt(int c, struct args *a)
 		break;
 	case 'P':
 		a->metrics = optarg; /* checked once --config is known not to be given with it */
+		break;
+	case 'F':
+		if (optarg[0] != '/' || strlen(optarg) < 6 ||
+		    strcmp(optarg + strlen(optarg) - 5, ".prom") ||
+		    optarg[strlen(optarg) - 6] == '/')
+			die_usage("--metrics-textfile takes an absolute path ending in NAME.prom");
+		a->textfile = optarg;
 		break;
 	case 'B':
 		a->o.bpf_stats = 1;
@@ -288,6 +299,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"max-scan-mb", required_argument, NULL, 'M'},
 		{"stats-interval", required_argument, NULL, 'S'},
 		{"metrics", required_argument, NULL, 'P'},
+		{"metrics-textfile", required_argument, NULL, 'F'},
 		{"bpf-stats", no_argument, NULL, 'B'},
 		{"inject", no_argument, NULL, 'J'},
 		{"inject-lib", required_argument, NULL, 'j'},
@@ -423,13 +435,14 @@ static int open_outputs(const struct args *a, struct sinks **out, char *err, siz
 struct served {
 	struct metrics *m;
 	struct metrics_target *t;
+	int textfile_said; /* a failed write of --metrics-textfile was said */
 };
 
 static int open_metrics(const struct args *a, struct served *sv, char *err, size_t errlen)
 {
-	struct metrics_opts mo = {.listen = a->metrics};
+	struct metrics_opts mo = {.listen = a->metrics, .textfile = a->textfile};
 
-	if (!a->metrics)
+	if (!a->metrics && !a->textfile)
 		return 0;
 	sv->m = metrics__new(&mo, err, errlen);
 	if (!sv->m)
@@ -464,13 +477,14 @@ static int start(const struct args *a, struct session **s, struct sinks **out, s
 }
 
 /* Wait for findings or a metrics client at most timeout_ms; answer the client. */
-static enum session_stop wait_poll(struct session *s, struct sinks *out, const struct served *sv,
+static enum session_stop wait_poll(struct session *s, struct sinks *out, struct served *sv,
 				   int timeout_ms)
 {
 	struct pollfd pfd[2] = {{.fd = session__fd(s), .events = POLLIN},
 				{.fd = sv->m ? metrics__fd(sv->m) : -1, .events = POLLIN}};
 	struct session_stats st;
 	struct metrics_values v;
+	int ret;
 
 	if (!sv->m)
 		return session__poll(s, timeout_ms);
@@ -480,11 +494,17 @@ static enum session_stop wait_poll(struct session *s, struct sinks *out, const s
 	metrics__target_update(sv->t, &v);
 	metrics__update_sinks(sv->m, out);
 	metrics__serve(sv->m);
+	ret = metrics__tick(sv->m);
+	if (ret < 0 && !sv->textfile_said)
+		fprintf(stderr, "nanwatchd: cannot write the metrics textfile: %s\n",
+			strerror(-ret));
+	if (ret)
+		sv->textfile_said = ret < 0;
 	return session__poll(s, 0);
 }
 
 /* Poll until the target goes, an output breaks, or a signal says stop. */
-static enum session_stop run(struct session *s, struct sinks *out, const struct served *sv)
+static enum session_stop run(struct session *s, struct sinks *out, struct served *sv)
 {
 	enum session_stop stop;
 

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "explain/backward.h"
 #include "util/dtype.h"
 #include "output/emit.h"
@@ -82,6 +83,8 @@ int explain__diagnose(struct explain *x, uint64_t iteration)
 	if (diagnose__conclude(&x->diag, &g))
 		return 0;
 	x->cause = g.cause;
+	x->cause_step = g.step;
+	snprintf(x->cause_layer, sizeof(x->cause_layer), "%s", g.layer);
 	x->undiagnosed = x->anomalies;
 	return output__diagnosis(x->e, &g, x->diag.first.step_source, !!x->diag.first.layer,
 				 !!x->diag.first.module, x->capture);
@@ -155,6 +158,12 @@ static int anomaly(struct explain *x, const struct finding *f)
 		if (!f->layer)
 			x->unnamed++;
 		x->forward_iter_p1 = f->iteration + 1;
+	}
+	if (!x->anomalies) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		x->first_time = ts.tv_sec + ts.tv_nsec / 1e9;
 	}
 	x->anomalies++;
 	x->reported[f->phase]++;

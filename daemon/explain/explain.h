@@ -73,9 +73,12 @@ struct explain {
 	uint64_t anomalies;		   /* anomaly lines written */
 	uint64_t warnings;		   /* warning lines written */
 	const char *cause;		   /* the diagnosis's, NULL until it is written */
-	uint64_t undiagnosed;		   /* anomaly lines written before the diagnosis */
-	int loss_only;			   /* mode loss: module outputs are not checked */
-	uint64_t modules;		   /* distinct (root, module) pairs seen */
+	uint64_t cause_step;		   /* ... its step, and its layer ("" none) */
+	char cause_layer[256];
+	double first_time;    /* when the first anomaly line was written (Unix seconds); 0: none */
+	uint64_t undiagnosed; /* anomaly lines written before the diagnosis */
+	int loss_only;	      /* mode loss: module outputs are not checked */
+	uint64_t modules;     /* distinct (root, module) pairs seen */
 	uint64_t lost_reported;
 	uint64_t unnamed;	  /* anomalies whose module is not under its root's tree */
 	uint64_t forward_iter_p1; /* iteration + 1 of the last module output reported */

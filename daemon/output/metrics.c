@@ -4,10 +4,14 @@
  * exposition, served by output/httpd.c on GET /metrics.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include "output/httpd.h"
 #include "output/metrics.h"
 #include "output/sink.h"
@@ -33,8 +37,23 @@ struct metrics_target {
 	struct metrics_values v;
 };
 
+/* A target's first non-finite value, as its series says it (kept once the target is gone). */
+struct first_nf {
+	pid_t pid;
+	int rank;
+	char *job, *layer;
+	const char *cause;
+	uint64_t step;
+	double time;
+};
+
 struct metrics {
-	struct httpd *http;
+	struct httpd *http; /* NULL: no endpoint */
+	char *textfile;	    /* NULL: none */
+	double textfile_at; /* when it was last written (monotonic seconds) */
+	char host[256];
+	struct first_nf kept[METRICS_FIRST_KEPT]; /* ring, oldest at kept_head once full */
+	int nkept, kept_head;
 	struct metrics_target *targets;
 	int ntargets;
 	struct tallies causes; /* counts of targets gone, by cause */
@@ -294,6 +313,69 @@ static void render_targets(const struct metrics *m, struct text *t)
 		target_sample(t, "nanwatch_target_anomalies_total", x, x->v.anomalies);
 }
 
+/* name{job_id,rank,host,pid,layer,cause} v: the labels a page needs. */
+static void first_sample(struct text *t, const char *name, const struct metrics *m,
+			 const struct first_nf *f, int is_time)
+{
+	text_printf(t, "%s{", name);
+	if (f->job) {
+		text_add(t, "job_id=\"", 8);
+		label_value(t, f->job);
+		text_add(t, "\",", 2);
+	}
+	if (f->rank >= 0)
+		text_printf(t, "rank=\"%d\",", f->rank);
+	text_add(t, "host=\"", 6);
+	label_value(t, m->host);
+	text_printf(t, "\",pid=\"%d\",layer=\"", (int)f->pid);
+	label_value(t, f->layer ? f->layer : "");
+	text_add(t, "\",cause=\"", 9);
+	label_value(t, f->cause);
+	if (is_time)
+		text_printf(t, "\"} %.3f\n", f->time);
+	else
+		text_printf(t, "\"} %llu\n", (unsigned long long)f->step);
+}
+
+/* A live target's first non-finite value, once diagnosed; 0 if it has none yet. */
+static int first_of(const struct metrics_target *x, struct first_nf *f)
+{
+	if (!x->v.cause || x->v.first_time <= 0)
+		return 0;
+	*f = (struct first_nf){.pid = x->pid,
+			       .rank = x->rank,
+			       .job = x->job,
+			       .layer = (char *)x->v.cause_layer,
+			       .cause = x->v.cause,
+			       .step = x->v.cause_step,
+			       .time = x->v.first_time};
+	return 1;
+}
+
+static void render_first(const struct metrics *m, struct text *t)
+{
+	static const char *const names[2] = {"nanwatch_first_nonfinite_step",
+					     "nanwatch_first_nonfinite_time_seconds"};
+	static const char *const help[2] = {
+		"The step of a process's first non-finite value (its diagnosis's), with the layer "
+		"and cause; kept for the last 256 processes gone.",
+		"When a process's first anomaly line was written (Unix time): a job's first rank "
+		"has the lowest."};
+	const struct metrics_target *x;
+	struct first_nf f;
+	int k, i;
+
+	for (k = 0; k < 2; k++) {
+		family(t, names[k], "gauge", help[k]);
+		for (i = 0; i < m->nkept; i++)
+			first_sample(t, names[k], m,
+				     &m->kept[(m->kept_head + i) % METRICS_FIRST_KEPT], k);
+		for (x = m->targets; x; x = x->next)
+			if (first_of(x, &f))
+				first_sample(t, names[k], m, &f, k);
+	}
+}
+
 static void render_sinks(const struct metrics *m, struct text *t)
 {
 	int i;
@@ -337,6 +419,7 @@ ssize_t metrics__render(const struct metrics *m, char **out)
 	struct text t = {};
 
 	render_targets(m, &t);
+	render_first(m, &t);
 	render_causes(m, &t);
 	render_totals(m, &t);
 	render_sinks(m, &t);
@@ -374,6 +457,37 @@ void metrics__target_update(struct metrics_target *x, const struct metrics_value
 	x->v = *v;
 }
 
+static void first_free(struct first_nf *f)
+{
+	free(f->job);
+	free(f->layer);
+	memset(f, 0, sizeof(*f));
+}
+
+/* A target gone with its first non-finite value: kept, the oldest kept dropped when full. */
+static void keep_first(struct metrics *m, const struct metrics_target *x)
+{
+	struct first_nf f, *slot;
+
+	if (!first_of(x, &f))
+		return;
+	f.job = x->job ? strdup(x->job) : NULL;
+	f.layer = strdup(f.layer);
+	if ((x->job && !f.job) || !f.layer) {
+		first_free(&f); /* out of memory: not kept */
+		return;
+	}
+	if (m->nkept == METRICS_FIRST_KEPT) {
+		slot = &m->kept[m->kept_head];
+		first_free(slot);
+		m->kept_head = (m->kept_head + 1) % METRICS_FIRST_KEPT;
+	} else {
+		slot = &m->kept[(m->kept_head + m->nkept) % METRICS_FIRST_KEPT];
+		m->nkept++;
+	}
+	*slot = f;
+}
+
 void metrics__target_remove(struct metrics *m, struct metrics_target *x)
 {
 	struct metrics_target **pp;
@@ -387,6 +501,7 @@ void metrics__target_remove(struct metrics *m, struct metrics_target *x)
 		m->ntargets--;
 	}
 	add_causes(&m->causes, x); /* out of memory: these anomalies are not counted */
+	keep_first(m, x);
 	m->gone_warnings += x->v.warnings;
 	m->gone_skipped += x->v.skipped_steps;
 	m->gone_hits += x->v.probe_hits;
@@ -448,9 +563,19 @@ struct metrics *metrics__new(const struct metrics_opts *o, char *err, size_t err
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	m->http = httpd__new(&h, err, errlen);
-	if (!m->http) {
+	if (gethostname(m->host, sizeof(m->host) - 1))
+		snprintf(m->host, sizeof(m->host), "unknown");
+	if (o->textfile && !(m->textfile = strdup(o->textfile))) {
+		snprintf(err, errlen, "out of memory");
+		free(m);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (o->listen)
+		m->http = httpd__new(&h, err, errlen);
+	if (o->listen && !m->http) {
 		ret = errno;
+		free(m->textfile);
 		free(m);
 		errno = ret;
 		return NULL;
@@ -458,28 +583,82 @@ struct metrics *metrics__new(const struct metrics_opts *o, char *err, size_t err
 	return m;
 }
 
+static double mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int metrics__write_textfile(struct metrics *m)
+{
+	char tmp[4096 + 16];
+	char *text = NULL;
+	ssize_t n;
+	int fd, ret = 0;
+
+	if (!m->textfile)
+		return 0;
+	m->textfile_at = mono();
+	/* node_exporter reads *.prom alone: the half-written file is never read */
+	if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", m->textfile, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	n = metrics__render(m, &text);
+	if (n < 0)
+		return (int)n;
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || fchmod(fd, 0644) || write(fd, text, n) != n || fsync(fd))
+		ret = -errno;
+	if (fd >= 0 && close(fd) && !ret)
+		ret = -errno;
+	if (!ret && rename(tmp, m->textfile))
+		ret = -errno;
+	if (ret && fd >= 0)
+		unlink(tmp);
+	free(text);
+	return ret ? ret : 0;
+}
+
+int metrics__tick(struct metrics *m)
+{
+	int ret;
+
+	if (!m->textfile || mono() - m->textfile_at < 1.0)
+		return 0;
+	ret = metrics__write_textfile(m);
+	return ret ? ret : 1;
+}
+
 int metrics__port(const struct metrics *m)
 {
-	return httpd__port(m->http);
+	return m->http ? httpd__port(m->http) : -1;
 }
 
 int metrics__fd(const struct metrics *m)
 {
-	return httpd__fd(m->http);
+	return m->http ? httpd__fd(m->http) : -1;
 }
 
 int metrics__serve(struct metrics *m)
 {
-	return httpd__serve(m->http);
+	return m->http ? httpd__serve(m->http) : 0;
 }
 
 void metrics__free(struct metrics *m)
 {
 	struct metrics_target *x, *next;
 
+	int i;
+
 	if (!m)
 		return;
+	metrics__write_textfile(m); /* the last state stays for the collector */
 	httpd__free(m->http);
+	free(m->textfile);
+	for (i = 0; i < METRICS_FIRST_KEPT; i++)
+		first_free(&m->kept[i]);
 	for (x = m->targets; x; x = next) {
 		next = x->next;
 		free(x->job);

@@ -17,9 +17,15 @@ struct metrics;
 struct metrics_target;
 struct sinks;
 
-/* Where and how the endpoint listens: as these fields of struct httpd_opts (output/httpd.h). */
+/*
+ * Where and how the endpoint listens: as these fields of struct httpd_opts (output/httpd.h);
+ * listen NULL: no endpoint. textfile: also written to this file (node_exporter's textfile
+ * collector), replaced at once (a temporary file beside it, renamed), mode 0644, by
+ * metrics__tick at most once a second and by metrics__free; NULL: none.
+ */
 struct metrics_opts {
 	const char *listen;
+	const char *textfile;
 	int allow_remote;
 	int timeout_ms;
 	int max_clients;
@@ -29,7 +35,14 @@ struct metrics_opts {
 struct metrics *metrics__new(const struct metrics_opts *o, char *err, size_t errlen);
 void metrics__free(struct metrics *m); /* closes every connection; accepts NULL */
 
-/* The endpoint's httpd__port, httpd__fd and httpd__serve. */
+/* The textfile written now if a second has passed since the last write: 1 written, 0 not
+ * yet (or no textfile), -errno. */
+int metrics__tick(struct metrics *m);
+
+/* The file written now (0 or -errno; 0 without a textfile). */
+int metrics__write_textfile(struct metrics *m);
+
+/* The endpoint's httpd__port, httpd__fd and httpd__serve (-1, -1 and 0 without one). */
 int metrics__port(const struct metrics *m);
 int metrics__fd(const struct metrics *m);
 int metrics__serve(struct metrics *m);
@@ -49,12 +62,20 @@ struct metrics_values {
 	uint64_t skipped_steps;	 /* steps a gradient scaler skipped */
 	uint64_t tensors, bytes; /* scanned; bytes: outputs and gradients */
 	uint64_t steps, iterations;
+	/* the first non-finite value: the diagnosis's step and layer, the first anomaly's time */
+	uint64_t cause_step;
+	char cause_layer[256];
+	double first_time; /* Unix seconds; 0: no anomaly */
 };
 
 /* The target's values now. */
 void metrics__target_update(struct metrics_target *t, const struct metrics_values *v);
 
-/* The target is gone: its counts stay in the totals, its own series go. Accepts NULL. */
+/*
+ * The target is gone: its counts stay in the totals, its own series go, except its first
+ * non-finite value's (kept for the last METRICS_FIRST_KEPT targets gone). Accepts NULL.
+ */
+#define METRICS_FIRST_KEPT 256
 void metrics__target_remove(struct metrics *m, struct metrics_target *t);
 
 /* The sinks' dropped lines (totals kept per sink name, also after a sink is gone). */

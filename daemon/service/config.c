@@ -48,6 +48,7 @@ enum {
 	K_UNIX,
 	K_STDOUT,
 	K_LISTEN,
+	K_TEXTFILE,
 };
 
 static const struct yamlmap_field root_fields[] = {
@@ -88,6 +89,7 @@ static const struct yamlmap_field output_fields[] = {
 };
 static const struct yamlmap_field metrics_fields[] = {
 	{"listen", YAMLMAP_STR, 1, PATH_MAX, K_LISTEN},
+	{"textfile", YAMLMAP_STR, 1, PATH_MAX - 64, K_TEXTFILE},
 };
 static const struct yamlmap_field env_field = {"", YAMLMAP_STR, 1, 1024, K_ENVVAR};
 
@@ -324,6 +326,20 @@ static int absolute(const struct yamlmap_value *v, char *why, size_t whylen)
 	return -EINVAL;
 }
 
+/* node_exporter's textfile collector reads *.prom files alone. */
+static int textfile_name(const struct yamlmap_value *v, char *why, size_t whylen)
+{
+	size_t n = strlen(v->s);
+
+	if (n > 5 && !strcmp(v->s + n - 5, ".prom") && v->s[n - 6] != '/')
+		return 0;
+	snprintf(why, whylen,
+		 "%s: '%.80s' does not end in NAME.prom (what the textfile collector "
+		 "reads)",
+		 v->key, v->s);
+	return -EINVAL;
+}
+
 static int on_rule(void *ctx, const struct yamlmap_value *v, char *why, size_t whylen)
 {
 	struct reader *rd = ctx;
@@ -447,8 +463,13 @@ static int read_outputs(struct reader *rd, const struct yamlmap_node *list, char
 static int on_metrics(void *ctx, const struct yamlmap_value *v, char *why, size_t whylen)
 {
 	struct config *c = ((struct reader *)ctx)->c;
-	int ret = httpd__check_listen(v->key, v->s, why, whylen);
+	int ret;
 
+	if (v->field->id == K_TEXTFILE) {
+		snprintf(c->metrics_textfile, sizeof(c->metrics_textfile), "%s", v->s);
+		return absolute(v, why, whylen) ?: textfile_name(v, why, whylen);
+	}
+	ret = httpd__check_listen(v->key, v->s, why, whylen);
 	if (!ret)
 		snprintf(c->metrics_listen, sizeof(c->metrics_listen), "%s", v->s);
 	return ret;

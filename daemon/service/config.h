@@ -44,7 +44,8 @@ struct config {
 	int nrules;
 	char outputs[CONFIG_MAX_OUTPUTS][PATH_MAX + 8]; /* sink specs: "-", "unix:PATH", a path */
 	int noutputs;
-	char metrics_listen[64]; /* "" : none; else a loopback ADDR:PORT */
+	char metrics_listen[64];	 /* "" : none; else a loopback ADDR:PORT */
+	char metrics_textfile[PATH_MAX]; /* "" : none; else the node_exporter textfile to write */
 	int scan_interval_ms;
 	char layouts[PATH_MAX]; /* "" : the default */
 	int stats_interval;	/* seconds; 0: at the detach only */

@@ -95,7 +95,8 @@ struct service {
 	const struct service_opts *o;
 	struct config *c;
 	struct sinks *out;
-	struct metrics *m; /* metrics.listen: the Prometheus endpoint; NULL: none */
+	struct metrics *m;   /* metrics.listen, metrics.textfile; NULL: neither */
+	int textfile_failed; /* its last write failed (said once) */
 	struct procs *procs;
 	struct workers *ws;
 	struct budgets *b;
@@ -266,6 +267,18 @@ static void add_metrics(struct service *sv, struct slot *sl)
 
 	if (sv->m)
 		sl->mt = metrics__target_add(sv->m, sl->pid, sl->rank, job[0] ? job : NULL);
+}
+
+/* The metrics textfile rewritten (once a second); a failure said once until it works again. */
+static void textfile_tick(struct service *sv)
+{
+	int ret = metrics__tick(sv->m);
+
+	if (ret < 0 && !sv->textfile_failed)
+		fprintf(stderr, "nanwatchd: cannot write the metrics textfile %s: %s\n",
+			sv->c->metrics_textfile, strerror(-ret));
+	if (ret)
+		sv->textfile_failed = ret < 0;
 }
 
 /* The session's counts into its metrics series (the totals keep them once it ends). */
@@ -941,6 +954,7 @@ static void loop(struct service *sv)
 		if (sv->m) {
 			metrics__update_sinks(sv->m, sv->out);
 			metrics__serve(sv->m);
+			textfile_tick(sv);
 		}
 		if (*sv->o->reopen) {
 			*sv->o->reopen = 0;
@@ -1040,8 +1054,11 @@ static int start(struct service *sv, char *err, size_t errlen)
 	ret = open_outputs(sv, err, errlen);
 	if (ret)
 		return ret;
-	if (sv->c->metrics_listen[0]) {
-		struct metrics_opts mo = {.listen = sv->c->metrics_listen};
+	if (sv->c->metrics_listen[0] || sv->c->metrics_textfile[0]) {
+		struct metrics_opts mo = {
+			.listen = sv->c->metrics_listen[0] ? sv->c->metrics_listen : NULL,
+			.textfile = sv->c->metrics_textfile[0] ? sv->c->metrics_textfile : NULL,
+		};
 
 		sv->m = metrics__new(&mo, err, errlen);
 		if (!sv->m)

@@ -611,6 +611,9 @@ void session__stats(const struct session *s, struct session_stats *out)
 	out->skipped_steps = s->x.sc.skipped;
 	out->modules = s->x.modules;
 	out->cause = s->x.cause;
+	out->cause_step = s->x.cause_step;
+	snprintf(out->cause_layer, sizeof(out->cause_layer), "%s", s->x.cause_layer);
+	out->first_time = s->x.first_time;
 	out->anomalies_undiagnosed = s->x.cause ? s->x.undiagnosed : s->x.anomalies;
 	if (!s->p)
 		return;
@@ -637,7 +640,10 @@ void session__metric_values(const struct session_stats *st, struct metrics_value
 		.bytes = st->bytes_scanned,
 		.steps = st->steps,
 		.iterations = st->iterations,
+		.cause_step = st->cause_step,
+		.first_time = st->first_time,
 	};
+	snprintf(v->cause_layer, sizeof(v->cause_layer), "%s", st->cause_layer);
 }
 
 void session__detach(struct session *s, enum session_stop reason)

@@ -61,7 +61,10 @@ struct session_stats {
 	uint64_t step;		    /* the current step */
 	int step_source;	    /* enum finding_step_source */
 
-	const char *cause;		/* the diagnosis's cause; NULL before the diagnosis */
+	const char *cause;   /* the diagnosis's cause; NULL before the diagnosis */
+	uint64_t cause_step; /* ... its step and layer ("" none) */
+	char cause_layer[256];
+	double first_time;		/* the first anomaly line's time (Unix seconds); 0: none */
 	uint64_t anomalies_undiagnosed; /* anomaly lines written before the diagnosis */
 	uint64_t probe_hits, tensors_scanned, bytes_scanned; /* bytes: outputs and gradients */
 };

@@ -160,6 +160,29 @@ static void test_learn(void **state)
 		"line 2: layout_cache: 'cache' is not an absolute path");
 }
 
+/* The metrics textfile: an absolute NAME.prom, with or without the endpoint. */
+static void test_textfile(void **state)
+{
+	char err[256];
+	struct config *c =
+		parse("watch: [{match: {cmdline: x}}]\n"
+		      "metrics: {textfile: /var/lib/prometheus/node-exporter/nanwatch.prom}\n",
+		      err, sizeof(err));
+
+	(void)state;
+	if (!c)
+		fail_msg("%s", err);
+	assert_string_equal(c->metrics_textfile, "/var/lib/prometheus/node-exporter/nanwatch.prom");
+	assert_string_equal(c->metrics_listen, "");
+	config__free(c);
+	refused("watch: [{match: {cmdline: x}}]\nmetrics: {textfile: nanwatch.prom}\n",
+		"line 2: textfile: 'nanwatch.prom' is not an absolute path");
+	refused("watch: [{match: {cmdline: x}}]\nmetrics: {textfile: /var/lib/nanwatch.txt}\n",
+		"line 2: textfile: '/var/lib/nanwatch.txt' does not end in NAME.prom");
+	refused("watch: [{match: {cmdline: x}}]\nmetrics: {textfile: /var/lib/.prom}\n",
+		"does not end in NAME.prom");
+}
+
 static void refused(const char *text, const char *what)
 {
 	char err[256];
@@ -402,11 +425,17 @@ static void test_missing_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good),	      cmocka_unit_test(test_usual_regex),
-		cmocka_unit_test(test_defaults),      cmocka_unit_test(test_refused),
-		cmocka_unit_test(test_learn),	      cmocka_unit_test(test_same_as_command_line),
-		cmocka_unit_test(test_quoted_number), cmocka_unit_test(test_relative_paths),
-		cmocka_unit_test(test_missing_file),  cmocka_unit_test(test_cgroup_lines),
+		cmocka_unit_test(test_good),
+		cmocka_unit_test(test_usual_regex),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_learn),
+		cmocka_unit_test(test_textfile),
+		cmocka_unit_test(test_same_as_command_line),
+		cmocka_unit_test(test_quoted_number),
+		cmocka_unit_test(test_relative_paths),
+		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_cgroup_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -75,11 +77,12 @@ static void check_format(const char *text)
 	int ntyped = 0, i, found;
 	const char *p = text;
 
-	assert_int_equal(regcomp(&sample,
-				 "^nanwatch_[a-z_]+(\\{[a-z_]+=\"([^\"\\\\\n]|\\\\[\"\\\\n])*\""
-				 "(,[a-z_]+=\"([^\"\\\\\n]|\\\\[\"\\\\n])*\")*\\})? [0-9]+$",
-				 REG_EXTENDED | REG_NOSUB),
-			 0);
+	assert_int_equal(
+		regcomp(&sample,
+			"^nanwatch_[a-z_]+(\\{[a-z_]+=\"([^\"\\\\\n]|\\\\[\"\\\\n])*\""
+			"(,[a-z_]+=\"([^\"\\\\\n]|\\\\[\"\\\\n])*\")*\\})? [0-9]+(\\.[0-9]+)?$",
+			REG_EXTENDED | REG_NOSUB),
+		0);
 	while (*p) {
 		const char *end = strchr(p, '\n');
 		char line[1024];
@@ -127,6 +130,118 @@ static void test_empty_exposition(void **state)
 	assert_int_equal(value_of(text, "nanwatch_scanned_bytes_total"), 0);
 	free(text);
 	metrics__free(m);
+}
+
+/* How many sample lines start with prefix. */
+static int lines_with(const char *text, const char *prefix)
+{
+	const char *p = text;
+	int n = 0;
+
+	for (; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		n += !strncmp(p, prefix, strlen(prefix));
+	return n;
+}
+
+/*
+ * A target's first non-finite value: a series only once diagnosed, with the labels a page
+ * needs; kept once the target is gone, for the last METRICS_FIRST_KEPT targets.
+ */
+static void test_first_nonfinite(void **state)
+{
+	struct metrics *m = open_metrics(0, 0);
+	struct metrics_values v = {.anomalies = 2, .first_time = 1700000000.25};
+	struct metrics_target *x = metrics__target_add(m, 10, 3, "job-1");
+	char host[256] = "", series[1024], *text;
+	int i;
+
+	(void)state;
+	assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+	metrics__target_update(x, &v);
+	text = render(m);
+	check_format(text);
+	assert_int_equal(lines_with(text, "nanwatch_first_nonfinite_step{"), 0); /* undiagnosed */
+	free(text);
+	v.cause = "exp_overflow";
+	v.cause_step = 42;
+	snprintf(v.cause_layer, sizeof(v.cause_layer), "encoder.attn");
+	metrics__target_update(x, &v);
+	snprintf(series, sizeof(series),
+		 "nanwatch_first_nonfinite_step{job_id=\"job-1\",rank=\"3\",host=\"%s\",pid=\"10\","
+		 "layer=\"encoder.attn\",cause=\"exp_overflow\"}",
+		 host);
+	text = render(m);
+	check_format(text);
+	assert_int_equal(value_of(text, series), 42);
+	assert_non_null(strstr(text, "nanwatch_first_nonfinite_time_seconds{job_id=\"job-1\","));
+	assert_non_null(strstr(text, "cause=\"exp_overflow\"} 1700000000.250\n"));
+	free(text);
+	metrics__target_remove(m, x); /* gone: still there */
+	text = render(m);
+	assert_int_equal(value_of(text, series), 42);
+	free(text);
+	for (i = 0; i < METRICS_FIRST_KEPT + 44; i++) {
+		x = metrics__target_add(m, 1000 + i, -1, NULL);
+		assert_non_null(x);
+		metrics__target_update(x, &v);
+		metrics__target_remove(m, x);
+	}
+	text = render(m);
+	check_format(text);
+	assert_int_equal(lines_with(text, "nanwatch_first_nonfinite_step{"), METRICS_FIRST_KEPT);
+	assert_int_equal(value_of(text, series), -1); /* the oldest went first */
+	assert_null(strstr(text, "pid=\"1043\""));
+	assert_non_null(strstr(text, "pid=\"1044\""));
+	free(text);
+	metrics__free(m);
+}
+
+/* The textfile: the exposition, replaced whole, 0644, nothing left beside it. */
+static void test_textfile(void **state)
+{
+	char dir[] = "/tmp/nw-textfile-XXXXXX", path[64], err[256] = "", *text, buf[65536];
+	struct metrics_opts o = {.textfile = path};
+	struct metrics_values v = {.anomalies = 1};
+	struct metrics *m;
+	struct stat st;
+	struct dirent *d;
+	DIR *dd;
+	FILE *f;
+	size_t n;
+	int files = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/nanwatch.prom", dir);
+	m = metrics__new(&o, err, sizeof(err));
+	if (!m)
+		fail_msg("metrics__new: %s", err);
+	assert_int_equal(metrics__fd(m), -1); /* no endpoint */
+	metrics__target_update(metrics__target_add(m, 7, -1, NULL), &v);
+	assert_int_equal(metrics__tick(m), 1);
+	assert_int_equal(metrics__tick(m), 0); /* not before a second */
+	text = render(m);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = 0;
+	fclose(f);
+	assert_string_equal(buf, text);
+	free(text);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0644);
+	metrics__free(m); /* written once more */
+	dd = opendir(dir);
+	assert_non_null(dd);
+	while ((d = readdir(dd)))
+		if (d->d_name[0] != '.') {
+			assert_string_equal(d->d_name, "nanwatch.prom");
+			files++;
+		}
+	closedir(dd);
+	assert_int_equal(files, 1);
+	unlink(path);
+	rmdir(dir);
 }
 
 /* Anomalies by cause: before the diagnosis under none; counts stay when their target goes. */
@@ -506,7 +621,8 @@ int main(void)
 		cmocka_unit_test(test_label_escaping),	 cmocka_unit_test(test_addresses),
 		cmocka_unit_test(test_http_get),	 cmocka_unit_test(test_http_errors),
 		cmocka_unit_test(test_http_malformed),	 cmocka_unit_test(test_slow_client),
-		cmocka_unit_test(test_too_many_clients),
+		cmocka_unit_test(test_too_many_clients), cmocka_unit_test(test_first_nonfinite),
+		cmocka_unit_test(test_textfile),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
