@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* nanwatch-layout run for a target: as its user, inside its root, with nothing of ours. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* setns, unshare, setresuid, pipe2, F_DUPFD_CLOEXEC */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
