@@ -433,7 +433,8 @@ install: all
 		$(DESTDIR)$(PREFIX)/lib/systemd/system/nanwatchd.service
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/nanwatchd.service
 	install -d $(DESTDIR)$(PREFIX)/share/nanwatch
-	install -m 0644 config/nanwatchd-learn.conf $(DESTDIR)$(PREFIX)/share/nanwatch/
+	install -m 0644 config/nanwatchd-learn.conf config/nanwatch-alerts.yml \
+		$(DESTDIR)$(PREFIX)/share/nanwatch/
 	install -d $(DESTDIR)/etc/nanwatch
 	test -e $(DESTDIR)/etc/nanwatch/nanwatch.yaml || \
 		install -m 0644 config/nanwatch.yaml $(DESTDIR)/etc/nanwatch/nanwatch.yaml

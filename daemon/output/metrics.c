@@ -59,6 +59,7 @@ struct metrics {
 	struct tallies causes; /* counts of targets gone, by cause */
 	struct tallies sinks;
 	uint64_t gone_warnings, gone_hits, gone_tensors, gone_bytes, gone_skipped;
+	uint64_t lost; /* watches ended on an error */
 	struct metrics_service svc;
 	int have_svc; /* service mode: its counters are part of the exposition */
 };
@@ -299,6 +300,10 @@ static void render_targets(const struct metrics *m, struct text *t)
 
 	family(t, "nanwatch_targets", "gauge", "Processes being watched.");
 	sample1(t, "nanwatch_targets", NULL, NULL, m->ntargets);
+	family(t, "nanwatch_watches_lost_total", "counter",
+	       "Watches that ended on an error (a probe or an output failed) while their process "
+	       "ran on: it is no longer watched.");
+	sample1(t, "nanwatch_watches_lost_total", NULL, NULL, m->lost);
 	family(t, "nanwatch_target_steps_total", "counter",
 	       "Optimizer steps of a watched process since its attach.");
 	for (x = m->targets; x; x = x->next)
@@ -509,6 +514,11 @@ void metrics__target_remove(struct metrics *m, struct metrics_target *x)
 	m->gone_bytes += x->v.bytes;
 	free(x->job);
 	free(x);
+}
+
+void metrics__watch_lost(struct metrics *m)
+{
+	m->lost++;
 }
 
 void metrics__service_update(struct metrics *m, const struct metrics_service *s)

@@ -78,6 +78,9 @@ void metrics__target_update(struct metrics_target *t, const struct metrics_value
 #define METRICS_FIRST_KEPT 256
 void metrics__target_remove(struct metrics *m, struct metrics_target *t);
 
+/* A watch ended on an error while its process ran on (a probe or an output failed). */
+void metrics__watch_lost(struct metrics *m);
+
 /* The sinks' dropped lines (totals kept per sink name, also after a sink is gone). */
 int metrics__update_sinks(struct metrics *m, const struct sinks *ss);
 

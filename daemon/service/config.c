@@ -609,6 +609,8 @@ void config__summary(const struct config *c, char *buf, size_t len)
 		n += snprintf(buf + n, len - n, "), %d output%s, scan every %d ms, metrics %s",
 			      c->noutputs, c->noutputs == 1 ? "" : "s", c->scan_interval_ms,
 			      c->metrics_listen[0] ? c->metrics_listen : "off");
+	if (n < len && c->metrics_textfile[0])
+		n += snprintf(buf + n, len - n, ", textfile %s", c->metrics_textfile);
 	if (n < len && c->learn_layouts)
 		snprintf(buf + n, len - n, ", learns missing layout tables");
 }

@@ -440,6 +440,8 @@ static void finish_runner(struct service *sv, struct slot *sl)
 	metrics__target_remove(sv->m, sl->mt);
 	sl->mt = NULL;
 	if (stop == SESSION_ERROR) {
+		if (sv->m)
+			metrics__watch_lost(sv->m);
 		snprintf(msg, sizeof(msg), "failed to watch pid %d: %s", sl->pid,
 			 strerror(-runner__error(sl->r)));
 		report_error(sv, sl, msg);

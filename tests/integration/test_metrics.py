@@ -11,6 +11,16 @@ dropped on stdout, the target's steps above 0, up 1.
 The endpoint itself answers 404 on another path and 405 to a POST. Prometheus, its directory
 and every process are removed at the end.
 
+metrics_textfile (host): the service (`metrics: {textfile: DIR/nanwatch.prom}`, no endpoint)
+watches two ranks of one job (RANK 0 and 1, TORCHELASTIC_RUN_ID); rank 1 is made to go
+non-finite, then rank 0 some seconds later. Debian's prometheus-node-exporter reads DIR with its
+textfile collector only, and a prometheus scrapes it. From prometheus: one
+nanwatch_first_nonfinite_step series per rank with job_id, rank, host (the node's name), pid,
+layer and cause, its value the step of that rank's diagnosis event and layer and cause its
+own; the one PromQL query `bottomk by (job_id) (1, nanwatch_first_nonfinite_time_seconds)`
+names rank 1; node_textfile_scrape_error is 0. The file is 0644 with no other file left in DIR;
+once the trainers are gone their series stay.
+
 metrics_malformed (host): uid 65534 sends the endpoint of `nanwatchd --pid P --metrics` heads
 that cannot be requests, none finished (a NUL, a control byte, a bare CR, a 5000-byte line, a
 method that is not a token, HTTP/2.0, a header without a colon, a folded header): each is
@@ -30,8 +40,9 @@ import urllib.request
 
 from nwharness import (Fail, Proc, TRAINER_TIMEOUT, is_event, read_comm, start_daemon,
                        start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
-from nwchecks import (HOST_ONLY, NOBODY, check_envelope, environments, free_port, parse_stream,
-                      target_untouched)
+from nwchecks import (HOST_ONLY, NOBODY, check_envelope, environments, free_port, has_event,
+                      parse_stream, read_events, start_ready, start_trainer, stop_service,
+                      target_untouched, wait_events, write_config)
 
 PROMETHEUS = "/usr/bin/prometheus"
 READY_TIMEOUT = 120  # prometheus's start (seconds on this machine, see the log line)
@@ -71,12 +82,12 @@ def query(port, expr):
     return [(r["metric"], float(r["value"][1])) for r in doc["data"]["result"]]
 
 
-def start_prometheus(ctx, workdir, target_port):
+def start_prometheus(ctx, workdir, target_port, job="nanwatch"):
     """prometheus on a free loopback port scraping target_port; its port once it is ready."""
     port = free_port()
     config = os.path.join(workdir, "prometheus.yml")
     with open(config, "w") as f:
-        f.write(CONFIG % target_port)
+        f.write((CONFIG % target_port).replace("job_name: nanwatch", "job_name: " + job))
     start = time.monotonic()
     prom = Proc([PROMETHEUS, "--config.file=" + config,
                  "--storage.tsdb.path=" + os.path.join(workdir, "data"),
@@ -207,6 +218,126 @@ def test_metrics_prometheus(ctx):
     daemon.p.send_signal(signal.SIGTERM)
     wait_daemon_exit(daemon)
     check_envelope(parse_stream(daemon, trainer.pid, comm), "signal")
+
+
+NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
+FIRST_QUERY = "bottomk by (job_id) (1, nanwatch_first_nonfinite_time_seconds)"
+
+
+def start_node_exporter(ctx, textdir):
+    """node_exporter with its textfile collector alone on textdir; its port once it answers."""
+    port = free_port()
+    proc = Proc([NODE_EXPORTER, "--collector.disable-defaults", "--collector.textfile",
+                 "--collector.textfile.directory=" + textdir,
+                 "--web.listen-address=127.0.0.1:%d" % port], term_timeout=10)
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if not proc.running():
+            raise Fail("node_exporter exited %s:\n%s" % (proc.p.returncode,
+                                                        tail(proc.stderr_lines())))
+        try:
+            if http("http://127.0.0.1:%d/metrics" % port)[0] == 200:
+                return proc, port
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise Fail("node_exporter did not answer in %ds" % READY_TIMEOUT)
+
+
+def diagnosis_of(events, pid):
+    got = [e for e in events if e["event"] == "diagnosis" and e["pid"] == pid]
+    if len(got) != 1:
+        raise Fail("pid %d: %d diagnosis events" % (pid, len(got)))
+    return got[0]
+
+
+def wait_first_series(ctx, port, job, n):
+    """Until prometheus holds n nanwatch_first_nonfinite_step series of job (bounded)."""
+    deadline = time.monotonic() + QUERY_TIMEOUT
+    while time.monotonic() < deadline:
+        got = query(port, 'nanwatch_first_nonfinite_step{job_id="%s"}' % job)
+        if len(got) == n:
+            return got
+        time.sleep(0.5)
+    raise Fail("prometheus has %d first-non-finite series of job %s, want %d" % (
+        len(got), job, n))
+
+
+@environments(*HOST_ONLY)
+def test_metrics_textfile(ctx):
+    """Two ranks of a job under the service writing a textfile; node_exporter and prometheus
+    read it: one query names the rank that went non-finite first."""
+    for prog in (PROMETHEUS, NODE_EXPORTER):
+        if not os.access(prog, os.X_OK):
+            raise Fail("%s missing: run scripts/install-deps --test" % prog)
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="textfile-")
+    textdir = os.path.join(tmp, "textfile")
+    os.makedirs(textdir)
+    os.chmod(ctx.tmp, 0o711)
+    os.chmod(tmp, 0o711)
+    textfile = os.path.join(textdir, "nanwatch.prom")
+    token, job = "textfile-%d" % os.getpid(), "job-%d" % os.getpid()
+    config, events_path = write_config(
+        ctx, tmp, ["  - name: ranks\n    match: {env: {NW_TEXTFILE_TEST: '^%s$'}}\n" % token],
+        extra="metrics:\n  textfile: %s\n" % textfile)
+    daemon = start_ready(ctx, tmp, config)
+    ranks = [start_trainer(ctx, {"NW_TEXTFILE_TEST": token, "RANK": str(r), "WORLD_SIZE": "2",
+                                 "TORCHELASTIC_RUN_ID": job}) for r in (0, 1)]
+    workdir = tempfile.mkdtemp(prefix="prometheus-")
+    prom = exporter = None
+    try:
+        for t in ranks:
+            if t.wait_out(lambda l: l.startswith(b"STEP "), 120) is None:
+                raise Fail("trainer %d did not train:\n%s" % (t.pid, t.stderr_tail()))
+            wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
+                        120)
+        exporter, exporter_port = start_node_exporter(ctx, textdir)
+        prom, port = start_prometheus(ctx, workdir, exporter_port, job="node")
+        for t in (ranks[1], ranks[0]):  # rank 1 first
+            t.send(b"fault\n")
+            wait_events(events_path, daemon, has_event("diagnosis", t.pid),
+                        "diagnosis of %d" % t.pid, 120)
+            time.sleep(2)
+        got = wait_first_series(ctx, port, job, 2)
+        events = read_events(events_path)
+        host = os.uname().nodename
+        for labels, value in got:
+            pid = int(labels.get("pid", -1))
+            rank = [r for r, t in enumerate(ranks) if t.pid == pid]
+            d = diagnosis_of(events, pid)
+            want = {"job_id": job, "rank": str(rank[0]) if rank else None, "host": host,
+                    "layer": d.get("layer") or "", "cause": d["cause"]}
+            bad = ["%s %r (want %r)" % (k, labels.get(k), v) for k, v in want.items()
+                   if labels.get(k) != v]
+            if bad or value != d["step"]:
+                raise Fail("series %r = %r; diagnosis of pid %d: step %r; %s" % (
+                    labels, value, pid, d["step"], "; ".join(bad)))
+        first = query(port, FIRST_QUERY)
+        if len(first) != 1 or first[0][0].get("rank") != "1" or \
+                first[0][0].get("job_id") != job:
+            raise Fail("%s gave %r; want rank 1 of %s" % (FIRST_QUERY, first, job))
+        ctx.log("%s: %s" % (FIRST_QUERY, first[0][0]))
+        if one_value(port, "node_textfile_scrape_error") != 0:
+            raise Fail("node_exporter could not read the textfile")
+        st = os.stat(textfile)
+        if st.st_mode & 0o777 != 0o644 or sorted(os.listdir(textdir)) != ["nanwatch.prom"]:
+            raise Fail("textfile mode %o, directory %s" % (st.st_mode & 0o777,
+                                                          os.listdir(textdir)))
+        for t in ranks:
+            if t.wait(TRAINER_TIMEOUT) != 0:
+                raise Fail("trainer %d failed under the daemon" % t.pid)
+            wait_events(events_path, daemon, has_event("detach", t.pid), "detach of %d" % t.pid,
+                        60)
+        time.sleep(3)  # the file rewritten, scraped again: the series stay
+        if len(query(port, 'nanwatch_first_nonfinite_step{job_id="%s"}' % job)) != 2:
+            raise Fail("the first-non-finite series went with their trainers")
+    finally:
+        for t in ranks:
+            t.kill()
+        stop_prometheus(prom, workdir)
+        if exporter is not None and exporter.running():
+            exporter.kill()
+        stop_service(daemon)
 
 
 MALFORMED_BOUND = 2  # s per answer: generous, a server that waits takes its 5 s deadline

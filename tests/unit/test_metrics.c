@@ -128,6 +128,11 @@ static void test_empty_exposition(void **state)
 	assert_int_equal(value_of(text, "nanwatch_anomalies_total{cause=\"none\"}"), 0);
 	assert_int_equal(value_of(text, "nanwatch_probe_hits_total"), 0);
 	assert_int_equal(value_of(text, "nanwatch_scanned_bytes_total"), 0);
+	assert_int_equal(value_of(text, "nanwatch_watches_lost_total"), 0);
+	free(text);
+	metrics__watch_lost(m);
+	text = render(m);
+	assert_int_equal(value_of(text, "nanwatch_watches_lost_total"), 1);
 	free(text);
 	metrics__free(m);
 }
