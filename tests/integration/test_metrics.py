@@ -18,7 +18,10 @@ textfile collector only, and a prometheus scrapes it. From prometheus: one
 nanwatch_first_nonfinite_step series per rank with job_id, rank, host (the node's name), pid,
 layer and cause, its value the step of that rank's diagnosis event and layer and cause its
 own; the one PromQL query `bottomk by (job_id) (1, nanwatch_first_nonfinite_time_seconds)`
-names rank 1; node_textfile_scrape_error is 0. The file is 0644 with no other file left in DIR;
+names rank 1; node_textfile_scrape_error is 0. That prometheus evaluates the shipped rules
+(config/nanwatch-alerts.yml) and sends to Debian's prometheus-alertmanager (group_by alertname,
+job_id), which posts to a webhook the test serves: one notification for the job, not one per
+rank, naming rank 1, its host, pid, layer, cause and step. The file is 0644 with no other file left in DIR;
 once the trainers are gone their series stay.
 
 metrics_malformed (host): uid 65534 sends the endpoint of `nanwatchd --pid P --metrics` heads
@@ -33,12 +36,14 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from nwharness import (Fail, Proc, TRAINER_TIMEOUT, is_event, read_comm, start_daemon,
+from nwharness import (REPO, Fail, Proc, TRAINER_TIMEOUT, is_event, read_comm, start_daemon,
                        start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
 from nwchecks import (HOST_ONLY, NOBODY, check_envelope, environments, free_port, has_event,
                       parse_stream, read_events, start_ready, start_trainer, stop_service,
@@ -82,12 +87,14 @@ def query(port, expr):
     return [(r["metric"], float(r["value"][1])) for r in doc["data"]["result"]]
 
 
-def start_prometheus(ctx, workdir, target_port, job="nanwatch"):
-    """prometheus on a free loopback port scraping target_port; its port once it is ready."""
+def start_prometheus(ctx, workdir, target_port, job="nanwatch", extra=""):
+    """prometheus on a free loopback port scraping target_port (extra: more of its
+    configuration); its port once it is ready."""
     port = free_port()
     config = os.path.join(workdir, "prometheus.yml")
     with open(config, "w") as f:
         f.write((CONFIG % target_port).replace("job_name: nanwatch", "job_name: " + job))
+        f.write(extra)
     start = time.monotonic()
     prom = Proc([PROMETHEUS, "--config.file=" + config,
                  "--storage.tsdb.path=" + os.path.join(workdir, "data"),
@@ -221,6 +228,76 @@ def test_metrics_prometheus(ctx):
 
 
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
+ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
+RULES = os.path.join(REPO, "config", "nanwatch-alerts.yml")
+ALERTING = """rule_files: [%s]
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ["127.0.0.1:%d"]
+"""
+AM_CONFIG = """route:
+  receiver: hook
+  group_by: [alertname, job_id]
+  group_wait: 1s
+  group_interval: 5m
+  repeat_interval: 4h
+receivers:
+  - name: hook
+    webhook_configs:
+      - url: http://127.0.0.1:%d/
+        send_resolved: false
+"""
+
+
+class Webhook:
+    """An HTTP server on a free loopback port keeping each POSTed JSON body."""
+
+    def __init__(self):
+        bodies = self.bodies = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", 0))
+                bodies.append(json.loads(self.rfile.read(n)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def start_alertmanager(ctx, workdir, hook_port):
+    """Debian's Alertmanager (no cluster) sending to the webhook; its port once ready."""
+    port = free_port()
+    config = os.path.join(workdir, "alertmanager.yml")
+    with open(config, "w") as f:
+        f.write(AM_CONFIG % hook_port)
+    proc = Proc([ALERTMANAGER, "--config.file=" + config,
+                 "--storage.path=" + os.path.join(workdir, "am"),
+                 "--web.listen-address=127.0.0.1:%d" % port, "--cluster.listen-address="],
+                term_timeout=10)
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if not proc.running():
+            raise Fail("alertmanager exited %s:\n%s" % (proc.p.returncode,
+                                                       tail(proc.stderr_lines())))
+        try:
+            if http("http://127.0.0.1:%d/-/ready" % port)[0] == 200:
+                return proc, port
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise Fail("alertmanager not ready in %ds" % READY_TIMEOUT)
 FIRST_QUERY = "bottomk by (job_id) (1, nanwatch_first_nonfinite_time_seconds)"
 
 
@@ -263,11 +340,34 @@ def wait_first_series(ctx, port, job, n):
         len(got), job, n))
 
 
+def check_notification(ctx, hook, job, pid, d):
+    """Alertmanager sent one notification for the job, naming the rank that went first."""
+    deadline = time.monotonic() + QUERY_TIMEOUT
+    while not hook.bodies and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(5)  # rank 0's series came later: it must not make a second notification
+    mine = [b for b in hook.bodies if b.get("groupLabels", {}).get("job_id") == job]
+    if len(mine) != 1 or len(mine[0].get("alerts", [])) != 1:
+        raise Fail("webhook got %d notification(s) for %s: %s" % (
+            len(mine), job, json.dumps(hook.bodies)[:2000]))
+    alert = mine[0]["alerts"][0]
+    labels, summary = alert["labels"], alert["annotations"].get("summary", "")
+    want = {"alertname": "NanwatchJobNonFinite", "job_id": job, "rank": "1",
+            "host": os.uname().nodename, "pid": str(pid), "layer": d.get("layer") or "",
+            "cause": d["cause"]}
+    bad = ["%s %r (want %r)" % (k, labels.get(k), v) for k, v in want.items()
+           if labels.get(k) != v]
+    if bad or "at step %d" % d["step"] not in summary:
+        raise Fail("notification %s: %s; summary %r lacks step %d" % (
+            json.dumps(alert), "; ".join(bad), summary, d["step"]))
+    ctx.log("one notification for %s: %s" % (job, summary))
+
+
 @environments(*HOST_ONLY)
 def test_metrics_textfile(ctx):
     """Two ranks of a job under the service writing a textfile; node_exporter and prometheus
     read it: one query names the rank that went non-finite first."""
-    for prog in (PROMETHEUS, NODE_EXPORTER):
+    for prog in (PROMETHEUS, NODE_EXPORTER, ALERTMANAGER):
         if not os.access(prog, os.X_OK):
             raise Fail("%s missing: run scripts/install-deps --test" % prog)
     tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="textfile-")
@@ -284,7 +384,8 @@ def test_metrics_textfile(ctx):
     ranks = [start_trainer(ctx, {"NW_TEXTFILE_TEST": token, "RANK": str(r), "WORLD_SIZE": "2",
                                  "TORCHELASTIC_RUN_ID": job}) for r in (0, 1)]
     workdir = tempfile.mkdtemp(prefix="prometheus-")
-    prom = exporter = None
+    prom = exporter = manager = None
+    hook = Webhook()
     try:
         for t in ranks:
             if t.wait_out(lambda l: l.startswith(b"STEP "), 120) is None:
@@ -292,7 +393,9 @@ def test_metrics_textfile(ctx):
             wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
                         120)
         exporter, exporter_port = start_node_exporter(ctx, textdir)
-        prom, port = start_prometheus(ctx, workdir, exporter_port, job="node")
+        manager, manager_port = start_alertmanager(ctx, workdir, hook.port)
+        prom, port = start_prometheus(ctx, workdir, exporter_port, job="node",
+                                      extra=ALERTING % (RULES, manager_port))
         for t in (ranks[1], ranks[0]):  # rank 1 first
             t.send(b"fault\n")
             wait_events(events_path, daemon, has_event("diagnosis", t.pid),
@@ -319,6 +422,7 @@ def test_metrics_textfile(ctx):
         ctx.log("%s: %s" % (FIRST_QUERY, first[0][0]))
         if one_value(port, "node_textfile_scrape_error") != 0:
             raise Fail("node_exporter could not read the textfile")
+        check_notification(ctx, hook, job, ranks[1].pid, diagnosis_of(events, ranks[1].pid))
         st = os.stat(textfile)
         if st.st_mode & 0o777 != 0o644 or sorted(os.listdir(textdir)) != ["nanwatch.prom"]:
             raise Fail("textfile mode %o, directory %s" % (st.st_mode & 0o777,
@@ -335,8 +439,10 @@ def test_metrics_textfile(ctx):
         for t in ranks:
             t.kill()
         stop_prometheus(prom, workdir)
-        if exporter is not None and exporter.running():
-            exporter.kill()
+        for proc in (exporter, manager):
+            if proc is not None and proc.running():
+                proc.kill()
+        hook.close()
         stop_service(daemon)
 
 
