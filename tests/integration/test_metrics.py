@@ -99,18 +99,24 @@ def start_prometheus(ctx, workdir, target_port, job="nanwatch", extra=""):
     prom = Proc([PROMETHEUS, "--config.file=" + config,
                  "--storage.tsdb.path=" + os.path.join(workdir, "data"),
                  "--web.listen-address=127.0.0.1:%d" % port], term_timeout=10)
-    while time.monotonic() - start < READY_TIMEOUT:
-        if not prom.running():
-            raise Fail("prometheus exited %s:\n%s" % (prom.p.returncode,
-                                                       tail(prom.stderr_lines())))
+    wait_ready(prom, "http://127.0.0.1:%d/-/ready" % port, "prometheus")
+    ctx.log("prometheus ready in %.1fs" % (time.monotonic() - start))
+    return prom, port
+
+
+def wait_ready(proc, url, what):
+    """Until url answers 200 (bounded); proc's exit fails with its stderr."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if not proc.running():
+            raise Fail("%s exited %s:\n%s" % (what, proc.p.returncode, tail(proc.stderr_lines())))
         try:
-            if http("http://127.0.0.1:%d/-/ready" % port)[0] == 200:
-                ctx.log("prometheus ready in %.1fs" % (time.monotonic() - start))
-                return prom, port
+            if http(url)[0] == 200:
+                return
         except OSError:
             pass
         time.sleep(0.2)
-    raise Fail("prometheus not ready in %ds:\n%s" % (READY_TIMEOUT, tail(prom.stderr_lines())))
+    raise Fail("%s not ready in %ds:\n%s" % (what, READY_TIMEOUT, tail(proc.stderr_lines())))
 
 
 def stop_prometheus(prom, workdir):
@@ -286,18 +292,8 @@ def start_alertmanager(ctx, workdir, hook_port):
                  "--storage.path=" + os.path.join(workdir, "am"),
                  "--web.listen-address=127.0.0.1:%d" % port, "--cluster.listen-address="],
                 term_timeout=10)
-    deadline = time.monotonic() + READY_TIMEOUT
-    while time.monotonic() < deadline:
-        if not proc.running():
-            raise Fail("alertmanager exited %s:\n%s" % (proc.p.returncode,
-                                                       tail(proc.stderr_lines())))
-        try:
-            if http("http://127.0.0.1:%d/-/ready" % port)[0] == 200:
-                return proc, port
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise Fail("alertmanager not ready in %ds" % READY_TIMEOUT)
+    wait_ready(proc, "http://127.0.0.1:%d/-/ready" % port, "alertmanager")
+    return proc, port
 FIRST_QUERY = "bottomk by (job_id) (1, nanwatch_first_nonfinite_time_seconds)"
 
 
@@ -307,18 +303,8 @@ def start_node_exporter(ctx, textdir):
     proc = Proc([NODE_EXPORTER, "--collector.disable-defaults", "--collector.textfile",
                  "--collector.textfile.directory=" + textdir,
                  "--web.listen-address=127.0.0.1:%d" % port], term_timeout=10)
-    deadline = time.monotonic() + READY_TIMEOUT
-    while time.monotonic() < deadline:
-        if not proc.running():
-            raise Fail("node_exporter exited %s:\n%s" % (proc.p.returncode,
-                                                        tail(proc.stderr_lines())))
-        try:
-            if http("http://127.0.0.1:%d/metrics" % port)[0] == 200:
-                return proc, port
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise Fail("node_exporter did not answer in %ds" % READY_TIMEOUT)
+    wait_ready(proc, "http://127.0.0.1:%d/metrics" % port, "node_exporter")
+    return proc, port
 
 
 def diagnosis_of(events, pid):
