@@ -302,6 +302,9 @@ int learn_tables(struct session *s, const char *tool, struct layout **py, struct
 		s->o.learn_timeout_ms / 1000);
 	t0 = seconds();
 	ret = run_tool(s, tool, why, sizeof(why));
+	/* the resolve's time budget is for reading the target's files: not this wait */
+	if (s->t.budget.deadline_ns)
+		s->t.budget.deadline_ns += (uint64_t)((seconds() - t0) * 1e9);
 	if (ret) {
 		snprintf(err, errlen, "cannot learn layout tables for pid %d: %.450s", s->t.pid,
 			 why);

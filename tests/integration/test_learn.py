@@ -28,6 +28,8 @@ python started there). That code, in the learning run:
   version prints a table for another Python build: refused, naming both versions.
   hang    sleeps: killed at --learn-timeout, said in one line, no process of it left.
   flood   writes 8 MiB: killed past 256 KiB, said in one line.
+  slow    sleeps 6 s, then lets the tool run: learned and watched (the wait is not charged to
+          the resolve's 5 s budget for reading the target's files).
 Each time the daemon exits with its one line and the target trains on. The tables learned for uid
 65534 are never used for another user's process of the same build: a trainer of uid 65533
 running the same interpreter build gets its own learning run.
@@ -35,6 +37,7 @@ running the same interpreter build gets its own learning run.
 import json
 import os
 import shutil
+import signal
 import stat
 import sys
 import tempfile
@@ -250,6 +253,8 @@ if sys.flags.isolated and "--import-from" in sys.argv:
         os._exit(0)
     elif mode == "hang":
         time.sleep(600)
+    elif mode == "slow":
+        time.sleep(6)
     elif mode == "flood":
         for _ in range(8):
             os.write(1, b"#" * (1 << 20))
@@ -366,6 +371,13 @@ def test_learn_attacker(ctx):
             raise Fail("the killed learning run left processes %s" % learner_left())
         write_as_attacker(venv, "mode", "flood")
         refusal(ctx, trainer, empty, cache, "nanwatch-layout wrote more than 256 KiB (killed)")
+        # a run slower than the resolve's 5 s budget for reading files: still watched
+        write_as_attacker(venv, "mode", "slow")
+        daemon = start_daemon(ctx, trainer.pid, layouts=empty,
+                              extra=learn_args(cache + "-slow"))
+        wait_attach(daemon)
+        daemon.p.send_signal(signal.SIGTERM)
+        wait_daemon_exit(daemon)
         # what the user's code sees, then a learning run that goes through
         write_as_attacker(venv, "mode", "probe")
         daemon = start_daemon(ctx, trainer.pid, layouts=empty, extra=learn_args(cache))
