@@ -269,16 +269,21 @@ NW_HD int nw_gate_bad(__u64 nan, __u64 posinf, __u64 neginf)
 }
 
 /*
- * Whether the gate lets the scan run: no gate, or a gate answer with NaN/±Inf. The
- * gate's answer was written by an earlier kernel on the same stream, so it is complete
- * here and every block reads the same; on the device one thread a block reads it (mapped
- * host memory: a read crosses the bus).
+ * Whether the gate lets the scan run: no gate, or a gate whose verdict is NaN/±Inf. The
+ * verdict was written by an earlier kernel on the same stream, so it is complete here and
+ * every block reads the same; on the device one thread a block reads it (device memory).
  */
 NW_HD int nw_gate_open(const struct nw_scan_args *a)
 {
-	const volatile struct nw_scan_out *g = (const volatile struct nw_scan_out *)a->gate;
+	return !a->gate || *(const volatile __u32 *)(unsigned long)a->gate != 0;
+}
 
-	return !a->gate || nw_gate_bad(g->nan, g->posinf, g->neginf);
+/* The scan's verdict, where the scans it gates will read it (one thread, once). */
+NW_HD void nw_flag_write(const struct nw_scan_args *a, const struct nw_acc *acc)
+{
+	if (a->flag)
+		*(volatile __u32 *)(unsigned long)a->flag =
+			nw_gate_bad(acc->nan, acc->posinf, acc->neginf);
 }
 
 /* What the kernel decides before it reads any data: 0 to scan, else the one flag it answers. */

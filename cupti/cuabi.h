@@ -86,6 +86,16 @@ typedef struct {
 	unsigned int x, y, z;
 } nwc_dim3;
 
+/* the runtime's cudaLaunchConfig_t (driver_types.h), cudaLaunchKernelExC's first argument */
+typedef struct {
+	nwc_dim3 gridDim;
+	nwc_dim3 blockDim;
+	size_t dynamicSmemBytes;
+	CUstream stream;
+	void *attrs;
+	unsigned int numAttrs;
+} nwc_rt_launch_config;
+
 typedef uint32_t CUpti_CallbackId;
 typedef int nwc_cupti_domain;
 typedef struct CUpti_Subscriber_st *CUpti_SubscriberHandle;

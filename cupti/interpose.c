@@ -3,13 +3,18 @@
  * NANWATCH_CUPTI_LAUNCH=interpose: scans are enqueued from the launch entry
  * points themselves, an ordinary CUDA call in the launching thread, instead
  * of from inside a CUPTI callback (which CUPTI's guide does not support).
- * Every loaded object's GOT entries for cudaLaunchKernel, cuLaunchKernel and
- * cuLaunchKernelEx (JUMP_SLOT and GLOB_DAT relocations) are pointed at the
- * wrappers below, again whenever objects are loaded while a daemon is
- * connected; and a CUPTI API-exit callback on cuGetProcAddress rewrites the
- * pointer it hands out for cuLaunchKernel/cuLaunchKernelEx. Not seen: entry
- * points found by dlsym on libcuda, the _ptsz variants, and launches made
- * inside libcudart through pointers it obtained in another way.
+ * Every loaded object's GOT entries (JUMP_SLOT and GLOB_DAT relocations) for
+ * the driver's cuLaunchKernel and cuLaunchKernelEx and the runtime's launch
+ * entry points are pointed at the wrappers below, again whenever objects are
+ * loaded while a daemon is connected; and a CUPTI API-exit callback on
+ * cuGetProcAddress rewrites the pointer it hands out for
+ * cuLaunchKernel/cuLaunchKernelEx. The runtime's entry points are
+ * cudaLaunchKernel and cudaLaunchKernelExC, and __cudaLaunchKernel, which the
+ * <<<>>> launches that nvcc 12.8 and later compiles call (torch 2.11's
+ * kernels: on an H200 those were the only ones), each with its _ptsz twin.
+ * Not seen: entry points found by dlsym on libcuda, the driver's _ptsz
+ * variants, cudaLaunchCooperativeKernel, and launches made inside libcudart
+ * through pointers it obtained in another way.
  */
 #include <dlfcn.h>
 #include <elf.h>
@@ -34,13 +39,31 @@ typedef nwc_curesult (*nwc_launch_fn)(CUfunction, unsigned int, unsigned int, un
 				      CUstream, void **, void **);
 typedef nwc_curesult (*nwc_launch_ex_fn)(const nwc_launch_config *, CUfunction, void **, void **);
 typedef int (*nwc_rt_launch_fn)(const void *, nwc_dim3, nwc_dim3, void **, size_t, CUstream);
+typedef int (*nwc_rt_launch_exc_fn)(const nwc_rt_launch_config *, const void *, void **);
+
+/* The runtime's launch entry points (libcudart), in the order of rt_names. */
+enum {
+	NWC_RT_LAUNCH,	  /* cudaLaunchKernel */
+	NWC_RT_LAUNCH_PT, /* cudaLaunchKernel_ptsz */
+	NWC_RT_STUB,	  /* __cudaLaunchKernel: nvcc's <<<>>> (kernel handle, same ABI) */
+	NWC_RT_STUB_PT,	  /* __cudaLaunchKernel_ptsz */
+	NWC_RT_EXC,	  /* cudaLaunchKernelExC */
+	NWC_RT_EXC_PT,	  /* cudaLaunchKernelExC_ptsz */
+	NWC_RT_N,
+};
+
+static const char *const rt_names[NWC_RT_N] = {
+	"cudaLaunchKernel",	   "cudaLaunchKernel_ptsz", "__cudaLaunchKernel",
+	"__cudaLaunchKernel_ptsz", "cudaLaunchKernelExC",   "cudaLaunchKernelExC_ptsz",
+};
 
 /* The wrappers are called by the application, with no user data: this is theirs. */
 static struct {
 	struct nwc *g;
 	nwc_launch_fn cuLaunchKernel;
 	nwc_launch_ex_fn cuLaunchKernelEx;
-	nwc_rt_launch_fn cudaLaunchKernel;
+	void *rt[NWC_RT_N];	 /* the runtime's entry points, NULL where it has none */
+	int rt_resolved;	 /* rt looked up in a loaded libcudart */
 	void *skip[3];		 /* load addresses of objects left alone: us, libcuda, libcupti */
 	unsigned long long adds; /* dlpi_adds when last patched */
 } ip;
@@ -79,27 +102,96 @@ static nwc_curesult w_cuLaunchKernelEx(const nwc_launch_config *config, CUfuncti
 	return ip.cuLaunchKernelEx(config, f, params, extra);
 }
 
-static int w_cudaLaunchKernel(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args,
-			      size_t shm, CUstream s)
+/* The stream a runtime launch goes to: for a _ptsz one, 0 is the thread's own default stream. */
+static CUstream rt_stream(int k, CUstream s)
 {
+	return !s && (k == NWC_RT_LAUNCH_PT || k == NWC_RT_STUB_PT || k == NWC_RT_EXC_PT)
+		       ? NWC_CU_STREAM_PER_THREAD
+		       : s;
+}
+
+/* A runtime launch: the scans first, then the launch, whose driver launch is the same one. */
+static int rt_launch(int k, const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args, size_t shm,
+		     CUstream s)
+{
+	nwc_rt_launch_fn real = (nwc_rt_launch_fn)ip.rt[k];
 	int r;
 
-	enter(s);
+	enter(rt_stream(k, s));
 	in_runtime++;
-	r = ip.cudaLaunchKernel(fn, grid, block, args, shm, s);
+	r = real(fn, grid, block, args, shm, s);
 	in_runtime--;
 	return r;
 }
 
+static int rt_launch_exc(int k, const nwc_rt_launch_config *config, const void *fn, void **args)
+{
+	nwc_rt_launch_exc_fn real = (nwc_rt_launch_exc_fn)ip.rt[k];
+	int r;
+
+	enter(rt_stream(k, config ? config->stream : NULL));
+	in_runtime++;
+	r = real(config, fn, args);
+	in_runtime--;
+	return r;
+}
+
+static int w_cudaLaunchKernel(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args,
+			      size_t shm, CUstream s)
+{
+	return rt_launch(NWC_RT_LAUNCH, fn, grid, block, args, shm, s);
+}
+
+static int w_cudaLaunchKernel_ptsz(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args,
+				   size_t shm, CUstream s)
+{
+	return rt_launch(NWC_RT_LAUNCH_PT, fn, grid, block, args, shm, s);
+}
+
+static int w___cudaLaunchKernel(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args,
+				size_t shm, CUstream s)
+{
+	return rt_launch(NWC_RT_STUB, fn, grid, block, args, shm, s);
+}
+
+static int w___cudaLaunchKernel_ptsz(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args,
+				     size_t shm, CUstream s)
+{
+	return rt_launch(NWC_RT_STUB_PT, fn, grid, block, args, shm, s);
+}
+
+static int w_cudaLaunchKernelExC(const nwc_rt_launch_config *config, const void *fn, void **args)
+{
+	return rt_launch_exc(NWC_RT_EXC, config, fn, args);
+}
+
+static int w_cudaLaunchKernelExC_ptsz(const nwc_rt_launch_config *config, const void *fn,
+				      void **args)
+{
+	return rt_launch_exc(NWC_RT_EXC_PT, config, fn, args);
+}
+
+static void *const rt_wrappers[NWC_RT_N] = {
+	(void *)w_cudaLaunchKernel,    (void *)w_cudaLaunchKernel_ptsz,
+	(void *)w___cudaLaunchKernel,  (void *)w___cudaLaunchKernel_ptsz,
+	(void *)w_cudaLaunchKernelExC, (void *)w_cudaLaunchKernelExC_ptsz,
+};
+
 /* The wrapper for an imported symbol, or NULL. */
 static void *wrapper_of(const char *name)
 {
+	int k;
+
 	if (ip.cuLaunchKernel && !strcmp(name, "cuLaunchKernel"))
 		return (void *)w_cuLaunchKernel;
 	if (ip.cuLaunchKernelEx && !strcmp(name, "cuLaunchKernelEx"))
 		return (void *)w_cuLaunchKernelEx;
-	if (ip.cudaLaunchKernel && !strcmp(name, "cudaLaunchKernel"))
-		return (void *)w_cudaLaunchKernel;
+	/* the runtime's names all start so: one compare for every other import */
+	if (strncmp(name, "cuda", 4) && strncmp(name, "__cuda", 6))
+		return NULL;
+	for (k = 0; k < NWC_RT_N; k++)
+		if (ip.rt[k] && !strcmp(name, rt_names[k]))
+			return rt_wrappers[k];
 	return NULL;
 }
 
@@ -210,20 +302,25 @@ static int find_runtime(struct dl_phdr_info *info, size_t size, void *data)
 }
 
 /*
- * The runtime's cudaLaunchKernel: in the global scope, or (torch loads its
+ * The runtime's launch entry points: in the global scope, or (torch loads its
  * libraries RTLD_LOCAL, from a Python extension) in a loaded libcudart.
  */
 static void resolve_runtime(void)
 {
-	void *fn = dlsym(RTLD_DEFAULT, "cudaLaunchKernel"), *h;
 	char path[PATH_MAX] = "";
+	void *h = NULL;
+	int k;
 
-	if (!fn && dl_iterate_phdr(find_runtime, path) &&
-	    (h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD))) {
-		fn = dlsym(h, "cudaLaunchKernel");
-		dlclose(h);
+	if (!dlsym(RTLD_DEFAULT, rt_names[NWC_RT_LAUNCH])) {
+		if (!dl_iterate_phdr(find_runtime, path) ||
+		    !(h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)))
+			return;
 	}
-	*(void **)&ip.cudaLaunchKernel = fn;
+	for (k = 0; k < NWC_RT_N; k++)
+		ip.rt[k] = dlsym(h ? h : RTLD_DEFAULT, rt_names[k]);
+	if (h)
+		dlclose(h);
+	ip.rt_resolved = 1;
 }
 
 static int count_adds(struct dl_phdr_info *info, size_t size, void *data)
@@ -244,7 +341,7 @@ int nwc_ip_patch(void)
 	if (adds == ip.adds)
 		return 0;
 	ip.adds = adds;
-	if (!ip.cudaLaunchKernel)
+	if (!ip.rt_resolved)
 		resolve_runtime();
 	dl_iterate_phdr(patch_object, NULL);
 	return 1;

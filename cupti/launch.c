@@ -201,8 +201,8 @@ static void slot_put(struct nwc *g, int idx)
 		g->free_slots[g->nfree++] = idx;
 }
 
-/* Reserve a result slot for r (under g->lock); -1 if none is free. */
-static int slot_get(struct nwc *g, const struct nwc_req *r, int gate_idx)
+/* Reserve a result slot for r, scanned in c (under g->lock); -1 if none is free. */
+static int slot_get(struct nwc *g, const struct nwc_ctx *c, const struct nwc_req *r, int gate_idx)
 {
 	struct nwc_slot *sl;
 	int idx;
@@ -213,6 +213,7 @@ static int slot_get(struct nwc *g, const struct nwc_req *r, int gate_idx)
 	memset(&g->outs[idx], 0, sizeof(g->outs[idx]));
 	sl = &g->slots[idx];
 	sl->seq = r->seq;
+	sl->c = c;
 	sl->refs = 1;
 	sl->gate_idx = gate_idx;
 	sl->gated = r->gate != 0;
@@ -266,9 +267,12 @@ static void scan(struct nwc *g, struct nwc_ctx *c, CUstream s, const struct nwc_
 	}
 	args.scratch = stream_scratch(c, s);
 	if (args.scratch)
-		idx = slot_get(g, r, gate_idx);
+		idx = slot_get(g, c, r, gate_idx);
 	if (idx < 0)
 		slot_put(g, gate_idx);
+	/* a gate scanned in another context (its verdict is not here): scanned whole */
+	else if (gate_idx >= 0 && g->slots[gate_idx].c == c)
+		args.gate = c->flags + (CUdeviceptr)gate_idx * sizeof(__u32);
 	pthread_mutex_unlock(&g->lock);
 	if (idx < 0) {
 		stat_add(g, NW_GPU_S_NO_MEMORY, 1);
@@ -277,7 +281,7 @@ static void scan(struct nwc *g, struct nwc_ctx *c, CUstream s, const struct nwc_
 		return;
 	}
 	args.out = (__u64)(uintptr_t)&g->outs[idx];
-	args.gate = gate_idx >= 0 ? (__u64)(uintptr_t)&g->outs[gate_idx] : 0;
+	args.flag = c->flags + (CUdeviceptr)idx * sizeof(__u32);
 	args.dtype = r->dtype;
 	if (g->cu.LaunchKernel(c->fn, nwc_scan_blocks(r->numel), 1, 1, NW_SCAN_THREADS, 1, 1, 0, s,
 			       params, NULL)) {

@@ -83,6 +83,7 @@ struct nwc_ctx {
 	int state; /* enum nwc_ctx_state (atomic) */
 	CUfunction fn;
 	CUdeviceptr scratch; /* NWC_STREAMS struct nw_scan_scratch */
+	CUdeviceptr flags;   /* NWC_OUTS __u32: each result slot's verdict, for what it gates */
 	CUstream streams[NWC_STREAMS];
 	int nstreams;
 };
@@ -114,8 +115,9 @@ struct nwc_seq {
 /* One pinned result slot's bookkeeping. */
 struct nwc_slot {
 	__u64 seq;
-	int refs;     /* itself while in flight + gated scans reading it */
-	int gate_idx; /* slot of its gate, -1: none */
+	const struct nwc_ctx *c; /* where it was scanned (its verdict is in c->flags) */
+	int refs;		 /* itself while in flight + gated scans reading it */
+	int gate_idx;		 /* slot of its gate, -1: none */
 	int gated;
 	int loss; /* a loss request: its result is sent even when finite */
 	int done;

@@ -16,6 +16,8 @@ _Static_assert(sizeof(struct nw_gpu_req) == NW_GPU_REQ_SIZE, "request size");
 _Static_assert(sizeof(struct nw_gpu_head) == NW_GPU_REQ_SIZE, "ring head size");
 _Static_assert(sizeof(struct nw_gpu_result) == 64, "result size");
 _Static_assert(sizeof(struct nw_scan_out) == 64, "scan out size");
+/* tests/gpu/scan_check.py lays it out by hand */
+_Static_assert(sizeof(struct nw_scan_args) == 64, "scan args size");
 _Static_assert((NW_GPU_SLOTS & (NW_GPU_SLOTS - 1)) == 0, "ring slots a power of two");
 
 /* Elements a request may name: 2^40 (8 TiB of float64), far above any tensor. */

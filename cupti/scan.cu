@@ -5,8 +5,8 @@
  * memory with no host sync. Each thread folds its share (cupti/classify.h), a
  * block folds its threads with warp shuffles, the blocks fold into the device
  * scratch with atomics, and the block that draws the last ticket writes the
- * answer, fences to the system, then writes done = seq, and leaves the scratch
- * zeroed. The mapped host memory only sees plain stores from that one thread.
+ * verdict for the scans it gates (device memory), the answer, fences to the
+ * system, then writes done = seq, and leaves the scratch zeroed. The mapped host memory only sees plain stores from that one thread.
  * Everything but the block fold is in classify.h, which the unit test runs on
  * the host.
  */
@@ -65,12 +65,16 @@ extern "C" __global__ void __launch_bounds__(NW_SCAN_THREADS) nw_scan(struct nw_
 	nw_acc_init(&acc);
 	if (early) {
 		/* not scanned: block 0's thread 0 answers, the scratch is not touched */
-		if (!blockIdx.x && !threadIdx.x)
+		if (!blockIdx.x && !threadIdx.x) {
+			nw_flag_write(&a, &acc);
 			nw_out_write(out, &acc, 0, early, a.seq);
+		}
 		return;
 	}
 	nw_scan_args_thread(&acc, &a, g, n);
 	block_fold(&acc);
-	if (!threadIdx.x && nw_scratch_fold(s, &acc, gridDim.x))
+	if (!threadIdx.x && nw_scratch_fold(s, &acc, gridDim.x)) {
+		nw_flag_write(&a, &acc);
 		nw_out_write(out, &acc, a.numel, NW_GPU_R_SCANNED, a.seq);
+	}
 }

@@ -193,7 +193,8 @@ static int recv_hello(struct nwc *g, int fd)
 int nwc_ctx_prepare(struct nwc *g, struct nwc_ctx *c)
 {
 	size_t outs = NWC_OUTS * sizeof(struct nw_scan_out);
-	size_t scratch = NWC_STREAMS * sizeof(struct nw_scan_scratch);
+	/* the streams' scratch, then the slots' verdicts: one allocation, zeroed */
+	size_t scratch = NWC_STREAMS * sizeof(struct nw_scan_scratch) + NWC_OUTS * sizeof(__u32);
 	CUcontext old;
 	CUmodule mod;
 	CUdeviceptr dp = 0;
@@ -205,6 +206,7 @@ int nwc_ctx_prepare(struct nwc *g, struct nwc_ctx *c)
 	ok = !g->cu.ModuleLoadData(&mod, nw_scan_fatbin) &&
 	     !g->cu.ModuleGetFunction(&c->fn, mod, NW_SCAN_KERNEL) &&
 	     !g->cu.MemAlloc(&c->scratch, scratch) && !g->cu.MemsetD8(c->scratch, 0, scratch);
+	c->flags = c->scratch + NWC_STREAMS * sizeof(struct nw_scan_scratch);
 	if (ok && !g->outs) {
 		/* device pointer == host pointer (unified addressing), as the kernel assumes */
 		if (!g->cu.MemHostAlloc(&p, outs,

@@ -133,12 +133,16 @@ def step_times(steps):
             r = json.loads(r["trainer_last"]) if r.get("trainer_last", "").startswith("{") else {}
         return r.get("median_ms")
 
-    t = {n: ms("step_" + n) for n in ("base", "idle", "hooks", "producer", "daemon", "base2")}
+    t = {n: ms("step_" + n) for n in ("base", "idle", "hooks", "producer", "daemon",
+                                      "daemon_nolib", "daemon_interpose", "base2")}
     ratio = lambda a, b: round(t[a] / t[b], 4) if t.get(a) and t.get(b) else None
     return {"median_ms": t, "ratios": {
         "idle/base": ratio("idle", "base"), "producer/base": ratio("producer", "base"),
         "hooks/base": ratio("hooks", "base"), "producer/hooks": ratio("producer", "hooks"),
-        "daemon/base": ratio("daemon", "base"), "base2/base": ratio("base2", "base")},
+        "daemon/base": ratio("daemon", "base"),
+        "daemon_nolib/base": ratio("daemon_nolib", "base"),
+        "daemon_interpose/base": ratio("daemon_interpose", "base"),
+        "base2/base": ratio("base2", "base")},
         "targets": "full checking <= 1.05x, idle library 1.00x (producer/hooks is the "
                    "library's own share of the test-side producer's cost)"}
 
@@ -162,10 +166,17 @@ def main():
         v[n] = verdict(steps.get(n), ok_field)
     v["daemon_nan"] = verdict(steps.get("daemon_nan"), daemon_check(steps.get("oracle_nan")))
     v["daemon_inf"] = verdict(steps.get("daemon_inf"), daemon_check(steps.get("oracle_inf")))
+    v["daemon_nan_interpose"] = verdict(steps.get("daemon_nan_interpose"),
+                                        daemon_check(steps.get("oracle_nan")))
     v["inject"] = verdict(steps.get("inject"), daemon_check(steps.get("oracle_nan")))
     v["inject_profiler"] = verdict(steps.get("inject_profiler"), inject_profiler_check)
     v["profiler"] = verdict(steps.get("profiler"), profiler_check)
     v["step_time"] = step_times(steps)
+    for n in ("phases_callback", "phases_interpose"):
+        r = (steps.get(n) or {}).get("result")
+        if r:
+            v[n] = {"phases": r.get("phases"), "ratios": r.get("ratios"),
+                    "full_stats": (r.get("stats") or {}).get("full")}
     counts = {}
     for k, x in v.items():
         s = x.get("status")

@@ -208,8 +208,9 @@ def torch_dtype_id(t):
 class Producer:
     """Forward hooks writing requests for a model's CUDA outputs and (gated) inputs."""
 
-    def __init__(self, ring, step_ref, inputs=True):
+    def __init__(self, ring, step_ref, inputs=True, numel_cap=None):
         self.ring, self.step, self.inputs = ring, step_ref, inputs
+        self.numel_cap = numel_cap  # requests cut to this many elements (per-request cost)
         self.ctx = {}  # seq -> context, as the daemon keeps it
         self.handles = []
         self.on = True
@@ -221,7 +222,8 @@ class Producer:
         dt = torch_dtype_id(t)
         if dt is None:
             return 0
-        return self.ring.put(t.data_ptr(), t.numel(), dt, t.device.index, role, gate, index0)
+        n = t.numel() if self.numel_cap is None else min(t.numel(), self.numel_cap)
+        return self.ring.put(t.data_ptr(), n, dt, t.device.index, role, gate, index0)
 
     def attach(self, model, name=""):
         paths = {m: p for p, m in model.named_modules()}

@@ -38,7 +38,8 @@ class Args(ctypes.Structure):
     _fields_ = [("data", ctypes.c_uint64), ("numel", ctypes.c_uint64),
                 ("out", ctypes.c_uint64), ("gate", ctypes.c_uint64),
                 ("scratch", ctypes.c_uint64), ("seq", ctypes.c_uint64),
-                ("dtype", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+                ("dtype", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("flag", ctypes.c_uint64)]
 
 
 def fatbin_of(lib):
@@ -92,9 +93,9 @@ class Cuda:
         ctypes.memset(p, 0, n * OUT_SIZE)
         return p.value
 
-    def launch(self, x, out, scratch, seq, blocks, gate=0, dtype=None):
+    def launch(self, x, out, scratch, seq, blocks, gate=0, dtype=None, flag=0):
         a = Args(x.data_ptr(), x.numel(), out, gate, scratch.data_ptr(), seq,
-                 dtype if dtype is not None else DT[x.dtype], 0)
+                 dtype if dtype is not None else DT[x.dtype], 0, flag)
         params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p))
         self.keep.append((a, params))
         stream = torch.cuda.current_stream().cuda_stream
@@ -222,20 +223,25 @@ def gate_and_flags(cuda):
     scratch = torch.zeros(6, dtype=torch.int64, device="cuda")
     outs = cuda.pinned(6)
     o = [outs + i * OUT_SIZE for i in range(6)]
+    verdicts = torch.full((6,), 7, dtype=torch.int32, device="cuda")  # device memory
+    v = [verdicts.data_ptr() + 4 * i for i in range(6)]
     bad = torch.randn(1000, device="cuda")
     bad[17] = float("nan")
     good = torch.randn(1000, device="cuda")
-    cuda.launch(bad, o[0], scratch, 1, 7)
-    cuda.launch(good, o[1], scratch, 2, 7, gate=o[0])  # gate bad: scanned
-    cuda.launch(good, o[2], scratch, 3, 7)
-    cuda.launch(bad, o[3], scratch, 4, 7, gate=o[2])  # gate finite: not scanned
-    cuda.launch(good, o[4], scratch, 5, 7, dtype=0)  # no dtype the kernel reads
+    cuda.launch(bad, o[0], scratch, 1, 7, flag=v[0])
+    cuda.launch(good, o[1], scratch, 2, 7, gate=v[0], flag=v[1])  # gate bad: scanned
+    cuda.launch(good, o[2], scratch, 3, 7, flag=v[2])
+    cuda.launch(bad, o[3], scratch, 4, 7, gate=v[2], flag=v[3])  # gate finite: not scanned
+    cuda.launch(good, o[4], scratch, 5, 7, dtype=0, flag=v[4])  # no dtype the kernel reads
     ok = all(wait_done(o[i], i + 1) for i in range(5))
     r = [read_out(a) for a in o[:5]]
     want = [(R_SCANNED, 1, 1000), (R_SCANNED, 0, 1000), (R_SCANNED, 0, 1000),
             (R_GATED_OUT, 0, 0), (8, 0, 0)]
     got = [(x["flags"], x["nan"], x["scanned"]) for x in r]
-    return {"ok": ok and got == want and not int(scratch.abs().sum()), "got": got, "want": want}
+    # each scan's verdict for what it gates: bad, finite, finite, not scanned, not scanned
+    got_v, want_v = verdicts.tolist()[:5], [1, 0, 0, 0, 0]
+    return {"ok": ok and got == want and got_v == want_v and not int(scratch.abs().sum()),
+            "got": got, "want": want, "verdicts": got_v, "want_verdicts": want_v}
 
 
 def no_sync(cuda):

@@ -5,11 +5,14 @@
  * cuLaunchKernel, cuLaunchKernelEx and cudaLaunchKernel (bound at load,
  * RELRO) pointed at the library's wrappers, which enqueue the scan on the
  * previous launch's stream before the launch; cuGetProcAddress hands out the
- * wrapper. A runtime launch is one launch, not two, and is found in a
- * libcudart that is not in the global scope (torch loads its own RTLD_LOCAL).
+ * wrapper. A runtime launch (cudaLaunchKernel, nvcc's __cudaLaunchKernel,
+ * cudaLaunchKernelExC, each with its _ptsz twin) is one launch, not two, and
+ * is found in a libcudart that is not in the global scope (torch loads its
+ * own RTLD_LOCAL).
  */
 #include <math.h>
 #include <setjmp.h>
+#include <string.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
@@ -76,7 +79,10 @@ static void test_imports(void **state)
 {
 	char path[PATH_MAX];
 	struct nw_gpu_result r;
+	int (*rt_launch)(int, CUstream);
+	const char *(*rt_name)(int);
 	void *(*entry)(int);
+	CUstream prev;
 	void *app;
 	__u64 seq;
 	int i, at;
@@ -131,6 +137,39 @@ static void test_imports(void **state)
 	assert_ptr_equal(mock_launches[0].stream, S2);
 	assert_ptr_equal(mock_launches[1].stream, S3);
 	assert_int_equal(mock_nested_calls, 0);
+
+	/*
+	 * The runtime's other entry points: nvcc 12.8 and later compile <<<>>> to
+	 * __cudaLaunchKernel (on an H200, every torch 2.11 kernel came that way, and
+	 * none was scanned before this test), and each has a _ptsz twin whose stream 0
+	 * is the thread's own default stream.
+	 */
+	*(void **)&rt_launch = dlsym(app, "app_rt_launch");
+	*(void **)&rt_name = dlsym(app, "app_rt_name");
+	assert_true(rt_launch && rt_name);
+	prev = S3;
+	for (i = 0; i < MOCK_APP_RT_N; i++) {
+		/* stream 0 to __cudaLaunchKernel_ptsz, cudaLaunchKernelExC and its _ptsz */
+		CUstream s = i == 1 || i >= 3 ? NULL : S1;
+		int ptsz = strstr(rt_name(i), "_ptsz") != NULL;
+
+		assert_ptr_not_equal(entry(3 + i), dlsym(app, rt_name(i)));
+		mock_cuda_reset_log();
+		seq = td_put(&dmn, nan2, 8, NW_DT_F32, gettid(), 0);
+		assert_int_equal(rt_launch(i, s), 0);
+		/* one scan before one launch: the driver launch under it is not a second */
+		assert_int_equal(mock_nlaunches, 2);
+		assert_int_equal(scan_at(seq), 0);
+		assert_ptr_equal(mock_launches[0].stream, prev);
+		assert_ptr_equal(mock_launches[1].f, MOCK_APP_FN);
+		assert_ptr_equal(mock_launches[1].stream,
+				 ptsz && !s ? NWC_CU_STREAM_PER_THREAD : s);
+		assert_int_equal(td_result(&dmn, seq, &r), 0);
+		assert_int_equal(r.nan, 2);
+		prev = mock_launches[1].stream;
+	}
+	assert_int_equal(mock_nested_calls, 0);
+	assert_int_equal(runtime_launch(S3), 0); /* the stream the next test expects */
 	dlclose(app);
 }
 

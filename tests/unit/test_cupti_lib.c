@@ -268,7 +268,10 @@ static void test_capture(void **state)
 	assert_true(td_has_notice(&dmn, "capturing a CUDA graph"));
 }
 
-/* A gated request runs right after its gate's scan, on its stream, reading the gate's out. */
+/*
+ * A gated request runs right after its gate's scan, on its stream, reading the verdict
+ * that scan leaves in device memory (the context's allocation), not its mapped answer.
+ */
 static void test_gating(void **state)
 {
 	struct nw_gpu_result r;
@@ -286,7 +289,10 @@ static void test_gating(void **state)
 	assert_int_equal(mock_launches[0].args.seq, bad);
 	assert_int_equal(mock_launches[1].args.seq, in_bad);
 	assert_ptr_equal(mock_launches[1].stream, S2);
-	assert_int_equal(mock_launches[1].args.gate, mock_launches[0].args.out);
+	assert_int_not_equal(mock_launches[0].args.flag, 0);
+	assert_int_equal(mock_launches[1].args.gate, mock_launches[0].args.flag);
+	assert_int_not_equal(mock_launches[1].args.gate, mock_launches[0].args.out);
+	assert_int_equal(*(const __u32 *)(uintptr_t)mock_launches[0].args.flag, 1);
 	assert_int_equal(td_result(&dmn, bad, &r), 0);
 	assert_int_equal(r.nan, 3);
 	assert_int_equal(td_result(&dmn, in_bad, &r), 0);

@@ -57,6 +57,13 @@ _Static_assert(offsetof(nwc_launch_params, hStream) ==
 _Static_assert(offsetof(nwc_launch_ex_params, config) == offsetof(cuLaunchKernelEx_params, config),
 	       "params");
 _Static_assert(offsetof(nwc_launch_config, hStream) == offsetof(CUlaunchConfig, hStream), "config");
+#if __has_include(<driver_types.h>)
+#include <driver_types.h>
+/* cudaLaunchKernelExC's config, read by the interpose wrapper */
+_Static_assert(offsetof(nwc_rt_launch_config, stream) == offsetof(cudaLaunchConfig_t, stream),
+	       "runtime config");
+_Static_assert(sizeof(nwc_dim3) == sizeof(dim3), "dim3");
+#endif
 #define HAVE_CUDA_HEADERS 1
 #else
 #define HAVE_CUDA_HEADERS 0

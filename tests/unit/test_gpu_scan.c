@@ -140,6 +140,7 @@ static void run_grid(const struct nw_scan_args *a, __u32 blocks, __u32 threads)
 
 	if (early) {
 		nw_acc_init(&blk);
+		nw_flag_write(a, &blk);
 		nw_out_write(out, &blk, 0, early, a->seq);
 		return;
 	}
@@ -163,6 +164,7 @@ static void run_grid(const struct nw_scan_args *a, __u32 blocks, __u32 threads)
 		assert_int_equal(out->done, 0); /* nobody answers before the last block */
 		if (nw_scratch_fold(s, &blk, blocks)) {
 			assert_int_equal(i, blocks - 1);
+			nw_flag_write(a, &blk);
 			nw_out_write(out, &blk, a->numel, NW_GPU_R_SCANNED, a->seq);
 		}
 	}
@@ -472,36 +474,33 @@ static void check_unscanned(struct nw_scan_args *a, __u32 threads, __u32 flag)
 }
 
 /*
- * The gate: a finite gate answer means not scanned (GATED_OUT, the data never read:
- * the address is not mapped); NaN, +Inf or -Inf in it means scanned.
+ * The gate: a gating scan's verdict (a word in device memory, not its answer in mapped
+ * host memory: every block reads it) of 0 means not scanned (GATED_OUT, the data never
+ * read: the address is not mapped); 1 (NaN, +Inf or -Inf found) means scanned. Each scan
+ * leaves its own verdict where its flag points, also when it did not scan.
  */
 static void test_gate(void **state)
 {
-	struct nw_scan_out gate = {.scanned = 64, .flags = NW_GPU_R_SCANNED, .done = 3};
 	struct nw_scan_args a = {.data = 16, .numel = 1 << 20, .dtype = NW_DT_F32};
 	struct nw_scan_scratch scratch = {0};
 	struct nw_scan_out out;
+	__u32 gate = 0, verdict = 7;
 	float x[64];
 	int i, k;
 
 	(void)state;
 	a.gate = (uintptr_t)&gate;
-	gate.min_key = nw_order_key(0xbf800000, NW_DT_F32);
-	gate.max_key = nw_order_key(0x3f800000, NW_DT_F32);
+	a.flag = (uintptr_t)&verdict;
 	check_unscanned(&a, NW_SCAN_THREADS, NW_GPU_R_GATED_OUT);
-	memset(&gate, 0, sizeof(gate)); /* a gate that was itself gated out: nothing bad either */
-	gate.flags = NW_GPU_R_GATED_OUT;
-	check_unscanned(&a, NW_SCAN_THREADS, NW_GPU_R_GATED_OUT);
+	assert_int_equal(verdict, 0); /* gated out: nothing bad, for what it gates in turn */
+	a.flag = 0;
 	for (i = 0; i < 64; i++)
 		x[i] = i % 5 ? (float)i : -INFINITY;
-	a.data = (uintptr_t)x, a.numel = 64;
-	for (k = 0; k < 3; k++) { /* NaN, +Inf or -Inf in the gate: scanned */
-		memset(&gate, 0, sizeof(gate));
-		gate.flags = NW_GPU_R_SCANNED;
-		gate.nan = k == 0;
-		gate.posinf = k == 1;
-		gate.neginf = k == 2;
+	for (k = 0; k < 2; k++) { /* gate bad: scanned; and the first's verdict opens the second */
 		memset(&out, 0, sizeof(out));
+		gate = k == 0 ? 1 : verdict;
+		verdict = 0;
+		a.data = (uintptr_t)x, a.numel = 64, a.flag = (uintptr_t)&verdict;
 		a.out = (uintptr_t)&out, a.scratch = (uintptr_t)&scratch, a.seq = 9 + k;
 		run_grid(&a, 2, 64);
 		assert_int_equal(out.flags, NW_GPU_R_SCANNED);
@@ -509,8 +508,20 @@ static void test_gate(void **state)
 		assert_int_equal(out.scanned, 64);
 		assert_int_equal(out.neginf, 13);
 		assert_int_equal(nw_key_bits(out.max_key, NW_DT_F32), 0x427c0000); /* 63.0f */
+		assert_int_equal(verdict, 1);
 		assert_memory_equal(&scratch, &zero_scratch, sizeof(scratch));
 	}
+	/* a finite scan's verdict is 0, and it gates out the next */
+	for (i = 0; i < 64; i++)
+		x[i] = (float)i;
+	memset(&out, 0, sizeof(out));
+	a.gate = 0, a.seq = 20;
+	run_grid(&a, 2, 64);
+	assert_int_equal(out.neginf, 0);
+	assert_int_equal(verdict, 0);
+	gate = verdict;
+	a.gate = (uintptr_t)&gate, a.data = 16, a.numel = 1 << 20, a.flag = 0;
+	check_unscanned(&a, NW_SCAN_THREADS, NW_GPU_R_GATED_OUT);
 }
 
 /* A dtype the kernel does not read, or a block that is not whole warps: said, nothing read. */

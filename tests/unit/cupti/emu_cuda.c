@@ -182,6 +182,7 @@ static void run_scan(const struct nw_scan_args *a, unsigned int blocks, unsigned
 
 	if (early) {
 		nw_acc_init(&blk);
+		nw_flag_write(a, &blk);
 		nw_out_write(out, &blk, 0, early, a->seq);
 		return;
 	}
@@ -193,8 +194,10 @@ static void run_scan(const struct nw_scan_args *a, unsigned int blocks, unsigned
 					    (__u64)blocks * threads);
 			nw_acc_merge(&blk, &th);
 		}
-		if (nw_scratch_fold(s, &blk, blocks))
+		if (nw_scratch_fold(s, &blk, blocks)) {
+			nw_flag_write(a, &blk);
 			nw_out_write(out, &blk, a->numel, NW_GPU_R_SCANNED, a->seq);
+		}
 	}
 }
 

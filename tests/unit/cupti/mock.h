@@ -53,12 +53,24 @@ nwc_curesult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 /* mock libcudart (libcudart.so.13 beside the tests, loaded only by the mock application) */
 int cudaLaunchKernel(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args, size_t shm,
 		     CUstream s);
+int cudaLaunchKernel_ptsz(const void *fn, nwc_dim3 grid, nwc_dim3 block, void **args, size_t shm,
+			  CUstream s);
+int __cudaLaunchKernel(const void *kernel, nwc_dim3 grid, nwc_dim3 block, void **args, size_t shm,
+		       CUstream s);
+int __cudaLaunchKernel_ptsz(const void *kernel, nwc_dim3 grid, nwc_dim3 block, void **args,
+			    size_t shm, CUstream s);
+int cudaLaunchKernelExC(const nwc_rt_launch_config *c, const void *fn, void **args);
+int cudaLaunchKernelExC_ptsz(const nwc_rt_launch_config *c, const void *fn, void **args);
 
 /* mock application library (libnwmock_app.so): launches through its own imports */
 #define MOCK_APP_FN ((CUfunction)0xa99)
 int app_launch(CUstream s);
 int app_launch_ex(CUstream s);
 int app_runtime_launch(CUstream s);
+/* the runtime's other entry points, 0..MOCK_APP_RT_N-1 in the order of app_rt_name */
+#define MOCK_APP_RT_N 5
+int app_rt_launch(int which, CUstream s);
+const char *app_rt_name(int which);
 void *app_entry(int which);
 
 /* mock libcupti */

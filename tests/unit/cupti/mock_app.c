@@ -31,10 +31,58 @@ int app_runtime_launch(CUstream s)
 	return cudaLaunchKernel((const void *)MOCK_APP_FN, one, one, NULL, 0, s);
 }
 
-/* The entry points as this library sees them (its GOT): 0 cuLaunchKernel, 1 the Ex, 2 runtime. */
+static const char *const rt_names[MOCK_APP_RT_N] = {
+	"__cudaLaunchKernel",  "__cudaLaunchKernel_ptsz",  "cudaLaunchKernel_ptsz",
+	"cudaLaunchKernelExC", "cudaLaunchKernelExC_ptsz",
+};
+
+const char *app_rt_name(int which)
+{
+	return rt_names[which];
+}
+
+/* The runtime's other entry points, as nvcc's <<<>>> (__cudaLaunchKernel) and torch call them. */
+int app_rt_launch(int which, CUstream s)
+{
+	nwc_rt_launch_config c = {.gridDim = {1, 1, 1}, .blockDim = {32, 1, 1}, .stream = s};
+	const void *fn = (const void *)MOCK_APP_FN;
+	nwc_dim3 one = {1, 1, 1};
+
+	switch (which) {
+	case 0:
+		return __cudaLaunchKernel(fn, one, one, NULL, 0, s);
+	case 1:
+		return __cudaLaunchKernel_ptsz(fn, one, one, NULL, 0, s);
+	case 2:
+		return cudaLaunchKernel_ptsz(fn, one, one, NULL, 0, s);
+	case 3:
+		return cudaLaunchKernelExC(&c, fn, NULL);
+	}
+	return cudaLaunchKernelExC_ptsz(&c, fn, NULL);
+}
+
+/*
+ * The entry points as this library sees them (its GOT): 0 cuLaunchKernel, 1 the Ex, 2 the
+ * runtime's cudaLaunchKernel, 3 + k app_rt_launch's entry point k. Addresses taken in code
+ * (GLOB_DAT), never in a table (that would be a data relocation no GOT patching sees).
+ */
 void *app_entry(int which)
 {
-	return which == 0   ? (void *)cuLaunchKernel
-	       : which == 1 ? (void *)cuLaunchKernelEx
-			    : (void *)cudaLaunchKernel;
+	switch (which) {
+	case 0:
+		return (void *)cuLaunchKernel;
+	case 1:
+		return (void *)cuLaunchKernelEx;
+	case 2:
+		return (void *)cudaLaunchKernel;
+	case 3:
+		return (void *)__cudaLaunchKernel;
+	case 4:
+		return (void *)__cudaLaunchKernel_ptsz;
+	case 5:
+		return (void *)cudaLaunchKernel_ptsz;
+	case 6:
+		return (void *)cudaLaunchKernelExC;
+	}
+	return (void *)cudaLaunchKernelExC_ptsz;
 }

@@ -4,7 +4,8 @@
  * whose primary context is active, memory from the host heap (a device
  * pointer is the host pointer), and launches that fire the mock CUPTI
  * callbacks (API enter and exit), are logged, and for the scan kernel run the
- * scan on the host at once: gate first, then NaN/±Inf counts, then done = seq.
+ * scan on the host at once: gate first, then NaN/±Inf counts, the verdict
+ * for the scans it gates, then done = seq.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -197,11 +198,11 @@ static int nonfinite(const void *data, __u64 i, __u32 dtype, int *sign)
 static void run_scan(const struct nw_scan_args *a)
 {
 	struct nw_scan_out *o = (struct nw_scan_out *)(uintptr_t)a->out;
-	const struct nw_scan_out *gate = (const struct nw_scan_out *)(uintptr_t)a->gate;
+	const __u32 *gate = (const __u32 *)(uintptr_t)a->gate;
 	int sign, k;
 	__u64 i;
 
-	if (gate && !(gate->nan || gate->posinf || gate->neginf)) {
+	if (gate && !*gate) {
 		o->flags = NW_GPU_R_GATED_OUT;
 	} else {
 		o->min_key = ~0ULL;
@@ -214,6 +215,8 @@ static void run_scan(const struct nw_scan_args *a)
 		o->scanned = a->numel;
 		o->flags = NW_GPU_R_SCANNED;
 	}
+	if (a->flag)
+		*(__u32 *)(uintptr_t)a->flag = o->nan || o->posinf || o->neginf;
 	__atomic_store_n(&o->done, a->seq, __ATOMIC_RELEASE);
 }
 
