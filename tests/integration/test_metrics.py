@@ -24,6 +24,15 @@ job_id), which posts to a webhook the test serves: one notification for the job,
 rank, naming rank 1, its host, pid, layer, cause and step. The file is 0644 with no other file left in DIR;
 once the trainers are gone their series stay.
 
+metrics_tls (host): metrics off the node with TLS and basic auth, the node_exporter way. The
+daemon's --metrics refuses a non-loopback address in one line. `nanwatchd --pid P
+--metrics-textfile` writes the file; Debian's node_exporter, run inside a network namespace
+with its own veth address (10.213.7.2), serves it with a web config (a certificate made here for
+that address, a bcrypt password): https without a password, with a wrong one or another user
+gets 401, plain http no metrics; a prometheus in this namespace scrapes it over https with the
+password and holds nanwatch_first_nonfinite_step with the daemon's diagnosis (pid, layer,
+cause, step) and instance 10.213.7.2:9100.
+
 metrics_malformed (host): uid 65534 sends the endpoint of `nanwatchd --pid P --metrics` heads
 that cannot be requests, none finished (a NUL, a control byte, a bare CR, a 5000-byte line, a
 method that is not a token, HTTP/2.0, a header without a colon, a folded header): each is
@@ -31,10 +40,13 @@ answered 400 at once (measured; under 2 s each, where a server waiting for the r
 its 5 s deadline); then it fills every client slot with such a request and reads nothing, and
 a scrape (its own, then root's) still gets 200.
 """
+import base64
 import json
 import os
 import shutil
 import signal
+import ssl
+import subprocess
 import tempfile
 import threading
 import time
@@ -45,7 +57,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from nwharness import (REPO, Fail, Proc, TRAINER_TIMEOUT, is_event, read_comm, start_daemon,
                        start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
-from nwchecks import (HOST_ONLY, NOBODY, check_envelope, environments, free_port, has_event,
+from nwchecks import (HOST_ONLY, NOBODY, NetNode, check_envelope, environments, free_port,
+                      has_event,
                       parse_stream, read_events, start_ready, start_trainer, stop_service,
                       target_untouched, wait_events, write_config)
 
@@ -87,13 +100,16 @@ def query(port, expr):
     return [(r["metric"], float(r["value"][1])) for r in doc["data"]["result"]]
 
 
-def start_prometheus(ctx, workdir, target_port, job="nanwatch", extra=""):
-    """prometheus on a free loopback port scraping target_port (extra: more of its
-    configuration); its port once it is ready."""
+def start_prometheus(ctx, workdir, target_port, job="nanwatch", extra="", scrape=None):
+    """prometheus on a free loopback port scraping target_port (scrape: its scrape_configs
+    entries instead; extra: more of its configuration); its port once it is ready."""
     port = free_port()
     config = os.path.join(workdir, "prometheus.yml")
+    text = (CONFIG % target_port).replace("job_name: nanwatch", "job_name: " + job)
+    if scrape is not None:
+        text = text[:text.index("scrape_configs:\n") + len("scrape_configs:\n")] + scrape
     with open(config, "w") as f:
-        f.write((CONFIG % target_port).replace("job_name: nanwatch", "job_name: " + job))
+        f.write(text)
         f.write(extra)
     start = time.monotonic()
     prom = Proc([PROMETHEUS, "--config.file=" + config,
@@ -430,6 +446,153 @@ def test_metrics_textfile(ctx):
                 proc.kill()
         hook.close()
         stop_service(daemon)
+
+
+WEB_CONFIG = """tls_server_config:
+  cert_file: %s
+  key_file: %s
+basic_auth_users:
+  %s: %s
+"""
+TLS_SCRAPE = """  - job_name: node
+    scheme: https
+    tls_config:
+      ca_file: %s
+    basic_auth:
+      username: %s
+      password_file: %s
+    static_configs:
+      - targets: ["%s:%d"]
+"""
+
+
+def make_cert(workdir, ip):
+    """A self-signed P-256 certificate for ip (its own CA): (cert, key) paths."""
+    cert, key = os.path.join(workdir, "node.crt"), os.path.join(workdir, "node.key")
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                        "/CN=nanwatch-test-node", "-addext", "subjectAltName=IP:" + ip,
+                        "-keyout", key, "-out", cert], capture_output=True, text=True)
+    if r.returncode:
+        raise Fail("openssl req: %s" % r.stderr.strip())
+    return cert, key
+
+
+def bcrypt_hash(password):
+    """A bcrypt hash (libxcrypt's $2b$), as node_exporter's basic_auth_users wants."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt
+        h = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))
+    if not h or not h.startswith("$2"):
+        raise Fail("no bcrypt in this libcrypt: %r" % h)
+    return h
+
+
+def https_status(url, cafile, auth=None):
+    """(status, body) of a GET over TLS checked against cafile, with basic auth (user, pw)."""
+    req = urllib.request.Request(url)
+    if auth:
+        req.add_header("Authorization", "Basic " + base64.b64encode(
+            ("%s:%s" % auth).encode()).decode())
+    context = ssl.create_default_context(cafile=cafile)
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=context) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+@environments(*HOST_ONLY)
+def test_metrics_tls(ctx):
+    """Metrics off the node with TLS and basic auth, the node_exporter way: the daemon's own
+    endpoint stays on loopback; its textfile is served by node_exporter on a node's own
+    address, and prometheus on another scrapes it over https with a password."""
+    for prog in (PROMETHEUS, NODE_EXPORTER):
+        if not os.access(prog, os.X_OK):
+            raise Fail("%s missing: run scripts/install-deps --test" % prog)
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="tls-")
+    textdir = os.path.join(tmp, "textfile")
+    os.makedirs(textdir)
+    os.chmod(ctx.tmp, 0o711)
+    os.chmod(tmp, 0o711)
+    node = NetNode("nwtls", 7)
+    workdir = tempfile.mkdtemp(prefix="prometheus-")
+    prom = exporter = None
+    trainer = start_waiting_trainer(ctx, "nan_input", "--fault-step", "4", "--linger", "600")
+    try:
+        # the daemon's own endpoint refuses the node's address: no TLS there, by design
+        r = subprocess.run([ctx.daemon, "--pid", str(trainer.pid), "--metrics",
+                            "%s:%d" % (node.host_ip, free_port())],
+                           capture_output=True, text=True, timeout=30)
+        lines = r.stderr.strip().splitlines()
+        if r.returncode == 0 or len(lines) != 1 or "loopback" not in lines[0]:
+            raise Fail("--metrics on %s: exit %d, stderr %r: want one line about loopback"
+                       % (node.host_ip, r.returncode, r.stderr))
+        comm = read_comm(trainer.pid)
+        textfile = os.path.join(textdir, "nanwatch.prom")
+        daemon = start_daemon(ctx, trainer.pid, extra=["--metrics-textfile", textfile])
+        wait_attach(daemon)
+        cert, key = make_cert(workdir, node.ip)
+        password = "pw-%d" % os.getpid()
+        pwfile = os.path.join(workdir, "password")
+        webconf = os.path.join(workdir, "web.yml")
+        with open(pwfile, "w") as f:
+            f.write(password)
+        with open(webconf, "w") as f:
+            f.write(WEB_CONFIG % (cert, key, "nanwatch", bcrypt_hash(password)))
+        port = 9100
+        url = "https://%s:%d/metrics" % (node.ip, port)
+        exporter = Proc(node.inside(
+            NODE_EXPORTER, "--collector.disable-defaults", "--collector.textfile",
+            "--collector.textfile.directory=" + textdir, "--web.config.file=" + webconf,
+            "--web.listen-address=%s:%d" % (node.ip, port)), term_timeout=10)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            try:
+                if https_status(url, cert, ("nanwatch", password))[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or not exporter.running():
+                raise Fail("node_exporter not ready over https:\n%s"
+                           % tail(exporter.stderr_lines()))
+            time.sleep(0.2)
+        # without the password, with a wrong one, without TLS: nothing
+        for auth in (None, ("nanwatch", "wrong"), ("other", password)):
+            status, body = https_status(url, cert, auth)
+            if status != 401 or b"nanwatch_" in body:
+                raise Fail("https with auth %r: %d %r" % (auth, status, body[:100]))
+        status, body = http("http://%s:%d/metrics" % (node.ip, port))
+        if status == 200 or b"nanwatch_" in body:
+            raise Fail("plain http answered %d %r" % (status, body[:100]))
+        prom, prom_port = start_prometheus(
+            ctx, workdir, 0, scrape=TLS_SCRAPE % (cert, "nanwatch", pwfile, node.ip, port))
+        trainer.send(b"go\n")
+        if daemon.wait_out(is_event("diagnosis"), 120) is None:
+            raise Fail("no diagnosis event")
+        got = wait_first_series(ctx, prom_port, "", 1)  # --pid: no job_id label
+        with daemon.cond:
+            lines = list(daemon.out)
+        d = diagnosis_of([json.loads(x) for x in lines if x.startswith(b"{")], trainer.pid)
+        labels, value = got[0]
+        if (labels.get("pid") != str(trainer.pid) or labels.get("cause") != d["cause"] or
+                labels.get("layer") != (d.get("layer") or "") or value != d["step"] or
+                labels.get("instance") != "%s:%d" % (node.ip, port)):
+            raise Fail("series %r = %r; diagnosis %r" % (labels, value, d))
+        if one_value(prom_port, 'up{job="node"}') != 1:
+            raise Fail("prometheus says the node is down")
+        ctx.log("scraped over https with basic auth from %s: %r" % (node.ip, labels))
+    finally:
+        stop_prometheus(prom, workdir)
+        if exporter is not None and exporter.running():
+            exporter.kill()
+        node.close()
+    target_untouched(trainer)
+    daemon.p.send_signal(signal.SIGTERM)
+    wait_daemon_exit(daemon)
+    check_envelope(parse_stream(daemon, trainer.pid, comm), "signal")
 
 
 MALFORMED_BOUND = 2  # s per answer: generous, a server that waits takes its 5 s deadline
