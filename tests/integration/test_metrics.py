@@ -43,105 +43,24 @@ a scrape (its own, then root's) still gets 200.
 import base64
 import json
 import os
-import shutil
 import signal
 import ssl
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from nwharness import (REPO, Fail, Proc, TRAINER_TIMEOUT, is_event, read_comm, start_daemon,
+from nwharness import (Fail, Proc, TRAINER_TIMEOUT, is_event, read_comm, start_daemon,
                        start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
 from nwchecks import (HOST_ONLY, NOBODY, NetNode, check_envelope, environments, free_port,
                       has_event,
                       parse_stream, read_events, start_ready, start_trainer, stop_service,
                       target_untouched, wait_events, write_config)
-
-PROMETHEUS = "/usr/bin/prometheus"
-READY_TIMEOUT = 120  # prometheus's start (seconds on this machine, see the log line)
-QUERY_TIMEOUT = 60  # for the scraped values to reach the daemon's stream's counts
-
-CONFIG = """global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: nanwatch
-    static_configs:
-      - targets: ["127.0.0.1:%d"]
-"""
-
-
-
-def http(url, method="GET"):
-    """(status, body) of one request; an HTTP error status is returned, not raised."""
-    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
-def query(port, expr):
-    """The instant vector of expr as [(labels, value)] from prometheus's HTTP API."""
-    status, body = http("http://127.0.0.1:%d/api/v1/query?%s" %
-                        (port, urllib.parse.urlencode({"query": expr})))
-    if status != 200:
-        raise Fail("prometheus query %r: HTTP %d %r" % (expr, status, body[:200]))
-    doc = json.loads(body)
-    if doc.get("status") != "success" or doc["data"]["resultType"] != "vector":
-        raise Fail("prometheus query %r: %r" % (expr, doc))
-    return [(r["metric"], float(r["value"][1])) for r in doc["data"]["result"]]
-
-
-def start_prometheus(ctx, workdir, target_port, job="nanwatch", extra="", scrape=None):
-    """prometheus on a free loopback port scraping target_port (scrape: its scrape_configs
-    entries instead; extra: more of its configuration); its port once it is ready."""
-    port = free_port()
-    config = os.path.join(workdir, "prometheus.yml")
-    text = (CONFIG % target_port).replace("job_name: nanwatch", "job_name: " + job)
-    if scrape is not None:
-        text = text[:text.index("scrape_configs:\n") + len("scrape_configs:\n")] + scrape
-    with open(config, "w") as f:
-        f.write(text)
-        f.write(extra)
-    start = time.monotonic()
-    prom = Proc([PROMETHEUS, "--config.file=" + config,
-                 "--storage.tsdb.path=" + os.path.join(workdir, "data"),
-                 "--web.listen-address=127.0.0.1:%d" % port], term_timeout=10)
-    wait_ready(prom, "http://127.0.0.1:%d/-/ready" % port, "prometheus")
-    ctx.log("prometheus ready in %.1fs" % (time.monotonic() - start))
-    return prom, port
-
-
-def wait_ready(proc, url, what):
-    """Until url answers 200 (bounded); proc's exit fails with its stderr."""
-    deadline = time.monotonic() + READY_TIMEOUT
-    while time.monotonic() < deadline:
-        if not proc.running():
-            raise Fail("%s exited %s:\n%s" % (what, proc.p.returncode, tail(proc.stderr_lines())))
-        try:
-            if http(url)[0] == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise Fail("%s not ready in %ds:\n%s" % (what, READY_TIMEOUT, tail(proc.stderr_lines())))
-
-
-def stop_prometheus(prom, workdir):
-    if prom is not None and prom.running():
-        os.killpg(prom.pid, signal.SIGTERM)
-        if prom.wait(30) is None:
-            prom.kill()
-    shutil.rmtree(workdir, ignore_errors=True)
-
+from nwprom import (ALERTMANAGER, FIRST_QUERY, NODE_EXPORTER, PROMETHEUS, QUERY_TIMEOUT, READY_TIMEOUT,
+                    Webhook, alerting, check_notification, diagnosis_of, http, one_value, query,
+                    require, start_alertmanager, start_node_exporter, start_prometheus,
+                    stop_prometheus, wait_first_series)
 
 def stream_by_cause(daemon):
     """Anomaly lines of the stream so far by the cause metrics give them: before the
@@ -165,13 +84,6 @@ def scraped_by_cause(port, daemon_port):
         if value:
             got[labels["cause"]] = int(value)
     return got
-
-
-def one_value(port, expr):
-    vec = query(port, expr)
-    if len(vec) != 1:
-        raise Fail("%s: %d series, want 1: %r" % (expr, len(vec), vec))
-    return vec[0][1]
 
 
 def check_endpoint(daemon_port):
@@ -249,129 +161,11 @@ def test_metrics_prometheus(ctx):
     check_envelope(parse_stream(daemon, trainer.pid, comm), "signal")
 
 
-NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
-ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
-RULES = os.path.join(REPO, "config", "nanwatch-alerts.yml")
-ALERTING = """rule_files: [%s]
-alerting:
-  alertmanagers:
-    - static_configs:
-        - targets: ["127.0.0.1:%d"]
-"""
-AM_CONFIG = """route:
-  receiver: hook
-  group_by: [alertname, job_id]
-  group_wait: 1s
-  group_interval: 5m
-  repeat_interval: 4h
-receivers:
-  - name: hook
-    webhook_configs:
-      - url: http://127.0.0.1:%d/
-        send_resolved: false
-"""
-
-
-class Webhook:
-    """An HTTP server on a free loopback port keeping each POSTed JSON body."""
-
-    def __init__(self):
-        bodies = self.bodies = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                n = int(self.headers.get("Content-Length", 0))
-                bodies.append(json.loads(self.rfile.read(n)))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def start_alertmanager(ctx, workdir, hook_port):
-    """Debian's Alertmanager (no cluster) sending to the webhook; its port once ready."""
-    port = free_port()
-    config = os.path.join(workdir, "alertmanager.yml")
-    with open(config, "w") as f:
-        f.write(AM_CONFIG % hook_port)
-    proc = Proc([ALERTMANAGER, "--config.file=" + config,
-                 "--storage.path=" + os.path.join(workdir, "am"),
-                 "--web.listen-address=127.0.0.1:%d" % port, "--cluster.listen-address="],
-                term_timeout=10)
-    wait_ready(proc, "http://127.0.0.1:%d/-/ready" % port, "alertmanager")
-    return proc, port
-FIRST_QUERY = "bottomk by (job_id) (1, nanwatch_first_nonfinite_time_seconds)"
-
-
-def start_node_exporter(ctx, textdir):
-    """node_exporter with its textfile collector alone on textdir; its port once it answers."""
-    port = free_port()
-    proc = Proc([NODE_EXPORTER, "--collector.disable-defaults", "--collector.textfile",
-                 "--collector.textfile.directory=" + textdir,
-                 "--web.listen-address=127.0.0.1:%d" % port], term_timeout=10)
-    wait_ready(proc, "http://127.0.0.1:%d/metrics" % port, "node_exporter")
-    return proc, port
-
-
-def diagnosis_of(events, pid):
-    got = [e for e in events if e["event"] == "diagnosis" and e["pid"] == pid]
-    if len(got) != 1:
-        raise Fail("pid %d: %d diagnosis events" % (pid, len(got)))
-    return got[0]
-
-
-def wait_first_series(ctx, port, job, n):
-    """Until prometheus holds n nanwatch_first_nonfinite_step series of job (bounded)."""
-    deadline = time.monotonic() + QUERY_TIMEOUT
-    while time.monotonic() < deadline:
-        got = query(port, 'nanwatch_first_nonfinite_step{job_id="%s"}' % job)
-        if len(got) == n:
-            return got
-        time.sleep(0.5)
-    raise Fail("prometheus has %d first-non-finite series of job %s, want %d" % (
-        len(got), job, n))
-
-
-def check_notification(ctx, hook, job, pid, d):
-    """Alertmanager sent one notification for the job, naming the rank that went first."""
-    deadline = time.monotonic() + QUERY_TIMEOUT
-    while not hook.bodies and time.monotonic() < deadline:
-        time.sleep(0.5)
-    time.sleep(5)  # rank 0's series came later: it must not make a second notification
-    mine = [b for b in hook.bodies if b.get("groupLabels", {}).get("job_id") == job]
-    if len(mine) != 1 or len(mine[0].get("alerts", [])) != 1:
-        raise Fail("webhook got %d notification(s) for %s: %s" % (
-            len(mine), job, json.dumps(hook.bodies)[:2000]))
-    alert = mine[0]["alerts"][0]
-    labels, summary = alert["labels"], alert["annotations"].get("summary", "")
-    want = {"alertname": "NanwatchJobNonFinite", "job_id": job, "rank": "1",
-            "host": os.uname().nodename, "pid": str(pid), "layer": d.get("layer") or "",
-            "cause": d["cause"]}
-    bad = ["%s %r (want %r)" % (k, labels.get(k), v) for k, v in want.items()
-           if labels.get(k) != v]
-    if bad or "at step %d" % d["step"] not in summary:
-        raise Fail("notification %s: %s; summary %r lacks step %d" % (
-            json.dumps(alert), "; ".join(bad), summary, d["step"]))
-    ctx.log("one notification for %s: %s" % (job, summary))
-
-
 @environments(*HOST_ONLY)
 def test_metrics_textfile(ctx):
     """Two ranks of a job under the service writing a textfile; node_exporter and prometheus
     read it: one query names the rank that went non-finite first."""
-    for prog in (PROMETHEUS, NODE_EXPORTER, ALERTMANAGER):
-        if not os.access(prog, os.X_OK):
-            raise Fail("%s missing: run scripts/install-deps --test" % prog)
+    require(PROMETHEUS, NODE_EXPORTER, ALERTMANAGER)
     tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="textfile-")
     textdir = os.path.join(tmp, "textfile")
     os.makedirs(textdir)
@@ -395,9 +189,9 @@ def test_metrics_textfile(ctx):
             wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
                         120)
         exporter, exporter_port = start_node_exporter(ctx, textdir)
-        manager, manager_port = start_alertmanager(ctx, workdir, hook.port)
+        manager, manager_port = start_alertmanager(ctx, workdir, hook)
         prom, port = start_prometheus(ctx, workdir, exporter_port, job="node",
-                                      extra=ALERTING % (RULES, manager_port))
+                                      extra=alerting("127.0.0.1", manager_port))
         for t in (ranks[1], ranks[0]):  # rank 1 first
             t.send(b"fault\n")
             wait_events(events_path, daemon, has_event("diagnosis", t.pid),
@@ -424,7 +218,10 @@ def test_metrics_textfile(ctx):
         ctx.log("%s: %s" % (FIRST_QUERY, first[0][0]))
         if one_value(port, "node_textfile_scrape_error") != 0:
             raise Fail("node_exporter could not read the textfile")
-        check_notification(ctx, hook, job, ranks[1].pid, diagnosis_of(events, ranks[1].pid))
+        d = diagnosis_of(events, ranks[1].pid)
+        check_notification(ctx, hook, job, dict(rank="1", host=host, pid=str(ranks[1].pid),
+                                                layer=d.get("layer") or "", cause=d["cause"]),
+                           d["step"])
         st = os.stat(textfile)
         if st.st_mode & 0o777 != 0o644 or sorted(os.listdir(textdir)) != ["nanwatch.prom"]:
             raise Fail("textfile mode %o, directory %s" % (st.st_mode & 0o777,
@@ -509,9 +306,7 @@ def test_metrics_tls(ctx):
     """Metrics off the node with TLS and basic auth, the node_exporter way: the daemon's own
     endpoint stays on loopback; its textfile is served by node_exporter on a node's own
     address, and prometheus on another scrapes it over https with a password."""
-    for prog in (PROMETHEUS, NODE_EXPORTER):
-        if not os.access(prog, os.X_OK):
-            raise Fail("%s missing: run scripts/install-deps --test" % prog)
+    require(PROMETHEUS, NODE_EXPORTER)
     tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="tls-")
     textdir = os.path.join(tmp, "textfile")
     os.makedirs(textdir)
