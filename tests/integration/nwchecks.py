@@ -575,6 +575,59 @@ class NetNode:
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
 
 
+class NetLan:
+    """A bridge in this namespace (BRIDGE_IP 10.215.S.1/24) and network namespaces on it,
+    each a "node" with its own address (10.215.S.OCTET, eth0 inside) and, for what node()'s
+    run() starts, its own host name (a UTS namespace per process). close() removes them."""
+
+    def __init__(self, tag, subnet):
+        self.subnet, self.tag, self.nodes = subnet, tag, []
+        self.bridge = "nwbr%d" % (os.getpid() % 100000)
+        self.host_ip = "10.215.%d.1" % subnet
+        self.sh(["ip", "link", "add", self.bridge, "type", "bridge"])
+        self.sh(["ip", "addr", "add", self.host_ip + "/24", "dev", self.bridge])
+        self.sh(["ip", "link", "set", self.bridge, "up"])
+
+    def sh(self, argv):
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode:
+            self.close()
+            raise Fail("%s: %s" % (" ".join(argv), r.stderr.strip()))
+
+    def node(self, name, octet):
+        n = LanNode("%s-%s-%d" % (self.tag, name, os.getpid()), name,
+                    "10.215.%d.%d" % (self.subnet, octet))
+        self.nodes.append(n)
+        outside = "nwv%d-%d" % (octet, os.getpid() % 10000)
+        n.outside = outside
+        self.sh(["ip", "netns", "add", n.ns])
+        self.sh(["ip", "link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns",
+                 n.ns])
+        self.sh(["ip", "link", "set", outside, "master", self.bridge, "up"])
+        self.sh(n.inside("ip", "addr", "add", n.ip + "/24", "dev", "eth0"))
+        self.sh(n.inside("ip", "link", "set", "eth0", "up"))
+        self.sh(n.inside("ip", "link", "set", "lo", "up"))
+        return n
+
+    def close(self):
+        for n in self.nodes:
+            subprocess.run(["ip", "link", "del", n.outside], capture_output=True)
+            subprocess.run(["ip", "netns", "del", n.ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+
+
+class LanNode:
+    """One namespace of a NetLan: ns, hostname, ip."""
+
+    def __init__(self, ns, hostname, ip):
+        self.ns, self.hostname, self.ip = ns, hostname, ip
+
+    def inside(self, *argv):
+        """argv inside the namespace, with this node's host name."""
+        return ["ip", "netns", "exec", self.ns, "unshare", "--uts", "--", "sh", "-c",
+                'hostname "$0" && exec "$@"', self.hostname] + list(argv)
+
+
 def free_port():
     """A TCP port on loopback that nothing listens on now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
