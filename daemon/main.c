@@ -445,9 +445,20 @@ static int open_metrics(const struct args *a, struct served *sv, char *err, size
 	if (!a->metrics && !a->textfile)
 		return 0;
 	sv->m = metrics__new(&mo, err, errlen);
+	return sv->m ? 0 : -errno;
+}
+
+/* The target's series, labelled with its rank and job once they are read. */
+static int add_metrics_target(const struct args *a, struct session *s, struct served *sv,
+			      char *err, size_t errlen)
+{
+	const char *job;
+	int rank;
+
 	if (!sv->m)
-		return -errno;
-	sv->t = metrics__target_add(sv->m, a->pid, -1, NULL);
+		return 0;
+	session__identity(s, &rank, &job);
+	sv->t = metrics__target_add(sv->m, a->pid, rank, job);
 	if (!sv->t) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -467,6 +478,9 @@ static int start(const struct args *a, struct session **s, struct sinks **out, s
 	*s = session__open(a->pid, &a->o, err, errlen);
 	if (!*s)
 		return -errno;
+	ret = add_metrics_target(a, *s, sv, err, errlen);
+	if (ret)
+		return ret;
 	ret = open_outputs(a, out, err, errlen);
 	if (ret)
 		return ret;

@@ -587,6 +587,12 @@ int session__error(const struct session *s)
 	return s->error;
 }
 
+void session__identity(const struct session *s, int *rank, const char **job)
+{
+	*rank = s->t.rank;
+	*job = s->t.job[0] ? s->t.job : NULL;
+}
+
 static const char *stop_reason(enum session_stop reason)
 {
 	switch (reason) {

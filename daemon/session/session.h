@@ -96,6 +96,9 @@ enum session_stop session__tick(struct session *s);
 /* The negative errno behind SESSION_ERROR, 0 if none. */
 int session__error(const struct session *s);
 
+/* The target's rank (-1: unknown) and job (NULL: unknown), as its event lines carry them. */
+void session__identity(const struct session *s, int *rank, const char **job);
+
 /* Detach, drain, conclude, and write the stats and detach lines with reason. */
 void session__detach(struct session *s, enum session_stop reason);
 

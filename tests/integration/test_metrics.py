@@ -31,7 +31,8 @@ with its own veth address (10.213.7.2), serves it with a web config (a certifica
 that address, a bcrypt password): https without a password, with a wrong one or another user
 gets 401, plain http no metrics; a prometheus in this namespace scrapes it over https with the
 password and holds nanwatch_first_nonfinite_step with the daemon's diagnosis (pid, layer,
-cause, step) and instance 10.213.7.2:9100.
+cause, step), the trainer's rank and job (RANK, TORCHELASTIC_RUN_ID: --pid mode labels them
+too) and instance 10.213.7.2:9100.
 
 metrics_malformed (host): uid 65534 sends the endpoint of `nanwatchd --pid P --metrics` heads
 that cannot be requests, none finished (a NUL, a control byte, a bare CR, a 5000-byte line, a
@@ -315,7 +316,13 @@ def test_metrics_tls(ctx):
     node = NetNode("nwtls", 7)
     workdir = tempfile.mkdtemp(prefix="prometheus-")
     prom = exporter = None
-    trainer = start_waiting_trainer(ctx, "nan_input", "--fault-step", "4", "--linger", "600")
+    job = "tls-%d" % os.getpid()
+    os.environ.update(RANK="5", TORCHELASTIC_RUN_ID=job)  # the trainer's, read by the daemon
+    try:
+        trainer = start_waiting_trainer(ctx, "nan_input", "--fault-step", "4", "--linger",
+                                        "600")
+    finally:
+        del os.environ["RANK"], os.environ["TORCHELASTIC_RUN_ID"]
     try:
         # the daemon's own endpoint refuses the node's address: no TLS there, by design
         r = subprocess.run([ctx.daemon, "--pid", str(trainer.pid), "--metrics",
@@ -367,12 +374,13 @@ def test_metrics_tls(ctx):
         trainer.send(b"go\n")
         if daemon.wait_out(is_event("diagnosis"), 120) is None:
             raise Fail("no diagnosis event")
-        got = wait_first_series(ctx, prom_port, "", 1)  # --pid: no job_id label
+        got = wait_first_series(ctx, prom_port, job, 1)
         with daemon.cond:
             lines = list(daemon.out)
         d = diagnosis_of([json.loads(x) for x in lines if x.startswith(b"{")], trainer.pid)
         labels, value = got[0]
         if (labels.get("pid") != str(trainer.pid) or labels.get("cause") != d["cause"] or
+                labels.get("rank") != "5" or labels.get("job_id") != job or
                 labels.get("layer") != (d.get("layer") or "") or value != d["step"] or
                 labels.get("instance") != "%s:%d" % (node.ip, port)):
             raise Fail("series %r = %r; diagnosis %r" % (labels, value, d))
