@@ -449,8 +449,8 @@ static int open_metrics(const struct args *a, struct served *sv, char *err, size
 }
 
 /* The target's series, labelled with its rank and job once they are read. */
-static int add_metrics_target(const struct args *a, struct session *s, struct served *sv,
-			      char *err, size_t errlen)
+static int add_metrics_target(const struct args *a, struct session *s, struct served *sv, char *err,
+			      size_t errlen)
 {
 	const char *job;
 	int rank;
