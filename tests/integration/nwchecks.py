@@ -16,9 +16,9 @@ import urllib.request
 
 import pytest
 
-from nwharness import (ATTACH_TIMEOUT, DETACH_TIMEOUT, ERROR_TIMEOUT, Fail, Proc, finish_trainer,
-                       is_event, read_comm, start_daemon, start_waiting_trainer, tail, trainer_argv,
-                       wait_attach, wait_daemon_exit)
+from nwharness import (ATTACH_TIMEOUT, DETACH_TIMEOUT, ERROR_TIMEOUT, TRAINER_TIMEOUT, Fail,
+                       Proc, finish_trainer, is_event, read_comm, start_daemon,
+                       start_waiting_trainer, tail, trainer_argv, wait_attach, wait_daemon_exit)
 
 ENVIRONMENTS = ("host", "trixie", "forky", "container")
 EVERYWHERE = ENVIRONMENTS
@@ -498,6 +498,30 @@ def run_rank(ctx, name, rank, world_size, trainer_args, trace, out, daemon_extra
         raise Fail("%s: last event %r, rank %r" % (out, events[-1].get("event"),
                                                    events[0].get("rank")))
     return out, trainer.pid, events
+
+
+def last_json(proc, key):
+    """proc's last stdout line that is a JSON object holding key, or None."""
+    for line in reversed(proc.stdout_text().splitlines()):
+        if line.startswith("{"):
+            found = json.loads(line)
+            if key in found:
+                return found
+    return None
+
+
+def finish_ranks(ranks, what):
+    """Each rank's last JSON line with a trace, once every rank exited 0."""
+    results = []
+    for rank, proc in enumerate(ranks):
+        rc = proc.wait(TRAINER_TIMEOUT)
+        if rc != 0:
+            raise Fail("%s: rank %d exited %r:\n%s" % (what, rank, rc, tail(proc.stderr_lines())))
+        found = last_json(proc, "trace")
+        if found is None:
+            raise Fail("%s: rank %d printed no trace" % (what, rank))
+        results.append(found)
+    return results
 
 
 def wait_events(path, daemon, pred, what, timeout):

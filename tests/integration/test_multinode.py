@@ -33,9 +33,10 @@ import shutil
 import tempfile
 import time
 
-from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, Proc, tail, \
+from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, Fail, Proc, tail, \
     trainer_argv
-from nwchecks import (HOST_ONLY, NetLan, collector, environments, expect_notify, has_event,
+from nwchecks import (HOST_ONLY, NetLan, collector, environments, expect_notify,
+                      finish_ranks, has_event,
                       notify_socket, read_events, stop_service, wait_events,
                       write_config)
 from nwprom import (ALERTMANAGER, FIRST_QUERY, NODE_EXPORTER, PROMETHEUS, Webhook, alerting,
@@ -85,21 +86,6 @@ def launch(ctx, nodes, mode, env):
     return ranks
 
 
-def finish(ranks, what):
-    """Each rank's last JSON line with a trace, once every rank exited 0."""
-    results = []
-    for rank, proc in enumerate(ranks):
-        rc = proc.wait(TRAINER_TIMEOUT)
-        if rc != 0:
-            raise Fail("%s: rank %d exited %r:\n%s" % (what, rank, rc, tail(proc.stderr_lines())))
-        found = [json.loads(line) for line in proc.stdout_text().splitlines()
-                 if line.startswith("{") and '"trace"' in line]
-        if not found:
-            raise Fail("%s: rank %d printed no trace" % (what, rank))
-        results.append(found[-1])
-    return results
-
-
 def rsyslogd(ctx, node, conf_text, workdir):
     """An rsyslogd in the foreground on node with its own configuration and work directory."""
     os.makedirs(workdir, exist_ok=True)
@@ -131,7 +117,7 @@ def test_multinode_job(ctx):
         head = lan.node("nwhead", 2)
         nodes = [lan.node("nwnode%d" % i, 10 + i) for i in range(NODES)]
 
-        oracles = finish(launch(ctx, nodes, "--oracle", {}), "unwatched run")
+        oracles = finish_ranks(launch(ctx, nodes, "--oracle", {}), "unwatched run")
         oracle = oracles[BAD_RANK]["oracle"]
         if oracle is None or (oracle["step"], oracle["layer"]) != (FAULT_STEP, "module.features"):
             raise Fail("rank %d's oracle %r: not where the trainer puts the fault" %
@@ -209,7 +195,7 @@ def test_multinode_job(ctx):
                         ATTACH_TIMEOUT)
         for proc in ranks:
             proc.send(b"go\n")
-        traces = finish(ranks, "watched run")
+        traces = finish_ranks(ranks, "watched run")
         for rank, proc in enumerate(ranks):
             n = nodes[rank // PER_NODE]
             wait_events(events[n.hostname], services[rank // PER_NODE],

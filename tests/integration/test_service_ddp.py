@@ -30,9 +30,10 @@ import shutil
 import tempfile
 import time
 
-from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, TRAINER_TIMEOUT, Fail, Proc, tail, \
+from nwharness import ATTACH_TIMEOUT, DETACH_TIMEOUT, Fail, Proc, tail, \
     trainer_argv
-from nwchecks import (attach_latencies, environments, expect_notify, free_port, has_event,
+from nwchecks import (attach_latencies, environments, expect_notify, finish_ranks, free_port,
+                      has_event,
                       notify_socket, read_events, run_collect, start_service, stop_service,
                       wait_events, write_config)
 from nwreport import check_job_page, report
@@ -55,29 +56,6 @@ def launch(ctx, mode, extra_env):
             ctx, "ddp", mode, "--fault-step", str(FAULT_STEP), "--bad-rank", str(BAD_RANK))
         ranks.append(Proc(argv, stdin=True))
     return ranks
-
-
-def last_json(proc, key):
-    for line in reversed(proc.stdout_text().splitlines()):
-        if line.startswith("{"):
-            found = json.loads(line)
-            if key in found:
-                return found
-    return None
-
-
-def finish(ranks, what):
-    """Each rank's last JSON line, once every rank exited 0."""
-    results = []
-    for rank, proc in enumerate(ranks):
-        rc = proc.wait(TRAINER_TIMEOUT)
-        if rc != 0:
-            raise Fail("%s: rank %d exited %r:\n%s" % (what, rank, rc, tail(proc.stderr_lines())))
-        found = last_json(proc, "trace")
-        if found is None:
-            raise Fail("%s: rank %d printed no trace" % (what, rank))
-        results.append(found)
-    return results
 
 
 def check_attach(events, ranks, job):
@@ -158,7 +136,7 @@ def test_service_ddp(ctx):
 
 
 def run_job(ctx, tmp, started):
-    oracles = finish(launch(ctx, "--oracle", {}), "oracle run")
+    oracles = finish_ranks(launch(ctx, "--oracle", {}), "oracle run")
     oracle = oracles[BAD_RANK]["oracle"]
     if oracle is None or (oracle["step"], oracle["layer"], oracle["origin"]) != \
             (FAULT_STEP, "module.features", True):
@@ -190,7 +168,7 @@ def run_job(ctx, tmp, started):
         times.append(("all %d attached" % WORLD, time.monotonic()))
         for proc in ranks:
             proc.send(b"go\n")
-        traces = finish(ranks, "watched run")
+        traces = finish_ranks(ranks, "watched run")
         for proc in ranks:
             wait_events(events_path, daemon, has_event("detach", proc.pid),
                         "detach of %d" % proc.pid, DETACH_TIMEOUT)
