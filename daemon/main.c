@@ -225,10 +225,7 @@ static void parse_opt(int c, struct args *a)
 		a->metrics = optarg; /* checked once --config is known not to be given with it */
 		break;
 	case 'F':
-		if (optarg[0] != '/' || strlen(optarg) < 6 ||
-		    strcmp(optarg + strlen(optarg) - 5, ".prom") ||
-		    optarg[strlen(optarg) - 6] == '/')
-			die_usage("--metrics-textfile takes an absolute path ending in NAME.prom");
+		checked(optval__textfile("--metrics-textfile", optarg, why, sizeof(why)), why);
 		a->textfile = optarg;
 		break;
 	case 'B':

@@ -326,20 +326,6 @@ static int absolute(const struct yamlmap_value *v, char *why, size_t whylen)
 	return -EINVAL;
 }
 
-/* node_exporter's textfile collector reads *.prom files alone. */
-static int textfile_name(const struct yamlmap_value *v, char *why, size_t whylen)
-{
-	size_t n = strlen(v->s);
-
-	if (n > 5 && !strcmp(v->s + n - 5, ".prom") && v->s[n - 6] != '/')
-		return 0;
-	snprintf(why, whylen,
-		 "%s: '%.80s' does not end in NAME.prom (what the textfile collector "
-		 "reads)",
-		 v->key, v->s);
-	return -EINVAL;
-}
-
 static int on_rule(void *ctx, const struct yamlmap_value *v, char *why, size_t whylen)
 {
 	struct reader *rd = ctx;
@@ -467,7 +453,7 @@ static int on_metrics(void *ctx, const struct yamlmap_value *v, char *why, size_
 
 	if (v->field->id == K_TEXTFILE) {
 		snprintf(c->metrics_textfile, sizeof(c->metrics_textfile), "%s", v->s);
-		return absolute(v, why, whylen) ?: textfile_name(v, why, whylen);
+		return optval__textfile(v->key, v->s, why, whylen);
 	}
 	ret = httpd__check_listen(v->key, v->s, why, whylen);
 	if (!ret)

@@ -161,3 +161,19 @@ int optval__backward(const char *name, const char *s, int *out, char *why, size_
 	*out = i;
 	return 0;
 }
+
+int optval__textfile(const char *name, const char *s, char *why, size_t whylen)
+{
+	size_t n = strlen(s);
+
+	if (s[0] != '/')
+		snprintf(why, whylen, "%s: '%.80s' is not an absolute path", name, s);
+	else if (n <= 5 || strcmp(s + n - 5, ".prom") || s[n - 6] == '/')
+		snprintf(why, whylen,
+			 "%s: '%.80s' does not end in NAME.prom (what the textfile collector "
+			 "reads)",
+			 name, s);
+	else
+		return 0;
+	return -EINVAL;
+}

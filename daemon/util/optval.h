@@ -56,4 +56,11 @@ int optval__read_method(const char *name, const char *s, int *out, char *why, si
 /* The name the option and event lines give a value of that (OPTVAL_READ_AUTO: "auto"). */
 const char *optval__read_method_name(int method);
 
+/*
+ * The metrics textfile: an absolute path ending in NAME.prom (node_exporter's textfile
+ * collector reads *.prom files alone); else "NAME: 'TEXT' is not an absolute path" or
+ * "... does not end in NAME.prom".
+ */
+int optval__textfile(const char *name, const char *s, char *why, size_t whylen);
+
 #endif /* __OPTVAL_H */

@@ -301,6 +301,11 @@ static const struct both values[] = {
 	{"listen", "--metrics", "127.0.0.1:0", 0},
 	{"listen", "--metrics", "127.0.0.1:65536", 0},
 	{"listen", "--metrics", "127.0.0.1", 0},
+	{"textfile", "--metrics-textfile", "/var/lib/nanwatch.prom", 1},
+	{"textfile", "--metrics-textfile", "nanwatch.prom", 0},
+	{"textfile", "--metrics-textfile", "/var/lib/nanwatch.txt", 0},
+	{"textfile", "--metrics-textfile", "/var/lib/.prom", 0},
+	{"textfile", "--metrics-textfile", "/.prom", 0},
 };
 
 /* The config with the value at its key (a rule's, the metrics section's or a top-level one). */
@@ -312,9 +317,10 @@ static struct config *config_with(const struct both *b, char *err, size_t errlen
 	    !strcmp(b->key, "backward"))
 		snprintf(text, sizeof(text), "watch:\n  - match: {cmdline: x}\n    %s: %s\n",
 			 b->key, b->value);
-	else if (!strcmp(b->key, "listen"))
+	else if (!strcmp(b->key, "listen") || !strcmp(b->key, "textfile"))
 		snprintf(text, sizeof(text),
-			 "watch: [{match: {cmdline: x}}]\nmetrics:\n  listen: '%s'\n", b->value);
+			 "watch: [{match: {cmdline: x}}]\nmetrics:\n  %s: '%s'\n", b->key,
+			 b->value);
 	else
 		snprintf(text, sizeof(text), "watch: [{match: {cmdline: x}}]\n%s: %s\n", b->key,
 			 b->value);
@@ -355,6 +361,9 @@ static int flag_with(const struct both *b, struct config *want, char *why, size_
 	} else if (!strcmp(b->flag, "--backward")) {
 		ret = optval__backward(b->flag, b->value, &i, why, whylen);
 		assert_true(ret || !want || i == want->rules[0].backward);
+	} else if (!strcmp(b->flag, "--metrics-textfile")) {
+		ret = optval__textfile(b->flag, b->value, why, whylen);
+		assert_true(ret || !want || !strcmp(b->value, want->metrics_textfile));
 	} else {
 		ret = httpd__check_listen(b->flag, b->value, why, whylen);
 		assert_true(ret || !want || !strcmp(b->value, want->metrics_listen));
