@@ -796,3 +796,12 @@ int target__alive(const struct target *t)
 {
 	return kill(t->pid, 0) == 0 || errno == EPERM;
 }
+
+int target__same_root(pid_t pid)
+{
+	char path[64];
+	struct stat a, b;
+
+	snprintf(path, sizeof(path), "/proc/%d/root", pid);
+	return !stat(path, &a) && !stat("/", &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}

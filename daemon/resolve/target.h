@@ -95,6 +95,12 @@ pid_t target__tgid(pid_t pid);
 int target__alive(const struct target *t);
 
 /*
+ * Is pid's root (/proc/PID/root) the daemon's own? 1 if so; 0 if it is another (a container,
+ * a chroot) or cannot be seen.
+ */
+int target__same_root(pid_t pid);
+
+/*
  * pid's executable: a read-only descriptor of the very file (through /proc/PID/exe) and, in
  * path, its name as the target sees it. -errno if it cannot be opened.
  */

@@ -90,19 +90,6 @@ static int open_ours(const char *path, char *why, size_t whylen)
 	return fd;
 }
 
-/*
- * Whether pid's root is the daemon's. Root processes share the uid 0 cache only there: root in
- * a container (no user namespace) is uid 0 too, but must not reach the host's watches.
- */
-static int same_root_as_ours(pid_t pid)
-{
-	char path[64];
-	struct stat a, b;
-
-	snprintf(path, sizeof(path), "/proc/%d/root", pid);
-	return !stat(path, &a) && !stat("/", &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
 /* The tool's schema, beside it as make install and the source tree put it. */
 static int open_keys(const char *tool, char *why, size_t whylen)
 {
@@ -253,7 +240,9 @@ int learn_tables(struct session *s, const char *tool, struct layout **py, struct
 		return -ENAMETOOLONG;
 	}
 	snprintf(dir, sizeof(dir), "%s/%u", cache, (unsigned)owner);
-	ld->keep = owner || same_root_as_ours(s->t.pid);
+	/* root processes share the uid 0 cache only in our root: root in a container (no user
+	 * namespace) is uid 0 too, but must not reach the host's watches */
+	ld->keep = owner || target__same_root(s->t.pid);
 	if (!ld->keep) {
 		cached = 0;
 		fprintf(stderr,

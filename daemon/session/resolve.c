@@ -76,9 +76,9 @@ static void layout_command(const struct session *s, const char *dir, char *out, 
 	char proc[64], where[96], tool[PATH_MAX + 32], real[PATH_MAX], import[PATH_MAX];
 	char *slash;
 	const char *t = layout_tool(tool, sizeof(tool));
-	struct stat st, root, ours;
+	struct stat st;
 	const char *py = strrchr(s->t.python_path, '/');
-	int same_root;
+	int same_root = target__same_root(s->t.pid);
 
 	snprintf(import, sizeof(import), "%s", s->t.torch_dir);
 	slash = strrchr(import, '/');
@@ -88,8 +88,6 @@ static void layout_command(const struct session *s, const char *dir, char *out, 
 	snprintf(where, sizeof(where), " inside its root (%s/root)", proc);
 	if (stat(proc, &st))
 		st.st_uid = 0;
-	same_root = !stat(s->t.proc_root, &root) && !stat("/", &ours) &&
-		    root.st_dev == ours.st_dev && root.st_ino == ours.st_ino;
 	/* the image with the evaluator is the interpreter unless it is a libpython */
 	py = py && !strncmp(py + 1, "python", 6) ? s->t.python_path : NULL;
 	if (same_root && py) {
