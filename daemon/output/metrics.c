@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include "output/httpd.h"
 #include "output/metrics.h"
 #include "output/sink.h"
+#include "util/clock.h"
 #include "util/utf8.h"
 
 /* Counts of one label value (a cause, a sink) that outlive the targets and sinks they came from. */
@@ -593,14 +593,6 @@ struct metrics *metrics__new(const struct metrics_opts *o, char *err, size_t err
 	return m;
 }
 
-static double mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int metrics__write_textfile(struct metrics *m)
 {
 	char tmp[4096 + 16];
@@ -610,7 +602,7 @@ int metrics__write_textfile(struct metrics *m)
 
 	if (!m->textfile)
 		return 0;
-	m->textfile_at = mono();
+	m->textfile_at = clock__now();
 	/* node_exporter reads *.prom alone: the half-written file is never read */
 	if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", m->textfile, (int)getpid()) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
@@ -635,7 +627,7 @@ int metrics__tick(struct metrics *m)
 {
 	int ret;
 
-	if (!m->textfile || mono() - m->textfile_at < 1.0)
+	if (!m->textfile || clock__now() - m->textfile_at < 1.0)
 		return 0;
 	ret = metrics__write_textfile(m);
 	return ret ? ret : 1;

@@ -20,9 +20,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include "resolve/learn.h"
+#include "util/clock.h"
 #include "util/file.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -186,14 +186,6 @@ static void __attribute__((noreturn)) child(const struct learn_req *r, struct ch
 	child_fail("execveat of the target's interpreter");
 }
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* The last non-empty line of text, printable only, into out. */
 static void last_line(const char *text, size_t len, char *out, size_t outlen)
 {
@@ -261,7 +253,7 @@ static int collect(int outfd, int errfd, double deadline, struct reading *rd)
 
 	while (open_out || open_err) {
 		struct pollfd p[2] = {{outfd, POLLIN, 0}, {errfd, POLLIN, 0}};
-		double left = deadline - now();
+		double left = deadline - clock__now();
 		int ret;
 
 		if (left <= 0)
@@ -336,7 +328,7 @@ int learn__run(const struct learn_req *r, char **out, size_t *outlen, char *err,
 	}
 	f.out = outp[1];
 	f.err = errp[1];
-	deadline = now() + r->timeout_ms / 1000.0;
+	deadline = clock__now() + r->timeout_ms / 1000.0;
 	child_pid = fork();
 	if (child_pid < 0) {
 		ret = -errno;

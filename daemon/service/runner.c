@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 #include "service/runner.h"
+#include "util/clock.h"
 
 #define TICK_S 0.1 /* session ticks: step state, diagnoses, exits */
 
@@ -26,14 +26,6 @@ struct runner {
 	struct session_stats st;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void snapshot(struct runner *r)
 {
 	struct session_stats st;
@@ -47,7 +39,7 @@ static void snapshot(struct runner *r)
 /* Findings as they come, the periodic work each TICK_S, until the watch ends or is stopped. */
 static enum session_stop watch(struct runner *r)
 {
-	double next_tick = now_s(), now;
+	double next_tick = clock__now(), now;
 	enum session_stop stop;
 	struct pollfd pfd[2];
 	int timeout;
@@ -55,13 +47,13 @@ static enum session_stop watch(struct runner *r)
 	for (;;) {
 		pfd[0] = (struct pollfd){.fd = session__fd(r->s), .events = POLLIN};
 		pfd[1] = (struct pollfd){.fd = r->wake_fd, .events = POLLIN};
-		timeout = (int)((next_tick - now_s()) * 1000) + 1;
+		timeout = (int)((next_tick - clock__now()) * 1000) + 1;
 		poll(pfd, 2, timeout > 0 ? timeout : 0);
 		stop = __atomic_load_n(&r->stop_req, __ATOMIC_ACQUIRE);
 		if (stop)
 			return stop;
 		stop = session__poll(r->s, 0);
-		now = now_s();
+		now = clock__now();
 		if (!stop && now >= next_tick) {
 			stop = session__tick(r->s);
 			snapshot(r);

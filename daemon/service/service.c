@@ -42,6 +42,7 @@
 #include "service/service.h"
 #include "service/workers.h"
 #include "session/session.h"
+#include "util/clock.h"
 #include "util/notify.h"
 #include "util/utf8.h"
 
@@ -135,14 +136,6 @@ struct job {
 	char msg[1024];
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static double thread_cpu_s(void)
 {
 	struct timespec ts;
@@ -206,13 +199,13 @@ static void emit_error(struct service *sv, const struct slot *sl, const char *ms
  */
 static void report_error(struct service *sv, const struct slot *sl, const char *msg)
 {
-	struct budget_uid *u = budgets__get(sv->b, sl->uid, now_s());
+	struct budget_uid *u = budgets__get(sv->b, sl->uid, clock__now());
 
 	if (sv->o->verbose) {
 		fprintf(stderr, "nanwatchd: pid %d (uid %u): ", sl->pid, (unsigned)sl->uid);
 		say(stderr, "", msg);
 	}
-	if (u && !budget__error(sv->b, u, now_s()))
+	if (u && !budget__error(sv->b, u, clock__now()))
 		return;
 	emit_error(sv, sl, msg);
 }
@@ -223,7 +216,7 @@ static int say_suppressed_uid(struct budget_uid *u, void *ctx)
 	struct service *sv = ctx;
 	char msg[256];
 
-	if (u->suppressed == u->suppressed_said || !budget__error(sv->b, u, now_s()))
+	if (u->suppressed == u->suppressed_said || !budget__error(sv->b, u, clock__now()))
 		return 0;
 	u->errors--; /* the summary is not one of the errors it sums up */
 	snprintf(msg, sizeof(msg),
@@ -341,7 +334,7 @@ static void look(struct job *j)
 	j->torch = discover__has_torch(j->pid) > 0;
 	if (!j->torch)
 		return;
-	j->torch_at = now_s();
+	j->torch_at = clock__now();
 	s = session__open(j->pid, &sv->so[j->rule], j->msg, sizeof(j->msg));
 	if (!s) {
 		j->err = -errno;
@@ -363,7 +356,7 @@ static void run_job(struct work *w)
 
 	look(j);
 	j->cpu_s = thread_cpu_s() - cpu;
-	j->done_at = now_s();
+	j->done_at = clock__now();
 }
 
 static struct job *new_job(struct service *sv, const struct slot *sl)
@@ -407,7 +400,7 @@ static void follow(struct service *sv, struct slot *sl, int on)
 
 	if (sl->followed == on)
 		return;
-	u = budgets__get(sv->b, sl->uid, now_s());
+	u = budgets__get(sv->b, sl->uid, clock__now());
 	if (u)
 		u->followed += on ? 1 : -1;
 	sl->followed = on;
@@ -579,7 +572,7 @@ static int merge(struct service *sv, const struct nw_proc *p, size_t np, double 
 
 static void scan(struct service *sv)
 {
-	double now = now_s(), took;
+	double now = clock__now(), took;
 	struct nw_proc *p = NULL;
 	long np;
 
@@ -594,7 +587,7 @@ static void scan(struct service *sv)
 	if (merge(sv, p, np, now) && sv->o->verbose)
 		fprintf(stderr, "nanwatchd: out of memory for the process list\n");
 	free(p);
-	took = now_s() - now;
+	took = clock__now() - now;
 	sv->scan_s += took;
 	sv->scans++;
 	if (took > sv->scan_max_s)
@@ -626,7 +619,7 @@ static void start_look(struct service *sv, struct slot *sl, struct budget_uid *u
 /* Jobs for the slots due, within their uids' budgets, each slot in its turn. */
 static void dispatch(struct service *sv)
 {
-	double now = now_s();
+	double now = clock__now();
 	size_t k;
 
 	if (!sv->n)
@@ -652,7 +645,7 @@ static void dispatch(struct service *sv)
 /* A matching process the service now follows (waits for torch in), within its uid's cap. */
 static void matched(struct service *sv, struct slot *sl, const struct job *j)
 {
-	struct budget_uid *u = budgets__get(sv->b, sl->uid, now_s());
+	struct budget_uid *u = budgets__get(sv->b, sl->uid, clock__now());
 	int rule = j->rule;
 	char msg[256];
 
@@ -673,7 +666,7 @@ static void matched(struct service *sv, struct slot *sl, const struct job *j)
 	}
 	follow(sv, sl, 1);
 	sl->state = SLOT_WAITING;
-	sl->next_check = now_s();
+	sl->next_check = clock__now();
 	if (sv->o->verbose)
 		fprintf(stderr, "nanwatchd: pid %d matches rule %s\n", sl->pid,
 			sv->c->rules[rule].name);
@@ -812,7 +805,7 @@ static void finish_look(struct service *sv, struct job *j, double now)
 static void take_results(struct service *sv)
 {
 	struct work *w = workers__take(sv->ws), *next;
-	double now = now_s();
+	double now = clock__now();
 
 	for (; w; w = next) {
 		struct job *j = (struct job *)((char *)w - offsetof(struct job, w));
@@ -929,7 +922,7 @@ static void take_events(struct service *sv)
 
 static int loop_timeout(struct service *sv, double next_tick)
 {
-	double now = now_s(), until = sv->next_scan < next_tick ? sv->next_scan : next_tick;
+	double now = clock__now(), until = sv->next_scan < next_tick ? sv->next_scan : next_tick;
 	int timeout = (int)((until - now) * 1000) + 1, max = sinks__pending(sv->out) ? 20 : 100;
 
 	if (timeout > max)
@@ -939,16 +932,16 @@ static int loop_timeout(struct service *sv, double next_tick)
 
 static void loop(struct service *sv)
 {
-	double interval = sv->c->scan_interval_ms / 1000.0, next_tick = now_s(), next_said = 0;
+	double interval = sv->c->scan_interval_ms / 1000.0, next_tick = clock__now(), next_said = 0;
 	double now;
 
-	sv->next_scan = now_s() + interval;
+	sv->next_scan = clock__now() + interval;
 	while (!*sv->o->exiting) {
 		wait_events(sv, loop_timeout(sv, next_tick));
 		take_events(sv);
 		take_results(sv);
 		take_runners(sv);
-		now = now_s();
+		now = clock__now();
 		if (now >= next_tick) {
 			next_tick = now + TICK_S;
 			update_all_metrics(sv);
@@ -962,9 +955,9 @@ static void loop(struct service *sv)
 			*sv->o->reopen = 0;
 			sinks__reopen(sv->out);
 		}
-		if (now_s() >= sv->next_scan) {
+		if (clock__now() >= sv->next_scan) {
 			scan(sv);
-			sv->next_scan = now_s() + interval;
+			sv->next_scan = clock__now() + interval;
 		}
 		dispatch(sv);
 		if (now >= next_said) {
@@ -998,16 +991,16 @@ static int stop_all(struct service *sv)
 {
 	struct pollfd pfd[2] = {{.fd = workers__fd(sv->ws), .events = POLLIN},
 				{.fd = sv->done_fd, .events = POLLIN}};
-	double deadline = now_s() + STOP_WAIT_S;
+	double deadline = clock__now() + STOP_WAIT_S;
 	size_t i;
 
-	while (workers__pending(sv->ws) && now_s() < deadline) {
+	while (workers__pending(sv->ws) && clock__now() < deadline) {
 		poll(pfd, 1, 100);
 		take_results(sv);
 	}
 	for (i = 0; i < sv->n; i++)
 		stop_session(&sv->slots[i], SESSION_SIGNAL);
-	while (runners_left(sv) && now_s() < deadline) {
+	while (runners_left(sv) && clock__now() < deadline) {
 		poll(&pfd[1], 1, 100);
 		take_runners(sv);
 		sinks__flush(sv->out);

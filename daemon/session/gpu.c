@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "attach/gpulink.h"
 #include "inject/inject.h"
@@ -18,6 +17,7 @@
 #include "output/event.h"
 #include "output/json.h"
 #include "session/session_priv.h"
+#include "util/clock.h"
 #include "util/file.h"
 
 #define LIB_NAME "libnanwatch_cupti.so"
@@ -29,14 +29,6 @@
  * is the process's own).
  */
 #define TEST_DEVICE_ENV "NANWATCH_TEST_GPU_DEVICE"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Whether pid maps CUDA (the driver, or torch's CUDA libraries) and our library. */
 static void scan_maps(pid_t pid, int *cuda, int *lib)
@@ -118,7 +110,7 @@ static void on_result(void *ctx, const struct nw_gpu_req *req, const struct nw_g
 {
 	struct session *s = ctx;
 
-	gpures__result(&s->gres, req, r, now_s());
+	gpures__result(&s->gres, req, r, clock__now());
 }
 
 static void on_notice(void *ctx, const char *text)
@@ -276,7 +268,7 @@ int gpu_open(struct session *s, char *err, size_t errlen)
 		.fd = gpu_fd,
 		.ctx = s,
 	};
-	if (gpulink__tick(s->gpu, now_s()))
+	if (gpulink__tick(s->gpu, clock__now()))
 		s->gpu_attach = "connected";
 	if (s->gpu_message[0])
 		fprintf(stderr, "nanwatchd: %s\n", s->gpu_message);
@@ -288,12 +280,12 @@ void gpu_tick(struct session *s, int final)
 	if (!s->gpu)
 		return;
 	if (!final)
-		gpulink__tick(s->gpu, now_s());
+		gpulink__tick(s->gpu, clock__now());
 	gpulink__poll(s->gpu);
 	if (final || gpulink__fd(s->gpu) < 0)
 		gpures__flush_all(&s->gres); /* nothing more comes for what is held */
 	else
-		gpures__flush(&s->gres, now_s());
+		gpures__flush(&s->gres, clock__now());
 }
 
 void gpu_counts(const struct session *s, uint64_t c[NW_C_MAX])

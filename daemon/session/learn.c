@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include "resolve/learn.h"
 #include "resolve/layout.h"
 #include "resolve/pyoffsets.h"
 #include "session/session_priv.h"
+#include "util/clock.h"
 
 #ifndef NW_LAYOUT_CACHE
 #define NW_LAYOUT_CACHE "/var/cache/nanwatch/layouts"
@@ -206,14 +206,6 @@ cleanup:
 	return ret;
 }
 
-static double seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int learn_tables(struct session *s, const char *tool, struct layout **py, struct layout **tl,
 		 char *err, size_t errlen)
 {
@@ -289,11 +281,11 @@ int learn_tables(struct session *s, const char *tool, struct layout **py, struct
 		s->t.pid, !*py ? "python" : "torch", !*py ? "Python" : "torch",
 		!*py ? s->t.python_version : s->t.torch_version, (unsigned)ld->id.uid,
 		s->o.learn_timeout_ms / 1000);
-	t0 = seconds();
+	t0 = clock__now();
 	ret = run_tool(s, tool, why, sizeof(why));
 	/* the resolve's time budget is for reading the target's files: not this wait */
 	if (s->t.budget.deadline_ns)
-		s->t.budget.deadline_ns += (uint64_t)((seconds() - t0) * 1e9);
+		s->t.budget.deadline_ns += (uint64_t)((clock__now() - t0) * 1e9);
 	if (ret) {
 		snprintf(err, errlen, "cannot learn layout tables for pid %d: %.450s", s->t.pid,
 			 why);
@@ -306,7 +298,7 @@ int learn_tables(struct session *s, const char *tool, struct layout **py, struct
 		ld->fresh[i] = NULL;
 		ld->learned[i] = 1;
 	}
-	fprintf(stderr, "nanwatchd: pid %d: learned in %.1f s\n", s->t.pid, seconds() - t0);
+	fprintf(stderr, "nanwatchd: pid %d: learned in %.1f s\n", s->t.pid, clock__now() - t0);
 	return 0;
 }
 

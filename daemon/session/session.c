@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 #include "explain/backward.h"
 #include "capture/capture.h"
 #include "explain/diagnose.h"
+#include "util/clock.h"
 #include "util/file.h"
 #include "util/optval.h"
 #include "resolve/names.h"
@@ -27,14 +27,6 @@
 #include "attach/probe.h"
 #include "session/session_priv.h"
 #include "output/sink.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* A thread id names a thread, not a process: the probes filter by process and would see nothing. */
 static int check_process(pid_t pid, char *err, size_t errlen)
@@ -68,7 +60,7 @@ static int target_exited(const struct session *s)
 /* Its files, the layout tables and the tensor type; with --verbose, what reading cost. */
 static int resolve_files(struct session *s, pid_t pid, char *err, size_t errlen)
 {
-	double start = now_s();
+	double start = clock__now();
 	int ret;
 
 	ret = target__resolve(pid, &s->t, err, errlen);
@@ -82,7 +74,7 @@ static int resolve_files(struct session *s, pid_t pid, char *err, size_t errlen)
 					  s->nwl.type_base, err, errlen);
 	if (s->o.verbose)
 		fprintf(stderr, "nanwatchd: pid %d %s in %.1f ms, %llu KiB of its files read\n",
-			pid, ret ? "refused" : "resolved", (now_s() - start) * 1e3,
+			pid, ret ? "refused" : "resolved", (clock__now() - start) * 1e3,
 			(unsigned long long)s->t.budget.bytes_read >> 10);
 	return ret;
 }
@@ -449,7 +441,7 @@ int session__attach(struct session *s, struct sinks *out, char *err, size_t errl
 	emit_attach(s);
 	loopstep__init(&s->loop, &s->remote, &s->nwl, s->t.tuple_type,
 		       s->o.step_loop_off ? 0 : s->remote.l.code_localsplusnames);
-	s->next_stats = now_s() + s->o.stats_interval;
+	s->next_stats = clock__now() + s->o.stats_interval;
 	target__close(&s->t); /* the uprobes hold the files now */
 	return 0;
 }
@@ -516,9 +508,9 @@ static void report_sink_losses(struct session *s, int final)
 	uint64_t n;
 	int i;
 
-	if (!final && now_s() < s->next_sink_lost)
+	if (!final && clock__now() < s->next_sink_lost)
 		return;
-	s->next_sink_lost = now_s() + 1;
+	s->next_sink_lost = clock__now() + 1;
 	for (i = 0; i < sinks__count(s->sinks); i++) {
 		n = sinks__take_dropped(s->sinks, i);
 		if (n)
@@ -535,9 +527,9 @@ static void track_loop(struct session *s)
 	const char *name;
 	int64_t offset;
 
-	if (s->loop.off || now_s() < s->next_loop)
+	if (s->loop.off || clock__now() < s->next_loop)
 		return;
-	s->next_loop = now_s() + (s->loop.chosen >= 0 ? 0.5 : 0.1);
+	s->next_loop = clock__now() + (s->loop.chosen >= 0 ? 0.5 : 0.1);
 	if (!loopstep__sample(&s->loop, s->p))
 		return;
 	if (loopstep__get(&s->loop, &name, &offset)) {
@@ -566,7 +558,7 @@ enum session_stop session__tick(struct session *s)
 		explain__release(&s->x, now);
 		explain__diagnose(&s->x, now);
 	}
-	if (s->o.stats_interval > 0 && now_s() >= s->next_stats) {
+	if (s->o.stats_interval > 0 && clock__now() >= s->next_stats) {
 		emit_stats(s, c);
 		s->next_stats += s->o.stats_interval;
 	}
