@@ -298,12 +298,15 @@ def last_stats(events):
     return stats[-1]
 
 
-def watch(ctx, name, trace, mode=None, trainer_args=(), daemon_args=(), user=None, caps=None):
+def watch(ctx, name, trace, mode=None, trainer_args=(), daemon_args=(), user=None, caps=None,
+          layouts=None, return_daemon=False):
     """Trainer under the daemon from step 0 to exit, flat out; the parsed stream, whose last
-    stats line must add up."""
+    stats line must add up. layouts: another --layouts directory; return_daemon: (stream,
+    daemon), for what the daemon said on stderr."""
     trainer = start_waiting_trainer(ctx, name, *trainer_args)
     comm = read_comm(trainer.pid)
-    daemon = start_daemon(ctx, trainer.pid, mode=mode, extra=daemon_args, user=user, caps=caps)
+    daemon = start_daemon(ctx, trainer.pid, layouts=layouts, mode=mode, extra=daemon_args,
+                          user=user, caps=caps)
     wait_attach(daemon)
     trainer.send(b"go\n")
     finish_trainer(ctx, trainer, name, trace)
@@ -314,7 +317,7 @@ def watch(ctx, name, trace, mode=None, trainer_args=(), daemon_args=(), user=Non
     check_tally(ctx, events)
     ctx.log("%d events: %s" % (len(events), ", ".join(sorted({e["event"] for e in events}))))
     ctx.streams[(ctx.env.name, name, mode or "full")] = events
-    return events
+    return (events, daemon) if return_daemon else events
 
 
 PHASES = ("forward", "loss", "backward")

@@ -43,12 +43,12 @@ import sys
 import tempfile
 import time
 
-from nwharness import (REPO, TRAINER_TIMEOUT, Fail, finish_trainer, oracle_of, read_comm,
-                       start_daemon, start_waiting_trainer, start_waiting_trainer_as, tail,
-                       wait_attach, wait_daemon_exit)
-from nwchecks import (EVERYWHERE, HOST_ONLY, NOBODY, check_anomalies, check_envelope,
-                      environments, has_event, parse_stream, read_events, read_table,
-                      start_ready, start_trainer, stop_service, wait_events, write_config)
+from nwharness import (REPO, TRAINER_TIMEOUT, Fail, oracle_of, start_daemon,
+                       start_waiting_trainer, start_waiting_trainer_as, tail, wait_attach,
+                       wait_daemon_exit)
+from nwchecks import (EVERYWHERE, HOST_ONLY, NOBODY, check_anomalies, environments, has_event,
+                      read_events, read_table, start_ready, start_trainer, stop_service, watch,
+                      wait_events, write_config)
 
 LAYOUTS = os.path.join(REPO, "config", "layouts")
 TRAINER = "exp_overflow"
@@ -98,17 +98,11 @@ def test_learn_layouts(ctx):
     owner = 0 if ctx.env.container else NOBODY
     ctx.env.run_as = None if ctx.env.container else NOBODY
     try:
-        trainer = start_waiting_trainer(ctx, TRAINER)
-        comm = read_comm(trainer.pid)
-        daemon = start_daemon(ctx, trainer.pid, layouts=empty, extra=learn_args(cache))
-        wait_attach(daemon)
-        trainer.send(b"go\n")
-        finish_trainer(ctx, trainer, TRAINER, trace)
-        wait_daemon_exit(daemon)
-        events = parse_stream(daemon, trainer.pid, comm)
-        check_envelope(events, "target_exit")
-        check_anomalies(events, oracle, trainer.pid)
-        want = "nanwatchd: pid %d: no python table for Python " % trainer.pid
+        events, daemon = watch(ctx, TRAINER, trace, daemon_args=learn_args(cache), layouts=empty,
+                               return_daemon=True)
+        pid = events[0]["pid"]
+        check_anomalies(events, oracle, pid)
+        want = "nanwatchd: pid %d: no python table for Python " % pid
         learning = said(daemon, "learning it as uid")
         if len(learning) != 1 or not learning[0].startswith(want) or \
                 "learning it as uid %d inside the process's root" % uid not in learning[0]:
