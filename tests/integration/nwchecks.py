@@ -569,39 +569,6 @@ def wait_stderr(daemon, text):
         time.sleep(0.1)
 
 
-class NetNode:
-    """A network namespace joined to this one by a veth pair: a "node" with its own address
-    (host side HOST_IP/30, its side IP/30). run() starts a program inside it; close()
-    removes the namespace and the link."""
-
-    def __init__(self, name, subnet):
-        self.name = "%s-%d" % (name, os.getpid())
-        self.host_ip, self.ip = "10.213.%d.1" % subnet, "10.213.%d.2" % subnet
-        outside, inside = "nwh%d-%d" % (subnet, os.getpid() % 10000), "nwn%d" % subnet
-        self.cmds = [["ip", "netns", "add", self.name],
-                     ["ip", "link", "add", outside, "type", "veth", "peer", "name", inside,
-                      "netns", self.name],
-                     ["ip", "addr", "add", self.host_ip + "/30", "dev", outside],
-                     ["ip", "link", "set", outside, "up"],
-                     self.inside("ip", "addr", "add", self.ip + "/30", "dev", inside),
-                     self.inside("ip", "link", "set", inside, "up"),
-                     self.inside("ip", "link", "set", "lo", "up")]
-        self.outside = outside
-        for c in self.cmds:
-            r = subprocess.run(c, capture_output=True, text=True)
-            if r.returncode:
-                self.close()
-                raise Fail("%s: %s" % (" ".join(c), r.stderr.strip()))
-
-    def inside(self, *argv):
-        """argv run inside the namespace."""
-        return ["ip", "netns", "exec", self.name] + list(argv)
-
-    def close(self):
-        subprocess.run(["ip", "link", "del", self.outside], capture_output=True)
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
-
-
 class NetLan:
     """A bridge in this namespace (BRIDGE_IP 10.215.S.1/24) and network namespaces on it,
     each a "node" with its own address (10.215.S.OCTET, eth0 inside) and, for what node()'s
@@ -609,7 +576,7 @@ class NetLan:
 
     def __init__(self, tag, subnet):
         self.subnet, self.tag, self.nodes = subnet, tag, []
-        self.bridge = "nwbr%d" % (os.getpid() % 100000)
+        self.bridge = "nwbr%d-%d" % (subnet, os.getpid() % 100000)
         self.host_ip = "10.215.%d.1" % subnet
         self.sh(["ip", "link", "add", self.bridge, "type", "bridge"])
         self.sh(["ip", "addr", "add", self.host_ip + "/24", "dev", self.bridge])
@@ -625,7 +592,7 @@ class NetLan:
         n = LanNode("%s-%s-%d" % (self.tag, name, os.getpid()), name,
                     "10.215.%d.%d" % (self.subnet, octet))
         self.nodes.append(n)
-        outside = "nwv%d-%d" % (octet, os.getpid() % 10000)
+        outside = "nw%d.%d-%d" % (self.subnet, octet, os.getpid() % 10000)
         n.outside = outside
         self.sh(["ip", "netns", "add", n.ns])
         self.sh(["ip", "link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns",

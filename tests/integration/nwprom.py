@@ -1,6 +1,6 @@
 """Debian's Prometheus, node_exporter and Alertmanager for the metrics tests, and a webhook
 that keeps what Alertmanager posts. Each program runs on a given address (loopback by
-default) and, with wrap (NetNode.inside's prefix), inside a network namespace; the test's
+default) and, with wrap (LanNode.inside's prefix), inside a network namespace; the test's
 own queries reach it at that address."""
 import json
 import os

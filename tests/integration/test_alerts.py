@@ -14,9 +14,9 @@ import subprocess
 
 from nwharness import REPO, Fail
 from nwchecks import HOST_ONLY, environments
+from nwprom import RULES
 
 PROMTOOL = "/usr/bin/promtool"
-RULES = os.path.join(REPO, "config", "nanwatch-alerts.yml")
 TESTS = os.path.join(REPO, "tests", "promtool", "nanwatch-alerts.test.yml")
 METRICS_C = os.path.join(REPO, "daemon", "output", "metrics.c")
 

@@ -27,12 +27,12 @@ once the trainers are gone their series stay.
 metrics_tls (host): metrics off the node with TLS and basic auth, the node_exporter way. The
 daemon's --metrics refuses a non-loopback address in one line. `nanwatchd --pid P
 --metrics-textfile` writes the file; Debian's node_exporter, run inside a network namespace
-with its own veth address (10.213.7.2), serves it with a web config (a certificate made here for
+with its own veth address (10.215.7.2), serves it with a web config (a certificate made here for
 that address, a bcrypt password): https without a password, with a wrong one or another user
 gets 401, plain http no metrics; a prometheus in this namespace scrapes it over https with the
 password and holds nanwatch_first_nonfinite_step with the daemon's diagnosis (pid, layer,
 cause, step), the trainer's rank and job (RANK, TORCHELASTIC_RUN_ID: --pid mode labels them
-too) and instance 10.213.7.2:9100.
+too) and instance 10.215.7.2:9100.
 
 metrics_malformed (host): uid 65534 sends the endpoint of `nanwatchd --pid P --metrics` heads
 that cannot be requests, none finished (a NUL, a control byte, a bare CR, a 5000-byte line, a
@@ -54,7 +54,7 @@ import urllib.request
 
 from nwharness import (Fail, Proc, TRAINER_TIMEOUT, is_event, read_comm, start_daemon,
                        start_waiting_trainer, tail, wait_attach, wait_daemon_exit)
-from nwchecks import (HOST_ONLY, NOBODY, NetNode, check_envelope, environments, free_port,
+from nwchecks import (HOST_ONLY, NOBODY, NetLan, check_envelope, environments, free_port,
                       has_event,
                       parse_stream, read_events, start_ready, start_trainer, stop_service,
                       target_untouched, wait_events, write_config)
@@ -313,7 +313,8 @@ def test_metrics_tls(ctx):
     os.makedirs(textdir)
     os.chmod(ctx.tmp, 0o711)
     os.chmod(tmp, 0o711)
-    node = NetNode("nwtls", 7)
+    lan = NetLan("nwtls", 7)
+    node = lan.node("nwtlsnode", 2)
     workdir = tempfile.mkdtemp(prefix="prometheus-")
     prom = exporter = None
     job = "tls-%d" % os.getpid()
@@ -326,12 +327,12 @@ def test_metrics_tls(ctx):
     try:
         # the daemon's own endpoint refuses the node's address: no TLS there, by design
         r = subprocess.run([ctx.daemon, "--pid", str(trainer.pid), "--metrics",
-                            "%s:%d" % (node.host_ip, free_port())],
+                            "%s:%d" % (lan.host_ip, free_port())],
                            capture_output=True, text=True, timeout=30)
         lines = r.stderr.strip().splitlines()
         if r.returncode == 0 or len(lines) != 1 or "loopback" not in lines[0]:
             raise Fail("--metrics on %s: exit %d, stderr %r: want one line about loopback"
-                       % (node.host_ip, r.returncode, r.stderr))
+                       % (lan.host_ip, r.returncode, r.stderr))
         comm = read_comm(trainer.pid)
         textfile = os.path.join(textdir, "nanwatch.prom")
         daemon = start_daemon(ctx, trainer.pid, extra=["--metrics-textfile", textfile])
@@ -391,7 +392,7 @@ def test_metrics_tls(ctx):
         stop_prometheus(prom, workdir)
         if exporter is not None and exporter.running():
             exporter.kill()
-        node.close()
+        lan.close()
     target_untouched(trainer)
     daemon.p.send_signal(signal.SIGTERM)
     wait_daemon_exit(daemon)
