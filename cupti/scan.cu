@@ -6,7 +6,8 @@
  * block folds its threads with warp shuffles, the blocks fold into the device
  * scratch with atomics, and the block that draws the last ticket writes the
  * verdict for the scans it gates (device memory), the answer, fences to the
- * system, then writes done = seq, and leaves the scratch zeroed. The mapped host memory only sees plain stores from that one thread.
+ * system, then writes done = seq, and leaves the scratch zeroed. The mapped
+ * host memory only sees plain stores from that one thread.
  * Everything but the block fold is in classify.h, which the unit test runs on
  * the host.
  */
