@@ -14,8 +14,9 @@ small CNN with SGD) in one long-lived process per model, and measures the median
                    detect_anomaly's
   detached         the same process after nanwatchd detached (must equal uninstrumented)
 
-Where each step's time goes, per model and mode: probe hits and what the step paid per hit
-beyond the programs' own run time (the trap), each BPF program's run time (--bpf-stats), the
+Where each step's time goes, per model and mode: probe hits and returns (with the default
+uprobe session only module calls' and optimizer steps' returns trap) and what the step paid
+per trap beyond the programs' own run time, each BPF program's run time (--bpf-stats), the
 bytes scanned and the scan rate split into the copy alone and the test alone (stats.scan), the
 backward pass's node probe (gradient norms), sequence-counter reads, GPU requests and the
 daemon's CPU. Then a copy-rate sweep on this host (build/scanrate: every way BPF can copy user
@@ -342,6 +343,7 @@ def daemon_summary(windows):
         rows.append({
             "daemon_steps": st.get("steps") or 0, "window_steps": steps,
             "probe_hits": per_step(st, "probe_hits", steps),
+            "return_hits": per_step(st, "return_hits", steps),
             "module_calls": per_step(st, "module_calls", steps),
             "tensors": per_step(st, "tensors_scanned", steps),
             "bytes": per_step(st, "bytes_scanned", steps),
@@ -421,9 +423,11 @@ def model_summary(res, modes_order):
                 bpf_ns = sum(d[k] for k in ("entry_ns", "return_ns", "loss_ns", "node_ns",
                                             "step_ns", "scaler_ns"))
                 s["bpf_us_per_hit"] = (d["entry_ns"] + d["return_ns"]) / runs / 1e3
-                # what the step paid beyond the programs' own run time: the trap into the
-                # kernel and back, the uretprobe trampoline, the daemon's share of the CPUs
-                s["trap_us_per_hit"] = (1e6 * extra_ms - bpf_ns) / runs / 1e3
+                # what the step paid beyond the programs' own run time: the traps into the
+                # kernel and back (each probe hit's, each return's), the daemon's share of
+                # the CPUs
+                traps = runs + d["return_hits"]
+                s["trap_us_per_hit"] = (1e6 * extra_ms - bpf_ns) / traps / 1e3
     return summ
 
 
@@ -519,9 +523,10 @@ def report_model(name, res, summ):
         d = s.get("daemon")
         if not d:
             continue
-        lines.append("  %s: probe hits/step %.0f, module calls/step %.0f, tensors/step %.0f, "
-                     "bytes scanned/step %s" % (label, d["probe_hits"], d["module_calls"],
-                                                d["tensors"], fmt_bytes(d["bytes"])))
+        lines.append("  %s: probe hits/step %.0f, returns/step %.0f, module calls/step %.0f, "
+                     "tensors/step %.0f, bytes scanned/step %s"
+                     % (label, d["probe_hits"], d["return_hits"], d["module_calls"],
+                        d["tensors"], fmt_bytes(d["bytes"])))
         bpf = ""
         if d["bpf_runs"]:
             bpf = "; BPF run time %.1f us/hit (entry %.2f + return %.2f ms/step)" % (
@@ -565,16 +570,16 @@ def test_rate(scan, copy):
 
 
 def account_lines(label, s, d):
-    """Where a step's time goes: the trap per probe hit, each program's run time, the scan
+    """Where a step's time goes: the cost per trap, each program's run time, the scan
     split into copy and test, and the other per-step work."""
     out = []
     if d["bpf_runs"]:
         out.append("  %s: per step: BPF entry %.2f, return %.2f, loss %.2f, backward nodes "
                    "(gradient norms) %.2f, step marker %.2f, scaler %.2f ms; trap and the rest "
-                   "%.1f us per probe hit" % (label, d["entry_ns"] / 1e6, d["return_ns"] / 1e6,
-                                              d["loss_ns"] / 1e6, d["node_ns"] / 1e6,
-                                              d["step_ns"] / 1e6, d["scaler_ns"] / 1e6,
-                                              s.get("trap_us_per_hit", 0)))
+                   "%.1f us per trap (probe hit or return)"
+                   % (label, d["entry_ns"] / 1e6, d["return_ns"] / 1e6, d["loss_ns"] / 1e6,
+                      d["node_ns"] / 1e6, d["step_ns"] / 1e6, d["scaler_ns"] / 1e6,
+                      s.get("trap_us_per_hit", 0)))
     scan, copy = d.get("all_scan_rate"), d.get("copy_rate")
     out.append("  %s: scan (%s): all bytes %s, copies alone %s, test alone %s; %.0f output "
                "copies/step, %.0f copies/step by the task method (gradients too); %.0f "

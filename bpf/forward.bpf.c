@@ -18,9 +18,17 @@
 #include "check.bpf.h"
 #include "step.bpf.h"
 
-SEC("uprobe")
-int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
+extern bool bpf_session_is_return(void) __ksym __weak;
+
+/*
+ * The evaluator's entry: a module call or an optimizer step is recorded for its return.
+ * 0 when one was (its return is to be seen), 1 when not: a uprobe session then arms no
+ * return for the call.
+ */
+static __always_inline int eval_entry(struct pt_regs *ctx)
 {
+	void *tstate = (void *)PT_REGS_PARM1(ctx), *frame = (void *)PT_REGS_PARM2(ctx);
+	int throwflag = (int)PT_REGS_PARM3(ctx);
 	__u64 id = bpf_get_current_pid_tgid();
 	struct frame_rec rec = {};
 	struct frame_key key = {};
@@ -30,17 +38,17 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	int kind;
 
 	if ((id >> 32) != targ_tgid || throwflag || stopped)
-		return 0;
+		return 1;
 	count(NW_C_PROBE_HITS, 1);
 	code = read_ref((__u64)frame + L.frame_code);
 	if (!code)
-		return 0;
+		return 1;
 	kind = classify(code, (__u64)frame);
 	if (kind == CODE_OTHER)
-		return 0;
+		return 1;
 	ts = get_thread((__u32)id);
 	if (!ts)
-		return 0;
+		return 1;
 	rec.kind = kind;
 	key.sp = PT_REGS_SP(ctx) + 8; /* the stack pointer once the return address is popped */
 	key.tid = (__u32)id;
@@ -57,7 +65,7 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	}
 	self = read_ref((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
 	if (!push_call(ts, &rec, (__u64)tstate, key.sp, key.tid, self))
-		return 0;
+		return 1;
 	depth = rec.depth;
 	if (depth < NW_MAX_DEPTH)
 		ts->seq_in[depth & (NW_MAX_DEPTH - 1)] = backward_all ? seq_now() : 0;
@@ -72,9 +80,17 @@ int BPF_KPROBE(uprobe_eval_frame, void *tstate, void *frame, int throwflag)
 	return 0;
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
+SEC("uprobe")
+int uprobe_eval_frame(struct pt_regs *ctx)
 {
+	eval_entry(ctx);
+	return 0;
+}
+
+/* The evaluator's return: the recorded call's output checked. */
+static __always_inline int eval_return_body(struct pt_regs *ctx)
+{
+	void *ret = (void *)PT_REGS_RC(ctx);
 	__u64 id = bpf_get_current_pid_tgid();
 	struct frame_key key = {};
 	struct thread_state *ts;
@@ -148,4 +164,50 @@ int BPF_KRETPROBE(uretprobe_eval_frame, void *ret)
 	}
 	note_param_magnitude(s->ev.module);
 	return 0;
+}
+
+/* Returns are counted (and timed, with the run-time stats: a session's program runs both
+ * ends, so its own run time does not tell them apart). */
+static __always_inline int eval_return(struct pt_regs *ctx)
+{
+	__u64 t0;
+
+	if ((bpf_get_current_pid_tgid() >> 32) != targ_tgid)
+		return 0;
+	count(NW_C_RETURN_HITS, 1);
+	t0 = time_copies ? bpf_ktime_get_ns() : 0;
+	eval_return_body(ctx);
+	if (time_copies)
+		count(NW_C_RETURN_NS, bpf_ktime_get_ns() - t0);
+	return 0;
+}
+
+SEC("uretprobe")
+int uretprobe_eval_frame(struct pt_regs *ctx)
+{
+	return eval_return(ctx);
+}
+
+/*
+ * Both ends of the evaluator's calls as one uprobe session, where the kernel has them (6.13
+ * on; probe.c loads either this or the two programs above). The entry arms a return only
+ * for the calls it recorded: a frame that runs for long (a training loop entered after the
+ * attach) holds no return instance, and once stopped is set none is armed at all. On such
+ * kernels a return instance holds an SRCU read lock that the removal of any uprobe waits
+ * for, and the kernel releases it only 100 ms after its task armed its last one: with a
+ * return probe on every frame, a watched trainer's loop would hold up the detach (and every
+ * other uprobe's attach or removal on the node) until the loop returned.
+ */
+static __noinline int session_entry(struct pt_regs *ctx)
+{
+	return eval_entry(ctx);
+}
+
+/* each end its own function: the two inline in one frame would pass the stack's 512 bytes */
+SEC("uprobe")
+int session_eval_frame(struct pt_regs *ctx)
+{
+	if (bpf_session_is_return())
+		return eval_return(ctx);
+	return session_entry(ctx);
 }

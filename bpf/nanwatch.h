@@ -161,6 +161,8 @@ enum nw_counter {
 	NW_C_BWD_SCAN_NS,   /* time in the scan of the gradients in NW_C_BWD_BYTES */
 	NW_C_SEQ_READS,	    /* reads of the thread's autograd sequence counter (TLS) */
 	NW_C_SCRATCH_TAKEN, /* task copies whose scratch another program took while they slept */
+	NW_C_RETURN_HITS,   /* runs of the frame evaluator's return program, the target's */
+	NW_C_RETURN_NS,	    /* their time (with the run-time stats on) */
 	NW_C_MAX,
 };
 

@@ -113,6 +113,10 @@ static const char usage[] =
 	"                           bpf_copy_from_user_task; 'adaptive': per tensor, the\n"
 	"                           faster of the two (for hosts where the kernel's first\n"
 	"                           touch of a new page is dear)\n"
+	"      --return-probe HOW   how module calls' returns are seen: 'auto' (default):\n"
+	"                           a uprobe session where the kernel has them (6.13 on),\n"
+	"                           returns armed only for module calls; 'uretprobe': a\n"
+	"                           return probe on every Python call (older kernels)\n"
 	"      --metrics ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 	"                           (a loopback address: 127.0.0.1:9464, [::1]:9464)\n"
 	"      --metrics-textfile F write the same metrics to file F (NAME.prom, absolute)\n"
@@ -255,6 +259,11 @@ static void parse_opt(int c, struct args *a)
 					    sizeof(why)),
 			why);
 		break;
+	case 'E':
+		checked(optval__return_probe("--return-probe", optarg, &a->o.return_probe, why,
+					     sizeof(why)),
+			why);
+		break;
 	case 'T':
 		if (!strcmp(optarg, "off"))
 			a->o.step_loop_off = 1;
@@ -305,6 +314,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"backward", required_argument, NULL, 'G'},
 		{"step-counter", required_argument, NULL, 'T'},
 		{"read-method", required_argument, NULL, 'R'},
+		{"return-probe", required_argument, NULL, 'E'},
 		{"config", required_argument, NULL, 'c'},
 		{"check-config", required_argument, NULL, 'K'},
 		{"verbose", no_argument, NULL, 'v'},

@@ -13,10 +13,14 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "attach/probe.h"
 #include "nanwatch.skel.h"
@@ -38,6 +42,8 @@ struct probe {
 	void *ctx;
 	int nprobes;
 	int stats_fd;
+	int session;	/* the evaluator's both ends are one uprobe session (session_fd) */
+	int session_fd; /* its link; -1: none */
 };
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -71,7 +77,8 @@ static int s_marker(const struct probe_opts *o, const struct nw_layout *l);
 static int set_read_method(struct nanwatch_bpf *s, int method, uint64_t ns_per_page, int sleepable)
 {
 	struct bpf_program *scanning[] = {s->progs.uretprobe_eval_frame,
-					  s->progs.uprobe_run_backward, s->progs.uprobe_bwd_node};
+					  s->progs.session_eval_frame, s->progs.uprobe_run_backward,
+					  s->progs.uprobe_bwd_node};
 	size_t i;
 	int err;
 
@@ -84,6 +91,57 @@ static int set_read_method(struct nanwatch_bpf *s, int method, uint64_t ns_per_p
 			return err;
 	}
 	return 0;
+}
+
+/*
+ * The kernel's attach type for uprobe sessions (BPF_TRACE_UPROBE_SESSION, 6.13 on), read from
+ * its own BTF (this system's headers predate it), where it also has bpf_session_is_return;
+ * -1 where it has not. Looked up once.
+ */
+static int session_attach_type(void)
+{
+	static int cached = -2;
+	int v = __atomic_load_n(&cached, __ATOMIC_ACQUIRE), i, n;
+	const struct btf_type *t;
+	const struct btf_enum *e;
+	struct btf *btf;
+	int id;
+
+	if (v != -2)
+		return v;
+	v = -1;
+	btf = btf__load_vmlinux_btf();
+	if (!btf || libbpf_get_error(btf))
+		goto out;
+	id = btf__find_by_name_kind(btf, "bpf_attach_type", BTF_KIND_ENUM);
+	t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+	if (t && btf__find_by_name_kind(btf, "bpf_session_is_return", BTF_KIND_FUNC) > 0) {
+		n = btf_vlen(t);
+		e = btf_enum(t);
+		for (i = 0; i < n; i++, e++)
+			if (!strcmp(btf__name_by_offset(btf, e->name_off),
+				    "BPF_TRACE_UPROBE_SESSION"))
+				v = (int)e->val;
+	}
+	btf__free(btf);
+out:
+	__atomic_store_n(&cached, v, __ATOMIC_RELEASE);
+	return v;
+}
+
+/*
+ * Which programs see the evaluator: the session's one (type: its attach type) or, with type
+ * -1, the entry and return pair; none with off (mode loss).
+ */
+static int set_return_probe(struct nanwatch_bpf *s, int type, int off)
+{
+	bpf_program__set_autoload(s->progs.session_eval_frame, !off && type >= 0);
+	bpf_program__set_autoload(s->progs.uprobe_eval_frame, !off && type < 0);
+	bpf_program__set_autoload(s->progs.uretprobe_eval_frame, !off && type < 0);
+	if (type < 0)
+		return 0;
+	return bpf_program__set_expected_attach_type(s->progs.session_eval_frame,
+						     (enum bpf_attach_type)type);
 }
 
 static int configure(struct probe *p, const struct target *t, const struct nw_layout *l,
@@ -105,12 +163,12 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 		memcpy((void *)&s->rodata->RS, o->rescan, sizeof(*o->rescan));
 	if (o->dict)
 		memcpy((void *)&s->rodata->D, o->dict, sizeof(*o->dict));
-	if (o->loss_only) {
-		/* not loaded at all: nothing of the module probes stays in the kernel */
-		bpf_program__set_autoload(s->progs.uprobe_eval_frame, false);
-		bpf_program__set_autoload(s->progs.uretprobe_eval_frame, false);
+	/* mode loss: not loaded at all, nothing of the module probes stays in the kernel */
+	ret = set_return_probe(s, p->session ? session_attach_type() : -1, o->loss_only);
+	if (ret)
+		return ret;
+	if (o->loss_only)
 		bpf_program__set_autoload(s->progs.uprobe_bwd_node, false);
-	}
 	s->rodata->capture_max_bytes = o->capture_max_bytes;
 	s->rodata->capture_int_codes = o->capture_int_codes;
 	if (o->capture_ring_bytes) {
@@ -143,6 +201,10 @@ static int open_load(struct probe *p, const struct target *t, const struct nw_la
 	int ret;
 
 	nanwatch_bpf__destroy(p->skel);
+	if (p->session_fd >= 0)
+		close(p->session_fd);
+	p->session_fd = -1;
+	p->nprobes = 0;
 	p->skel = nanwatch_bpf__open();
 	if (!p->skel)
 		return -errno;
@@ -182,6 +244,61 @@ static int attach_one(struct probe *p, struct bpf_program *prog, struct bpf_link
 			 at->symbol, strerror(e));
 		return -e;
 	}
+	p->nprobes++;
+	return 0;
+}
+
+/*
+ * union bpf_attr's link_create for a uprobe_multi link (Linux 6.6 on), as the kernel lays it
+ * out: this system's headers predate it.
+ */
+struct multi_link_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 multi_flags;
+	__u32 pid;
+	__u32 pad;
+};
+_Static_assert(offsetof(struct multi_link_attr, pid) == 56, "uprobe_multi link_create layout");
+
+/* The evaluator's session: one uprobe_multi link at the site, for the target's process. */
+static int attach_session(struct probe *p, const struct target *t, const struct site *at, char *err,
+			  size_t errlen)
+{
+	unsigned long offset = at->offset;
+	struct multi_link_attr a;
+	char self[32];
+	int fd;
+
+	if (!at->file || !at->offset) {
+		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s", at->shown,
+			 at->symbol, at->file ? "no such symbol in the file" : "file not open");
+		return -ENOENT;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", elfsym__fd(at->file));
+	memset(&a, 0, sizeof(a));
+	a.prog_fd = bpf_program__fd(p->skel->progs.session_eval_frame);
+	a.attach_type = session_attach_type();
+	a.path = (uintptr_t)self;
+	a.offsets = (uintptr_t)&offset;
+	a.cnt = 1;
+	a.pid = t->pid;
+	fd = syscall(SYS_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+	if (fd < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "failed to attach a uprobe session to %s:%.60s: %s",
+			 at->shown, at->symbol, strerror(e));
+		return -e;
+	}
+	p->session_fd = fd;
 	p->nprobes++;
 	return 0;
 }
@@ -262,10 +379,13 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 	ret = attach_exec(p, err, errlen);
 	if (!ret)
 		ret = attach_torch(p, t, o, l, err, errlen);
-	if (!ret && !o->loss_only)
-		ret = attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame,
-				 t, &eval, true, err, errlen);
-	if (!ret && !o->loss_only)
+	if (ret || o->loss_only)
+		return ret;
+	if (p->session)
+		return attach_session(p, t, &eval, err, errlen);
+	ret = attach_one(p, s->progs.uretprobe_eval_frame, &s->links.uretprobe_eval_frame, t, &eval,
+			 true, err, errlen);
+	if (!ret)
 		ret = attach_one(p, s->progs.uprobe_eval_frame, &s->links.uprobe_eval_frame, t,
 				 &eval, false, err, errlen);
 	return ret;
@@ -291,6 +411,29 @@ static int s_marker(const struct probe_opts *o, const struct nw_layout *l)
 	return o->step_symbol && l->step_marker[0];
 }
 
+/* Load (sleepable where the kernel can), freeze the GPU ring, attach; 0 or a negative errno. */
+static int load_attach(struct probe *p, const struct target *t, const struct nw_layout *l,
+		       const struct probe_opts *o, char *err, size_t errlen)
+{
+	int ret = open_load(p, t, l, o, 1);
+
+	if (ret == -EINVAL) /* a kernel without sleepable uprobes: the probe method alone */
+		ret = open_load(p, t, l, o, 0);
+	if (ret) {
+		snprintf(err, errlen, "failed to load BPF programs: %s%s", strerror(-ret),
+			 ret == -EPERM ? " (missing CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON)"
+				       : " (run with --verbose for the verifier log)");
+		return ret;
+	}
+	/* before anyone holds it: BPF alone writes the ring a target's library is handed */
+	ret = bpf_map_freeze(bpf_map__fd(p->skel->maps.gpu_ring));
+	if (ret) {
+		snprintf(err, errlen, "failed to freeze the GPU request ring: %s", strerror(-ret));
+		return ret;
+	}
+	return attach(p, t, o, l, err, errlen);
+}
+
 struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			  const struct probe_opts *o, probe_event_fn cb, void *ctx, char *err,
 			  size_t errlen)
@@ -306,22 +449,8 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 	p->grad_cb = o->grad_cb;
 	p->ctx = ctx;
 	p->stats_fd = -1;
+	p->session_fd = -1;
 	libbpf_set_print(o->verbose ? silent_print : quiet_print);
-	ret = open_load(p, t, l, o, 1);
-	if (ret == -EINVAL) /* a kernel without sleepable uprobes: the probe method alone */
-		ret = open_load(p, t, l, o, 0);
-	if (ret) {
-		snprintf(err, errlen, "failed to load BPF programs: %s%s", strerror(-ret),
-			 ret == -EPERM ? " (missing CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON)"
-				       : " (run with --verbose for the verifier log)");
-		goto fail;
-	}
-	/* before anyone holds it: BPF alone writes the ring a target's library is handed */
-	ret = bpf_map_freeze(bpf_map__fd(p->skel->maps.gpu_ring));
-	if (ret) {
-		snprintf(err, errlen, "failed to freeze the GPU request ring: %s", strerror(-ret));
-		goto fail;
-	}
 	if (o->bpf_stats) {
 		p->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 		if (p->stats_fd < 0) {
@@ -331,7 +460,21 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			goto fail;
 		}
 	}
-	ret = attach(p, t, o, l, err, errlen);
+	p->session = o->return_probe != PROBE_RETURN_URETPROBE && session_attach_type() >= 0;
+	if (o->return_probe == PROBE_RETURN_SESSION && !p->session) {
+		ret = -EOPNOTSUPP;
+		snprintf(err, errlen,
+			 "--return-probe session: this kernel has no uprobe sessions "
+			 "(Linux 6.13 on)");
+		goto fail;
+	}
+	/* with --return-probe auto, a session the kernel refuses falls back to the pair */
+	for (;;) {
+		ret = load_attach(p, t, l, o, err, errlen);
+		if (!ret || !p->session || o->return_probe == PROBE_RETURN_SESSION)
+			break;
+		p->session = 0;
+	}
 	if (ret)
 		goto fail;
 	p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.events), on_record, p, NULL);
@@ -356,6 +499,11 @@ fail:
 	return NULL;
 }
 
+int probe__return_probe(const struct probe *p)
+{
+	return p->session ? PROBE_RETURN_SESSION : PROBE_RETURN_URETPROBE;
+}
+
 int probe__read_method(const struct probe *p)
 {
 	return p->skel->rodata->read_method;
@@ -366,6 +514,8 @@ void probe__close(struct probe *p)
 	if (!p)
 		return;
 	ring_buffer__free(p->rb);
+	if (p->session_fd >= 0)
+		close(p->session_fd);
 	nanwatch_bpf__destroy(p->skel);
 	if (p->stats_fd >= 0)
 		close(p->stats_fd);
@@ -382,6 +532,9 @@ void probe__detach(struct probe *p)
 	 * evaluator) runs on after another has stopped.
 	 */
 	__atomic_store_n(&p->skel->bss->stopped, 1, __ATOMIC_SEQ_CST);
+	if (p->session_fd >= 0)
+		close(p->session_fd);
+	p->session_fd = -1;
 	nanwatch_bpf__detach(p->skel);
 }
 
@@ -516,8 +669,20 @@ int probe__runtime(const struct probe *p, struct probe_runtime *rt)
 	memset(rt, 0, sizeof(*rt));
 	if (p->stats_fd < 0)
 		return -ENODATA;
-	prog_runtime(p->skel->progs.uprobe_eval_frame, &rt->entry_ns, &rt->entry_runs);
-	prog_runtime(p->skel->progs.uretprobe_eval_frame, &rt->return_ns, &rt->return_runs);
+	if (p->session) {
+		/* one program runs both ends: the returns count (and time) themselves */
+		prog_runtime(p->skel->progs.session_eval_frame, &rt->entry_ns, &rt->entry_runs);
+		rt->return_runs = __atomic_load_n(&p->skel->bss->counters[NW_C_RETURN_HITS],
+						  __ATOMIC_RELAXED);
+		rt->return_ns =
+			__atomic_load_n(&p->skel->bss->counters[NW_C_RETURN_NS], __ATOMIC_RELAXED);
+		rt->entry_runs -=
+			rt->return_runs < rt->entry_runs ? rt->return_runs : rt->entry_runs;
+		rt->entry_ns -= rt->return_ns < rt->entry_ns ? rt->return_ns : rt->entry_ns;
+	} else {
+		prog_runtime(p->skel->progs.uprobe_eval_frame, &rt->entry_ns, &rt->entry_runs);
+		prog_runtime(p->skel->progs.uretprobe_eval_frame, &rt->return_ns, &rt->return_runs);
+	}
 	prog_runtime(p->skel->progs.uprobe_run_backward, &rt->loss_ns, &rt->loss_runs);
 	prog_runtime(p->skel->progs.uprobe_bwd_node, &rt->node_ns, &rt->node_runs);
 	prog_runtime(p->skel->progs.uprobe_step_marker, &rt->step_ns, &rt->step_runs);
@@ -597,6 +762,11 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 	s->rodata->gpu_index_off = l->impl_device >= 0 ? l->impl_device + 1 : -1;
 	s->rodata->time_copies = 1;
 	ret = set_read_method(s, NW_READ_ADAPTIVE, 1000, 1);
+	/* the session's program where the kernel has them, and the entry and return pair */
+	if (!ret)
+		ret = set_return_probe(s, session_attach_type(), 0);
+	bpf_program__set_autoload(s->progs.uprobe_eval_frame, true);
+	bpf_program__set_autoload(s->progs.uretprobe_eval_frame, true);
 	if (!ret)
 		ret = nanwatch_bpf__load(s);
 	if (ret) {

@@ -40,6 +40,14 @@ struct probe_opts {
 	int64_t gpu_index_off;		 /* TensorImpl offset of the device index; -1: none */
 	int read_method;		 /* how scans copy bytes (enum nw_read_method) */
 	uint64_t task_ns_per_page;	 /* NW_READ_ADAPTIVE: what the task method costs a page */
+	int return_probe;		 /* the evaluator's return: enum probe_return */
+};
+
+/* How the frame evaluator's returns are seen. */
+enum probe_return {
+	PROBE_RETURN_AUTO,	/* a session where the kernel has them, else a uretprobe */
+	PROBE_RETURN_SESSION,	/* a uprobe session: a return armed only for the calls recorded */
+	PROBE_RETURN_URETPROBE, /* an entry uprobe and a uretprobe: every call's return */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */
@@ -122,6 +130,9 @@ int probe__set_buffers(struct probe *p, uint64_t module, const struct nw_params 
 
 /* The capture ring buffer's map fd. */
 int probe__capture_fd(const struct probe *p);
+
+/* How the evaluator's returns are seen, as attached: PROBE_RETURN_SESSION or _URETPROBE. */
+int probe__return_probe(const struct probe *p);
 
 /* How the scans copy the target's bytes (enum nw_read_method), as loaded. */
 int probe__read_method(const struct probe *p);

@@ -484,6 +484,7 @@ int output__stats(struct emitter *e, const struct output_stats *s)
 	json__uint(j, "modules", s->modules);
 	json__uint(j, "module_calls", c[NW_C_MODULE_CALLS]);
 	json__uint(j, "probe_hits", c[NW_C_PROBE_HITS]);
+	json__uint(j, "return_hits", c[NW_C_RETURN_HITS]);
 	json__uint(j, "tensors_scanned", c[NW_C_TENSORS_SCANNED]);
 	json__uint(j, "bytes_scanned", c[NW_C_BYTES_SCANNED]);
 	json__uint(j, "scan_ns", c[NW_C_SCAN_NS]);
@@ -555,6 +556,7 @@ int output__attach(struct emitter *e, const struct output_attach *a)
 		json__string(j, "gpu_message", a->gpu_message);
 	json__string(j, "read_method", a->read_method);
 	json__string(j, "read_method_why", a->read_why);
+	json__string(j, "return_probe", a->return_probe);
 	return emit__end(e);
 }
 

@@ -78,6 +78,7 @@ struct output_attach {
 	 * the library to listen), "connected"; gpu_message says how to enable it, or NULL */
 	const char *gpu, *gpu_message;
 	const char *read_method, *read_why; /* how scans copy bytes, and the measure behind it */
+	const char *return_probe;	    /* "session" or "uretprobe" (util/optval.h) */
 };
 
 int output__attach(struct emitter *e, const struct output_attach *a);

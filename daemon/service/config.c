@@ -27,6 +27,7 @@ enum {
 	K_STATS,
 	K_MAXSCAN,
 	K_READ,
+	K_RETURN,
 	K_LEARN,
 	K_CACHE,
 	K_LEARN_TIMEOUT,
@@ -62,6 +63,7 @@ static const struct yamlmap_field root_fields[] = {
 	{"max_scan_mb", YAMLMAP_STR, 1, PATH_MAX, K_MAXSCAN},
 	{"output_queue_kb", YAMLMAP_STR, 1, PATH_MAX, K_QUEUE},
 	{"read_method", YAMLMAP_STR, 1, PATH_MAX, K_READ},
+	{"return_probe", YAMLMAP_STR, 1, PATH_MAX, K_RETURN},
 	{"learn_layouts", YAMLMAP_STR, 1, 5, K_LEARN},
 	{"layout_cache", YAMLMAP_STR, 1, PATH_MAX - 1, K_CACHE},
 	{"learn_timeout", YAMLMAP_STR, 1, PATH_MAX, K_LEARN_TIMEOUT},
@@ -496,6 +498,8 @@ static int on_root(void *ctx, const struct yamlmap_value *v, char *why, size_t w
 		return optval__max_scan_mb(v->key, v->s, &c->max_scan_bytes, why, whylen);
 	case K_READ:
 		return optval__read_method(v->key, v->s, &c->read_method, why, whylen);
+	case K_RETURN:
+		return optval__return_probe(v->key, v->s, &c->return_probe, why, whylen);
 	case K_LEARN_TIMEOUT:
 		return optval__learn_timeout(v->key, v->s, &c->learn_timeout_ms, why, whylen);
 	default:

@@ -51,6 +51,7 @@ struct config {
 	int stats_interval;	/* seconds; 0: at the detach only */
 	uint64_t max_scan_bytes;
 	size_t queue_bytes;	     /* per output */
+	int return_probe;	     /* enum probe_return (attach/probe.h) */
 	int read_method;	     /* OPTVAL_READ_AUTO or enum nw_read_method (util/optval.h) */
 	bool learn_layouts;	     /* tables the layouts lack are learned as the target's user */
 	char layout_cache[PATH_MAX]; /* "" : the default */

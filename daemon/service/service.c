@@ -853,6 +853,7 @@ static void session_options(struct service *sv)
 		so->loss_only = !strcmp(r->mode, "loss");
 		so->max_scan_bytes = sv->c->max_scan_bytes;
 		so->read_method = sv->c->read_method;
+		so->return_probe = sv->c->return_probe;
 		so->stats_interval = sv->c->stats_interval;
 		so->verbose = sv->o->verbose;
 		so->bpf_stats = sv->o->bpf_stats;

@@ -369,6 +369,7 @@ static int emit_attach(struct session *s)
 		.gpu_message = s->gpu_message[0] ? s->gpu_message : NULL,
 		.read_method = s->x.read_method,
 		.read_why = s->read.why,
+		.return_probe = optval__return_probe_name(probe__return_probe(s->p)),
 	};
 
 	return output__attach(&s->e, &a);
@@ -401,6 +402,7 @@ int session__attach(struct session *s, struct sinks *out, char *err, size_t errl
 				.bpf_stats = s->o.bpf_stats,
 				.top_only = s->o.top_only,
 				.loss_only = s->o.loss_only,
+				.return_probe = s->o.return_probe,
 				.rescan = &s->rescan,
 				.dict = &dict};
 	int ret;

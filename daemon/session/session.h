@@ -28,6 +28,7 @@ struct session_opts {
 	int read_method;       /* how scans copy bytes: OPTVAL_READ_AUTO (measured at the first
 			  * attach) or enum nw_read_method */
 	double stats_interval; /* seconds between stats lines; 0: only at the detach */
+	int return_probe;      /* enum probe_return (attach/probe.h) */
 	int verbose;
 	int bpf_stats;
 	const char *capture_dir; /* NULL: no capture files (the call is copied for evidence) */

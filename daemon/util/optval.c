@@ -151,6 +151,26 @@ const char *optval__read_method_name(int method)
 	return read_methods[method + 1];
 }
 
+/* in the order of enum probe_return (attach/probe.h) */
+static const char *const return_probes[] = {"auto", "session", "uretprobe", NULL};
+
+int optval__return_probe(const char *name, const char *s, int *out, char *why, size_t whylen)
+{
+	int i = word(name, s, return_probes, "auto, session or uretprobe", why, whylen);
+
+	if (i < 0)
+		return i;
+	*out = i;
+	return 0;
+}
+
+const char *optval__return_probe_name(int how)
+{
+	if (how < 0 || how >= (int)(sizeof(return_probes) / sizeof(return_probes[0])) - 1)
+		return "unknown";
+	return return_probes[how];
+}
+
 int optval__backward(const char *name, const char *s, int *out, char *why, size_t whylen)
 {
 	static const char *const modes[] = {"off", "norms", "on", NULL};

@@ -57,6 +57,13 @@ int optval__read_method(const char *name, const char *s, int *out, char *why, si
 const char *optval__read_method_name(int method);
 
 /*
+ * How the frame evaluator's returns are seen: auto, session or uretprobe; *out an enum
+ * probe_return value (attach/probe.h), and the name back.
+ */
+int optval__return_probe(const char *name, const char *s, int *out, char *why, size_t whylen);
+const char *optval__return_probe_name(int how);
+
+/*
  * The metrics textfile: an absolute path ending in NAME.prom (node_exporter's textfile
  * collector reads *.prom files alone); else "NAME: 'TEXT' is not an absolute path" or
  * "... does not end in NAME.prom".

@@ -5,7 +5,9 @@ show every module call tracked once, every output scanned once or skipped as alr
 (never twice), at most one copy out of the target per 8 KiB chunk (129 a MiB here: 128 whole
 chunks and a partial one), and at most HITS_PER_CALL probe hits per module call (measured 2.54
 on Python 3.11: the module's __call__, its forward, the ModuleList iterator, and a few frames
-at the end of the run), each hit one run of the entry and one of the return program.
+at the end of the run), each hit one run of the entry program. The returns: with the attach
+line's return_probe "session" (the default on this kernel) exactly one return run per module
+call, none for any other frame; with "uretprobe" one per probe hit.
 """
 from nwharness import Fail, run_trainer
 from nwchecks import HOST_ONLY, environments, last_stats, watch
@@ -15,19 +17,34 @@ HITS_PER_CALL = 3.0
 MIB = 1 << 20
 
 
-def costs(ctx, *args):
+def costs(ctx, *args, returns="auto"):
     """The counts of one run of counts.py under the daemon; the trainer's facts."""
     result = run_trainer(ctx, "counts", *args)
     facts = result["facts"]
     events = watch(ctx, "counts", result["trace"], trainer_args=args,
-                   daemon_args=("--bpf-stats",))
+                   daemon_args=("--bpf-stats", "--return-probe", returns))
     st = last_stats(events)
-    ctx.log("stats: module_calls %d, probe_hits %d, tensors_scanned %d, bytes_scanned %d, "
-            "scan_copies %d, scan_ns %d, rescans_avoided %s, bpf %s" % (
-                st["module_calls"], st["probe_hits"], st["tensors_scanned"],
-                st["bytes_scanned"], st["scan_copies"], st["scan_ns"], st["rescans_avoided"],
-                st.get("bpf")))
+    st["return_probe"] = events[0].get("return_probe")
+    ctx.log("stats: return_probe %s, module_calls %d, probe_hits %d, return_hits %d, "
+            "tensors_scanned %d, bytes_scanned %d, scan_copies %d, scan_ns %d, "
+            "rescans_avoided %s, bpf %s" % (
+                st["return_probe"], st["module_calls"], st["probe_hits"], st["return_hits"],
+                st["tensors_scanned"], st["bytes_scanned"], st["scan_copies"], st["scan_ns"],
+                st["rescans_avoided"], st.get("bpf")))
     return st, facts
+
+
+def check_returns(st, bad):
+    """The return program's runs: a session's one per module call recorded (counts.py has no
+    optimizer step), a uretprobe's one per call entered; each a run the bpf stats see."""
+    bpf = st.get("bpf") or {}
+    if bpf.get("entry_runs") != st["probe_hits"] or bpf.get("return_runs") != st["return_hits"]:
+        bad.append("the programs' runs are not the hits: bpf %s, probe_hits %d, return_hits %d"
+                   % (bpf, st["probe_hits"], st["return_hits"]))
+    want = st["module_calls"] if st["return_probe"] == "session" else st["probe_hits"]
+    if st["return_hits"] != want:
+        bad.append("return_hits %d with return_probe %s, want %d" % (
+            st["return_hits"], st["return_probe"], want))
 
 
 def check_costs(st, facts):
@@ -51,10 +68,7 @@ def check_costs(st, facts):
     hits = st["probe_hits"] / facts["module_calls"]  # the calls made, not the ones counted
     if hits > HITS_PER_CALL:
         bad.append("%.2f probe hits per module call, at most %.1f" % (hits, HITS_PER_CALL))
-    bpf = st.get("bpf") or {}
-    if not bpf.get("entry_runs") == bpf.get("return_runs") == st["probe_hits"]:
-        bad.append("each probe hit is not one run of each program: bpf %s, probe_hits %d" % (
-            bpf, st["probe_hits"]))
+    check_returns(st, bad)
     if not st["scan_ns"] > 0:
         bad.append("scan_ns %r: no scan rate" % st["scan_ns"])
     if bad:
@@ -65,6 +79,19 @@ def check_costs(st, facts):
 def test_costs_no_grad(ctx):
     """No grad_fn to know an output by: every output, the root's too, scanned exactly once."""
     st, facts = costs(ctx)
+    if st["return_probe"] != "session":
+        raise Fail("attach line's return_probe %r, want session on this kernel (6.13+)" %
+                   st["return_probe"])
+    check_costs(st, facts)
+
+
+@environments(*HOST_ONLY)
+def test_costs_uretprobe(ctx):
+    """As test_costs_no_grad with a return probe on every call (--return-probe uretprobe,
+    what kernels before 6.13 get): the same counts, and a return run per probe hit."""
+    st, facts = costs(ctx, returns="uretprobe")
+    if st["return_probe"] != "uretprobe":
+        raise Fail("attach line's return_probe %r, asked for uretprobe" % st["return_probe"])
     check_costs(st, facts)
 
 

@@ -452,3 +452,77 @@ test_live_attach_sgd = case_test(case_in_flight, "inflight", "sgd", 3, 0, envs=H
 test_live_attach_paced = case_test(case_in_flight, "inflight", "adam", 3, 0.005, envs=EVERYWHERE)
 test_deep_nest_20 = case_test(case_deep_nest, 20, envs=HOST_AND_ROOTS)
 test_deep_nest_40 = case_test(case_deep_nest, 40, envs=HOST_AND_ROOTS)
+
+
+STOP_LIMIT = 15  # s from SIGTERM to the daemon's exit: a detach takes well under one
+
+
+def stats_with_calls(line):
+    """A stats line that counted module calls: the loop is watched."""
+    return is_event("stats")(line) and \
+        json.loads(line.decode("utf-8")).get("module_calls", 0) > 0
+
+
+def stop_within(daemon, what):
+    """SIGTERM; the seconds the daemon took to exit 0, or Fail naming where it waits."""
+    t0 = time.monotonic()
+    daemon.p.send_signal(signal.SIGTERM)
+    rc = daemon.wait(STOP_LIMIT)
+    if rc is None:
+        waits = set()
+        for tid in os.listdir("/proc/%d/task" % daemon.pid):
+            try:
+                with open("/proc/%d/task/%s/wchan" % (daemon.pid, tid)) as f:
+                    waits.add(f.read())
+            except OSError:
+                pass
+        daemon.kill()
+        raise Fail("%s had not exited %d s after SIGTERM (waiting in %s): killed" % (
+            what, STOP_LIMIT, ", ".join(sorted(waits))))
+    if rc != 0:
+        raise Fail("%s exited %d" % (what, rc))
+    return time.monotonic() - t0
+
+
+def end_live(trainer, name):
+    """The live trainer keeps training, and ends cleanly once told a fault step."""
+    wait_steps(trainer, step_now(trainer) + 3, "after the daemon left")
+    trainer.send(b"FAULT %d\n" % (step_now(trainer) + 2), close=False)
+    rc = trainer.wait(TRAINER_TIMEOUT)
+    if rc != 0:
+        raise Fail("%s exited %r after the daemon left:\n%s" % (name, rc,
+                                                                 tail(trainer.stderr_lines())))
+
+
+@environments(*HOST_ONLY)
+def test_stop_while_a_late_frame_runs(ctx):
+    """SIGTERM while the target trains in frames entered after the attach (its script started
+    through runpy, as `python -m` and launchers do): the daemon leaves at once, and so does
+    a second daemon on the node watching another trainer; both trainers train on. On Linux
+    6.13+ a return probe on every call made each removal wait for such a frame to return."""
+    late = announced_trainer(ctx, "late_loop", "--live", b"READY", "--pace", "0.01")
+    late_comm = read_comm(late.pid)
+    late_daemon = start_daemon(ctx, late.pid, extra=("--stats-interval", "1"))
+    wait_attach(late_daemon)
+    late.send(b"go\n", close=False)
+    if late_daemon.wait_out(stats_with_calls, 60) is None:
+        raise Fail("no stats line with module calls in 60 s: the late loop is not watched")
+    other = announced_trainer(ctx, "inflight", "--live", b"LIVE", "--pace", "0.01")
+    other_comm = read_comm(other.pid)
+    other_daemon = start_daemon(ctx, other.pid)
+    wait_attach(other_daemon)
+    wait_steps(other, step_now(other) + 3, "under the daemon")
+    took = [stop_within(other_daemon, "the other trainer's daemon"),
+            stop_within(late_daemon, "the late loop's daemon")]
+    for daemon, trainer, comm in ((other_daemon, other, other_comm),
+                                  (late_daemon, late, late_comm)):
+        events = parse_stream(daemon, trainer.pid, comm)
+        check_envelope(events, "signal")
+        if events[0].get("return_probe") != "session":
+            raise Fail("attach line's return_probe %r, want session on this kernel" %
+                       events[0].get("return_probe"))
+        if not trainer.running():
+            raise Fail("trainer %d ended with its daemon" % trainer.pid)
+    end_live(other, "inflight")
+    end_live(late, "late_loop")
+    ctx.log("stops took %.2f s (the other daemon) and %.2f s (the late loop's)" % tuple(took))

@@ -287,6 +287,10 @@ static const struct both values[] = {
 	{"read_method", "--read-method", "adaptive", 1},
 	{"read_method", "--read-method", "fast", 0},
 	{"read_method", "--read-method", "Probe", 0},
+	{"return_probe", "--return-probe", "auto", 1},
+	{"return_probe", "--return-probe", "session", 1},
+	{"return_probe", "--return-probe", "uretprobe", 1},
+	{"return_probe", "--return-probe", "kretprobe", 0},
 	{"learn_timeout", "--learn-timeout", "1", 1},
 	{"learn_timeout", "--learn-timeout", "3600", 1},
 	{"learn_timeout", "--learn-timeout", "0", 0},
@@ -353,6 +357,9 @@ static int flag_with(const struct both *b, struct config *want, char *why, size_
 	} else if (!strcmp(b->flag, "--read-method")) {
 		ret = optval__read_method(b->flag, b->value, &i, why, whylen);
 		assert_true(ret || !want || i == want->read_method);
+	} else if (!strcmp(b->flag, "--return-probe")) {
+		ret = optval__return_probe(b->flag, b->value, &i, why, whylen);
+		assert_true(ret || !want || i == want->return_probe);
 	} else if (!strcmp(b->flag, "--learn-timeout")) {
 		unsigned int ms = 0;
 
