@@ -86,12 +86,18 @@ int td_connect(struct tdaemon *d, const char *path, struct nw_gpu_ready *rd)
 	struct timeval tv = {.tv_sec = GUARD_S};
 	struct cmsghdr *c;
 	size_t len;
-	int type;
+	int type, tries;
 
 	d->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	if (d->fd < 0 || connect(d->fd, (struct sockaddr *)&sa, sizeof(sa)))
+	if (d->fd < 0)
 		return -1;
+	/* the socket's file is there from its bind, before the listen: refused until then */
+	for (tries = 0; connect(d->fd, (struct sockaddr *)&sa, sizeof(sa)); tries++) {
+		if (errno != ECONNREFUSED || tries == GUARD_S * 100)
+			return -1;
+		usleep(10000);
+	}
 	setsockopt(d->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	c = CMSG_FIRSTHDR(&mh);
 	c->cmsg_level = SOL_SOCKET;
