@@ -12,6 +12,8 @@ small CNN with SGD) in one long-lived process per model, and measures the median
                    --backward on (every gradient checked): against nanwatch-full (default:
                    parameter gradient norms), what the backward pass costs, next to
                    detect_anomaly's
+  nanwatch-full-uret   with --daemon-modes full,full-uret: --return-probe uretprobe (a
+                   return probe on every call, as kernels before 6.13) beside the default
   detached         the same process after nanwatchd detached (must equal uninstrumented)
 
 Where each step's time goes, per model and mode: probe hits and returns (with the default
@@ -79,6 +81,7 @@ FULL_LIMIT = {"transformer": 1.03, "cnn": 1.05}
 LABELS = {"plain": "uninstrumented", "hooks": "hooks", "anomaly": "detect_anomaly"}
 NOBWD = "-nobwd"  # pseudo daemon mode suffixes: the same mode with --backward off, on
 BWD = "-bwd"
+URET = "-uret"  # the same mode with --return-probe uretprobe (--daemon-modes full,full-uret)
 
 
 class BenchError(Fail):
@@ -134,9 +137,10 @@ class Daemon(Proc):
     def __init__(self, path, pid, mode, bpf_stats=True):
         t0 = time.monotonic()
         extra = []
-        for suffix, how in ((NOBWD, "off"), (BWD, "on")):
+        for suffix, flag, how in ((NOBWD, "--backward", "off"), (BWD, "--backward", "on"),
+                                  (URET, "--return-probe", "uretprobe")):
             if mode.endswith(suffix):
-                mode, extra = mode[:-len(suffix)], ["--backward", how]
+                mode, extra = mode[:-len(suffix)], [flag, how]
         super().__init__([path, "--pid", str(pid), "--mode", mode] + extra
                          + (["--bpf-stats"] if bpf_stats else []), term_timeout=DETACH_TIMEOUT)
         self.events = []

@@ -281,6 +281,25 @@ static void test_diagnosis(void **state)
 			    "         incident page: nanwatch-report FILE... -o incident.html\n");
 }
 
+/* The loss's diagnosis, or a gradient made outside the modules: no layer, no "null (null)". */
+static void test_diagnosis_no_layer(void **state)
+{
+	fmt(state, 0,
+	    "{\"event\":\"diagnosis\"," COMMON ",\"step\":7,\"iteration\":7,\"layer\":null,"
+	    "\"module\":null,\"cause\":\"domain_error\",\"confidence\":0.8,\"evidence\":[],"
+	    "\"fixes\":[]}");
+	assert_string_equal(fmt(state, 0,
+				"{\"event\":\"diagnosis\"," COMMON ",\"step\":7,\"iteration\":7,"
+				"\"layer\":null,\"module\":\"Scale\",\"cause\":\"unknown\","
+				"\"confidence\":0.2,\"evidence\":[],\"fixes\":[]}"),
+			    "14:40:07 diagnosis step 7 iter 7  outside any module  "
+			    "cause domain_error (confidence 0.8)\n"
+			    "         incident page: nanwatch-report FILE... -o incident.html\n"
+			    "14:40:07 diagnosis step 7 iter 7  an unregistered module (Scale)  "
+			    "cause unknown (confidence 0.2)\n"
+			    "         incident page: nanwatch-report FILE... -o incident.html\n");
+}
+
 static void test_explanation(void **state)
 {
 	assert_string_equal(
@@ -464,6 +483,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats_small_and_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_detach_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_diagnosis_no_layer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_diagnosis, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_explanation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_explanation_not_reproduced, setup, teardown),

@@ -224,7 +224,18 @@ static void tf__layer(FILE *out, const struct jv *ev)
 		}
 		fputs(" of ", out);
 	}
-	if (jv__string(layer) && !*jv__string(layer))
+	if (!jv__string(layer)) {
+		/* a diagnosis of the loss or of a value made outside the modules: no layer */
+		if (!jv__string(jv__get(ev, "module"))) {
+			fputs("outside any module", out);
+			return;
+		}
+		fputs("an unregistered module (", out);
+		tf__field(out, ev, "module");
+		fputc(')', out);
+		return;
+	}
+	if (!*jv__string(layer))
 		fputs("<root>", out);
 	else
 		tf__value(out, layer);
