@@ -130,25 +130,41 @@ int optval__mode(const char *name, const char *s, const char **out, char *why, s
 	return 0;
 }
 
-/* in the order of enum nw_read_method, after auto */
+/* word()'s answer as a value: the first word's is base, the next base + 1, and so on. */
+static int word_value(const char *name, const char *s, const char *const *words, const char *list,
+		      int base, int *out, char *why, size_t whylen)
+{
+	int i = word(name, s, words, list, why, whylen);
+
+	if (i < 0)
+		return i;
+	*out = base + i;
+	return 0;
+}
+
+/* The word of a value so counted, or "unknown". */
+static const char *word_of(const char *const *words, int base, int value)
+{
+	int i;
+
+	for (i = 0; words[i]; i++)
+		if (base + i == value)
+			return words[i];
+	return "unknown";
+}
+
+/* in the order of enum nw_read_method, after auto (OPTVAL_READ_AUTO) */
 static const char *const read_methods[] = {"auto", "probe", "task", "adaptive", NULL};
 
 int optval__read_method(const char *name, const char *s, int *out, char *why, size_t whylen)
 {
-	int i = word(name, s, read_methods, "auto, probe, task or adaptive", why, whylen);
-
-	if (i < 0)
-		return i;
-	*out = i - 1;
-	return 0;
+	return word_value(name, s, read_methods, "auto, probe, task or adaptive", OPTVAL_READ_AUTO,
+			  out, why, whylen);
 }
 
 const char *optval__read_method_name(int method)
 {
-	if (method < OPTVAL_READ_AUTO ||
-	    method + 1 >= (int)(sizeof(read_methods) / sizeof(read_methods[0])) - 1)
-		return "unknown";
-	return read_methods[method + 1];
+	return word_of(read_methods, OPTVAL_READ_AUTO, method);
 }
 
 /* in the order of enum probe_return (attach/probe.h) */
@@ -156,19 +172,13 @@ static const char *const return_probes[] = {"auto", "session", "uretprobe", NULL
 
 int optval__return_probe(const char *name, const char *s, int *out, char *why, size_t whylen)
 {
-	int i = word(name, s, return_probes, "auto, session or uretprobe", why, whylen);
-
-	if (i < 0)
-		return i;
-	*out = i;
-	return 0;
+	return word_value(name, s, return_probes, "auto, session or uretprobe", 0, out, why,
+			  whylen);
 }
 
 const char *optval__return_probe_name(int how)
 {
-	if (how < 0 || how >= (int)(sizeof(return_probes) / sizeof(return_probes[0])) - 1)
-		return "unknown";
-	return return_probes[how];
+	return word_of(return_probes, 0, how);
 }
 
 int optval__backward(const char *name, const char *s, int *out, char *why, size_t whylen)
