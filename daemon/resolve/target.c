@@ -174,6 +174,14 @@ static void strip_root(pid_t pid, char *path, size_t len)
 		memmove(path, path + n, strnlen(path + n, len - n) + 1);
 }
 
+/* A copy of path as the target sees it, for messages. */
+static const char *seen(pid_t pid, const char *path, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", path);
+	strip_root(pid, buf, len);
+	return buf;
+}
+
 static int openat2_(int dirfd, const char *path, int flags, uint64_t resolve)
 {
 	struct open_how how = {.flags = flags, .resolve = resolve};
@@ -328,13 +336,15 @@ static int python_facts(struct target *t, struct elfsym *e, const struct image *
 			char *err, size_t errlen)
 {
 	uint64_t ver_addr, ver = 0;
+	char shown[PATH_MAX];
 	struct remote r;
 	int bad = 0;
 
+	seen(t->pid, img->path, shown, sizeof(shown));
 	remote__init_pid(&r, t->pid);
 	if (elfsym__file_offset(e, eval, &t->eval_offset)) {
-		snprintf(err, errlen, "failed to place _PyEval_EvalFrameDefault in %s: %s",
-			 img->path, "outside the file's loaded segments");
+		snprintf(err, errlen, "failed to place _PyEval_EvalFrameDefault in %s: %s", shown,
+			 "outside the file's loaded segments");
 		return -ENOEXEC;
 	}
 	ver_addr = sym_addr(e, img, "Py_Version", &bad); /* exported since 3.11 */
@@ -343,7 +353,7 @@ static int python_facts(struct target *t, struct elfsym *e, const struct image *
 	t->none = sym_addr(e, img, "_Py_NoneStruct", &bad);
 	t->runtime = sym_addr(e, img, "_PyRuntime", &bad);
 	if (bad) {
-		snprintf(err, errlen, "failed to read pid %d's %s: %s", t->pid, img->path,
+		snprintf(err, errlen, "failed to read pid %d's %s: %s", t->pid, shown,
 			 target__image_why(bad));
 		return bad;
 	}
@@ -351,7 +361,7 @@ static int python_facts(struct target *t, struct elfsym *e, const struct image *
 		snprintf(err, errlen,
 			 "unsupported Python in pid %d (%s): older than 3.11 "
 			 "(no Py_Version); nanwatch supports CPython 3.11+",
-			 t->pid, img->path);
+			 t->pid, shown);
 		return -ENOTSUP;
 	}
 	t->py_version_hex = ver;
@@ -366,11 +376,11 @@ static int python_facts(struct target *t, struct elfsym *e, const struct image *
 			 "objects and frames (no per-object thread id, shared reference "
 			 "counts, one bytecode per code object): run it under the default "
 			 "python%s",
-			 t->python_version, t->pid, img->path, t->python_series);
+			 t->python_version, t->pid, shown, t->python_series);
 		return -ENOTSUP;
 	}
 	if (!t->tuple_type || !t->list_type || !t->none) {
-		snprintf(err, errlen, "failed to resolve CPython type symbols in %s", img->path);
+		snprintf(err, errlen, "failed to resolve CPython type symbols in %s", shown);
 		return -ENOENT;
 	}
 	return 0;
@@ -548,7 +558,7 @@ static void find_torch_cpu(struct target *t, const struct maps *m)
 
 static int find_torch(struct target *t, const struct maps *m, char *err, size_t errlen)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], shown[PATH_MAX];
 	uint64_t first;
 	size_t i;
 
@@ -560,9 +570,10 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 		if (strncmp(base_name(img->path), "libtorch_python.so", 18))
 			continue;
 		snprintf(t->torch_path, sizeof(t->torch_path), "%s", img->path);
+		seen(t->pid, img->path, shown, sizeof(shown));
 		ret = open_image(t, img, &t->torch_python_elf);
 		if (ret) {
-			snprintf(err, errlen, "failed to read pid %d's %s: %s", t->pid, img->path,
+			snprintf(err, errlen, "failed to read pid %d's %s: %s", t->pid, shown,
 				 target__image_why(ret));
 			return ret;
 		}
@@ -571,7 +582,7 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 		t->tensor_type = sym_addr(t->torch_python_elf, img, "THPVariableType", &ret);
 		t->tensor_class = sym_addr(t->torch_python_elf, img, "THPVariableClass", &ret);
 		if (ret) {
-			snprintf(err, errlen, "failed to read pid %d's %s: %s", t->pid, img->path,
+			snprintf(err, errlen, "failed to read pid %d's %s: %s", t->pid, shown,
 				 target__image_why(ret));
 			return ret;
 		}
@@ -579,7 +590,7 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 			snprintf(err, errlen,
 				 "failed to resolve THPVariableType or THPVariableClass "
 				 "in %s",
-				 img->path);
+				 shown);
 			return -ENOENT;
 		}
 		if (t->tensor_type)
@@ -587,7 +598,7 @@ static int find_torch(struct target *t, const struct maps *m, char *err, size_t 
 		find_torch_cpu(t, m);
 		if (torch_dir(t, m, dir, sizeof(dir))) {
 			snprintf(err, errlen, "pid %d maps %s but no torch/_C module", t->pid,
-				 img->path);
+				 shown);
 			return -ENOENT;
 		}
 		snprintf(t->torch_dir, sizeof(t->torch_dir), "%s", dir);
