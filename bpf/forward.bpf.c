@@ -53,13 +53,18 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 	key.sp = PT_REGS_SP(ctx) + 8; /* the stack pointer once the return address is popped */
 	key.tid = (__u32)id;
 	if (kind == CODE_STEP) {
-		rec.depth = ts->step_depth++;
+		rec.depth = ts->step_depth;
 		/* the optimizer, for the return: its state has the step then */
 		rec.args[0] = read_ref((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
 		if (!rec.depth)
 			note_optimizer(rec.args[0]);
 		if (rec.depth == 0)
 			count(NW_C_STEP_STARTS, 1);
+		if (arm_paused) { /* begun, but not counted as a step: its return is not armed */
+			count(NW_C_UNARMED, 1);
+			return 1;
+		}
+		ts->step_depth++;
 		bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
 		return 0;
 	}
@@ -72,11 +77,22 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 	capture_args(&rec, (__u64)frame);
 	capture_kwargs(&rec, (__u64)frame);
 	count(NW_C_MODULE_CALLS, 1);
-	bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
 	note_module(ts->stack[0], self,
 		    depth > 0 && depth <= NW_MAX_DEPTH ? ts->stack[(depth - 1) & (NW_MAX_DEPTH - 1)]
 						       : 0,
 		    depth);
+	/*
+	 * Another watch of this daemon is removing its probes (arm_paused): no return is armed,
+	 * so that a return this task holds pending for long (a forward that never returns) lets
+	 * the kernel's removal of any uprobe go (see session_eval_frame). The call stays on the
+	 * stack unchecked until heal() or its caller's return drops it, and its caller is then
+	 * not called an origin.
+	 */
+	if (arm_paused) {
+		count(NW_C_UNARMED, 1);
+		return 1;
+	}
+	bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
 	return 0;
 }
 
@@ -192,11 +208,11 @@ int uretprobe_eval_frame(struct pt_regs *ctx)
  * Both ends of the evaluator's calls as one uprobe session, where the kernel has them (6.13
  * on; probe.c loads either this or the two programs above). The entry arms a return only
  * for the calls it recorded: a frame that runs for long (a training loop entered after the
- * attach) holds no return instance, and once stopped is set none is armed at all. On such
- * kernels a return instance holds an SRCU read lock that the removal of any uprobe waits
- * for, and the kernel releases it only 100 ms after its task armed its last one: with a
- * return probe on every frame, a watched trainer's loop would hold up the detach (and every
- * other uprobe's attach or removal on the node) until the loop returned.
+ * attach) holds no return instance, and none is armed once stopped or arm_paused is set.
+ * On such kernels a return instance holds an SRCU read lock that the removal of any uprobe
+ * waits for, and the kernel releases it only 100 ms after its task armed its last one: with
+ * a return probe on every frame, a watched trainer's loop would hold up the detach (and
+ * every other uprobe's attach or removal on the node) until the loop returned.
  */
 static __noinline int session_entry(struct pt_regs *ctx)
 {

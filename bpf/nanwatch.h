@@ -163,6 +163,7 @@ enum nw_counter {
 	NW_C_SCRATCH_TAKEN, /* task copies whose scratch another program took while they slept */
 	NW_C_RETURN_HITS,   /* runs of the frame evaluator's return program, the target's */
 	NW_C_RETURN_NS,	    /* their time (with the run-time stats on) */
+	NW_C_UNARMED,	    /* returns not armed: another watch's probes were being removed */
 	NW_C_MAX,
 };
 

@@ -81,6 +81,9 @@ __u64 fwd_bad_iter_p1 = 0; /* last iteration with a non-finite module output or 
 /* GPU requests are written while set: the daemon's, never in the ring the library holds */
 __u32 gpu_link = 0;
 
+/* set while another watch of the daemon has its probes removed: no return armed (a session) */
+__u32 arm_paused = 0;
+
 /* A module output scanned finite: see struct nw_rescan. impl 0: none. */
 struct fingerprint {
 	__u64 impl, data, bytes, grad_fn;

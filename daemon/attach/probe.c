@@ -12,6 +12,7 @@
  * file by then.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,9 +43,94 @@ struct probe {
 	void *ctx;
 	int nprobes;
 	int stats_fd;
-	int session;	/* the evaluator's both ends are one uprobe session (session_fd) */
-	int session_fd; /* its link; -1: none */
+	int session;	    /* the evaluator's both ends are one uprobe session (session_fd) */
+	int session_fd;	    /* its link; -1: none */
+	struct probe *next; /* in sessions (attached with a session), under sessions_lock */
 };
+
+/*
+ * The probes of this process attached with a uprobe session. From Linux 6.13 a return armed
+ * and pending holds a lock that removing any uprobe waits for, until 100 ms after its task
+ * armed its last one: a target's forward that never returns while it calls other modules
+ * would hold the removal of another watch's probes (and, with them, every uprobe attach on
+ * the node) for as long as it ran. A removal that takes longer than PAUSE_AFTER_MS (one
+ * takes about half that here) makes every session arm no return (arm_paused) until no
+ * removal is under way: the kernel then lets such a pending one go within 100 ms.
+ */
+#define PAUSE_AFTER_MS 1000
+static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct probe *sessions;
+static int removals; /* removals under way */
+static int paused;   /* arm_paused set in every session */
+
+/* Every session's arm_paused as paused says; under sessions_lock. */
+static void set_paused(int on)
+{
+	struct probe *q;
+
+	paused = on;
+	for (q = sessions; q; q = q->next)
+		__atomic_store_n(&q->skel->bss->arm_paused, on, __ATOMIC_RELEASE);
+}
+
+static void sessions_add(struct probe *p)
+{
+	pthread_mutex_lock(&sessions_lock);
+	p->next = sessions;
+	sessions = p;
+	__atomic_store_n(&p->skel->bss->arm_paused, paused, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&sessions_lock);
+}
+
+static void sessions_remove(struct probe *p)
+{
+	struct probe **q;
+
+	pthread_mutex_lock(&sessions_lock);
+	for (q = &sessions; *q; q = &(*q)->next)
+		if (*q == p) {
+			*q = p->next;
+			break;
+		}
+	pthread_mutex_unlock(&sessions_lock);
+}
+
+/* PAUSE_AFTER_MS after a removal began: pause the sessions if one is still under way. */
+static void *pauser(void *arg)
+{
+	(void)arg;
+	usleep(PAUSE_AFTER_MS * 1000);
+	pthread_mutex_lock(&sessions_lock);
+	if (removals > 0 && !paused)
+		set_paused(1);
+	pthread_mutex_unlock(&sessions_lock);
+	return NULL;
+}
+
+/* One removal begins (on 1) or ends (on 0). */
+static void removal(int begins)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int spawned = 0;
+
+	pthread_mutex_lock(&sessions_lock);
+	removals += begins ? 1 : -1;
+	if (!removals && paused)
+		set_paused(0);
+	pthread_mutex_unlock(&sessions_lock);
+	if (!begins || pthread_attr_init(&attr))
+		return;
+	if (!pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED))
+		spawned = !pthread_create(&t, &attr, pauser, NULL);
+	pthread_attr_destroy(&attr);
+	if (!spawned) { /* no thread to wait with: pause at once */
+		pthread_mutex_lock(&sessions_lock);
+		if (removals > 0 && !paused)
+			set_paused(1);
+		pthread_mutex_unlock(&sessions_lock);
+	}
+}
 
 static int on_record(void *ctx, void *data, size_t size)
 {
@@ -200,9 +286,13 @@ static int open_load(struct probe *p, const struct target *t, const struct nw_la
 {
 	int ret;
 
-	nanwatch_bpf__destroy(p->skel);
-	if (p->session_fd >= 0)
-		close(p->session_fd);
+	if (p->skel) { /* a load again: what the last try attached goes */
+		removal(1);
+		nanwatch_bpf__destroy(p->skel);
+		if (p->session_fd >= 0)
+			close(p->session_fd);
+		removal(0);
+	}
 	p->session_fd = -1;
 	p->nprobes = 0;
 	p->skel = nanwatch_bpf__open();
@@ -492,6 +582,8 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			goto fail;
 		}
 	}
+	if (p->session)
+		sessions_add(p);
 	return p;
 fail:
 	probe__close(p);
@@ -514,9 +606,14 @@ void probe__close(struct probe *p)
 	if (!p)
 		return;
 	ring_buffer__free(p->rb);
-	if (p->session_fd >= 0)
-		close(p->session_fd);
-	nanwatch_bpf__destroy(p->skel);
+	sessions_remove(p);
+	if (p->skel) { /* what is still attached goes with the skeleton */
+		removal(1);
+		if (p->session_fd >= 0)
+			close(p->session_fd);
+		nanwatch_bpf__destroy(p->skel);
+		removal(0);
+	}
 	if (p->stats_fd >= 0)
 		close(p->stats_fd);
 	free(p);
@@ -532,10 +629,12 @@ void probe__detach(struct probe *p)
 	 * evaluator) runs on after another has stopped.
 	 */
 	__atomic_store_n(&p->skel->bss->stopped, 1, __ATOMIC_SEQ_CST);
+	removal(1);
 	if (p->session_fd >= 0)
 		close(p->session_fd);
 	p->session_fd = -1;
 	nanwatch_bpf__detach(p->skel);
+	removal(0);
 }
 
 int probe__poll(struct probe *p, int timeout_ms)

@@ -239,3 +239,71 @@ def start_process_paced(ctx, token, rank):
     return Proc(["env"] + ["%s=%s" % kv for kv in env.items()] +
                 trainer_argv(ctx, "inflight", "--live", "--pace", "0.5", "--steps", "100000"),
                 stdin=True)
+
+
+ENDLESS_DETACH_S = 15  # from a rank's exit to its detach line: well under a second when free
+
+
+@environments(*HOST_ONLY)
+def test_security_endless_forward(ctx):
+    """uid 65534's rank enters a forward that never returns while it keeps calling a child
+    module (tests/trainers/hostile_forward.py): the return armed for it stays pending, and on
+    Linux 6.13+ that holds every uprobe removal on the node. Another rank of the same service
+    then exits and a new one starts: the exited rank's detach line must come within
+    ENDLESS_DETACH_S, the new rank must be attached, and SIGTERM must end the daemon with
+    every detach line. A removal that takes long makes the daemon arm no return
+    (stats.unarmed counts the calls), so the kernel lets the pending one go; before, the
+    exited rank's removal, and every attach after it, waited as long as the forward ran."""
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="endless-")
+    token = "endless-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: t\n    match: {env: {NW_ENDLESS_TEST: '^%s$'}}\n" % token],
+        extra="stats_interval: 1\n")
+    sock, path = notify_socket(tmp)
+    env = ["env", "NW_ENDLESS_TEST=" + token]
+    procs = []
+    try:
+        daemon = start_service(ctx, config, notify=path)
+        expect_notify(sock, "READY=1")
+        hostile = Proc(as_nobody(env + trainer_argv(ctx, "hostile_forward")), stdin=True)
+        victim = Proc(env + trainer_argv(ctx, "inflight", "--live", "--pace", "0.05"),
+                      stdin=True)
+        procs += [hostile, victim]
+        for p in procs:
+            wait_events(events_path, daemon, has_event("attach", p.pid), "attach of %d" % p.pid,
+                        ATTACH_TIMEOUT * 2)
+        # from here until the stop, the endless forward holds every uprobe removal on the
+        # node that this daemon does not make: kept to a few seconds (other tests run beside)
+        hostile.send(b"endless\n", close=False)
+        if hostile.wait_out(lambda l: l == b"ENDLESS\n", 60) is None:
+            raise Fail("hostile_forward never entered its endless forward")
+        t0 = time.monotonic()
+        victim.kill()
+        late = Proc(env + trainer_argv(ctx, "inflight", "--live", "--pace", "0.05"),
+                    stdin=True)
+        procs.append(late)
+        wait_events(events_path, daemon, has_event("detach", victim.pid),
+                    "the exited rank's detach line", ENDLESS_DETACH_S)
+        took = time.monotonic() - t0
+        wait_events(events_path, daemon, has_event("attach", late.pid),
+                    "the attach of a rank started after", ATTACH_TIMEOUT)
+        t1 = time.monotonic()
+        daemon.p.send_signal(signal.SIGTERM)
+        rc = daemon.wait(DETACH_TIMEOUT)
+        stop = time.monotonic() - t1
+    finally:
+        sock.close()
+        for p in procs:
+            p.kill()
+    events = read_events(events_path)
+    detached = {e["pid"] for e in events if e["event"] == "detach"}
+    missing = [p.pid for p in (hostile, late) if p.pid not in detached]
+    if rc != 0 or missing:
+        raise Fail("SIGTERM during the endless forward: exit %r, no detach line for %s" % (
+            rc, missing))
+    unarmed = [e.get("unarmed", 0) for e in events if e["event"] == "stats" and
+               e["pid"] == hostile.pid]
+    if not unarmed or not max(unarmed) > 0:
+        raise Fail("the hostile rank's stats count no unarmed call: %s" % unarmed)
+    ctx.log("the exited rank's detach line %.2f s after its exit; SIGTERM to exit %.2f s; "
+            "the hostile rank's unarmed calls %d" % (took, stop, max(unarmed)))
