@@ -82,11 +82,11 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 						       : 0,
 		    depth);
 	/*
-	 * Another watch of this daemon is removing its probes (arm_paused): no return is armed,
-	 * so that a return this task holds pending for long (a forward that never returns) lets
-	 * the kernel's removal of any uprobe go (see session_eval_frame). The call stays on the
-	 * stack unchecked until heal() or its caller's return drops it, and its caller is then
-	 * not called an origin.
+	 * Another watch of this daemon has been removing its probes for long (arm_paused, see
+	 * attach/probe.c): no return is armed, so that a return this task holds pending (a
+	 * forward that never returns) lets the kernel's removal of any uprobe go (see
+	 * session_eval_frame). The call stays on the stack unchecked until heal() or its
+	 * caller's return drops it, and its caller is then not called an origin.
 	 */
 	if (arm_paused) {
 		count(NW_C_UNARMED, 1);
@@ -182,8 +182,10 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	return 0;
 }
 
-/* Returns are counted (and timed, with the run-time stats: a session's program runs both
- * ends, so its own run time does not tell them apart). */
+/*
+ * Returns are counted (and timed, with the run-time stats: a session's program runs both
+ * ends, so its own run time does not tell them apart).
+ */
 static __always_inline int eval_return(struct pt_regs *ctx)
 {
 	__u64 t0;
