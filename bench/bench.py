@@ -12,13 +12,13 @@ small CNN with SGD) in one long-lived process per model, and measures the median
                    --backward on (every gradient checked): against nanwatch-full (default:
                    parameter gradient norms), what the backward pass costs, next to
                    detect_anomaly's
-  nanwatch-full-uret   with --daemon-modes full,full-uret: --return-probe uretprobe (a
-                   return probe on every call, as kernels before 6.13) beside the default
+  nanwatch-full-session  with --daemon-modes full,full-session: --return-probe session (a
+                   return armed only for module calls, Linux 6.13+) beside the default
   detached         the same process after nanwatchd detached (must equal uninstrumented)
 
-Where each step's time goes, per model and mode: probe hits and returns (with the default
-uprobe session only module calls' and optimizer steps' returns trap) and what the step paid
-per trap beyond the programs' own run time, each BPF program's run time (--bpf-stats), the
+Where each step's time goes, per model and mode: probe hits and returns (with
+--return-probe session only module calls' and optimizer steps' returns trap) and what the
+step paid per trap beyond the programs' own run time, each BPF program's run time (--bpf-stats), the
 bytes scanned and the scan rate split into the copy alone and the test alone (stats.scan), the
 backward pass's node probe (gradient norms), sequence-counter reads, GPU requests and the
 daemon's CPU. Then a copy-rate sweep on this host (build/scanrate: every way BPF can copy user
@@ -81,7 +81,7 @@ FULL_LIMIT = {"transformer": 1.03, "cnn": 1.05}
 LABELS = {"plain": "uninstrumented", "hooks": "hooks", "anomaly": "detect_anomaly"}
 NOBWD = "-nobwd"  # pseudo daemon mode suffixes: the same mode with --backward off, on
 BWD = "-bwd"
-URET = "-uret"  # the same mode with --return-probe uretprobe (--daemon-modes full,full-uret)
+SESSION = "-session"  # --return-probe session (--daemon-modes full,full-session)
 
 
 class BenchError(Fail):
@@ -138,7 +138,7 @@ class Daemon(Proc):
         t0 = time.monotonic()
         extra = []
         for suffix, flag, how in ((NOBWD, "--backward", "off"), (BWD, "--backward", "on"),
-                                  (URET, "--return-probe", "uretprobe")):
+                                  (SESSION, "--return-probe", "session")):
             if mode.endswith(suffix):
                 mode, extra = mode[:-len(suffix)], [flag, how]
         super().__init__([path, "--pid", str(pid), "--mode", mode] + extra

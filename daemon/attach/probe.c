@@ -550,21 +550,15 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			goto fail;
 		}
 	}
-	p->session = o->return_probe != PROBE_RETURN_URETPROBE && session_attach_type() >= 0;
-	if (o->return_probe == PROBE_RETURN_SESSION && !p->session) {
+	p->session = o->return_probe == PROBE_RETURN_SESSION;
+	if (p->session && session_attach_type() < 0) {
 		ret = -EOPNOTSUPP;
 		snprintf(err, errlen,
 			 "--return-probe session: this kernel has no uprobe sessions "
 			 "(Linux 6.13 on)");
 		goto fail;
 	}
-	/* with --return-probe auto, a session the kernel refuses falls back to the pair */
-	for (;;) {
-		ret = load_attach(p, t, l, o, err, errlen);
-		if (!ret || !p->session || o->return_probe == PROBE_RETURN_SESSION)
-			break;
-		p->session = 0;
-	}
+	ret = load_attach(p, t, l, o, err, errlen);
 	if (ret)
 		goto fail;
 	p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.events), on_record, p, NULL);

@@ -45,9 +45,8 @@ struct probe_opts {
 
 /* How the frame evaluator's returns are seen. */
 enum probe_return {
-	PROBE_RETURN_AUTO,	/* a session where the kernel has them, else a uretprobe */
-	PROBE_RETURN_SESSION,	/* a uprobe session: a return armed only for the calls recorded */
 	PROBE_RETURN_URETPROBE, /* an entry uprobe and a uretprobe: every call's return */
+	PROBE_RETURN_SESSION,	/* a uprobe session: a return armed only for the calls recorded */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */

@@ -57,7 +57,7 @@ int optval__read_method(const char *name, const char *s, int *out, char *why, si
 const char *optval__read_method_name(int method);
 
 /*
- * How the frame evaluator's returns are seen: auto, session or uretprobe; *out an enum
+ * How the frame evaluator's returns are seen: uretprobe or session; *out an enum
  * probe_return value (attach/probe.h), and the name back.
  */
 int optval__return_probe(const char *name, const char *s, int *out, char *why, size_t whylen);

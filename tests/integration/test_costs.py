@@ -6,8 +6,8 @@ show every module call tracked once, every output scanned once or skipped as alr
 chunks and a partial one), and at most HITS_PER_CALL probe hits per module call (measured 2.54
 on Python 3.11: the module's __call__, its forward, the ModuleList iterator, and a few frames
 at the end of the run), each hit one run of the entry program. The returns: with the attach
-line's return_probe "session" (the default on this kernel) exactly one return run per module
-call, none for any other frame; with "uretprobe" one per probe hit.
+line's return_probe "uretprobe" (the default) one per probe hit; with "session" exactly one
+per module call, none for any other frame.
 """
 from nwharness import Fail, run_trainer
 from nwchecks import HOST_ONLY, environments, last_stats, watch
@@ -17,7 +17,7 @@ HITS_PER_CALL = 3.0
 MIB = 1 << 20
 
 
-def costs(ctx, *args, returns="auto"):
+def costs(ctx, *args, returns="uretprobe"):
     """The counts of one run of counts.py under the daemon; the trainer's facts."""
     result = run_trainer(ctx, "counts", *args)
     facts = result["facts"]
@@ -79,19 +79,19 @@ def check_costs(st, facts):
 def test_costs_no_grad(ctx):
     """No grad_fn to know an output by: every output, the root's too, scanned exactly once."""
     st, facts = costs(ctx)
-    if st["return_probe"] != "session":
-        raise Fail("attach line's return_probe %r, want session on this kernel (6.13+)" %
+    if st["return_probe"] != "uretprobe":
+        raise Fail("attach line's return_probe %r, the default is uretprobe" %
                    st["return_probe"])
     check_costs(st, facts)
 
 
 @environments(*HOST_ONLY)
-def test_costs_uretprobe(ctx):
-    """As test_costs_no_grad with a return probe on every call (--return-probe uretprobe,
-    what kernels before 6.13 get): the same counts, and a return run per probe hit."""
-    st, facts = costs(ctx, returns="uretprobe")
-    if st["return_probe"] != "uretprobe":
-        raise Fail("attach line's return_probe %r, asked for uretprobe" % st["return_probe"])
+def test_costs_session(ctx):
+    """As test_costs_no_grad with --return-probe session: the same counts, and a return run
+    per module call, none for the other frames."""
+    st, facts = costs(ctx, returns="session")
+    if st["return_probe"] != "session":
+        raise Fail("attach line's return_probe %r, asked for session" % st["return_probe"])
     check_costs(st, facts)
 
 

@@ -246,19 +246,19 @@ ENDLESS_DETACH_S = 15  # from a rank's exit to its detach line: well under a sec
 
 @environments(*HOST_ONLY)
 def test_security_endless_forward(ctx):
-    """uid 65534's rank enters a forward that never returns while it keeps calling a child
-    module (tests/trainers/hostile_forward.py): the return armed for it stays pending, and on
-    Linux 6.13+ that holds every uprobe removal on the node. Another rank of the same service
-    then exits and a new one starts: the exited rank's detach line must come within
-    ENDLESS_DETACH_S, the new rank must be attached, and SIGTERM must end the daemon with
-    every detach line. A removal that takes long makes the daemon arm no return
-    (stats.unarmed counts the calls), so the kernel lets the pending one go; before, the
-    exited rank's removal, and every attach after it, waited as long as the forward ran."""
+    """With return_probe session: uid 65534's rank enters a forward that never returns while
+    it keeps calling a child module (tests/trainers/hostile_forward.py): the return armed for
+    it stays pending, and on Linux 6.13+ that holds every uprobe removal on the node. Another
+    rank of the same service then exits: its detach line must come within ENDLESS_DETACH_S;
+    a rank started after must be attached, and SIGTERM must end the daemon with every detach
+    line. A removal that takes long makes the daemon arm no return (stats.unarmed counts the
+    calls), so the kernel lets the pending one go; before, the exited rank's removal, and
+    every uprobe attach after it, waited as long as the forward ran."""
     tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="endless-")
     token = "endless-%d" % os.getpid()
     config, events_path = write_config(ctx, tmp, [
         "  - name: t\n    match: {env: {NW_ENDLESS_TEST: '^%s$'}}\n" % token],
-        extra="stats_interval: 1\n")
+        extra="stats_interval: 1\nreturn_probe: session\n")
     sock, path = notify_socket(tmp)
     env = ["env", "NW_ENDLESS_TEST=" + token]
     procs = []
@@ -279,12 +279,12 @@ def test_security_endless_forward(ctx):
             raise Fail("hostile_forward never entered its endless forward")
         t0 = time.monotonic()
         victim.kill()
-        late = Proc(env + trainer_argv(ctx, "inflight", "--live", "--pace", "0.05"),
-                    stdin=True)
-        procs.append(late)
         wait_events(events_path, daemon, has_event("detach", victim.pid),
                     "the exited rank's detach line", ENDLESS_DETACH_S)
         took = time.monotonic() - t0
+        late = Proc(env + trainer_argv(ctx, "inflight", "--live", "--pace", "0.05"),
+                    stdin=True)
+        procs.append(late)
         wait_events(events_path, daemon, has_event("attach", late.pid),
                     "the attach of a rank started after", ATTACH_TIMEOUT)
         t1 = time.monotonic()

@@ -287,7 +287,7 @@ static const struct both values[] = {
 	{"read_method", "--read-method", "adaptive", 1},
 	{"read_method", "--read-method", "fast", 0},
 	{"read_method", "--read-method", "Probe", 0},
-	{"return_probe", "--return-probe", "auto", 1},
+	{"return_probe", "--return-probe", "auto", 0},
 	{"return_probe", "--return-probe", "session", 1},
 	{"return_probe", "--return-probe", "uretprobe", 1},
 	{"return_probe", "--return-probe", "kretprobe", 0},
