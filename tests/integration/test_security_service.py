@@ -190,6 +190,14 @@ def test_security_flood(ctx):
         raise Fail("a hostile process was attached")
 
 
+def sigterm_wait(daemon, timeout):
+    """SIGTERM; the daemon's exit status (None: still running after timeout s) and the wait."""
+    t0 = time.monotonic()
+    daemon.p.send_signal(signal.SIGTERM)
+    rc = daemon.wait(timeout)
+    return rc, time.monotonic() - t0
+
+
 def unit_stop_timeout():
     with open(UNIT) as f:
         m = re.search(r"^TimeoutStopSec=(\d+)s?$", f.read(), re.M)
@@ -212,10 +220,7 @@ def test_security_stop_parallel(ctx):
         for t in trainers:
             wait_events(events_path, daemon, has_event("attach", t.pid), "attach of %d" % t.pid,
                         ATTACH_TIMEOUT * 3)
-        t0 = time.monotonic()
-        daemon.p.send_signal(signal.SIGTERM)
-        rc = daemon.wait(DETACH_TIMEOUT * 3)
-        took = time.monotonic() - t0
+        rc, took = sigterm_wait(daemon, DETACH_TIMEOUT * 3)
     finally:
         sock.close()
         for t in trainers:
@@ -287,10 +292,7 @@ def test_security_endless_forward(ctx):
         procs.append(late)
         wait_events(events_path, daemon, has_event("attach", late.pid),
                     "the attach of a rank started after", ATTACH_TIMEOUT)
-        t1 = time.monotonic()
-        daemon.p.send_signal(signal.SIGTERM)
-        rc = daemon.wait(DETACH_TIMEOUT)
-        stop = time.monotonic() - t1
+        rc, stop = sigterm_wait(daemon, DETACH_TIMEOUT)
     finally:
         sock.close()
         for p in procs:
