@@ -4,10 +4,33 @@
  * libyaml). A refused file is one line naming it; an accepted one holds what the checks promise
  * and its compiled matchers run.
  */
+#include <arpa/inet.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "service/config.h"
+
+/* "ADDR:PORT" with ADDR localhost, an IPv4 address in 127/8 or [an IPv6 loopback]: 1. */
+static int loopback(const char *listen)
+{
+	const char *colon = strrchr(listen, ':');
+	char host[64];
+	struct in6_addr a6;
+	struct in_addr a4;
+	size_t n = colon ? (size_t)(colon - listen) : 0;
+
+	if (!n || n >= sizeof(host))
+		return 0;
+	memcpy(host, listen, n);
+	host[n] = 0;
+	if (!strcmp(host, "localhost"))
+		return 1;
+	if (host[0] == '[' && host[n - 1] == ']') {
+		host[n - 1] = 0;
+		return inet_pton(AF_INET6, host + 1, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+	}
+	return inet_pton(AF_INET, host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -25,8 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (c->nrules < 1 || c->nrules > CONFIG_MAX_RULES || c->noutputs < 1 ||
 	    c->noutputs > CONFIG_MAX_OUTPUTS)
 		abort();
-	if (c->metrics_listen[0] && strncmp(c->metrics_listen, "127.", 4) &&
-	    strncmp(c->metrics_listen, "[::1]:", 6) && strncmp(c->metrics_listen, "localhost:", 10))
+	if (c->metrics_listen[0] && !loopback(c->metrics_listen))
 		abort();
 	for (i = 0; i < c->nrules; i++) {
 		const struct config_rule *r = &c->rules[i];
