@@ -95,15 +95,21 @@ static void sessions_remove(struct probe *p)
 	pthread_mutex_unlock(&sessions_lock);
 }
 
-/* PAUSE_AFTER_MS after a removal began: pause the sessions if one is still under way. */
-static void *pauser(void *arg)
+/* After wait_us, pause the sessions if a removal is still under way. */
+static void pause_if_removing(unsigned int wait_us)
 {
-	(void)arg;
-	usleep(PAUSE_AFTER_MS * 1000);
+	if (wait_us)
+		usleep(wait_us);
 	pthread_mutex_lock(&sessions_lock);
 	if (removals > 0 && !paused)
 		set_paused(1);
 	pthread_mutex_unlock(&sessions_lock);
+}
+
+static void *pauser(void *arg)
+{
+	(void)arg;
+	pause_if_removing(PAUSE_AFTER_MS * 1000);
 	return NULL;
 }
 
@@ -112,24 +118,22 @@ static void removal(int begins)
 {
 	pthread_attr_t attr;
 	pthread_t t;
-	int spawned = 0;
+	int spawned = 0, any;
 
 	pthread_mutex_lock(&sessions_lock);
 	removals += begins ? 1 : -1;
 	if (!removals && paused)
 		set_paused(0);
+	any = sessions != NULL;
 	pthread_mutex_unlock(&sessions_lock);
-	if (!begins || pthread_attr_init(&attr))
+	/* no session in this process (the default return probe): nothing to pause */
+	if (!begins || !any || pthread_attr_init(&attr))
 		return;
 	if (!pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED))
 		spawned = !pthread_create(&t, &attr, pauser, NULL);
 	pthread_attr_destroy(&attr);
-	if (!spawned) { /* no thread to wait with: pause at once */
-		pthread_mutex_lock(&sessions_lock);
-		if (removals > 0 && !paused)
-			set_paused(1);
-		pthread_mutex_unlock(&sessions_lock);
-	}
+	if (!spawned) /* no thread to wait with: pause at once */
+		pause_if_removing(0);
 }
 
 static int on_record(void *ctx, void *data, size_t size)
