@@ -314,58 +314,87 @@ static __noinline int report_bwd(__u64 node, __u32 nr)
 }
 
 struct hist_ctx {
-	__u32 words; /* words of s->buf that hold data */
+	__u64 lanes; /* lanes counted so far: the data's, and zero padding (bucket 0) */
+	__u32 words; /* words of s->buf to count: a multiple of 8 */
 	__u32 bf16;  /* bfloat16 elements, else float32 */
 };
 
-/*
- * HIST_BLOCK words of s->buf, block k, into the histogram (a bpf_loop callback:
- * verified once, not once per word of a chunk).
- */
-static long hist_block(__u32 k, void *ctx)
+#define HIST_MASK (NW_HIST_BUCKETS - 1)
+
+/* A float32 word's two lanes: the low one into ha, the high one into hb. */
+static __always_inline void hist_f32(__u32 *ha, __u32 *hb, __u64 w)
 {
-	struct hist_ctx *h = ctx;
+	ha[(w >> 21) & HIST_MASK]++;
+	hb[(w >> 53) & HIST_MASK]++;
+}
+
+/* A bfloat16 word (a float32's upper half a lane): lanes 0 and 2 into ha, 1 and 3 into hb. */
+static __always_inline void hist_bf16(__u32 *ha, __u32 *hb, __u64 w)
+{
+	ha[(w >> 5) & HIST_MASK]++;
+	hb[(w >> 21) & HIST_MASK]++;
+	ha[(w >> 37) & HIST_MASK]++;
+	hb[(w >> 53) & HIST_MASK]++;
+}
+
+/*
+ * HIST_BLOCK words of s->buf, block k, into the two histograms (bpf_loop callbacks, one per
+ * dtype: each verified once, not once per word of a chunk).
+ */
+static __always_inline long hist_block(__u32 k, struct hist_ctx *h, int bf16)
+{
 	struct scratch *s = get_scratch();
 	struct bwd_scratch *b = get_bwd_scratch();
-	__u32 base = k * HIST_BLOCK, j, i;
-	__u64 w;
+	__u32 base = k * HIST_BLOCK, words = h->words, j;
+	__u32 *ha, *hb;
+	__u64 *p;
 
-	if (!s || !b || base >= h->words || base >= CHUNK_WORDS)
+	if (!s || !b || base >= words || base > CHUNK_WORDS - HIST_BLOCK)
 		return 1;
-	if (!h->bf16) {
-		for (j = 0; j < HIST_BLOCK; j++) {
-			if (base + j >= h->words)
-				break;
-			w = s->buf[(base + j) & (CHUNK_WORDS - 1)];
-			b->g.hist[(w >> 21) & (NW_HIST_BUCKETS - 1)]++;
-			b->g.hist[(w >> 53) & (NW_HIST_BUCKETS - 1)]++;
-		}
-		return 0;
-	}
-	for (j = 0; j < HIST_BLOCK; j++) {
-		if (base + j >= h->words)
+	/* words at constant offsets from one pointer: no index arithmetic per word */
+	p = &s->buf[base];
+	ha = b->g.hist;
+	hb = b->hist_split;
+	for (j = 0; j < HIST_BLOCK; j += 8) {
+		if (base + j >= words)
 			break;
-		w = s->buf[(base + j) & (CHUNK_WORDS - 1)];
-		for (i = 0; i < 4; i++) /* bfloat16 is a float32's upper half */
-			b->g.hist[(w >> (16 * i + 5)) & (NW_HIST_BUCKETS - 1)]++;
+		if (bf16) {
+			hist_bf16(ha, hb, p[j]);
+			hist_bf16(ha, hb, p[j + 1]);
+			hist_bf16(ha, hb, p[j + 2]);
+			hist_bf16(ha, hb, p[j + 3]);
+			hist_bf16(ha, hb, p[j + 4]);
+			hist_bf16(ha, hb, p[j + 5]);
+			hist_bf16(ha, hb, p[j + 6]);
+			hist_bf16(ha, hb, p[j + 7]);
+		} else {
+			hist_f32(ha, hb, p[j]);
+			hist_f32(ha, hb, p[j + 1]);
+			hist_f32(ha, hb, p[j + 2]);
+			hist_f32(ha, hb, p[j + 3]);
+			hist_f32(ha, hb, p[j + 4]);
+			hist_f32(ha, hb, p[j + 5]);
+			hist_f32(ha, hb, p[j + 6]);
+			hist_f32(ha, hb, p[j + 7]);
+		}
 	}
 	return 0;
 }
 
-/* Histogram of float32 magnitudes over the first `words` words of s->buf. */
-__noinline int hist_words(int words, int bf16)
+static long hist_block_f32(__u32 k, void *ctx)
 {
-	struct hist_ctx h = {.bf16 = bf16};
-
-	if (words <= 0)
-		return 0;
-	h.words = words > CHUNK_WORDS ? CHUNK_WORDS : words;
-	bpf_loop((h.words + HIST_BLOCK - 1) / HIST_BLOCK, hist_block, &h, 0);
-	return 0;
+	return hist_block(k, ctx, 0);
 }
 
+static long hist_block_bf16(__u32 k, void *ctx)
+{
+	return hist_block(k, ctx, 1);
+}
+
+/* Read chunk idx and count its words (a bpf_loop callback; ctx: struct hist_ctx). */
 static long hist_chunk(__u32 idx, void *ctx)
 {
+	struct hist_ctx *h = ctx;
 	struct scratch *s = get_scratch();
 	int words;
 
@@ -374,7 +403,13 @@ static long hist_chunk(__u32 idx, void *ctx)
 	words = read_chunk(s, idx);
 	if (words <= 0)
 		return 1;
-	hist_words(words, s->ti.dtype == NW_DT_BF16);
+	/* read_chunk zero-pads the data to 8 words: counted 8 at a time, in bucket 0 */
+	h->words = (words + 7) & ~7;
+	if (h->words > CHUNK_WORDS)
+		h->words = CHUNK_WORDS;
+	h->lanes += (__u64)h->words * (h->bf16 ? 4 : 2);
+	bpf_loop((h->words + HIST_BLOCK - 1) / HIST_BLOCK,
+		 h->bf16 ? hist_block_bf16 : hist_block_f32, h, 0);
 	return 0;
 }
 
@@ -385,39 +420,69 @@ static long clear_hist(__u32 idx, void *ctx)
 	if (!b || idx >= NW_HIST_BUCKETS / 64)
 		return 1;
 	__builtin_memset(&b->g.hist[idx * 64], 0, 64 * sizeof(__u32));
+	__builtin_memset(&b->hist_split[idx * 64], 0, 64 * sizeof(__u32));
 	return 0;
 }
 
-/* A parameter's gradient (s->ti) as it enters AccumulateGrad: its magnitude histogram. */
-static __noinline int measure_grad(__u64 node)
+/* The second histogram's 64 buckets from idx * 64 added into g.hist. */
+static long merge_hist(__u32 idx, void *ctx)
+{
+	struct bwd_scratch *b = get_bwd_scratch();
+	__u32 k, base = idx * 64;
+
+	if (!b || base >= NW_HIST_BUCKETS)
+		return 1;
+	for (k = 0; k < 64; k++) {
+		__u32 i = (base + k) & HIST_MASK;
+
+		b->g.hist[i] += b->hist_split[i];
+	}
+	return 0;
+}
+
+/*
+ * A parameter's gradient (s->ti, float32 or bfloat16) as it enters AccumulateGrad, in one
+ * pass over its bytes: its magnitude histogram, sent for the gradient norms, and whether it
+ * holds NaN/±Inf, which is whether the buckets of the all-ones exponent counted any lane.
+ * Returns what scan_tensor(SCAN_GRAD) would: 1 non-finite, 0 finite, -1 unreadable.
+ */
+__noinline int measure_grad(__u64 node)
 {
 	struct scratch *s = get_scratch();
 	struct bwd_scratch *b = get_bwd_scratch();
-	__u64 lanes, elems, wake;
-	__u32 size;
+	struct hist_ctx h = {};
+	__u64 elems, wake, t0, bad = 0;
+	__u32 size, i;
 
 	if (!s || !b)
-		return 0;
-	if (s->ti.dtype != NW_DT_F32 && s->ti.dtype != NW_DT_BF16) {
-		count(NW_C_BWD_NORM_SKIPPED, 1);
-		return 0;
-	}
+		return -1;
+	size = nw_dtype_size(s->ti.dtype);
+	if (!size)
+		return -1;
+	h.bf16 = s->ti.dtype == NW_DT_BF16;
 	__builtin_memset(&b->g, 0, offsetof(struct nw_grad, hist));
 	bpf_loop(NW_HIST_BUCKETS / 64, clear_hist, NULL, 0);
-	size = nw_dtype_size(s->ti.dtype);
 	__builtin_memset(&s->c, 0, sizeof(s->c));
 	s->c.addr = s->ti.data;
 	s->c.bytes = s->ti.bytes;
-	bpf_loop((s->c.bytes + CHUNK_BYTES - 1) / CHUNK_BYTES, hist_chunk, NULL, 0);
-	if (s->c.err || !size) {
+	t0 = bpf_ktime_get_ns();
+	bpf_loop((s->c.bytes + CHUNK_BYTES - 1) / CHUNK_BYTES, hist_chunk, &h, 0);
+	count(NW_C_BWD_SCAN_NS, bpf_ktime_get_ns() - t0);
+	count(NW_C_BWD_COPIES, s->c.copies);
+	if (s->c.err) {
+		count(NW_C_SKIP_UNREADABLE, 1);
 		count(NW_C_BWD_NORM_SKIPPED, 1);
-		return 0;
+		return -1;
 	}
-	/* the last word's lanes past the data were zero-padded: they fell in bucket 0 */
+	count(NW_C_BWD_GRADS, 1);
+	count(NW_C_BWD_BYTES, s->c.bytes);
+	bpf_loop(NW_HIST_BUCKETS / 64, merge_hist, NULL, 0);
+	for (i = NW_HIST_NONFINITE; i < NW_HIST_BUCKETS; i++)
+		bad += b->g.hist[i];
+	/* the lanes past the data were zero-padded: they fell in bucket 0 */
 	elems = s->c.bytes / size;
-	lanes = (s->c.bytes + 7) / 8 * (8 / size);
-	if (lanes > elems && b->g.hist[0] >= lanes - elems)
-		b->g.hist[0] -= lanes - elems;
+	if (h.lanes > elems && b->g.hist[0] >= h.lanes - elems)
+		b->g.hist[0] -= h.lanes - elems;
 	b->g.type = NW_EV_GRAD;
 	b->g.time_ns = bpf_ktime_get_ns();
 	b->g.tid = (__u32)bpf_get_current_pid_tgid();
@@ -435,15 +500,18 @@ static __noinline int measure_grad(__u64 node)
 									      : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&grad_events, &b->g, sizeof(b->g), wake))
 		count(NW_C_BWD_GRADS_LOST, 1);
-	return 0;
+	return bad ? 1 : 0;
 }
 
-/* Check input i of node: 1 if it was reported (stop looking at this node). */
+/*
+ * Check input i of node: 1 if it was reported (stop looking at this node). A parameter's
+ * gradient of a dtype the norms take is scanned by the norms' own pass.
+ */
 static __noinline int check_grad(__u64 node, __u64 items, __u32 i, int accumulate)
 {
 	struct scratch *s = get_scratch();
 	__u64 impl = read_u64(items + 8 * i);
-	int r;
+	int r, norm;
 
 	if (!s || !impl)
 		return 0;
@@ -452,9 +520,14 @@ static __noinline int check_grad(__u64 node, __u64 items, __u32 i, int accumulat
 		count_skip(s->ti.flags);
 	if (r != 0)
 		return 0;
-	r = scan_tensor(SCAN_GRAD);
-	if (accumulate && i == 0 && r >= 0)
-		measure_grad(node);
+	norm = accumulate && i == 0;
+	if (norm && (s->ti.dtype == NW_DT_F32 || s->ti.dtype == NW_DT_BF16)) {
+		r = measure_grad(node);
+	} else {
+		r = scan_tensor(SCAN_GRAD);
+		if (norm && r >= 0)
+			count(NW_C_BWD_NORM_SKIPPED, 1);
+	}
 	if (r <= 0)
 		return 0;
 	return report_bwd(node, i);

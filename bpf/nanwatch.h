@@ -164,6 +164,7 @@ enum nw_counter {
 	NW_C_RETURN_HITS,   /* runs of the frame evaluator's return program, the target's */
 	NW_C_RETURN_NS,	    /* their time (with the run-time stats on) */
 	NW_C_UNARMED,	    /* returns not armed: another watch's probes were being removed */
+	NW_C_BWD_COPIES,    /* copies out of the target made to scan NW_C_BWD_BYTES */
 	NW_C_MAX,
 };
 
@@ -373,7 +374,8 @@ struct nw_bwd_layout {
 	__u64 seq_offset;
 };
 
-#define NW_HIST_BUCKETS 1024 /* float32 exponent and the top 2 mantissa bits */
+#define NW_HIST_BUCKETS 1024			/* float32 exponent and the top 2 mantissa bits */
+#define NW_HIST_NONFINITE (NW_HIST_BUCKETS - 4) /* buckets from here: exponent all ones */
 
 /*
  * A parameter gradient as it enters AccumulateGrad (summed over its uses):

@@ -287,6 +287,7 @@ __noinline int scan_tensor(int full)
 			count(NW_C_SCAN_COPIES, c->copies);
 		} else { /* SCAN_GRAD: ... and of those in NW_C_BWD_BYTES */
 			count(NW_C_BWD_SCAN_NS, bpf_ktime_get_ns() - t0);
+			count(NW_C_BWD_COPIES, c->copies);
 		}
 	}
 	if (c->err) {

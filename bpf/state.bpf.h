@@ -254,6 +254,12 @@ struct call_span {
 /* The backward probe's own scratch (bpf/backward.bpf.h). */
 struct bwd_scratch {
 	struct nw_grad g;
+	/*
+	 * A gradient's lanes alternate between g.hist and this, added into g.hist at the end:
+	 * its elements mostly fall in a few buckets, and a count waits on the store of the
+	 * count before it in the same bucket.
+	 */
+	__u32 hist_split[NW_HIST_BUCKETS];
 	__u64 edges[BWD_EDGES * 4]; /* a candidate's next_edges_, edge_size <= 32 */
 	__u64 target;		    /* the node (consumer) and input being looked for */
 	__u64 found;		    /* most recent producer found, its output index */

@@ -143,7 +143,7 @@ void backward__hist_bounds(const uint32_t *hist, double *lo2, double *hi2, doubl
 
 		if (!hist[i])
 			continue;
-		if (e == 255) {
+		if (i >= NW_HIST_NONFINITE) {
 			*nonfinite += hist[i];
 			continue;
 		}

@@ -289,6 +289,7 @@ static void grad_stats(struct json *j, const struct output_stats *s)
 	json__uint(j, "nodes", c[NW_C_BWD_NODES]);
 	json__uint(j, "grads_scanned", c[NW_C_BWD_GRADS]);
 	json__uint(j, "bytes_scanned", c[NW_C_BWD_BYTES]);
+	json__uint(j, "copies", c[NW_C_BWD_COPIES]);
 	json__uint(j, "anomalies", c[NW_C_BWD_ANOMALIES]);
 	json__uint(j, "param_grads", c[NW_C_BWD_PARAM_GRADS]);
 	json__uint(j, "norm_skipped", c[NW_C_BWD_NORM_SKIPPED]);

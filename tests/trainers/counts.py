@@ -12,9 +12,12 @@ every Python frame entered is this file's.
              root's return, its last kid's output as it is, is known and not scanned again
   --identity an nn.Identity after each kid: it returns its input, the previous sibling's
              output, as it is (known and not scanned again with --grad)
+  --backward the input requires grad and each pass ends in a backward pass of its output's
+             sum: the input's gradient (ELEMS elements) is the one gradient the default
+             --backward norms scans, once a pass (torch's own backward frames add probe hits)
 
 facts: forward passes, module calls, module outputs (each kid's, and the root's: the last kid's output returned
-as it is), the Identity returns (--identity), the bytes of one output.
+as it is), the Identity returns (--identity), the bytes of one output, the backward passes.
 """
 import json
 import os
@@ -53,21 +56,27 @@ def main():
     torch.manual_seed(1234)
     torch.set_num_threads(1)
     identity = "--identity" in sys.argv[1:]
+    backward = "--backward" in sys.argv[1:]
+    grad = backward or "--grad" in sys.argv[1:]
     net = Net(identity)
-    x = torch.rand(ELEMS, requires_grad="--grad" in sys.argv[1:])
+    x = torch.rand(ELEMS, requires_grad=grad)
     if "--wait" in sys.argv[1:]:
         print("READY %d" % os.getpid(), flush=True)
         sys.stdin.readline()
     calls = KIDS + len(net.same)
     total = 0.0
-    with torch.set_grad_enabled("--grad" in sys.argv[1:]):
+    with torch.set_grad_enabled(grad):
         for _ in range(PASSES):
-            total += float(net(x)[0])
+            out = net(x)
+            total += float(out[0])
+            if backward:
+                out.sum().backward()
     print(json.dumps({"trace": {"sum": float.hex(total)},
                       "facts": {"passes": PASSES, "module_calls": PASSES * (calls + 1),
                                 "outputs": PASSES * (calls + 1),
                                 "identities": PASSES * len(net.same),
-                                "output_bytes": ELEMS * 4}}),
+                                "output_bytes": ELEMS * 4,
+                                "backward_passes": PASSES if backward else 0}}),
           flush=True)
     return 0
 
