@@ -77,6 +77,14 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 	capture_args(&rec, (__u64)frame);
 	capture_kwargs(&rec, (__u64)frame);
 	count(NW_C_MODULE_CALLS, 1);
+	if (keep_tensor && rec.nargs == 1 && !rec.nkwargs && depth > 0 && depth < NW_MAX_DEPTH) {
+		struct scratch *s = get_scratch();
+
+		if (s) {
+			s->sib = ts->kid[(depth - 1) & (NW_MAX_DEPTH - 1)];
+			rec.keep = keeps_finite(self, rec.args[0]);
+		}
+	}
 	note_module(ts->stack[0], self,
 		    depth > 0 && depth <= NW_MAX_DEPTH ? ts->stack[(depth - 1) & (NW_MAX_DEPTH - 1)]
 						       : 0,
@@ -136,6 +144,7 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	__builtin_memcpy(s->kwkeys, r->kwkeys, sizeof(s->kwkeys));
 	s->nargs = r->nargs;
 	s->nkwargs = r->nkwargs;
+	s->keep = r->keep;
 	bpf_map_delete_elem(&frames, &key);
 	ts = bpf_map_lookup_elem(&threads, &key.tid);
 	if (!ts)
@@ -171,6 +180,7 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	s->gpu_gate = 0;
 	check_result((__u64)ret);
 	s->deeper = 0; /* ev_tensor() of other programs must not see it */
+	s->keep = 0;
 	if (depth > 0) {
 		/* what this call hands its parent: remembered only while the parent runs */
 		if (s->single && s->out_ok)

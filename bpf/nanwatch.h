@@ -165,6 +165,8 @@ enum nw_counter {
 	NW_C_RETURN_NS,	    /* their time (with the run-time stats on) */
 	NW_C_UNARMED,	    /* returns not armed: another watch's probes were being removed */
 	NW_C_BWD_COPIES,    /* copies out of the target made to scan NW_C_BWD_BYTES */
+	NW_C_KEPT_FINITE,   /* module outputs not scanned: finite, from a finite input (nw_keep) */
+	NW_C_KEPT_BYTES,    /* their bytes */
 	NW_C_MAX,
 };
 
@@ -353,6 +355,20 @@ struct nw_rescan {
 	__s64 version_value;	  /* VersionCounter.version_ (u32) */
 	__u32 on;
 	__u32 pad;
+};
+
+/*
+ * A module whose output is finite whenever its one input is, vouched for by the daemon
+ * (daemon/resolve/keep.c: torch's own ReLU, max pools, Flatten and Unflatten, with torch's
+ * own forward): map keep_mods, keyed by the module object. Its forward hooks, and torch's
+ * global ones, are the dicts whose ma_used words these are: any hook, and its output is
+ * scanned as any other.
+ */
+#define NW_KEEP_HOOKS 2 /* _forward_pre_hooks and _forward_hooks */
+
+struct nw_keep {
+	__u64 type;		   /* type(module) when vouched for: another object is not it */
+	__u64 used[NW_KEEP_HOOKS]; /* &module._forward_pre_hooks.ma_used, &..._forward_hooks' */
 };
 
 struct nw_bwd_layout {

@@ -137,6 +137,8 @@ struct frame_rec {
 	__u32 nargs;
 	__u32 kind;
 	__u32 depth;
+	__u32 keep; /* its output is finite: keeps_finite() said so at its entry */
+	__u32 pad;
 };
 
 struct code_rec {
@@ -201,6 +203,7 @@ struct scratch {
 	__u32 single;		/* the returning call's output is one tensor */
 	__u32 deeper;		/* NW_FLAG_DEEPER for this call's events, or 0 */
 	__u32 out_ok;		/* ... fingerprinted and finite */
+	__u32 keep;		/* ... is finite: its frame_rec's keep */
 	struct scan_ctx c;
 	struct nw_params np; /* a module's parameters as list_params found them */
 	__u64 gpu_gate;	     /* the returning call's request gating its inputs' and params' */
@@ -311,6 +314,18 @@ struct {
 	__type(key, struct seen_key);
 	__type(value, __u8);
 } seen SEC(".maps");
+
+/* module -> what keeps its output finite (struct nw_keep), filled as the daemon names it */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct nw_keep);
+} keep_mods SEC(".maps");
+
+/* torch.Tensor, and &ma_used of torch's global forward (pre-)hook dicts; 0: keep_mods unused */
+__u64 keep_tensor = 0;
+__u64 keep_global_used[NW_KEEP_HOOKS];
 
 /* module -> its parameters, filled by the daemon when it names the module */
 struct {

@@ -795,6 +795,23 @@ int probe__set_params(struct probe *p, uint64_t module, const struct nw_params *
 	return err < 0 ? err : 0;
 }
 
+int probe__set_keep(struct probe *p, uint64_t module, const struct nw_keep *k)
+{
+	int err = bpf_map__update_elem(p->skel->maps.keep_mods, &module, sizeof(module), k,
+				       sizeof(*k), BPF_ANY);
+
+	return err < 0 ? err : 0;
+}
+
+void probe__keep_on(struct probe *p, uint64_t tensor, const uint64_t used[NW_KEEP_HOOKS])
+{
+	int i;
+
+	for (i = 0; i < NW_KEEP_HOOKS; i++)
+		__atomic_store_n(&p->skel->bss->keep_global_used[i], used[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&p->skel->bss->keep_tensor, tensor, __ATOMIC_RELEASE);
+}
+
 int probe__set_buffers(struct probe *p, uint64_t module, const struct nw_params *np)
 {
 	int err = bpf_map__update_elem(p->skel->maps.cap_buffers, &module, sizeof(module), np,

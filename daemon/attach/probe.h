@@ -124,6 +124,15 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 /* Tell the BPF side which parameter objects belong to a module. */
 int probe__set_params(struct probe *p, uint64_t module, const struct nw_params *np);
 
+/* Tell the BPF side a module keeps a finite input finite (resolve/keep.h). */
+int probe__set_keep(struct probe *p, uint64_t module, const struct nw_keep *k);
+
+/*
+ * Turn keeps_finite() on: torch's global hook dicts' ma_used words, then torch.Tensor (the
+ * switch, written last).
+ */
+void probe__keep_on(struct probe *p, uint64_t tensor, const uint64_t used[NW_KEEP_HOOKS]);
+
 /* Tell the BPF side which buffer objects belong to a module (for captures). */
 int probe__set_buffers(struct probe *p, uint64_t module, const struct nw_params *np);
 

@@ -362,6 +362,8 @@ int explain__finding(struct explain *x, const struct finding *raw)
 		/* named by the decode, while the target surely still exists */
 		x->modules++;
 		note_params(x, f->root, f->module);
+		if (x->new_module)
+			x->new_module(x->params_ctx, f->module);
 		return 0;
 	default:
 		return 0;

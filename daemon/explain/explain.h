@@ -22,6 +22,9 @@ struct json;
 /* Hands a module's parameter list to the attach stage (the BPF maps). */
 typedef int (*explain_params_fn)(void *ctx, uint64_t module, const struct nw_params *np);
 
+/* A module seen for the first time, for the attach stage to vouch for (resolve/keep.h). */
+typedef void (*explain_module_fn)(void *ctx, uint64_t module);
+
 /* NW_C_STEP_STARTS now, read after the parameters of a late check. */
 typedef uint64_t (*explain_steps_fn)(void *ctx);
 
@@ -64,6 +67,7 @@ struct explain {
 	struct names *names;
 	const struct remote *remote;
 	explain_params_fn set_params;
+	explain_module_fn new_module; /* NULL: none */
 	explain_steps_fn step_starts; /* NULL: late parameter checks count as after a step */
 	void *params_ctx;
 	const struct nw_layout *layout;	   /* for reading parameters late; NULL: not read */

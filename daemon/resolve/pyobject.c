@@ -219,9 +219,8 @@ int pyobject__class_module(const struct remote *r, uint64_t module, char *out, s
 	return remote__str(r, value, out, len);
 }
 
-/* type(obj).<method>, the class's own or its nearest base's. */
-static int find_method(const struct remote *r, const struct pyobject_layout *pl, uint64_t obj,
-		       const char *method, uint64_t *fn)
+int pyobject__method(const struct remote *r, const struct pyobject_layout *pl, uint64_t obj,
+		     const char *method, uint64_t *fn)
 {
 	uint64_t type, dict;
 	int depth;
@@ -247,7 +246,7 @@ int pyobject__method_names(const struct remote *r, const struct pyobject_layout 
 
 	if (!r->l.code_names || !r->l.func_code)
 		return -ENOTSUP;
-	err = find_method(r, pl, obj, method, &fn);
+	err = pyobject__method(r, pl, obj, method, &fn);
 	if (err)
 		return err;
 	/* a plain Python function (a builtin, a C method or a descriptor has no co_names) */

@@ -49,6 +49,10 @@ int pyobject__class_module(const struct remote *r, uint64_t module, char *out, s
 #define PYOBJECT_MAX_BASES 8	    /* classes looked up a method in: the class, its bases */
 #define PYOBJECT_MAX_CODE_NAMES 256 /* names of a code object read */
 
+/* type(obj).<method> into *fn, the class's own or its nearest base's; -ENOENT if none. */
+int pyobject__method(const struct remote *r, const struct pyobject_layout *pl, uint64_t obj,
+		     const char *method, uint64_t *fn);
+
 /*
  * The names the code of the Python function type(obj).<method> uses (its co_names: the
  * globals and attributes it loads, "torch", "sqrt", "weight"), from the class or the nearest

@@ -36,8 +36,9 @@ struct remote_layout {
 	int64_t compact_bit;
 	int64_t type_name;
 	int64_t type_dict;
-	int64_t code_localsplusnames;  /* 0: not in the table */
-	int64_t code_names, func_code; /* 0: not in the table */
+	int64_t code_localsplusnames;	 /* 0: not in the table */
+	int64_t code_names, func_code;	 /* 0: not in the table */
+	int64_t func_globals, dict_used; /* 0: not in the table */
 	/* int and float objects: the digits (uint32s of long_digit_bits), the double */
 	int64_t long_digits;
 	int64_t long_digit_bits;

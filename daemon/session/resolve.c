@@ -267,6 +267,8 @@ static const struct {
 	{LK_code_localsplusnames, "the training loop's step counter is not read"},
 	{LK_code_names, "the ops a layer's code names are not read"},
 	{LK_func_code, "the ops a layer's code names are not read"},
+	{LK_func_globals, "no module output is taken as finite from its input"},
+	{LK_dict_used, "no module output is taken as finite from its input"},
 	{LK_kwargs_slot, "keyword arguments of module calls are not read"},
 	{LK_node_symbol, "the backward pass is not watched"},
 	{LK_scaler_symbol, "steps a GradScaler skips are not told apart"},

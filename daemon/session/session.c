@@ -17,6 +17,7 @@
 #include "util/clock.h"
 #include "util/file.h"
 #include "util/optval.h"
+#include "resolve/keep.h"
 #include "resolve/names.h"
 #include "resolve/optstate.h"
 #include "resolve/pyobject.h"
@@ -140,6 +141,34 @@ static int set_params(void *ctx, uint64_t module, const struct nw_params *np)
 	return probe__set_params(s->p, module, np);
 }
 
+/*
+ * A module seen for the first time: vouched for in BPF if it keeps a finite input finite;
+ * the first such turns keeps_finite() on, once torch's global hook dicts are found.
+ */
+static void new_module(void *ctx, uint64_t module)
+{
+	struct session *s = ctx;
+	struct pyobject_layout pl = {.l = &s->nwl, .tuple_type = s->t.tuple_type};
+	uint64_t tensor, used[NW_KEEP_HOOKS];
+	struct nw_keep k;
+
+	if (!s->p || s->keep_tensor == KEEP_OFF || keep__module(&s->remote, module, &k, &tensor))
+		return;
+	if (!s->keep_tensor) {
+		/* torch's global hooks not as we know them: nothing kept in this watch */
+		if (keep__globals(&s->remote, &pl, module, used)) {
+			s->keep_tensor = KEEP_OFF;
+			return;
+		}
+		s->keep_tensor = tensor;
+		probe__set_keep(s->p, module, &k);
+		probe__keep_on(s->p, tensor, used);
+		return;
+	}
+	if (tensor == s->keep_tensor)
+		probe__set_keep(s->p, module, &k);
+}
+
 static uint64_t step_starts(void *ctx)
 {
 	struct session *s = ctx;
@@ -249,6 +278,7 @@ static void setup_explain(struct session *s)
 	x->names = s->names;
 	x->remote = &s->remote;
 	x->set_params = set_params;
+	x->new_module = new_module;
 	x->step_starts = step_starts;
 	x->params_ctx = s;
 	x->layout = &s->nwl;

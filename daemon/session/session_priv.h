@@ -67,6 +67,8 @@ struct session {
 	int published;		 /* offsets taken from the interpreter itself */
 	struct nw_bwd_layout bwl;
 	struct nw_rescan rescan; /* .on: the torch table lets outputs skip a rescan */
+	uint64_t keep_tensor;	 /* torch.Tensor once keeps_finite() is on; 0 not yet, or: */
+#define KEEP_OFF 1		 /* ... torch's global hooks were not found: never */
 	char node_symbol[256];	 /* "" : the backward pass is not checked */
 	long long vtable_offset; /* vtable pointer - its _ZTV symbol */
 	int pidfd;

@@ -1,0 +1,41 @@
+"""Outputs kept finite by construction are not scanned, and cannot hide the first non-finite one.
+
+tests/trainers/kept_finite.py: Conv2d, BatchNorm2d, ReLU, MaxPool2d, Flatten, Linear. The ReLU,
+the pool and the flatten are torch's own and get their previous sibling's finite output: the
+daemon does not scan what they return (stats.kept_finite), as long as nothing but torch's code
+makes it. Each variant makes the ReLU's call return Inf/NaN at step 4 by other code (a hook
+of the instance, a global hook registered mid-run, a class of the user's named ReLU, the
+instance's own forward, a patched nn.ReLU.forward): the daemon must name that ReLU first,
+with the anomalies of that iteration the forward hooks see.
+"""
+from nwharness import Fail, oracle_of
+from nwchecks import (HOST_AND_ROOTS, HOST_ONLY, case_test, check_anomalies, describe,
+                      last_stats, watch)
+
+FAULT_STEP = 4  # kept_finite.py's Trainer.fault_step
+
+
+def case_kept(ctx, variant):
+    """The variant's ReLU named first, as the forward hooks name it; before it, exactly the
+    outputs torch's own code made from a finite sibling output were not scanned."""
+    oracle, trace = oracle_of(ctx, "kept_finite", "--variant", variant)
+    if oracle is None or oracle["layer"] != "features.2" or oracle["step"] != FAULT_STEP:
+        raise Fail("kept_finite --variant %s --oracle: %s, want features.2 at step %d" % (
+            variant, oracle and describe(oracle), FAULT_STEP))
+    events = watch(ctx, "kept_finite", trace, trainer_args=("--variant", variant))
+    check_anomalies(events, oracle, events[0]["pid"])
+    kept = last_stats(events).get("kept_finite") or {}
+    # the ReLU (until the global hook), the pool and the flatten, at steps 1 to 3: a module is
+    # vouched for once the daemon read its first call's record (step 0), and the trainer
+    # pauses before each step for it; 3 a step where the ReLU was not torch's would fail
+    per_step = 3 if variant == "global" else 2
+    want = per_step * (FAULT_STEP - 1)
+    if kept.get("tensors") != want or not kept.get("bytes", 0) > 0:
+        raise Fail("stats.kept_finite %r, want %d outputs (%s)" % (kept, want, variant))
+
+
+test_kept_global = case_test(case_kept, "global", envs=HOST_AND_ROOTS)
+test_kept_hook = case_test(case_kept, "hook", envs=HOST_ONLY)
+test_kept_userrelu = case_test(case_kept, "userrelu", envs=HOST_ONLY)
+test_kept_override = case_test(case_kept, "override", envs=HOST_ONLY)
+test_kept_patched = case_test(case_kept, "patched", envs=HOST_ONLY)
