@@ -345,7 +345,7 @@ static __always_inline long hist_block(__u32 k, struct hist_ctx *h, int bf16)
 {
 	struct scratch *s = get_scratch();
 	struct bwd_scratch *b = get_bwd_scratch();
-	__u32 base = k * HIST_BLOCK, words = h->words, j;
+	__u32 base = k * HIST_BLOCK, words = h->words, i, j;
 	__u32 *ha, *hb;
 	__u64 *p;
 
@@ -358,24 +358,12 @@ static __always_inline long hist_block(__u32 k, struct hist_ctx *h, int bf16)
 	for (j = 0; j < HIST_BLOCK; j += 8) {
 		if (base + j >= words)
 			break;
-		if (bf16) {
-			hist_bf16(ha, hb, p[j]);
-			hist_bf16(ha, hb, p[j + 1]);
-			hist_bf16(ha, hb, p[j + 2]);
-			hist_bf16(ha, hb, p[j + 3]);
-			hist_bf16(ha, hb, p[j + 4]);
-			hist_bf16(ha, hb, p[j + 5]);
-			hist_bf16(ha, hb, p[j + 6]);
-			hist_bf16(ha, hb, p[j + 7]);
-		} else {
-			hist_f32(ha, hb, p[j]);
-			hist_f32(ha, hb, p[j + 1]);
-			hist_f32(ha, hb, p[j + 2]);
-			hist_f32(ha, hb, p[j + 3]);
-			hist_f32(ha, hb, p[j + 4]);
-			hist_f32(ha, hb, p[j + 5]);
-			hist_f32(ha, hb, p[j + 6]);
-			hist_f32(ha, hb, p[j + 7]);
+		/* read_chunk zero-pads to 8 words: all 8 counted, the padding in bucket 0 */
+		for (i = 0; i < 8; i++) {
+			if (bf16)
+				hist_bf16(ha, hb, p[j + i]);
+			else
+				hist_f32(ha, hb, p[j + i]);
 		}
 	}
 	return 0;
