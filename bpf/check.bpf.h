@@ -321,8 +321,10 @@ __noinline int keeps_finite(__u64 self, __u64 arg)
 	if (!k || read_u64(self + L.obj_type) != k->type ||
 	    read_u64(arg + L.obj_type) != keep_tensor)
 		return 0;
+	/* the instance still holds the hook dicts vouched for (not replaced), and all are empty */
 	for (i = 0; i < NW_KEEP_HOOKS; i++)
-		if (!dict_empty(k->used[i]) || !dict_empty(keep_global_used[i]))
+		if (read_u64(k->slot[i]) != k->dict[i] || !dict_empty(k->used[i]) ||
+		    !dict_empty(keep_global_used[i]))
 			return 0;
 	if (read_tensor(arg) != 0 || !fingerprint(s))
 		return 0;

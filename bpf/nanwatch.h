@@ -360,15 +360,17 @@ struct nw_rescan {
 /*
  * A module whose output is finite whenever its one input is, vouched for by the daemon
  * (daemon/resolve/keep.c: torch's own ReLU, max pools, Flatten and Unflatten, with torch's
- * own forward): map keep_mods, keyed by the module object. Its forward hooks, and torch's
- * global ones, are the dicts whose ma_used words these are: any hook, and its output is
- * scanned as any other.
+ * own forward): map keep_mods, keyed by the module object. Its forward hook dicts, and
+ * torch's global ones, must be empty: any hook, and its output is scanned as any other.
  */
 #define NW_KEEP_HOOKS 2 /* _forward_pre_hooks and _forward_hooks */
 
 struct nw_keep {
-	__u64 type;		   /* type(module) when vouched for: another object is not it */
-	__u64 used[NW_KEEP_HOOKS]; /* &module._forward_pre_hooks.ma_used, &..._forward_hooks' */
+	__u64 type; /* type(module) when vouched for: another object is not it */
+	/* the words of the instance that hold its hook dicts, the dicts, their ma_used words */
+	__u64 slot[NW_KEEP_HOOKS];
+	__u64 dict[NW_KEEP_HOOKS];
+	__u64 used[NW_KEEP_HOOKS];
 };
 
 struct nw_bwd_layout {

@@ -106,9 +106,10 @@ static int globals_of(const struct remote *r, uint64_t globals, const char *want
 int keep__module(const struct remote *r, uint64_t module, struct nw_keep *out, uint64_t *tensor)
 {
 	char cls[KEEP_NAME], mod[KEEP_NAME];
-	uint64_t type, name, dict, fn, globals, v, pre, post;
+	static const char *const hooks[NW_KEEP_HOOKS] = {"_forward_pre_hooks", "_forward_hooks"};
+	uint64_t type, name, dict, fn, globals, v, slot, used;
 	const char *want;
-	int err;
+	int err, i;
 
 	memset(out, 0, sizeof(*out));
 	if (!r->l.func_globals || !r->l.dict_used)
@@ -139,11 +140,14 @@ int keep__module(const struct remote *r, uint64_t module, struct nw_keep *out, u
 	err = remote__attr(r, module, "forward", &v);
 	if (err != -ENOENT)
 		return err ? err : -ENOENT;
-	if (remote__attr(r, module, "_forward_pre_hooks", &v) || used_word(r, v, &pre) ||
-	    remote__attr(r, module, "_forward_hooks", &v) || used_word(r, v, &post))
-		return -ENOENT;
-	out->used[0] = pre;
-	out->used[1] = post;
+	/* the hook dicts, and the words that hold them: replaced, they are not these */
+	for (i = 0; i < NW_KEEP_HOOKS; i++) {
+		if (remote__attr_slot(r, module, hooks[i], &v, &slot) || used_word(r, v, &used))
+			return -ENOENT;
+		out->slot[i] = slot;
+		out->dict[i] = v;
+		out->used[i] = used;
+	}
 	out->type = type;
 	return 0;
 }

@@ -192,7 +192,8 @@ int remote__cstr(const struct remote *r, uint64_t addr, char *out, size_t outlen
 	return 0;
 }
 
-typedef int (*entry_fn)(uint64_t key, uint64_t value, void *ctx);
+/* An entry's key and value, and the address of the word that holds the value. */
+typedef int (*entry_fn)(uint64_t key, uint64_t value, uint64_t slot, void *ctx);
 
 /*
  * Shared by combined and split dicts: each entry of a keys object (and its values
@@ -222,17 +223,20 @@ static int keys_walk(const struct remote *r, uint64_t keys, uint64_t values, ent
 	kofs = esize / 8 - 2;
 	entries = keys + l->keys_indices + (1ULL << log2_index_bytes);
 	for (i = 0; i < nentries; i++) {
-		uint64_t e[8] = {}, k, v;
+		uint64_t e[8] = {}, k, v, slot = entries + i * esize + 8 * (kofs + 1);
 
 		if (r->read(r->ctx, entries + i * esize, e, esize))
 			return -EFAULT;
 		k = e[kofs];
 		v = e[kofs + 1];
-		if (values && remote__u64(r, values + l->values_items + 8 * i, &v))
-			return -EFAULT;
+		if (values) {
+			slot = values + l->values_items + 8 * i;
+			if (remote__u64(r, slot, &v))
+				return -EFAULT;
+		}
 		if (!k || !v)
 			continue; /* deleted entry, or a split slot not set on this instance */
-		err = fn(k, v, ctx);
+		err = fn(k, v, slot, ctx);
 		if (err)
 			return err;
 	}
@@ -245,11 +249,12 @@ struct str_ctx {
 	void *ctx;
 };
 
-static int str_entry(uint64_t k, uint64_t v, void *ctx)
+static int str_entry(uint64_t k, uint64_t v, uint64_t slot, void *ctx)
 {
 	struct str_ctx *s = ctx;
 	char key[256];
 
+	(void)slot;
 	if (remote__str(s->r, k, key, sizeof(key)))
 		return 0; /* not a str key: no module name */
 	return s->cb(key, v, s->ctx);
@@ -265,17 +270,20 @@ static int keys_each(const struct remote *r, uint64_t keys, uint64_t values, rem
 	return err > 0 ? 0 : err;
 }
 
+/* A dict's keys object and its values array (0: a combined dict, values in the entries). */
+static int dict_parts(const struct remote *r, uint64_t dict, uint64_t *keys, uint64_t *values)
+{
+	int err = remote__u64(r, dict + r->l.dict_keys, keys);
+
+	return err ? err : remote__u64(r, dict + r->l.dict_values, values);
+}
+
 int remote__dict_each(const struct remote *r, uint64_t dict, remote_item_fn cb, void *ctx)
 {
 	uint64_t keys, values;
-	int err;
+	int err = dict_parts(r, dict, &keys, &values);
 
-	err = remote__u64(r, dict + r->l.dict_keys, &keys);
-	if (!err)
-		err = remote__u64(r, dict + r->l.dict_values, &values);
-	if (err)
-		return err;
-	return keys_each(r, keys, values, cb, ctx);
+	return err ? err : keys_each(r, keys, values, cb, ctx);
 }
 
 struct find_ctx {
@@ -308,29 +316,32 @@ int remote__dict_get(const struct remote *r, uint64_t dict, const char *key, uin
 	return 0;
 }
 
-static int first_entry(uint64_t k, uint64_t v, void *ctx)
+static int first_entry(uint64_t k, uint64_t v, uint64_t slot, void *ctx)
 {
 	(void)k;
+	(void)slot;
 	*(uint64_t *)ctx = v;
 	return 1;
+}
+
+/* keys_walk for an entry fn wants: 0 once found, -ENOENT if none, or the walk's error. */
+static int walk_find(const struct remote *r, uint64_t keys, uint64_t values, entry_fn fn, void *ctx)
+{
+	int err = keys_walk(r, keys, values, fn, ctx);
+
+	return err < 0 ? err : err ? 0 : -ENOENT;
 }
 
 int remote__dict_first(const struct remote *r, uint64_t dict, uint64_t *value)
 {
 	uint64_t keys, values, v = 0;
-	int err;
+	int err = dict_parts(r, dict, &keys, &values);
 
-	err = remote__u64(r, dict + r->l.dict_keys, &keys);
 	if (!err)
-		err = remote__u64(r, dict + r->l.dict_values, &values);
+		err = walk_find(r, keys, values, first_entry, &v);
 	if (!err)
-		err = keys_walk(r, keys, values, first_entry, &v);
-	if (err < 0)
-		return err;
-	if (!err)
-		return -ENOENT;
-	*value = v;
-	return 0;
+		*value = v;
+	return err;
 }
 
 /* Where an instance keeps its attributes: a dict, or split values with the type's keys. */
@@ -431,5 +442,41 @@ int remote__attr(const struct remote *r, uint64_t obj, const char *key, uint64_t
 	if (!f.found)
 		return -ENOENT;
 	*value = f.value;
+	return 0;
+}
+
+struct slot_ctx {
+	const struct remote *r;
+	const char *key;
+	uint64_t value, slot;
+};
+
+static int slot_entry(uint64_t k, uint64_t v, uint64_t slot, void *ctx)
+{
+	struct slot_ctx *f = ctx;
+	char key[256];
+
+	if (remote__str(f->r, k, key, sizeof(key)) || strcmp(key, f->key))
+		return 0;
+	f->value = v;
+	f->slot = slot;
+	return 1;
+}
+
+int remote__attr_slot(const struct remote *r, uint64_t obj, const char *key, uint64_t *value,
+		      uint64_t *slot)
+{
+	struct slot_ctx f = {.r = r, .key = key};
+	uint64_t dict, values, keys;
+	int err = instance_dict(r, obj, &dict, &values, &keys);
+
+	if (!err && dict)
+		err = dict_parts(r, dict, &keys, &values);
+	if (!err)
+		err = walk_find(r, keys, values, slot_entry, &f);
+	if (err)
+		return err;
+	*value = f.value;
+	*slot = f.slot;
 	return 0;
 }

@@ -98,6 +98,14 @@ int remote__dict_first(const struct remote *r, uint64_t dict, uint64_t *value);
 /* obj.__dict__[key] for an instance; -ENOENT if absent. */
 int remote__attr(const struct remote *r, uint64_t obj, const char *key, uint64_t *value);
 
+/*
+ * obj.__dict__[key] for an instance, and the address of the word that holds it (in the
+ * dict's entries or the instance's values; it moves when the dict is resized): -ENOENT if
+ * absent.
+ */
+int remote__attr_slot(const struct remote *r, uint64_t obj, const char *key, uint64_t *value,
+		      uint64_t *slot);
+
 /* Call cb for each of an instance's attributes (its __dict__), as remote__dict_each does. */
 int remote__attrs_each(const struct remote *r, uint64_t obj, remote_item_fn cb, void *ctx);
 

@@ -5,7 +5,8 @@ the pool and the flatten are torch's own and get their previous sibling's finite
 daemon does not scan what they return (stats.kept_finite), as long as nothing but torch's code
 makes it. Each variant makes the ReLU's call return Inf/NaN at step 4 by other code (a hook
 of the instance, a global hook registered mid-run, a class of the user's named ReLU, the
-instance's own forward, a patched nn.ReLU.forward): the daemon must name that ReLU first,
+instance's own forward, a patched nn.ReLU.forward, its hook dict replaced by assignment
+mid-run): the daemon must name that ReLU first,
 with the anomalies of that iteration the forward hooks see.
 """
 from nwharness import Fail, oracle_of
@@ -28,7 +29,7 @@ def case_kept(ctx, variant):
     # the ReLU (until the global hook), the pool and the flatten, at steps 1 to 3: a module is
     # vouched for once the daemon read its first call's record (step 0), and the trainer
     # pauses before each step for it; 3 a step where the ReLU was not torch's would fail
-    per_step = 3 if variant == "global" else 2
+    per_step = 3 if variant in ("global", "replaced") else 2
     want = per_step * (FAULT_STEP - 1)
     if kept.get("tensors") != want or not kept.get("bytes", 0) > 0:
         raise Fail("stats.kept_finite %r, want %d outputs (%s)" % (kept, want, variant))
@@ -39,3 +40,4 @@ test_kept_hook = case_test(case_kept, "hook", envs=HOST_ONLY)
 test_kept_userrelu = case_test(case_kept, "userrelu", envs=HOST_ONLY)
 test_kept_override = case_test(case_kept, "override", envs=HOST_ONLY)
 test_kept_patched = case_test(case_kept, "patched", envs=HOST_ONLY)
+test_kept_replaced = case_test(case_kept, "replaced", envs=HOST_ONLY)

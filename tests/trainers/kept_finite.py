@@ -11,7 +11,10 @@ Steps 1 to 4 begin with a pause (time for the daemon to vouch for the modules it
   userrelu  the model's ReLU is a class of this file named ReLU
   override  the ReLU instance's own forward (an attribute of the instance)
   patched   nn.ReLU.forward replaced by a function of this file
+  replaced  at step 4 the ReLU's _forward_hooks dict replaced by assignment with a new one
+            holding such a hook (before the hooks it had)
 """
+import collections
 import time
 
 import torch
@@ -19,7 +22,7 @@ import torch.nn as nn
 
 import common
 
-VARIANTS = ("hook", "global", "userrelu", "override", "patched")
+VARIANTS = ("hook", "global", "userrelu", "override", "patched", "replaced")
 
 
 class ReLU(nn.Module):
@@ -85,6 +88,10 @@ class KeptFinite(common.Trainer):
         if self.variant == "global" and step == self.fault_step:
             nn.modules.module.register_module_forward_hook(
                 lambda m, i, out: self.spoil(out) if m is self.relu else None)
+        if self.variant == "replaced" and step == self.fault_step:
+            hooks = collections.OrderedDict(spoil=lambda m, i, out: self.spoil(out))
+            hooks.update(self.relu._forward_hooks)
+            self.relu._forward_hooks = hooks
 
     def loss(self):
         return nn.CrossEntropyLoss()

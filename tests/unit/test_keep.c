@@ -132,6 +132,14 @@ static int setup(void **state)
 	return 0;
 }
 
+static uint64_t word(struct fakemem *m, uint64_t addr)
+{
+	uint64_t w = 0;
+
+	assert_int_equal(fakemem__read(m, addr, &w, sizeof(w)), 0);
+	return w;
+}
+
 static int vouch(struct fakemem *m, const struct spec *sp, struct built *b, struct nw_keep *k,
 		 uint64_t *tensor)
 {
@@ -154,8 +162,13 @@ static void test_torch_relu(void **state)
 
 	assert_int_equal(vouch(m, &sp, &b, &k, &tensor), 0);
 	assert_int_equal(k.type, b.type);
+	assert_int_equal(k.dict[0], b.pre);
+	assert_int_equal(k.dict[1], b.post);
 	assert_int_equal(k.used[0], b.pre + 16);
 	assert_int_equal(k.used[1], b.post + 16);
+	/* the words BPF compares with the dicts are the instance's, holding them */
+	assert_int_equal(word(m, k.slot[0]), b.pre);
+	assert_int_equal(word(m, k.slot[1]), b.post);
 	assert_int_equal(tensor, b.tensor);
 	fakemem__remote(m, &r);
 	assert_int_equal(keep__globals(&r, &pl, b.module, used), 0);
