@@ -120,7 +120,7 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	struct thread_state *ts;
 	struct frame_rec *r;
 	struct scratch *s;
-	__u32 kind, depth;
+	__u32 kind, depth, keep;
 	__u64 self0;
 
 	if ((id >> 32) != targ_tgid || stopped)
@@ -144,7 +144,7 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	__builtin_memcpy(s->kwkeys, r->kwkeys, sizeof(s->kwkeys));
 	s->nargs = r->nargs;
 	s->nkwargs = r->nkwargs;
-	s->keep = r->keep;
+	keep = r->keep;
 	bpf_map_delete_elem(&frames, &key);
 	ts = bpf_map_lookup_elem(&threads, &key.tid);
 	if (!ts)
@@ -178,6 +178,7 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	s->single = is_tensor(read_u64((__u64)ret + L.obj_type));
 	s->out_ok = 0;
 	s->gpu_gate = 0;
+	s->keep = keep;
 	check_result((__u64)ret);
 	s->deeper = 0; /* ev_tensor() of other programs must not see it */
 	s->keep = 0;
