@@ -393,8 +393,6 @@ static long hist_chunk(__u32 idx, void *ctx)
 		return 1;
 	/* read_chunk zero-pads the data to 8 words: counted 8 at a time, in bucket 0 */
 	h->words = (words + 7) & ~7;
-	if (h->words > CHUNK_WORDS)
-		h->words = CHUNK_WORDS;
 	h->lanes += (__u64)h->words * (h->bf16 ? 4 : 2);
 	bpf_loop((h->words + HIST_BLOCK - 1) / HIST_BLOCK,
 		 h->bf16 ? hist_block_bf16 : hist_block_f32, h, 0);

@@ -75,17 +75,10 @@ static int used_word(const struct remote *r, uint64_t dict, uint64_t *addr)
 	return 0;
 }
 
-/* The globals dict of the Python function fn (checked to be one: type "function"). */
+/* The globals dict of the Python function fn (checked to be one). */
 static int func_globals(const struct remote *r, uint64_t fn, uint64_t *globals)
 {
-	uint64_t type, name;
-	char tname[16];
-
-	if (remote__u64(r, fn + r->l.obj_type, &type) ||
-	    remote__u64(r, type + r->l.type_name, &name) ||
-	    remote__cstr(r, name, tname, sizeof(tname)))
-		return -EFAULT;
-	if (strcmp(tname, "function"))
+	if (!pyobject__is_function(r, fn))
 		return -ENOENT;
 	if (remote__u64(r, fn + r->l.func_globals, globals) || !*globals)
 		return -EFAULT;

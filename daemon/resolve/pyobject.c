@@ -237,6 +237,14 @@ int pyobject__method(const struct remote *r, const struct pyobject_layout *pl, u
 	return -ENOENT;
 }
 
+int pyobject__is_function(const struct remote *r, uint64_t obj)
+{
+	uint64_t type;
+	char tname[32];
+
+	return !builtin_type(r, obj, &type, tname, sizeof(tname)) && !strcmp(tname, "function");
+}
+
 int pyobject__method_names(const struct remote *r, const struct pyobject_layout *pl, uint64_t obj,
 			   const char *method, pyobject_name_fn cb, void *ctx)
 {
@@ -250,8 +258,7 @@ int pyobject__method_names(const struct remote *r, const struct pyobject_layout 
 	if (err)
 		return err;
 	/* a plain Python function (a builtin, a C method or a descriptor has no co_names) */
-	if (builtin_type(r, fn, &ftype, tname, sizeof(tname)) || strcmp(tname, "function") ||
-	    remote__u64(r, fn + r->l.func_code, &code) || !code ||
+	if (!pyobject__is_function(r, fn) || remote__u64(r, fn + r->l.func_code, &code) || !code ||
 	    remote__u64(r, code + r->l.code_names, &names) ||
 	    builtin_type(r, names, &ftype, tname, sizeof(tname)) || ftype != pl->tuple_type ||
 	    remote__u64(r, names + pl->l->var_size, &n))

@@ -49,6 +49,9 @@ int pyobject__class_module(const struct remote *r, uint64_t module, char *out, s
 #define PYOBJECT_MAX_BASES 8	    /* classes looked up a method in: the class, its bases */
 #define PYOBJECT_MAX_CODE_NAMES 256 /* names of a code object read */
 
+/* obj is a plain Python function (builtin type "function"): not a builtin, C method or class. */
+int pyobject__is_function(const struct remote *r, uint64_t obj);
+
 /* type(obj).<method> into *fn, the class's own or its nearest base's; -ENOENT if none. */
 int pyobject__method(const struct remote *r, const struct pyobject_layout *pl, uint64_t obj,
 		     const char *method, uint64_t *fn);

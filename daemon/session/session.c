@@ -161,9 +161,7 @@ static void new_module(void *ctx, uint64_t module)
 			return;
 		}
 		s->keep_tensor = tensor;
-		probe__set_keep(s->p, module, &k);
 		probe__keep_on(s->p, tensor, used);
-		return;
 	}
 	if (tensor == s->keep_tensor)
 		probe__set_keep(s->p, module, &k);
