@@ -138,33 +138,40 @@ static __always_inline int read_chunk(struct scratch *s, __u32 idx)
 	return words;
 }
 
-/* OR the detector over the first `words` words of s->buf. */
-static __always_inline int fast_words(int words)
+#define FAST_BLOCK 1024 /* words of s->buf per fast_block() call */
+
+/*
+ * OR the detector over block k of the first `words` words of s->buf (a bpf_loop callback;
+ * ctx: the word count). The verifier walks a loop once per iteration: blocks of 1024 words
+ * keep that walk as short as a whole chunk's was at 8 KiB.
+ */
+static long fast_block(__u32 k, void *ctx)
 {
 	struct scratch *s = get_scratch();
-	__u64 acc = 0, m, a;
-	int j;
+	__u32 base = k * FAST_BLOCK, words = *(__u32 *)ctx, j;
+	__u64 acc = 0, m, a, *p;
 
-	if (!s)
-		return 0;
+	if (!s || base >= words || base > CHUNK_WORDS - FAST_BLOCK)
+		return 1;
 	m = s->c.lanes.mask;
 	a = s->c.lanes.add;
+	p = &s->buf[base];
 	/*
 	 * (w & mask) + add never carries out of a lane, so OR-ing the sums and
 	 * testing the lanes' top bits once at the end is the same as testing
 	 * every word: three instructions a word. read_chunk zero-pads to 8 words.
 	 */
-	for (j = 0; j < CHUNK_WORDS; j += 8) {
-		if (j >= words)
+	for (j = 0; j < FAST_BLOCK; j += 8) {
+		if (base + j >= words)
 			break;
-		acc |= (s->buf[j] & m) + a;
-		acc |= (s->buf[j + 1] & m) + a;
-		acc |= (s->buf[j + 2] & m) + a;
-		acc |= (s->buf[j + 3] & m) + a;
-		acc |= (s->buf[j + 4] & m) + a;
-		acc |= (s->buf[j + 5] & m) + a;
-		acc |= (s->buf[j + 6] & m) + a;
-		acc |= (s->buf[j + 7] & m) + a;
+		acc |= (p[j] & m) + a;
+		acc |= (p[j + 1] & m) + a;
+		acc |= (p[j + 2] & m) + a;
+		acc |= (p[j + 3] & m) + a;
+		acc |= (p[j + 4] & m) + a;
+		acc |= (p[j + 5] & m) + a;
+		acc |= (p[j + 6] & m) + a;
+		acc |= (p[j + 7] & m) + a;
 	}
 	s->c.acc |= acc & s->c.lanes.high;
 	return 0;
@@ -234,7 +241,7 @@ static __always_inline int scan_chunk(__u32 idx, int full)
 	if (full)
 		bpf_loop(words, full_word, NULL, 0);
 	else
-		fast_words(words);
+		bpf_loop((words + FAST_BLOCK - 1) / FAST_BLOCK, fast_block, &words, 0);
 	return 0;
 }
 

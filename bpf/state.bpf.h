@@ -15,8 +15,8 @@
 #include "nwfloat.h"
 #include "nwgpu.h"
 
-#define CHUNK_WORDS 1024 /* 8 KiB read per loop iteration */
-#define CHUNK_BYTES (CHUNK_WORDS * 8)
+#define CHUNK_BYTES NW_SCAN_CHUNK /* read per loop iteration */
+#define CHUNK_WORDS (CHUNK_BYTES / 8)
 #define MAX_ITEMS 8 /* tuple/list items looked at per level */
 #define STR_READ 64
 
@@ -335,8 +335,12 @@ struct {
 	__type(value, struct nw_params);
 } params SEC(".maps");
 
+/*
+ * One struct scratch a CPU, at the CPU's number: a per-CPU array's value may not pass 32 KiB,
+ * and s->buf alone is that. The daemon sizes it to the possible CPUs before the load.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct scratch);
@@ -430,9 +434,9 @@ static __always_inline void count_lost(int c)
 
 static __always_inline struct scratch *get_scratch(void)
 {
-	__u32 zero = 0;
+	__u32 cpu = bpf_get_smp_processor_id();
 
-	return bpf_map_lookup_elem(&scratch_map, &zero);
+	return bpf_map_lookup_elem(&scratch_map, &cpu);
 }
 
 static __always_inline struct cap_state *get_cap(void)

@@ -157,6 +157,16 @@ static int on_grad_record(void *ctx, void *data, size_t size)
 
 static int s_marker(const struct probe_opts *o, const struct nw_layout *l);
 
+/* scratch_map: one struct scratch a possible CPU (the programs index it by theirs). */
+static int size_scratch(struct nanwatch_bpf *s)
+{
+	int cpus = libbpf_num_possible_cpus();
+
+	if (cpus <= 0)
+		return cpus < 0 ? cpus : -EINVAL;
+	return bpf_map__set_max_entries(s->maps.scratch_map, cpus);
+}
+
 /*
  * How scans copy the target's bytes. The programs that scan are loaded sleepable whatever
  * the method (bpf_copy_from_user_task may wait on the target's page walk, and a kernel that
@@ -276,6 +286,9 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	s->rodata->gpu_device = o->gpu_device;
 	s->rodata->gpu_index_off = o->gpu ? o->gpu_index_off : -1;
 	s->rodata->time_copies = o->bpf_stats;
+	ret = size_scratch(s);
+	if (ret)
+		return ret;
 	ret = set_read_method(s, o->read_method, o->task_ns_per_page, sleepable);
 	if (ret)
 		return ret;

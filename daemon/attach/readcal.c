@@ -14,9 +14,9 @@
 #include "attach/readcal.h" /* before the skeleton: its .bss holds a struct nw_rc_run */
 #include "readcal.skel.h"
 
-#define CAL_BYTES (4u << 20) /* copied per measurement: 1024 new pages */
-#define CAL_CHUNK 8192	     /* the watch's chunk (bpf/state.bpf.h CHUNK_BYTES) */
-#define CAL_TRIES 3	     /* best of, each on pages new to the kernel */
+#define CAL_BYTES (4u << 20)	/* copied per measurement: 1024 new pages */
+#define CAL_CHUNK NW_SCAN_CHUNK /* the watch's chunk */
+#define CAL_TRIES 3		/* best of, each on pages new to the kernel */
 
 _Static_assert(sizeof(struct nw_rc_run) == 48, "nw_rc_run changed: update both sides");
 

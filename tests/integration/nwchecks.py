@@ -16,8 +16,8 @@ import urllib.request
 
 import pytest
 
-from nwharness import (ATTACH_TIMEOUT, DETACH_TIMEOUT, ERROR_TIMEOUT, TRAINER_TIMEOUT, Fail,
-                       Proc, finish_trainer, is_event, read_comm, start_daemon,
+from nwharness import (ATTACH_TIMEOUT, DETACH_TIMEOUT, ERROR_TIMEOUT, REPO, TRAINER_TIMEOUT,
+                       Fail, Proc, finish_trainer, is_event, read_comm, start_daemon,
                        start_waiting_trainer, tail, trainer_argv, wait_attach, wait_daemon_exit)
 
 ENVIRONMENTS = ("host", "trixie", "forky", "container")
@@ -287,6 +287,16 @@ def describe(o):
 
 def listing(items):
     return ", ".join("%s/%s/%s" % (layer or '""', mod, tensor) for layer, mod, tensor in items)
+
+
+def scan_chunk():
+    """Bytes one copy out of the target may bring in: NW_SCAN_CHUNK in bpf/nanwatch.h, the
+    source the daemon was built from, not anything the daemon says of itself."""
+    with open(os.path.join(REPO, "bpf", "nanwatch.h")) as f:
+        m = re.search(r"^#define NW_SCAN_CHUNK (\d+)\b", f.read(), re.M)
+    if not m:
+        raise Fail("bpf/nanwatch.h defines no NW_SCAN_CHUNK")
+    return int(m.group(1))
 
 
 def last_stats(events):

@@ -2,19 +2,19 @@
 `make bench`'s). tests/trainers/counts.py makes a known number of module calls, each returning
 a fresh 1 MiB + 4 byte float32 tensor, and nothing else; the daemon's last `stats` line must
 show every module call tracked once, every output scanned once or skipped as already known
-(never twice), at most one copy out of the target per 8 KiB chunk (129 a MiB here: 128 whole
-chunks and a partial one), and at most HITS_PER_CALL probe hits per module call (measured 2.54
-on Python 3.11: the module's __call__, its forward, the ModuleList iterator, and a few frames
-at the end of the run), each hit one run of the entry program. The returns: with the attach
+(never twice), at most one copy out of the target per chunk (NW_SCAN_CHUNK, 32 KiB: 33 a
+MiB here, 32 whole chunks and a partial one), and at most HITS_PER_CALL probe hits per module
+call (measured 2.54 on Python 3.11: the module's __call__, its forward, the ModuleList
+iterator, and a few frames at the end of the run), each hit one run of the entry program. The returns: with the attach
 line's return_probe "uretprobe" (the default) one per probe hit; with "session" exactly one
 per module call, none for any other frame. With a backward pass (--backward norms, the default),
 the input's gradient, the one an AccumulateGrad node gets, is read once a pass: its check and
 its histogram are one pass over its bytes.
 """
 from nwharness import Fail, run_trainer
-from nwchecks import HOST_ONLY, environments, last_stats, watch
+from nwchecks import HOST_ONLY, environments, last_stats, scan_chunk, watch
 
-CHUNK = 8192  # bytes one copy may bring in: bpf/state.bpf.h CHUNK_BYTES
+CHUNK = scan_chunk()  # bytes one copy may bring in
 HITS_PER_CALL = 3.0
 MIB = 1 << 20
 
@@ -134,7 +134,7 @@ def test_costs_identity(ctx):
 @environments(*HOST_ONLY)
 def test_costs_backward(ctx):
     """A backward pass a forward: the input's gradient scanned once a pass and measured for the
-    norms in that same pass, at most one copy per 8 KiB chunk of it (torch's backward frames
+    norms in that same pass, at most one copy per chunk of it (torch's backward frames
     add probe hits: their bound is not this test's)."""
     st, facts = costs(ctx, "--backward")
     check_costs(st, facts, hits_bound=False)

@@ -10,9 +10,10 @@ import shutil
 import tempfile
 
 from nwharness import Fail, oracle_of, run_trainer
-from nwchecks import (HOST_ONLY, NOBODY, check_anomalies, environments, last_stats, watch)
+from nwchecks import (HOST_ONLY, NOBODY, check_anomalies, environments, last_stats, scan_chunk,
+                      watch)
 
-CHUNK = 8192  # bpf/state.bpf.h CHUNK_BYTES
+CHUNK = scan_chunk()  # bytes one copy may bring in
 METHODS = ("probe", "task", "adaptive")
 
 
