@@ -321,20 +321,33 @@ struct hist_ctx {
 
 #define HIST_MASK (NW_HIST_BUCKETS - 1)
 
+/*
+ * Add 1 to the counter at byte offset off (a multiple of 4 below 4 * NW_HIST_BUCKETS) of
+ * table. The offset takes the table's address in place (the verifier allows scalar +=
+ * pointer): as C, clang copies the pointer first, an instruction more a lane, 1 in 8.
+ */
+static __always_inline void hist_bump(__u32 *table, __u64 off)
+{
+	asm volatile("%[off] += %[t]" : [off] "+r"(off) : [t] "r"(table));
+	(*(__u32 *)off)++;
+}
+
+#define HIST_OFF (HIST_MASK << 2) /* a bucket's byte offset in its table */
+
 /* A float32 word's two lanes: the low one into ha, the high one into hb. */
 static __always_inline void hist_f32(__u32 *ha, __u32 *hb, __u64 w)
 {
-	ha[(w >> 21) & HIST_MASK]++;
-	hb[(w >> 53) & HIST_MASK]++;
+	hist_bump(ha, (w >> 19) & HIST_OFF);
+	hist_bump(hb, (w >> 51) & HIST_OFF);
 }
 
 /* A bfloat16 word (a float32's upper half a lane): lanes 0 and 2 into ha, 1 and 3 into hb. */
 static __always_inline void hist_bf16(__u32 *ha, __u32 *hb, __u64 w)
 {
-	ha[(w >> 5) & HIST_MASK]++;
-	hb[(w >> 21) & HIST_MASK]++;
-	ha[(w >> 37) & HIST_MASK]++;
-	hb[(w >> 53) & HIST_MASK]++;
+	hist_bump(ha, (w >> 3) & HIST_OFF);
+	hist_bump(hb, (w >> 19) & HIST_OFF);
+	hist_bump(ha, (w >> 35) & HIST_OFF);
+	hist_bump(hb, (w >> 51) & HIST_OFF);
 }
 
 /*
@@ -355,10 +368,11 @@ static __always_inline long hist_block(__u32 k, struct hist_ctx *h, int bf16)
 	p = &s->buf[base];
 	ha = b->g.hist;
 	hb = b->hist_split;
+	/* read_chunk zero-pads to 8 words: all 8 counted, the padding in bucket 0 */
 	for (j = 0; j < HIST_BLOCK; j += 8) {
 		if (base + j >= words)
 			break;
-		/* read_chunk zero-pads to 8 words: all 8 counted, the padding in bucket 0 */
+#pragma unroll /* hist_bump's asm leaves clang a loop */
 		for (i = 0; i < 8; i++) {
 			if (bf16)
 				hist_bf16(ha, hb, p[j + i]);
