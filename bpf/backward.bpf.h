@@ -440,10 +440,64 @@ static long merge_hist(__u32 idx, void *ctx)
 	return 0;
 }
 
+/* Wake the daemon for the gradient data ring once a quarter of it waits. */
+static __always_inline __u64 data_wake(void)
+{
+	return bpf_ringbuf_query(&grad_data, BPF_RB_AVAIL_DATA) > grad_ring_bytes / 4
+		       ? BPF_RB_FORCE_WAKEUP
+		       : BPF_RB_NO_WAKEUP;
+}
+
+/*
+ * Whether a gradient of this many bytes goes to the daemon: the ring holds all its records
+ * and an eighth of the ring stays free for the other threads' (a chunk it cannot take
+ * after all loses that gradient's norm, counted as lost).
+ */
+static __always_inline int data_room(__u64 bytes)
+{
+	__u64 chunks = (bytes + CHUNK_BYTES - 1) / CHUNK_BYTES;
+	__u64 need =
+		bytes + chunks * (sizeof(struct nw_grad_data) + 16) + sizeof(struct nw_grad) + 16;
+
+	return grad_ring_bytes && bytes <= grad_ring_bytes &&
+	       bpf_ringbuf_query(&grad_data, BPF_RB_AVAIL_DATA) + need + grad_ring_bytes / 8 <=
+		       grad_ring_bytes;
+}
+
+/* Read chunk idx, test it, and send it to the daemon (a bpf_loop callback). */
+static long data_chunk(__u32 idx, void *ctx)
+{
+	struct scratch *s = get_scratch();
+	__u64 n;
+	int words;
+
+	if (!s)
+		return 1;
+	words = read_chunk(s, idx);
+	if (words <= 0)
+		return 1;
+	bpf_loop((words + FAST_BLOCK - 1) / FAST_BLOCK, fast_block, &words, 0);
+	n = s->c.bytes - (__u64)idx * CHUNK_BYTES;
+	if (n > CHUNK_BYTES)
+		n = CHUNK_BYTES;
+	s->gd.bytes = n;
+	s->gd.index = idx;
+	barrier_var(n); /* bounded where the helper's size is checked */
+	if (n > CHUNK_BYTES)
+		return 1;
+	if (bpf_ringbuf_output(&grad_data, &s->gd, sizeof(s->gd) + n, data_wake()))
+		s->c.dropped++;
+	else
+		s->c.sent++;
+	return 0;
+}
+
 /*
  * A parameter's gradient (s->ti, float32 or bfloat16) as it enters AccumulateGrad, in one
  * pass over its bytes: its magnitude histogram, sent for the gradient norms, and whether it
- * holds NaN/±Inf, which is whether the buckets of the all-ones exponent counted any lane.
+ * holds NaN/±Inf. Where the gradient data ring has room, the bytes go there and the daemon
+ * counts the histogram (b->g follows them, data_id set); else it is counted here, and
+ * whether it holds NaN/±Inf is whether the buckets of the all-ones exponent counted any lane.
  * Returns what scan_tensor(SCAN_GRAD) would: 1 non-finite, 0 finite, -1 unreadable.
  */
 __noinline int measure_grad(__u64 node)
@@ -452,7 +506,7 @@ __noinline int measure_grad(__u64 node)
 	struct bwd_scratch *b = get_bwd_scratch();
 	struct hist_ctx h = {};
 	__u64 elems, wake, t0, bad = 0;
-	__u32 size, i;
+	__u32 size, i, id = 0;
 
 	if (!s || !b)
 		return -1;
@@ -461,12 +515,26 @@ __noinline int measure_grad(__u64 node)
 		return -1;
 	h.bf16 = s->ti.dtype == NW_DT_BF16;
 	__builtin_memset(&b->g, 0, offsetof(struct nw_grad, hist));
-	bpf_loop(NW_HIST_BUCKETS / 64, clear_hist, NULL, 0);
 	__builtin_memset(&s->c, 0, sizeof(s->c));
 	s->c.addr = s->ti.data;
 	s->c.bytes = s->ti.bytes;
+	elems = s->c.bytes / size;
 	t0 = bpf_ktime_get_ns();
-	bpf_loop((s->c.bytes + CHUNK_BYTES - 1) / CHUNK_BYTES, hist_chunk, &h, 0);
+	if (data_room(s->c.bytes)) {
+		id = __sync_fetch_and_add(&grad_data_ids, 1) + 1;
+		if (!id) /* 0 says "counted here": the ids wrap past it */
+			id = __sync_fetch_and_add(&grad_data_ids, 1) + 1;
+		nw_lanes_for(s->ti.dtype, &s->c.lanes);
+		s->gd.type = NW_EV_GRAD_DATA;
+		s->gd.tid = (__u32)bpf_get_current_pid_tgid();
+		s->gd.id = id;
+		s->gd.dtype = s->ti.dtype;
+		bpf_loop((s->c.bytes + CHUNK_BYTES - 1) / CHUNK_BYTES, data_chunk, NULL, 0);
+		bad = s->c.acc;
+	} else {
+		bpf_loop(NW_HIST_BUCKETS / 64, clear_hist, NULL, 0);
+		bpf_loop((s->c.bytes + CHUNK_BYTES - 1) / CHUNK_BYTES, hist_chunk, &h, 0);
+	}
 	count(NW_C_BWD_SCAN_NS, bpf_ktime_get_ns() - t0);
 	count(NW_C_BWD_COPIES, s->c.copies);
 	if (s->c.err) {
@@ -476,13 +544,14 @@ __noinline int measure_grad(__u64 node)
 	}
 	count(NW_C_BWD_GRADS, 1);
 	count(NW_C_BWD_BYTES, s->c.bytes);
-	bpf_loop(NW_HIST_BUCKETS / 64, merge_hist, NULL, 0);
-	for (i = NW_HIST_NONFINITE; i < NW_HIST_BUCKETS; i++)
-		bad += b->g.hist[i];
-	/* the lanes past the data were zero-padded: they fell in bucket 0 */
-	elems = s->c.bytes / size;
-	if (h.lanes > elems && b->g.hist[0] >= h.lanes - elems)
-		b->g.hist[0] -= h.lanes - elems;
+	if (!id) {
+		bpf_loop(NW_HIST_BUCKETS / 64, merge_hist, NULL, 0);
+		for (i = NW_HIST_NONFINITE; i < NW_HIST_BUCKETS; i++)
+			bad += b->g.hist[i];
+		/* the lanes past the data were zero-padded: they fell in bucket 0 */
+		if (h.lanes > elems && b->g.hist[0] >= h.lanes - elems)
+			b->g.hist[0] -= h.lanes - elems;
+	}
 	b->g.type = NW_EV_GRAD;
 	b->g.time_ns = bpf_ktime_get_ns();
 	b->g.tid = (__u32)bpf_get_current_pid_tgid();
@@ -493,9 +562,22 @@ __noinline int measure_grad(__u64 node)
 	b->g.scanned = elems;
 	b->g.dtype = s->ti.dtype;
 	b->g.flags = s->ti.flags;
-	b->g.lost = counters[NW_C_BWD_GRADS_LOST];
+	b->g.data_id = id;
+	b->g.data_chunks = s->c.sent;
 	count(NW_C_BWD_PARAM_GRADS, 1);
+	if (id && s->c.dropped) { /* a chunk the ring could not take: the norm is lost */
+		count(NW_C_BWD_GRADS_LOST, 1);
+		return bad ? 1 : 0;
+	}
+	b->g.lost = counters[NW_C_BWD_GRADS_LOST];
 	/* no wake-up per parameter (the daemon polls every 100 ms) unless the ring fills up */
+	if (id) {
+		if (bpf_ringbuf_output(&grad_data, &b->g, sizeof(b->g), data_wake()))
+			count(NW_C_BWD_GRADS_LOST, 1);
+		else
+			count(NW_C_BWD_OFFLOADED, 1);
+		return bad ? 1 : 0;
+	}
 	wake = bpf_ringbuf_query(&grad_events, BPF_RB_AVAIL_DATA) > (1 << 20) ? BPF_RB_FORCE_WAKEUP
 									      : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&grad_events, &b->g, sizeof(b->g), wake))

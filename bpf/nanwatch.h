@@ -32,7 +32,9 @@ enum nw_event_type {
 	 * min_key the bits of the scale the step ran with (NW_DT_NONE: not read)
 	 */
 	NW_EV_SCALER = 32,
-	NW_EV_GRAD = 10, /* struct nw_grad: a parameter gradient's magnitude histogram */
+	NW_EV_GRAD = 10,      /* struct nw_grad: a parameter gradient's magnitude histogram */
+	NW_EV_GRAD_DATA = 11, /* struct nw_grad_data: a chunk of a gradient whose histogram the
+				 daemon counts (its nw_grad follows its chunks, data_id set) */
 };
 
 /*
@@ -174,6 +176,7 @@ enum nw_counter {
 	NW_C_BWD_COPIES,    /* copies out of the target made to scan NW_C_BWD_BYTES */
 	NW_C_KEPT_FINITE,   /* module outputs not scanned: finite, from a finite input (nw_keep) */
 	NW_C_KEPT_BYTES,    /* their bytes */
+	NW_C_BWD_OFFLOADED, /* parameter gradients whose histogram the daemon counted */
 	NW_C_MAX,
 };
 
@@ -409,18 +412,38 @@ struct nw_bwd_layout {
  * buckets 1020..1023 Inf and NaN).
  */
 struct nw_grad {
+	__u32 type; /* NW_EV_GRAD, first as in nw_grad_data: the records of one ring */
+	__u32 tid;
 	__u64 time_ns;
 	__u64 step;
 	__u64 iteration;
 	__u64 param; /* the parameter's TensorImpl* */
 	__u64 numel;
 	__u64 scanned; /* elements counted in hist */
-	__u32 type;    /* NW_EV_GRAD */
-	__u32 tid;
 	__u32 dtype;
 	__u32 flags; /* enum nw_skip */
 	__u32 hist[NW_HIST_BUCKETS];
 	__u64 lost; /* histograms dropped so far (NW_C_BWD_GRADS_LOST) */
+	/*
+	 * Not 0: hist is empty, the daemon counts it from the NW_EV_GRAD_DATA records of this
+	 * id (data_chunks of them, before this record on the same ring).
+	 */
+	__u32 data_id;
+	__u32 data_chunks;
+};
+
+/*
+ * A chunk of a parameter gradient's bytes on the gradient data ring, the histogram left to
+ * the daemon: copying them there costs the target's thread less than counting them (about
+ * a fifth). Followed by `bytes` bytes of data (elements of dtype, float32 or bfloat16).
+ */
+struct nw_grad_data {
+	__u32 type; /* NW_EV_GRAD_DATA */
+	__u32 tid;
+	__u32 id;    /* the gradient's: its nw_grad's data_id */
+	__u32 bytes; /* of data that follow */
+	__u32 dtype;
+	__u32 index; /* the chunk's, from 0 */
 };
 
 /*

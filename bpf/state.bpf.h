@@ -185,10 +185,13 @@ struct scan_ctx {
 	__u64 mag;    /* sample_max's running maximum */
 	__u32 size;   /* element size */
 	__u32 err;
-	__u32 task; /* the chunks left go by bpf_copy_from_user_task (read_method) */
+	__u32 task;    /* the chunks left go by bpf_copy_from_user_task (read_method) */
+	__u32 sent;    /* chunks on the gradient data ring (measure_grad) */
+	__u32 dropped; /* ... that it could not take */
 };
 
 struct scratch {
+	struct nw_grad_data gd; /* right before buf: a gradient's chunk goes out as one record */
 	__u64 buf[CHUNK_WORDS];
 	__u64 args[MAX_ITEMS];	     /* the returning call's positional arguments */
 	__u64 kwargs[NW_MAX_KWARGS]; /* ... its keyword arguments' values */
@@ -394,6 +397,20 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
 } grad_events SEC(".maps");
+
+/*
+ * Parameter gradients' bytes for the daemon to count (struct nw_grad_data, then the
+ * gradient's nw_grad): a gradient goes here only while the ring has room for all of it,
+ * else its histogram is counted in BPF.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096); /* grad_ring_bytes, set by the daemon */
+} grad_data SEC(".maps");
+
+const volatile __u64 grad_ring_bytes = 0; /* grad_data's size; 0: histograms counted here */
+
+__u32 grad_data_ids = 0; /* the last nw_grad_data id given */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

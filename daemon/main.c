@@ -107,6 +107,10 @@ static const char usage[] =
 	"                           hand): 'loop' (default) takes it from the training\n"
 	"                           loop's own counter (a local such as step or iter_num\n"
 	"                           that follows the steps); 'off' counts from the attach\n"
+	"      --grad-ring-mb N     MiB of kernel memory (0, or a power of 2 up to 256;\n"
+	"                           default 8) through which parameter gradients go to\n"
+	"                           nanwatchd, which counts their norms off the target's\n"
+	"                           thread; 0: counted in the target's thread (BPF)\n"
 	"      --read-method M      how scans copy a tensor's bytes out of the target:\n"
 	"                           'auto' (default): measured on this host at the first\n"
 	"                           attach; 'probe': bpf_probe_read_user; 'task':\n"
@@ -255,6 +259,11 @@ static void parse_opt(int c, struct args *a)
 		checked(optval__backward("--backward", optarg, &a->o.backward, why, sizeof(why)),
 			why);
 		break;
+	case 'W':
+		checked(optval__grad_ring_mb("--grad-ring-mb", optarg, &a->o.grad_ring_bytes, why,
+					     sizeof(why)),
+			why);
+		break;
 	case 'R':
 		checked(optval__read_method("--read-method", optarg, &a->o.read_method, why,
 					    sizeof(why)),
@@ -315,6 +324,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 		{"backward", required_argument, NULL, 'G'},
 		{"step-counter", required_argument, NULL, 'T'},
 		{"read-method", required_argument, NULL, 'R'},
+		{"grad-ring-mb", required_argument, NULL, 'W'},
 		{"return-probe", required_argument, NULL, 'E'},
 		{"config", required_argument, NULL, 'c'},
 		{"check-config", required_argument, NULL, 'K'},
@@ -332,6 +342,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->o.capture_max_bytes = CAPTURE_DEFAULT_BYTES;
 	a->o.backward = 1; /* norms */
 	a->o.read_method = OPTVAL_READ_AUTO;
+	a->o.grad_ring_bytes = OPTVAL_GRAD_RING_MB_DEFAULT << 20;
 	a->o.learn_timeout_ms = OPTVAL_LEARN_TIMEOUT_DEFAULT * 1000;
 	while ((c = getopt_long(argc, argv, "p:o:m:L:c:vhV", opts, NULL)) != -1)
 		parse_opt(c, a);

@@ -23,13 +23,15 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include "attach/gradsum.h"
 #include "attach/probe.h"
 #include "nanwatch.skel.h"
 #include "resolve/elfsym.h"
 #include "resolve/target.h"
 
 _Static_assert(sizeof(struct nw_event) == 576, "nw_event layout changed: update both sides");
-_Static_assert(sizeof(struct nw_grad) == 4168, "nw_grad layout changed: update both sides");
+_Static_assert(sizeof(struct nw_grad) == 4176, "nw_grad layout changed: update both sides");
+_Static_assert(sizeof(struct nw_grad_data) == 24, "nw_grad_data changed: update both sides");
 _Static_assert(sizeof(struct nw_bwd_layout) == 88, "nw_bwd_layout changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_tensor) == 232, "nw_cap_tensor changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_data) == 8216, "nw_cap_data changed: update both sides");
@@ -40,6 +42,7 @@ struct probe {
 	struct ring_buffer *rb;
 	probe_event_fn cb;
 	probe_grad_fn grad_cb;
+	struct gradsum *gsum; /* gradients whose histograms this side counts */
 	void *ctx;
 	int nprobes;
 	int stats_fd;
@@ -143,6 +146,14 @@ static int on_record(void *ctx, void *data, size_t size)
 	return p->cb(p->ctx, data, size);
 }
 
+/* A gradient's histogram to the session; the ones dropped here count as lost ones. */
+static int deliver_grad(struct probe *p, struct nw_grad *g)
+{
+	g->step &= NW_STEP_MASK;
+	g->lost += gradsum__dropped(p->gsum);
+	return p->grad_cb(p->ctx, g);
+}
+
 static int on_grad_record(void *ctx, void *data, size_t size)
 {
 	struct probe *p = ctx;
@@ -151,8 +162,31 @@ static int on_grad_record(void *ctx, void *data, size_t size)
 	if (size < sizeof(struct nw_grad) || !p->grad_cb)
 		return 0;
 	memcpy(&g, data, sizeof(g));
-	g.step &= NW_STEP_MASK;
-	return p->grad_cb(p->ctx, &g);
+	if (g.data_id) /* only the gradient data ring's have chunks */
+		return 0;
+	return deliver_grad(p, &g);
+}
+
+/* The gradient data ring: chunks to count, and the nw_grad each gradient ends with. */
+static int on_grad_data(void *ctx, void *data, size_t size)
+{
+	struct probe *p = ctx;
+	struct nw_grad g;
+	__u32 type;
+
+	if (size < sizeof(type) || !p->grad_cb)
+		return 0;
+	memcpy(&type, data, sizeof(type));
+	if (type == NW_EV_GRAD_DATA) {
+		gradsum__chunk(p->gsum, data, size);
+		return 0;
+	}
+	if (type != NW_EV_GRAD || size < sizeof(g))
+		return 0;
+	memcpy(&g, data, sizeof(g));
+	if (!g.data_id || gradsum__finish(p->gsum, &g))
+		return 0;
+	return deliver_grad(p, &g);
 }
 
 static int s_marker(const struct probe_opts *o, const struct nw_layout *l);
@@ -287,6 +321,13 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	s->rodata->gpu_index_off = o->gpu ? o->gpu_index_off : -1;
 	s->rodata->time_copies = o->bpf_stats;
 	ret = size_scratch(s);
+	if (ret)
+		return ret;
+	/* a ring the programs never write when off: the smallest the kernel takes */
+	s->rodata->grad_ring_bytes = o->grad_ring_bytes;
+	ret = bpf_map__set_max_entries(s->maps.grad_data, o->grad_ring_bytes
+								  ? o->grad_ring_bytes
+								  : (uint32_t)getpagesize());
 	if (ret)
 		return ret;
 	ret = set_read_method(s, o->read_method, o->task_ns_per_page, sleepable);
@@ -585,10 +626,19 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 		goto fail;
 	}
 	if (o->node_symbol) {
+		p->gsum = gradsum__new();
+		if (!p->gsum) {
+			ret = -ENOMEM;
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
 		ret = ring_buffer__add(p->rb, bpf_map__fd(p->skel->maps.grad_events),
 				       on_grad_record, p);
+		if (!ret)
+			ret = ring_buffer__add(p->rb, bpf_map__fd(p->skel->maps.grad_data),
+					       on_grad_data, p);
 		if (ret) {
-			snprintf(err, errlen, "failed to add the gradient ring buffer: %s",
+			snprintf(err, errlen, "failed to add the gradient ring buffers: %s",
 				 strerror(-ret));
 			goto fail;
 		}
@@ -617,6 +667,7 @@ void probe__close(struct probe *p)
 	if (!p)
 		return;
 	ring_buffer__free(p->rb);
+	gradsum__free(p->gsum);
 	sessions_remove(p);
 	if (p->skel) { /* what is still attached goes with the skeleton */
 		removal(1);
@@ -681,6 +732,7 @@ void probe__counters(const struct probe *p, uint64_t out[NW_C_MAX])
 
 	for (i = 0; i < NW_C_MAX; i++)
 		out[i] = __atomic_load_n(&p->skel->bss->counters[i], __ATOMIC_RELAXED);
+	out[NW_C_BWD_GRADS_LOST] += gradsum__dropped(p->gsum); /* this side's drops too */
 }
 
 uint64_t probe__steps(const struct probe *p)
@@ -880,6 +932,7 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 	s->rodata->step_by_marker = step_by_marker;
 	s->rodata->RS.on = 1;
 	memcpy((void *)&s->rodata->D, dict, sizeof(*dict));
+	s->rodata->grad_ring_bytes = 8u << 20; /* the gradient data ring on: its paths too */
 	s->rodata->capture_max_bytes = 1 << 20;
 	s->rodata->capture_int_codes = 1;
 	s->rodata->backward_on = 1;

@@ -41,6 +41,7 @@ struct probe_opts {
 	int read_method;		 /* how scans copy bytes (enum nw_read_method) */
 	uint64_t task_ns_per_page;	 /* NW_READ_ADAPTIVE: what the task method costs a page */
 	int return_probe;		 /* the evaluator's return: enum probe_return */
+	uint32_t grad_ring_bytes; /* gradient bytes to count here (a power of 2); 0: in BPF */
 };
 
 /* How the frame evaluator's returns are seen. */

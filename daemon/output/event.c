@@ -294,6 +294,7 @@ static void grad_stats(struct json *j, const struct output_stats *s)
 	json__uint(j, "param_grads", c[NW_C_BWD_PARAM_GRADS]);
 	json__uint(j, "norm_skipped", c[NW_C_BWD_NORM_SKIPPED]);
 	json__uint(j, "grads_lost", c[NW_C_BWD_GRADS_LOST]);
+	json__uint(j, "offloaded", c[NW_C_BWD_OFFLOADED]);
 	json__uint(j, "seq_reads", c[NW_C_SEQ_READS]);
 	json__object_end(j);
 	if (!last) {

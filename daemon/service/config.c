@@ -26,6 +26,7 @@ enum {
 	K_LAYOUTS,
 	K_STATS,
 	K_MAXSCAN,
+	K_GRADRING,
 	K_READ,
 	K_RETURN,
 	K_LEARN,
@@ -61,6 +62,7 @@ static const struct yamlmap_field root_fields[] = {
 	/* the options the command line has too: their values are read by util/optval */
 	{"stats_interval", YAMLMAP_STR, 1, PATH_MAX, K_STATS},
 	{"max_scan_mb", YAMLMAP_STR, 1, PATH_MAX, K_MAXSCAN},
+	{"grad_ring_mb", YAMLMAP_STR, 1, PATH_MAX, K_GRADRING},
 	{"output_queue_kb", YAMLMAP_STR, 1, PATH_MAX, K_QUEUE},
 	{"read_method", YAMLMAP_STR, 1, PATH_MAX, K_READ},
 	{"return_probe", YAMLMAP_STR, 1, PATH_MAX, K_RETURN},
@@ -496,6 +498,8 @@ static int on_root(void *ctx, const struct yamlmap_value *v, char *why, size_t w
 		return optval__stats_interval(v->key, v->s, &c->stats_interval, why, whylen);
 	case K_MAXSCAN:
 		return optval__max_scan_mb(v->key, v->s, &c->max_scan_bytes, why, whylen);
+	case K_GRADRING:
+		return optval__grad_ring_mb(v->key, v->s, &c->grad_ring_bytes, why, whylen);
 	case K_READ:
 		return optval__read_method(v->key, v->s, &c->read_method, why, whylen);
 	case K_RETURN:
@@ -518,6 +522,7 @@ static struct config *read_doc(struct yamlmap *y, char *err, size_t errlen)
 	snprintf(c->path, sizeof(c->path), "%s", yamlmap__name(y));
 	c->scan_interval_ms = CONFIG_DEFAULT_SCAN_MS;
 	c->max_scan_bytes = 1024ULL << 20;
+	c->grad_ring_bytes = OPTVAL_GRAD_RING_MB_DEFAULT << 20;
 	c->queue_bytes = 1024 * 1024;
 	c->read_method = OPTVAL_READ_AUTO;
 	c->learn_timeout_ms = OPTVAL_LEARN_TIMEOUT_DEFAULT * 1000;

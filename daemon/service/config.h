@@ -50,6 +50,7 @@ struct config {
 	char layouts[PATH_MAX]; /* "" : the default */
 	int stats_interval;	/* seconds; 0: at the detach only */
 	uint64_t max_scan_bytes;
+	uint32_t grad_ring_bytes;    /* the gradient data ring; 0: histograms counted in BPF */
 	size_t queue_bytes;	     /* per output */
 	int return_probe;	     /* enum probe_return (attach/probe.h) */
 	int read_method;	     /* OPTVAL_READ_AUTO or enum nw_read_method (util/optval.h) */

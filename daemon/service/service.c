@@ -852,6 +852,7 @@ static void session_options(struct service *sv)
 		so->top_only = strcmp(r->mode, "full") != 0;
 		so->loss_only = !strcmp(r->mode, "loss");
 		so->max_scan_bytes = sv->c->max_scan_bytes;
+		so->grad_ring_bytes = sv->c->grad_ring_bytes;
 		so->read_method = sv->c->read_method;
 		so->return_probe = sv->c->return_probe;
 		so->stats_interval = sv->c->stats_interval;

@@ -426,6 +426,7 @@ int session__attach(struct session *s, struct sinks *out, char *err, size_t errl
 {
 	struct nw_dict_layout dict;
 	struct probe_opts po = {.max_scan_bytes = s->o.max_scan_bytes,
+				.grad_ring_bytes = s->o.grad_ring_bytes,
 				.verbose = s->o.verbose,
 				.bpf_stats = s->o.bpf_stats,
 				.top_only = s->o.top_only,

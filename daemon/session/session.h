@@ -25,10 +25,11 @@ struct session_opts {
 	int top_only;		       /* mode sample or loss: no layer-level checks */
 	int loss_only;		       /* mode loss: no module probes */
 	uint64_t max_scan_bytes;
-	int read_method;       /* how scans copy bytes: OPTVAL_READ_AUTO (measured at the first
+	uint32_t grad_ring_bytes; /* the gradient data ring (attach/gradsum.h); 0: none */
+	int read_method;	  /* how scans copy bytes: OPTVAL_READ_AUTO (measured at the first
 			  * attach) or enum nw_read_method */
-	double stats_interval; /* seconds between stats lines; 0: only at the detach */
-	int return_probe;      /* enum probe_return (attach/probe.h) */
+	double stats_interval;	  /* seconds between stats lines; 0: only at the detach */
+	int return_probe;	  /* enum probe_return (attach/probe.h) */
 	int verbose;
 	int bpf_stats;
 	const char *capture_dir; /* NULL: no capture files (the call is copied for evidence) */

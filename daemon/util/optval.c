@@ -69,6 +69,18 @@ int optval__max_scan_mb(const char *name, const char *s, uint64_t *out, char *wh
 	return ret;
 }
 
+int optval__grad_ring_mb(const char *name, const char *s, uint32_t *out, char *why, size_t whylen)
+{
+	long long v;
+	int ret = whole(name, s, 0, OPTVAL_GRAD_RING_MB_MAX, "MiB", &v, why, whylen);
+
+	if (!ret && v & (v - 1))
+		return bad(name, s, "0 or a power of 2 (MiB) up to 256", -EINVAL, why, whylen);
+	if (!ret)
+		*out = (uint32_t)v << 20;
+	return ret;
+}
+
 int optval__learn_timeout(const char *name, const char *s, unsigned int *out, char *why,
 			  size_t whylen)
 {

@@ -16,9 +16,11 @@
 
 #define OPTVAL_QUEUE_KB_MAX (1 << 20)	 /* --output-queue-kb, output_queue_kb: KiB, 1.. */
 #define OPTVAL_MAX_SCAN_MB_MAX (1 << 20) /* --max-scan-mb, max_scan_mb: MiB, 1.. */
-#define OPTVAL_STATS_INTERVAL_MAX 86400	 /* --stats-interval, stats_interval: s, 0 (none).. */
-#define OPTVAL_CAPTURE_MAX_MB_MAX 512	 /* --capture-max-mb, capture_max_mb: MiB, fractions */
-#define OPTVAL_LEARN_TIMEOUT_MAX 3600	 /* --learn-timeout, learn_timeout: s, 1.. */
+#define OPTVAL_GRAD_RING_MB_MAX 256	 /* --grad-ring-mb, grad_ring_mb: MiB, 0 or a power of 2 */
+#define OPTVAL_GRAD_RING_MB_DEFAULT 8
+#define OPTVAL_STATS_INTERVAL_MAX 86400 /* --stats-interval, stats_interval: s, 0 (none).. */
+#define OPTVAL_CAPTURE_MAX_MB_MAX 512	/* --capture-max-mb, capture_max_mb: MiB, fractions */
+#define OPTVAL_LEARN_TIMEOUT_MAX 3600	/* --learn-timeout, learn_timeout: s, 1.. */
 #define OPTVAL_LEARN_TIMEOUT_DEFAULT 120
 
 /* KiB each output holds back: whole, 1..OPTVAL_QUEUE_KB_MAX; *out in bytes. */
@@ -26,6 +28,12 @@ int optval__queue_kb(const char *name, const char *s, size_t *out, char *why, si
 
 /* MiB scanned of each tensor: whole, 1..OPTVAL_MAX_SCAN_MB_MAX; *out in bytes. */
 int optval__max_scan_mb(const char *name, const char *s, uint64_t *out, char *why, size_t whylen);
+
+/*
+ * MiB of the ring that takes parameter gradients' bytes to the daemon for their histograms:
+ * 0 (counted in BPF) or a power of 2 up to OPTVAL_GRAD_RING_MB_MAX; *out in bytes.
+ */
+int optval__grad_ring_mb(const char *name, const char *s, uint32_t *out, char *why, size_t whylen);
 
 /* Seconds nanwatch-layout may run: whole, 1..OPTVAL_LEARN_TIMEOUT_MAX; *out in ms. */
 int optval__learn_timeout(const char *name, const char *s, unsigned int *out, char *why,

@@ -2,8 +2,8 @@
 import json
 
 from nwharness import Fail, run_trainer
-from nwchecks import (EVERYWHERE, HOST_AND_ROOTS, case_test, check_anomaly_fields, check_first,
-                      close, describe, environments, same, watch)
+from nwchecks import (EVERYWHERE, HOST_AND_ROOTS, HOST_ONLY, case_test, check_anomaly_fields,
+                      check_first, close, describe, environments, last_stats, same, watch)
 
 
 BACKWARD_NAN = ["backward_sqrt_zero", "backward_where_log"]  # detect_anomaly names the node
@@ -126,12 +126,29 @@ def check_norms(events, norms, upto=None, stats=None):
 @environments(*HOST_AND_ROOTS)
 def test_grad_explode(ctx):
     """Exploding gradients: stats lines show the norm growing, each pass within the stated
-    bounds of torch's norm, before any parameter or output is non-finite."""
+    bounds of torch's norm, before any parameter or output is non-finite. The daemon counts
+    the histograms (the gradients' bytes come to it on the gradient data ring)."""
+    events = grad_explode(ctx, ())
+    offloaded = (last_stats(events).get("backward") or {}).get("offloaded")
+    if not offloaded:
+        raise Fail("backward.offloaded %r: no gradient was counted by the daemon" % offloaded)
+
+
+@environments(*HOST_ONLY)
+def test_grad_explode_in_bpf(ctx):
+    """The same with --grad-ring-mb 0: every histogram counted in BPF, the same bounds."""
+    events = grad_explode(ctx, ("--grad-ring-mb", "0"))
+    offloaded = (last_stats(events).get("backward") or {}).get("offloaded")
+    if offloaded != 0:
+        raise Fail("--grad-ring-mb 0, yet backward.offloaded %r" % offloaded)
+
+
+def grad_explode(ctx, extra):
     name = "grad_explode"
     result = run_trainer(ctx, name, "--oracle")
     norms, trace = result["grad_norms"], result["trace"]
     events = watch(ctx, name, trace, trainer_args=("--pace", "0.4"),
-                   daemon_args=("--stats-interval", "1"))
+                   daemon_args=("--stats-interval", "1") + tuple(extra))
     if events[0].get("backward") != "norms":
         raise Fail("attach says backward %r by default, want norms" % events[0].get("backward"))
     anomalies = [ev for ev in events if ev["event"] == "anomaly"]
@@ -153,6 +170,7 @@ def test_grad_explode(ctx):
                    % (anomalies[0]["step"], last["grad_norm"]["step"]))
     ctx.log("trend before the first anomaly (step %d): %s" % (
         anomalies[0]["step"], ", ".join("%.3g" % t for t in totals)))
+    return events
 
 
 @environments(*HOST_AND_ROOTS)

@@ -11,6 +11,8 @@ per module call, none for any other frame. With a backward pass (--backward norm
 the input's gradient, the one an AccumulateGrad node gets, is read once a pass: its check and
 its histogram are one pass over its bytes.
 """
+import pytest
+
 from nwharness import Fail, run_trainer
 from nwchecks import HOST_ONLY, environments, last_stats, scan_chunk, watch
 
@@ -19,12 +21,12 @@ HITS_PER_CALL = 3.0
 MIB = 1 << 20
 
 
-def costs(ctx, *args, returns="uretprobe"):
+def costs(ctx, *args, returns="uretprobe", extra=()):
     """The counts of one run of counts.py under the daemon; the trainer's facts."""
     result = run_trainer(ctx, "counts", *args)
     facts = result["facts"]
     events = watch(ctx, "counts", result["trace"], trainer_args=args,
-                   daemon_args=("--bpf-stats", "--return-probe", returns))
+                   daemon_args=("--bpf-stats", "--return-probe", returns) + tuple(extra))
     st = last_stats(events)
     st["return_probe"] = events[0].get("return_probe")
     ctx.log("stats: return_probe %s, module_calls %d, probe_hits %d, return_hits %d, "
@@ -132,20 +134,29 @@ def test_costs_identity(ctx):
 
 
 @environments(*HOST_ONLY)
-def test_costs_backward(ctx):
+@pytest.mark.parametrize("ring", ["default", "0"])
+def test_costs_backward(ctx, ring):
     """A backward pass a forward: the input's gradient scanned once a pass and measured for the
     norms in that same pass, at most one copy per chunk of it (torch's backward frames
-    add probe hits: their bound is not this test's)."""
-    st, facts = costs(ctx, "--backward")
+    add probe hits: their bound is not this test's). Its 1 MiB go to the daemon, which counts
+    their histogram, every pass (the gradient data ring's default 8 MiB hold them); with
+    --grad-ring-mb 0 none do, and BPF counts it."""
+    extra = () if ring == "default" else ("--grad-ring-mb", ring)
+    st, facts = costs(ctx, "--backward", extra=extra)
     check_costs(st, facts, hits_bound=False)
     bwd = st.get("backward") or {}
     size, passes = facts["output_bytes"], facts["backward_passes"]
     chunks = -(-size // CHUNK)
     want = {"grads_scanned": passes, "param_grads": passes, "bytes_scanned": passes * size,
-            "anomalies": 0, "norm_skipped": 0}
+            "anomalies": 0, "norm_skipped": 0, "grads_lost": 0,
+            "offloaded": passes if ring == "default" else 0}
     bad = ["%s %r, want %d" % (k, bwd.get(k), v) for k, v in want.items() if bwd.get(k) != v]
     if not passes <= bwd.get("copies", -1) <= passes * chunks:
         bad.append("copies %r for %d gradients of %d chunks: at most %d" % (
             bwd.get("copies"), passes, chunks, passes * chunks))
+    gn = st.get("grad_norm")
+    if not isinstance(gn, dict) or gn.get("complete") is not True or \
+            gn.get("params") != 1 or not gn.get("total"):
+        bad.append("grad_norm %r: want the input's, complete" % gn)
     if bad:
         raise Fail("backward counts out of bounds: " + "; ".join(bad))

@@ -273,6 +273,13 @@ static const struct both values[] = {
 	{"max_scan_mb", "--max-scan-mb", "1048577", 0},
 	{"max_scan_mb", "--max-scan-mb", "0.5", 0},
 	{"max_scan_mb", "--max-scan-mb", "99999999999999999999", 0},
+	{"grad_ring_mb", "--grad-ring-mb", "0", 1},
+	{"grad_ring_mb", "--grad-ring-mb", "1", 1},
+	{"grad_ring_mb", "--grad-ring-mb", "256", 1},
+	{"grad_ring_mb", "--grad-ring-mb", "3", 0},
+	{"grad_ring_mb", "--grad-ring-mb", "512", 0},
+	{"grad_ring_mb", "--grad-ring-mb", "0.5", 0},
+	{"grad_ring_mb", "--grad-ring-mb", "-8", 0},
 	{"output_queue_kb", "--output-queue-kb", "4", 1},
 	{"output_queue_kb", "--output-queue-kb", "0", 0},
 	{"output_queue_kb", "--output-queue-kb", "0x10", 0},
@@ -348,6 +355,11 @@ static int flag_with(const struct both *b, struct config *want, char *why, size_
 	} else if (!strcmp(b->flag, "--max-scan-mb")) {
 		ret = optval__max_scan_mb(b->flag, b->value, &u64, why, whylen);
 		assert_true(ret || !want || u64 == want->max_scan_bytes);
+	} else if (!strcmp(b->flag, "--grad-ring-mb")) {
+		uint32_t u32 = 0;
+
+		ret = optval__grad_ring_mb(b->flag, b->value, &u32, why, whylen);
+		assert_true(ret || !want || u32 == want->grad_ring_bytes);
 	} else if (!strcmp(b->flag, "--output-queue-kb")) {
 		ret = optval__queue_kb(b->flag, b->value, &sz, why, whylen);
 		assert_true(ret || !want || sz == want->queue_bytes);
