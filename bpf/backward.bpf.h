@@ -440,7 +440,10 @@ static long merge_hist(__u32 idx, void *ctx)
 	return 0;
 }
 
-/* Wake the daemon for the gradient data ring once a quarter of it waits. */
+/*
+ * Wake the daemon for the gradient ring once a quarter of it waits: no wake-up per parameter
+ * otherwise (the daemon polls every 100 ms).
+ */
 static __always_inline __u64 data_wake(void)
 {
 	return bpf_ringbuf_query(&grad_data, BPF_RB_AVAIL_DATA) > grad_ring_bytes / 4
@@ -459,7 +462,7 @@ static __always_inline int data_room(__u64 bytes)
 	__u64 need =
 		bytes + chunks * (sizeof(struct nw_grad_data) + 16) + sizeof(struct nw_grad) + 16;
 
-	return grad_ring_bytes && bytes <= grad_ring_bytes &&
+	return grad_offload && bytes <= grad_ring_bytes &&
 	       bpf_ringbuf_query(&grad_data, BPF_RB_AVAIL_DATA) + need + grad_ring_bytes / 8 <=
 		       grad_ring_bytes;
 }
@@ -505,7 +508,7 @@ __noinline int measure_grad(__u64 node)
 	struct scratch *s = get_scratch();
 	struct bwd_scratch *b = get_bwd_scratch();
 	struct hist_ctx h = {};
-	__u64 elems, wake, t0, bad = 0;
+	__u64 elems, t0, bad = 0;
 	__u32 size, i, id = 0;
 
 	if (!s || !b)
@@ -570,18 +573,10 @@ __noinline int measure_grad(__u64 node)
 		return bad ? 1 : 0;
 	}
 	b->g.lost = counters[NW_C_BWD_GRADS_LOST];
-	/* no wake-up per parameter (the daemon polls every 100 ms) unless the ring fills up */
-	if (id) {
-		if (bpf_ringbuf_output(&grad_data, &b->g, sizeof(b->g), data_wake()))
-			count(NW_C_BWD_GRADS_LOST, 1);
-		else
-			count(NW_C_BWD_OFFLOADED, 1);
-		return bad ? 1 : 0;
-	}
-	wake = bpf_ringbuf_query(&grad_events, BPF_RB_AVAIL_DATA) > (1 << 20) ? BPF_RB_FORCE_WAKEUP
-									      : BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&grad_events, &b->g, sizeof(b->g), wake))
+	if (bpf_ringbuf_output(&grad_data, &b->g, sizeof(b->g), data_wake()))
 		count(NW_C_BWD_GRADS_LOST, 1);
+	else if (id)
+		count(NW_C_BWD_OFFLOADED, 1);
 	return bad ? 1 : 0;
 }
 

@@ -392,23 +392,20 @@ struct {
 	__type(value, struct bwd_thread);
 } bwd_threads SEC(".maps");
 
-/* parameter gradient histograms: a ring of their own, so they never crowd out anomalies */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 22);
-} grad_events SEC(".maps");
-
 /*
- * Parameter gradients' bytes for the daemon to count (struct nw_grad_data, then the
- * gradient's nw_grad): a gradient goes here only while the ring has room for all of it,
- * else its histogram is counted in BPF.
+ * Parameter gradients, a ring of their own so that they never crowd out anomalies: each
+ * one's struct nw_grad, and before it, for a gradient whose histogram the daemon counts,
+ * its bytes (struct nw_grad_data chunks). One ring keeps them all in the order of the passes.
+ * A gradient's bytes go there only while grad_offload is on and the ring has room for all
+ * of them; else its histogram is counted in BPF.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096); /* grad_ring_bytes, set by the daemon */
 } grad_data SEC(".maps");
 
-const volatile __u64 grad_ring_bytes = 0; /* grad_data's size; 0: histograms counted here */
+const volatile __u64 grad_ring_bytes = 0; /* grad_data's size */
+const volatile __u32 grad_offload = 0;	  /* gradients' bytes may go to the daemon */
 
 __u32 grad_data_ids = 0; /* the last nw_grad_data id given */
 

@@ -154,20 +154,7 @@ static int deliver_grad(struct probe *p, struct nw_grad *g)
 	return p->grad_cb(p->ctx, g);
 }
 
-static int on_grad_record(void *ctx, void *data, size_t size)
-{
-	struct probe *p = ctx;
-	struct nw_grad g;
-
-	if (size < sizeof(struct nw_grad) || !p->grad_cb)
-		return 0;
-	memcpy(&g, data, sizeof(g));
-	if (g.data_id) /* only the gradient data ring's have chunks */
-		return 0;
-	return deliver_grad(p, &g);
-}
-
-/* The gradient data ring: chunks to count, and the nw_grad each gradient ends with. */
+/* The gradient ring: each gradient's nw_grad, and the chunks of those counted here. */
 static int on_grad_data(void *ctx, void *data, size_t size)
 {
 	struct probe *p = ctx;
@@ -184,12 +171,14 @@ static int on_grad_data(void *ctx, void *data, size_t size)
 	if (type != NW_EV_GRAD || size < sizeof(g))
 		return 0;
 	memcpy(&g, data, sizeof(g));
-	if (!g.data_id || gradsum__finish(p->gsum, &g))
+	if (g.data_id && gradsum__finish(p->gsum, &g))
 		return 0;
 	return deliver_grad(p, &g);
 }
 
 static int s_marker(const struct probe_opts *o, const struct nw_layout *l);
+
+#define GRAD_RING_ALONE (4u << 20) /* the gradient ring without gradients' bytes */
 
 /* scratch_map: one struct scratch a possible CPU (the programs index it by theirs). */
 static int size_scratch(struct nanwatch_bpf *s)
@@ -323,11 +312,10 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	ret = size_scratch(s);
 	if (ret)
 		return ret;
-	/* a ring the programs never write when off: the smallest the kernel takes */
-	s->rodata->grad_ring_bytes = o->grad_ring_bytes;
-	ret = bpf_map__set_max_entries(s->maps.grad_data, o->grad_ring_bytes
-								  ? o->grad_ring_bytes
-								  : (uint32_t)getpagesize());
+	/* without gradients' bytes, the ring holds their nw_grads alone */
+	s->rodata->grad_offload = o->grad_ring_bytes != 0;
+	s->rodata->grad_ring_bytes = o->grad_ring_bytes ? o->grad_ring_bytes : GRAD_RING_ALONE;
+	ret = bpf_map__set_max_entries(s->maps.grad_data, s->rodata->grad_ring_bytes);
 	if (ret)
 		return ret;
 	ret = set_read_method(s, o->read_method, o->task_ns_per_page, sleepable);
@@ -632,13 +620,10 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			snprintf(err, errlen, "out of memory");
 			goto fail;
 		}
-		ret = ring_buffer__add(p->rb, bpf_map__fd(p->skel->maps.grad_events),
-				       on_grad_record, p);
-		if (!ret)
-			ret = ring_buffer__add(p->rb, bpf_map__fd(p->skel->maps.grad_data),
-					       on_grad_data, p);
+		ret = ring_buffer__add(p->rb, bpf_map__fd(p->skel->maps.grad_data), on_grad_data,
+				       p);
 		if (ret) {
-			snprintf(err, errlen, "failed to add the gradient ring buffers: %s",
+			snprintf(err, errlen, "failed to add the gradient ring buffer: %s",
 				 strerror(-ret));
 			goto fail;
 		}
@@ -932,7 +917,8 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 	s->rodata->step_by_marker = step_by_marker;
 	s->rodata->RS.on = 1;
 	memcpy((void *)&s->rodata->D, dict, sizeof(*dict));
-	s->rodata->grad_ring_bytes = 8u << 20; /* the gradient data ring on: its paths too */
+	s->rodata->grad_offload = 1; /* gradients' bytes to the daemon: their paths too */
+	s->rodata->grad_ring_bytes = 8u << 20;
 	s->rodata->capture_max_bytes = 1 << 20;
 	s->rodata->capture_int_codes = 1;
 	s->rodata->backward_on = 1;

@@ -160,3 +160,30 @@ def test_costs_backward(ctx, ring):
         bad.append("grad_norm %r: want the input's, complete" % gn)
     if bad:
         raise Fail("backward counts out of bounds: " + "; ".join(bad))
+
+
+@environments(*HOST_ONLY)
+def test_costs_backward_mixed(ctx):
+    """Two leaves a pass, one gradient each way: the input's 1 MiB to the daemon, a 12 MiB one
+    counted in BPF (the 8 MiB ring cannot take it whole). Both come back in the order of the
+    passes: every pass's norm is of both, complete, and holds torch's."""
+    st, facts = costs(ctx, "--backward", "--wide")
+    bwd = st.get("backward") or {}
+    passes, want_norm = facts["backward_passes"], facts["grad_norm"]
+    want = {"param_grads": 2 * passes, "offloaded": passes, "grads_lost": 0, "anomalies": 0}
+    bad = ["%s %r, want %d" % (k, bwd.get(k), v) for k, v in want.items() if bwd.get(k) != v]
+    gn = st.get("grad_norm") or {}
+    trend = gn.get("trend") or []
+    if len(trend) < 8:
+        bad.append("%d passes in the trend: %s" % (len(trend), gn))
+    for t in trend:
+        if t.get("complete") is not True or t.get("nonfinite"):
+            bad.append("pass %r: complete %r, nonfinite %r" % (
+                t.get("iteration"), t.get("complete"), t.get("nonfinite")))
+        elif not t["low"] * (1 - 1e-6) <= want_norm <= t["high"] * (1 + 1e-6):
+            bad.append("pass %r: torch's norm %r outside [%r, %r]" % (
+                t.get("iteration"), want_norm, t["low"], t["high"]))
+    if gn.get("params") != 2:
+        bad.append("the last pass has %r parameters, want 2" % gn.get("params"))
+    if bad:
+        raise Fail("mixed gradients: " + "; ".join(bad[:6]))

@@ -15,6 +15,9 @@ every Python frame entered is this file's.
   --backward the input requires grad and each pass ends in a backward pass of its output's
              sum: the input's gradient (ELEMS elements) is the one gradient the default
              --backward norms scans, once a pass (torch's own backward frames add probe hits)
+  --wide     with --backward: a second leaf of WIDE elements (12 MiB, more than the daemon's
+             gradient ring takes whole) added to the loss, scaled by SCALE: its gradient goes
+             the other way (counted in BPF), in the same passes as the input's
 
 facts: forward passes, module calls, module outputs (each kid's, and the root's: the last kid's output returned
 as it is), the Identity returns (--identity), the bytes of one output, the backward passes.
@@ -29,6 +32,8 @@ import torch.nn as nn
 KIDS = 4
 PASSES = 40
 ELEMS = (1 << 18) + 1
+WIDE = 3 << 20
+SCALE = 0.5
 
 
 class Scale(nn.Module):
@@ -52,11 +57,18 @@ class Net(nn.Module):
         return x
 
 
+def grad_norm(leaves):
+    """The norm of the gradients the leaves got in the first pass (every pass gives them the
+    same ones: .grad holds the first pass's after it)."""
+    return sum(float((t.grad.double() ** 2).sum()) for t in leaves if t is not None) ** 0.5
+
+
 def main():
     torch.manual_seed(1234)
     torch.set_num_threads(1)
     identity = "--identity" in sys.argv[1:]
     backward = "--backward" in sys.argv[1:]
+    wide = torch.ones(WIDE, requires_grad=True) if "--wide" in sys.argv[1:] else None
     grad = backward or "--grad" in sys.argv[1:]
     net = Net(identity)
     x = torch.rand(ELEMS, requires_grad=grad)
@@ -65,18 +77,26 @@ def main():
         sys.stdin.readline()
     calls = KIDS + len(net.same)
     total = 0.0
+    norm = None
     with torch.set_grad_enabled(grad):
         for _ in range(PASSES):
             out = net(x)
             total += float(out[0])
             if backward:
-                out.sum().backward()
+                loss = out.sum()
+                if wide is not None:
+                    loss = loss + (wide * SCALE).sum()
+                loss.backward()
+                if norm is None:
+                    norm = grad_norm((x, wide))
     print(json.dumps({"trace": {"sum": float.hex(total)},
                       "facts": {"passes": PASSES, "module_calls": PASSES * (calls + 1),
                                 "outputs": PASSES * (calls + 1),
                                 "identities": PASSES * len(net.same),
                                 "output_bytes": ELEMS * 4,
-                                "backward_passes": PASSES if backward else 0}}),
+                                "backward_passes": PASSES if backward else 0,
+                                # each pass's gradient norm: torch's, of what the leaves get
+                                "grad_norm": norm}}),
           flush=True)
     return 0
 
