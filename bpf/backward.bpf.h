@@ -470,16 +470,14 @@ static __always_inline int data_room(__u64 bytes)
 /* Read chunk idx, test it, and send it to the daemon (a bpf_loop callback). */
 static long data_chunk(__u32 idx, void *ctx)
 {
-	struct scratch *s = get_scratch();
+	struct scratch *s;
 	__u64 n;
-	int words;
 
+	if (scan_chunk(idx, 0))
+		return 1;
+	s = get_scratch();
 	if (!s)
 		return 1;
-	words = read_chunk(s, idx);
-	if (words <= 0)
-		return 1;
-	bpf_loop((words + FAST_BLOCK - 1) / FAST_BLOCK, fast_block, &words, 0);
 	n = s->c.bytes - (__u64)idx * CHUNK_BYTES;
 	if (n > CHUNK_BYTES)
 		n = CHUNK_BYTES;

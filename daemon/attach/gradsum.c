@@ -61,27 +61,22 @@ static struct slot *slot_for(struct gradsum *gs, uint32_t id)
 
 /*
  * The buckets of bpf/backward.bpf.h's hist_f32 and hist_bf16: bits 21..30 of a float32
- * (sign dropped), of a bfloat16 the same bits of the float32 it is the top half of.
+ * (sign dropped); a bfloat16 is the top half of a float32, and goes where that one would.
  */
-static void count_f32(uint32_t *hist, const unsigned char *p, size_t n)
+static void count(uint32_t *hist, const unsigned char *p, size_t n, int bf16)
 {
-	size_t i;
+	size_t i, size = bf16 ? 2 : 4;
 	uint32_t v;
+	uint16_t h;
 
-	for (i = 0; i + 4 <= n; i += 4) {
-		memcpy(&v, p + i, 4);
+	for (i = 0; i + size <= n; i += size) {
+		if (bf16) {
+			memcpy(&h, p + i, 2);
+			v = (uint32_t)h << 16;
+		} else {
+			memcpy(&v, p + i, 4);
+		}
 		hist[(v >> 21) & (NW_HIST_BUCKETS - 1)]++;
-	}
-}
-
-static void count_bf16(uint32_t *hist, const unsigned char *p, size_t n)
-{
-	size_t i;
-	uint16_t v;
-
-	for (i = 0; i + 2 <= n; i += 2) {
-		memcpy(&v, p + i, 2);
-		hist[(v >> 5) & (NW_HIST_BUCKETS - 1)]++;
 	}
 }
 
@@ -106,13 +101,8 @@ void gradsum__chunk(struct gradsum *gs, const void *data, size_t size)
 	}
 	s->next++;
 	s->dtype = d.dtype;
-	if (d.dtype == (__u32)NW_DT_F32) {
-		count_f32(s->hist, p, d.bytes);
-		s->elems += d.bytes / 4;
-	} else {
-		count_bf16(s->hist, p, d.bytes);
-		s->elems += d.bytes / 2;
-	}
+	count(s->hist, p, d.bytes, d.dtype == (__u32)NW_DT_BF16);
+	s->elems += d.bytes / (d.dtype == (__u32)NW_DT_BF16 ? 2 : 4);
 }
 
 int gradsum__finish(struct gradsum *gs, struct nw_grad *g)
