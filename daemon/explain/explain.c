@@ -159,12 +159,12 @@ static int anomaly(struct explain *x, const struct finding *f)
 			x->unnamed++;
 		x->forward_iter_p1 = f->iteration + 1;
 	}
-	if (!x->anomalies) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		x->first_time = ts.tv_sec + ts.tv_nsec / 1e9;
-	}
+	/*
+	 * The time the target's thread met it, as the line says: not when this daemon got to
+	 * it, which a loaded node delays (across a job, the first rank is the earliest)
+	 */
+	if (!x->anomalies)
+		x->first_time = emit__real_time(x->e, f->time_ns) / 1e9;
 	x->anomalies++;
 	x->reported[f->phase]++;
 	return output__anomaly(x->e, f, &v);

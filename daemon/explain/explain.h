@@ -79,7 +79,7 @@ struct explain {
 	const char *cause;		   /* the diagnosis's, NULL until it is written */
 	uint64_t cause_step;		   /* ... its step, and its layer ("" none) */
 	char cause_layer[256];
-	double first_time;    /* when the first anomaly line was written (Unix seconds); 0: none */
+	double first_time;    /* the first anomaly's time, its line's (Unix seconds); 0: none */
 	uint64_t undiagnosed; /* anomaly lines written before the diagnosis */
 	int loss_only;	      /* mode loss: module outputs are not checked */
 	uint64_t modules;     /* distinct (root, module) pairs seen */

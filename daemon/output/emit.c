@@ -48,9 +48,9 @@ void emit__format_time(int64_t real_ns, char *buf, size_t len)
 }
 
 /* A BPF stamp (monotonic ns) as real time; now when the stamp is 0 or cannot be one. */
-static int64_t real_time(const struct emitter *e, uint64_t mono_ns)
+int64_t emit__real_time(const struct emitter *e, uint64_t mono_ns)
 {
-	if (!mono_ns || mono_ns > (uint64_t)INT64_MAX ||
+	if (!e || !mono_ns || mono_ns > (uint64_t)INT64_MAX ||
 	    (e->mono_to_real > 0 && (int64_t)mono_ns > INT64_MAX - e->mono_to_real))
 		return clock_ns(CLOCK_REALTIME);
 	return (int64_t)mono_ns + e->mono_to_real;
@@ -65,7 +65,7 @@ struct json *emit__begin(struct emitter *e, const char *event, uint64_t mono_ns)
 	json__object_begin(j, NULL);
 	json__string(j, "schema", NW_SCHEMA);
 	json__string(j, "event", event);
-	emit__format_time(real_time(e, mono_ns), when, sizeof(when));
+	emit__format_time(emit__real_time(e, mono_ns), when, sizeof(when));
 	json__string(j, "time", when);
 	json__uint(j, "seq", e->seq);
 	json__string(j, "host", e->host);

@@ -33,4 +33,7 @@ int emit__end(struct emitter *e);
 /* RFC 3339 UTC with nanoseconds: 2026-11-29T14:40:00.123456789Z */
 void emit__format_time(int64_t real_ns, char *buf, size_t len);
 
+/* CLOCK_REALTIME ns of an event's CLOCK_MONOTONIC time (0: now), as its line's "time" says. */
+int64_t emit__real_time(const struct emitter *e, uint64_t mono_ns);
+
 #endif /* __EMIT_H */

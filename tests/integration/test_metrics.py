@@ -42,6 +42,7 @@ its 5 s deadline); then it fills every client slot with such a request and reads
 a scrape (its own, then root's) still gets 200.
 """
 import base64
+import datetime
 import json
 import os
 import signal
@@ -153,13 +154,28 @@ def test_metrics_prometheus(ctx):
         steps = one_value(port, 'nanwatch_target_steps_total{pid="%d"}' % trainer.pid)
         if steps < 1:
             raise Fail("nanwatch_target_steps_total of pid %d is 0" % trainer.pid)
+        first_time = one_value(port, "nanwatch_first_nonfinite_time_seconds")
         check_endpoint(daemon_port)
     finally:
         stop_prometheus(prom, workdir)
     target_untouched(trainer)
     daemon.p.send_signal(signal.SIGTERM)
     wait_daemon_exit(daemon)
-    check_envelope(parse_stream(daemon, trainer.pid, comm), "signal")
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "signal")
+    # the time the target met it, the first anomaly line's, to the millisecond the metric has
+    line = unix_time([ev for ev in events if ev["event"] == "anomaly"][0]["time"])
+    if abs(first_time - line) > 0.0005 + 1e-6:
+        raise Fail("nanwatch_first_nonfinite_time_seconds %.6f, the first anomaly line's time "
+                   "%.6f" % (first_time, line))
+
+
+def unix_time(rfc3339):
+    """An event's "time" (2026-11-29T14:40:00.123456789Z) in Unix seconds."""
+    whole, frac = rfc3339.rstrip("Z").split(".")
+    t = datetime.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(
+        tzinfo=datetime.timezone.utc)
+    return t.timestamp() + int(frac) / 10 ** len(frac)
 
 
 @environments(*HOST_ONLY)
