@@ -150,13 +150,25 @@ static struct tree *tree_for(struct names *n, uint64_t root)
 	return t;
 }
 
+/*
+ * Walk t's root again into a new table. One that read nothing under the root (the target
+ * gone before its records were read, its memory unreadable) keeps what the last walk named:
+ * a late anomaly of an exited target still gets the names its first calls were given.
+ */
 static int tree_walk(const struct remote *r, struct tree *t)
 {
-	struct walk w = {.r = r, .t = t};
+	struct tree fresh = {.root = t->root};
+	struct walk w = {.r = r, .t = &fresh};
+	int err = visit(&w, t->root);
 
-	tree_clear(t);
 	t->stale = 0;
-	return visit(&w, t->root);
+	if (t->paths && htab__count(fresh.paths) <= 1) {
+		tree_clear(&fresh);
+		return err;
+	}
+	tree_clear(t);
+	t->paths = fresh.paths;
+	return err;
 }
 
 const char *names__path(struct names *n, uint64_t root, uint64_t module)

@@ -118,6 +118,39 @@ static void test_unknown_module_and_rewalk(void **state)
 	names__free(n);
 }
 
+static int gone(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	(void)addr;
+	(void)buf;
+	(void)len;
+	return -ESRCH;
+}
+
+/*
+ * The target exits before its records are read: a lookup that walks again reads nothing, and
+ * the names its first walk gave stay (a late anomaly of a short run keeps its layer).
+ */
+static void test_target_gone_keeps_names(void **state)
+{
+	struct fakemem *m = *state;
+	const char *n1[] = {"inner"}, *n0[] = {"body"};
+	uint64_t leaf = mkmodule(m, 0, NULL, NULL), stranger = mkmodule(m, 0, NULL, NULL);
+	uint64_t mid = mkmodule(m, 1, n1, (uint64_t[]){leaf});
+	uint64_t root = mkmodule(m, 1, n0, (uint64_t[]){mid});
+	struct remote r;
+	struct names *n;
+
+	fakemem__remote(m, &r);
+	n = names__new(&r);
+	assert_string_equal(names__path(n, root, mid), "body");
+	r.read = gone;
+	assert_null(names__path(n, root, stranger)); /* walks again: reads nothing */
+	assert_string_equal(names__path(n, root, leaf), "body.inner");
+	assert_int_equal(names__count(n, root), 3);
+	names__free(n);
+}
+
 static void test_inline_values(void **state)
 {
 	struct fakemem *m = *state;
@@ -486,6 +519,7 @@ int main(void)
 		cmocka_unit_test_setup(test_nested_paths, setup),
 		cmocka_unit_test_setup(test_shared_and_none, setup),
 		cmocka_unit_test_setup(test_unknown_module_and_rewalk, setup),
+		cmocka_unit_test_setup(test_target_gone_keeps_names, setup),
 		cmocka_unit_test_setup(test_inline_values, setup),
 		cmocka_unit_test_setup(test_inline_values_313, setup),
 		cmocka_unit_test_setup(test_inline_values_314, setup),
