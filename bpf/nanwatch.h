@@ -434,8 +434,8 @@ struct nw_grad {
 
 /*
  * A chunk of a parameter gradient's bytes on the gradient data ring, the histogram left to
- * the daemon: copying them there costs the target's thread less than counting them (about
- * a fifth). Followed by `bytes` bytes of data (elements of dtype, float32 or bfloat16).
+ * the daemon: copying them there costs the target's thread about half of counting them
+ * (the bench transformer's gradients: 2.8 -> 1.6 ms a step). Followed by `bytes` bytes of data (elements of dtype, float32 or bfloat16).
  */
 struct nw_grad_data {
 	__u32 type; /* NW_EV_GRAD_DATA */

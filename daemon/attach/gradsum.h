@@ -3,8 +3,8 @@
  * Parameter gradients whose magnitude histograms the daemon counts: BPF sends a gradient's
  * bytes in struct nw_grad_data chunks on the gradient data ring, then its struct nw_grad
  * with data_id set and hist empty (bpf/backward.bpf.h measure_grad). The chunks of each id
- * are counted as they come; the nw_grad gets the sum. Counting there costs the target's
- * thread about a fifth of counting in BPF; it costs the daemon the same work on its own CPU.
+ * are counted as they come; the nw_grad gets the sum. Sending them costs the target's thread
+ * about half of counting them in BPF; the counting costs the daemon as much on its own CPU.
  */
 #ifndef __GRADSUM_H
 #define __GRADSUM_H
