@@ -351,6 +351,10 @@ def daemon_summary(windows):
             "module_calls": per_step(st, "module_calls", steps),
             "tensors": per_step(st, "tensors_scanned", steps),
             "bytes": per_step(st, "bytes_scanned", steps),
+            # output bytes not scanned, and why (usage.md, How it works)
+            "rescan_bytes": per_step(st.get("rescans_avoided") or {}, "bytes", steps),
+            "kept_bytes": per_step(st.get("kept_finite") or {}, "bytes", steps),
+            "norm_bytes": per_step(st.get("norm_checked") or {}, "bytes", steps),
             "entry_ns": per_step(bpf, "entry_ns", steps),
             "return_ns": per_step(bpf, "return_ns", steps),
             "loss_ns": per_step(bpf, "loss_ns", steps),
@@ -531,6 +535,10 @@ def report_model(name, res, summ):
                      "tensors/step %.0f, bytes scanned/step %s"
                      % (label, d["probe_hits"], d["return_hits"], d["module_calls"],
                         d["tensors"], fmt_bytes(d["bytes"])))
+        lines.append("  %s: not scanned/step: %s returned again as found, %s finite by "
+                     "construction, %s checked by the norm they went to"
+                     % (label, fmt_bytes(d.get("rescan_bytes") or 0),
+                        fmt_bytes(d.get("kept_bytes") or 0), fmt_bytes(d.get("norm_bytes") or 0)))
         bpf = ""
         if d["bpf_runs"]:
             bpf = "; BPF run time %.1f us/hit (entry %.2f + return %.2f ms/step)" % (

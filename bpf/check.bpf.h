@@ -309,26 +309,103 @@ static __always_inline int dict_empty(__u64 addr)
  * has a forward hook, called on a plain torch.Tensor that is that sibling's output as it
  * was found finite (its fingerprint: not changed since). Global: verified once.
  */
-__noinline int keeps_finite(__u64 self, __u64 arg)
+/*
+ * keep_mods' entry for self, of that kind, while self is still the object vouched for and
+ * called on a plain torch.Tensor arg, with no forward hook of its own or torch's: the
+ * instance still holds the hook dicts vouched for (not replaced), and all are empty.
+ */
+static __always_inline int vouched(__u64 self, __u64 arg, __u32 kind)
 {
-	struct scratch *s = get_scratch();
-	struct nw_keep *k;
+	struct nw_keep *k = bpf_map_lookup_elem(&keep_mods, &self);
 	int i;
 
-	if (!s || !RS.on || !s->sib.impl || !keep_tensor)
-		return 0;
-	k = bpf_map_lookup_elem(&keep_mods, &self);
-	if (!k || read_u64(self + L.obj_type) != k->type ||
+	if (!k || k->kind != kind || read_u64(self + L.obj_type) != k->type ||
 	    read_u64(arg + L.obj_type) != keep_tensor)
 		return 0;
-	/* the instance still holds the hook dicts vouched for (not replaced), and all are empty */
 	for (i = 0; i < NW_KEEP_HOOKS; i++)
 		if (read_u64(k->slot[i]) != k->dict[i] || !dict_empty(k->used[i]) ||
 		    !dict_empty(keep_global_used[i]))
 			return 0;
+	return 1;
+}
+
+__noinline int keeps_finite(__u64 self, __u64 arg)
+{
+	struct scratch *s = get_scratch();
+
+	if (!s || !RS.on || !s->sib.impl || !keep_tensor || !vouched(self, arg, NW_KEEP_FINITE))
+		return 0;
 	if (read_tensor(arg) != 0 || !fingerprint(s))
 		return 0;
 	return same_fp(&s->sib, &s->fp);
+}
+
+static __always_inline struct thread_state *this_thread(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+/*
+ * At a module call's entry (its one positional argument arg): is it the norm the thread's
+ * pending output waits for, called on that output as it was returned (the same object, its
+ * fingerprint unchanged), with no forward hook to change it first? Global: verified once.
+ */
+__noinline int takes_pending(__u64 self, __u64 arg)
+{
+	struct scratch *s = get_scratch();
+	struct thread_state *ts = this_thread();
+
+	if (!s || !ts || !ts->pend.obj || self != ts->pend.next || arg != ts->pend.obj ||
+	    !vouched(self, arg, NW_KEEP_NORM))
+		return 0;
+	if (read_tensor(arg) != 0 || !fingerprint(s))
+		return 0;
+	return same_fp(&ts->pend.fp, &s->fp);
+}
+
+/*
+ * A Sequential child's output that goes to a norm next (s->defer): not scanned now, its
+ * check waits for the norm's (struct pending). Its magnitude is sampled from its first words,
+ * as a scan samples them. Global: verified once.
+ */
+__noinline int defer_output(__u64 obj)
+{
+	struct scratch *s = get_scratch();
+	struct thread_state *ts = this_thread();
+	__u64 n, arg;
+
+	if (!s || !ts || s->ev.depth < 1 || s->ev.depth > NW_MAX_DEPTH)
+		return 0;
+	arg = s->nargs == 1 && !s->nkwargs ? s->args[0] : 0;
+	ts->pend.fp = s->fp;
+	ts->pend.obj = obj;
+	ts->pend.module = s->ev.module;
+	ts->pend.next = s->defer;
+	ts->pend.arg = arg;
+	ts->pend.depth = s->ev.depth - 1;
+	ts->pend.deeper = s->deeper;
+	ts->pend.broken = 0;
+	n = s->ti.bytes;
+	if (n > NW_MAG_WORDS * 8)
+		n = NW_MAG_WORDS * 8;
+	n &= ~7ULL;
+	barrier_var(n);
+	s->c.size = nw_dtype_size(s->ti.dtype);
+	s->c.words = 0;
+	if (n && n <= NW_MAG_WORDS * 8 && !bpf_probe_read_user(s->buf, n, (void *)s->ti.data)) {
+		s->c.words = n / 8;
+		note_magnitude(NW_NO_INDEX, NW_NO_INDEX);
+	}
+	/* the argument as it reads now: a late report takes it for the call's input if so still */
+	ts->pend.in_impl = 0;
+	if (arg && is_tensor_obj(arg) && read_tensor(arg) >= 0) {
+		ts->pend.in_impl = s->ti.impl;
+		ts->pend.in_data = s->ti.data;
+		ts->pend.in_bytes = s->ti.bytes;
+	}
+	return 0;
 }
 
 /*
@@ -371,10 +448,21 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 		s->out_ok = 1;
 		return 0;
 	}
+	if (known && s->defer && s->single) { /* its check waits for the norm's */
+		defer_output(obj);
+		return 0;
+	}
 	r = scan_tensor(0);
 	if (r == 0) {
 		note_magnitude(idx0, idx1);
 		s->out_ok = known;
+		/* a norm's output, all of it finite: so was the pending output it took */
+		if (s->hold && !(s->ti.flags & NW_SKIP_TRUNCATED))
+			s->held = HELD_FINITE;
+	}
+	if (r > 0 && s->hold) { /* the pending output it took is reported first, if it was */
+		s->held = HELD_NONFINITE;
+		return 0;
 	}
 	if (r <= 0)
 		return 0;
@@ -461,6 +549,54 @@ static __always_inline void fill_stack(struct scratch *s, struct thread_state *t
 	for (i = 0; i < NW_MAX_DEPTH; i++)
 		s->ev.modules[i] = i <= depth ? ts->stack[i] : 0;
 	s->ev.module = ts->stack[depth < NW_MAX_DEPTH ? depth : NW_MAX_DEPTH - 1];
+}
+
+/*
+ * The thread's pending output checked now, as the output of the call that returned it (its
+ * stack, its argument while that still reads as it did), and reported if non-finite: the
+ * norm it went to made a non-finite output or was not the next thing the thread did. With
+ * broken set, only when the evaluator's entry found another call entered first (called
+ * after the entry's own work: the two would not fit in one stack). Global: verified once.
+ */
+__noinline int flush_pending(__u32 broken)
+{
+	struct scratch *s = get_scratch();
+	struct thread_state *ts = this_thread();
+	__u64 obj, arg;
+	__u32 d;
+
+	if (!s || !ts || !ts->pend.obj || (broken && !ts->pend.broken))
+		return 0;
+	obj = ts->pend.obj;
+	ts->pend.obj = 0;
+	d = ts->pend.depth;
+	if (d >= NW_MAX_DEPTH)
+		return 0;
+	fill_stack(s, ts, d);
+	s->ev.modules[d] = ts->pend.module;
+	s->ev.module = ts->pend.module;
+	s->nargs = 0;
+	s->nkwargs = 0;
+	arg = ts->pend.arg;
+	if (arg && ts->pend.in_impl && is_tensor_obj(arg) && read_tensor(arg) >= 0 &&
+	    s->ti.impl == ts->pend.in_impl && s->ti.data == ts->pend.in_data &&
+	    s->ti.bytes == ts->pend.in_bytes) {
+		s->args[0] = arg;
+		s->nargs = 1;
+	}
+	s->deeper = ts->pend.deeper;
+	s->kid.impl = 0;
+	s->sib.impl = 0;
+	s->fp.impl = 0;
+	s->single = 1;
+	s->out_ok = 0;
+	s->gpu_gate = 0;
+	s->keep = 0;
+	s->hold = 0;
+	s->defer = 0;
+	check_output(obj, NW_NO_INDEX, NW_NO_INDEX);
+	s->deeper = 0;
+	return 0;
 }
 
 /* The value of a scalar loss (s->ti, as check_output read it), for the loss trend. */

@@ -53,6 +53,7 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 	key.sp = PT_REGS_SP(ctx) + 8; /* the stack pointer once the return address is popped */
 	key.tid = (__u32)id;
 	if (kind == CODE_STEP) {
+		ts->pend.broken = 1;
 		rec.depth = ts->step_depth;
 		/* the optimizer, for the return: its state has the step then */
 		rec.args[0] = read_ref((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
@@ -69,14 +70,24 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 		return 0;
 	}
 	self = read_ref((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
-	if (!push_call(ts, &rec, (__u64)tstate, key.sp, key.tid, self))
+	if (!push_call(ts, &rec, (__u64)tstate, key.sp, key.tid, self)) {
+		ts->pend.broken = 1;
 		return 1;
+	}
 	depth = rec.depth;
 	if (depth < NW_MAX_DEPTH)
 		ts->seq_in[depth & (NW_MAX_DEPTH - 1)] = backward_all ? seq_now() : 0;
 	capture_args(&rec, (__u64)frame);
 	capture_kwargs(&rec, (__u64)frame);
 	count(NW_C_MODULE_CALLS, 1);
+	/* the thread's pending output: only the norm it goes to, called next, may take it */
+	if (ts->pend.obj) {
+		if (depth == ts->pend.depth && rec.nargs == 1 && !rec.nkwargs &&
+		    takes_pending(self, rec.args[0]))
+			rec.pred = 1;
+		else
+			ts->pend.broken = 1;
+	}
 	if (keep_tensor && rec.nargs == 1 && !rec.nkwargs && depth > 0 && depth < NW_MAX_DEPTH) {
 		struct scratch *s = get_scratch();
 
@@ -104,11 +115,86 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 	return 0;
 }
 
+/* noinline: its stack and a pending output's check (flush_pending) would not fit in one */
+static __noinline int eval_entry_call(struct pt_regs *ctx)
+{
+	return eval_entry(ctx);
+}
+
 SEC("uprobe")
 int uprobe_eval_frame(struct pt_regs *ctx)
 {
-	eval_entry(ctx);
+	eval_entry_call(ctx);
+	flush_pending(1);
 	return 0;
+}
+
+/* The scratch set for a returning call's output check (its stack, what its children left). */
+static __always_inline void ret_setup(struct scratch *s, struct thread_state *ts, __u32 depth,
+				      __u32 keep, __u64 ret)
+{
+	fill_stack(s, ts, depth);
+	s->deeper = ts->unchecked[depth & (NW_MAX_DEPTH - 1)] ? NW_FLAG_DEEPER : 0;
+	s->kid = ts->kid[depth & (NW_MAX_DEPTH - 1)];
+	if (depth > 0)
+		s->sib = ts->kid[(depth - 1) & (NW_MAX_DEPTH - 1)];
+	else
+		s->sib.impl = 0;
+	s->fp.impl = 0;
+	s->single = is_tensor(read_u64(ret + L.obj_type));
+	s->out_ok = 0;
+	s->gpu_gate = 0;
+	s->keep = keep;
+}
+
+/*
+ * The norm a returning call's output may be left to (struct nw_defer): the call is the child
+ * vouched for, of the Sequential vouched for, which called it. 0: none.
+ */
+static __always_inline __u64 defer_next(struct thread_state *ts, __u32 depth)
+{
+	__u64 self, parent;
+	struct nw_defer *d;
+
+	if (!keep_tensor || depth < 1 || depth >= NW_MAX_DEPTH)
+		return 0;
+	self = ts->stack[depth & (NW_MAX_DEPTH - 1)];
+	d = bpf_map_lookup_elem(&defer_mods, &self);
+	if (!d)
+		return 0;
+	parent = ts->stack[(depth - 1) & (NW_MAX_DEPTH - 1)];
+	if (parent != d->parent || read_u64(parent + L.obj_type) != d->parent_type ||
+	    read_u64(self + L.obj_type) != d->type)
+		return 0;
+	return d->next;
+}
+
+/*
+ * A norm that took the thread's pending output returned, its output checked (s->held): a
+ * finite output proves the pending one finite; else the pending one is checked first, as its
+ * own call's output, and then this call's reported. The call is at ts->depth, its one
+ * argument the pending output.
+ */
+static __always_inline void norm_return(struct scratch *s, struct thread_state *ts, __u64 ret)
+{
+	__u64 arg = ts->pend.obj;
+
+	s->hold = 0;
+	if (s->held == HELD_FINITE && s->single) {
+		count(NW_C_NORM_CHECKED, 1);
+		count(NW_C_NORM_BYTES, ts->pend.fp.bytes);
+		ts->pend.obj = 0;
+		return;
+	}
+	flush_pending(0);
+	if (s->held != HELD_NONFINITE)
+		return;
+	ret_setup(s, ts, ts->depth, 0, ret); /* a norm: never kept finite */
+	s->args[0] = arg;
+	s->nargs = 1;
+	s->nkwargs = 0;
+	check_result(ret);
+	s->deeper = 0;
 }
 
 /* The evaluator's return: the recorded call's output checked. */
@@ -120,7 +206,7 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	struct thread_state *ts;
 	struct frame_rec *r;
 	struct scratch *s;
-	__u32 kind, depth, keep;
+	__u32 kind, depth, keep, pred;
 	__u64 self0;
 
 	if ((id >> 32) != targ_tgid || stopped)
@@ -130,6 +216,9 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	r = bpf_map_lookup_elem(&frames, &key);
 	if (!r)
 		return 0;
+	/* any return but the norm's that took it: the thread's pending output is checked first */
+	if (!r->pred)
+		flush_pending(0);
 	s = get_scratch();
 	if (!s) {
 		bpf_map_delete_elem(&frames, &key);
@@ -145,6 +234,7 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	s->nargs = r->nargs;
 	s->nkwargs = r->nkwargs;
 	keep = r->keep;
+	pred = r->pred;
 	bpf_map_delete_elem(&frames, &key);
 	ts = bpf_map_lookup_elem(&threads, &key.tid);
 	if (!ts)
@@ -165,21 +255,16 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	if (backward_all && depth < NW_MAX_DEPTH)
 		note_span(ts->seq_in[depth & (NW_MAX_DEPTH - 1)], depth, ts->stack[0],
 			  ts->stack[depth & (NW_MAX_DEPTH - 1)]);
-	if (!ret || depth >= NW_MAX_DEPTH || (top_only && depth > 0))
+	if (!ret || depth >= NW_MAX_DEPTH || (top_only && depth > 0)) {
+		flush_pending(0);
 		return 0;
-	fill_stack(s, ts, depth);
-	s->deeper = ts->unchecked[depth] ? NW_FLAG_DEEPER : 0;
-	s->kid = ts->kid[depth];
-	if (depth > 0)
-		s->sib = ts->kid[(depth - 1) & (NW_MAX_DEPTH - 1)];
-	else
-		s->sib.impl = 0;
-	s->fp.impl = 0;
-	s->single = is_tensor(read_u64((__u64)ret + L.obj_type));
-	s->out_ok = 0;
-	s->gpu_gate = 0;
-	s->keep = keep;
+	}
+	ret_setup(s, ts, depth, keep, (__u64)ret);
+	s->hold = pred; /* kept set till norm_return(): few registers live across the calls */
+	s->held = 0;
+	s->defer = pred ? 0 : defer_next(ts, depth);
 	check_result((__u64)ret);
+	s->defer = 0;
 	s->deeper = 0; /* ev_tensor() of other programs must not see it */
 	s->keep = 0;
 	if (depth > 0) {
@@ -190,6 +275,8 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 			ts->kid[(depth - 1) & (NW_MAX_DEPTH - 1)].impl = 0;
 	}
 	note_param_magnitude(s->ev.module);
+	if (s->hold)
+		norm_return(s, ts, (__u64)ret);
 	return 0;
 }
 
@@ -236,7 +323,11 @@ static __noinline int session_entry(struct pt_regs *ctx)
 SEC("uprobe")
 int session_eval_frame(struct pt_regs *ctx)
 {
+	int r;
+
 	if (bpf_session_is_return())
 		return eval_return(ctx);
-	return session_entry(ctx);
+	r = session_entry(ctx);
+	flush_pending(1);
+	return r;
 }

@@ -177,6 +177,8 @@ enum nw_counter {
 	NW_C_KEPT_FINITE,   /* module outputs not scanned: finite, from a finite input (nw_keep) */
 	NW_C_KEPT_BYTES,    /* their bytes */
 	NW_C_BWD_OFFLOADED, /* parameter gradients whose histogram the daemon counted */
+	NW_C_NORM_CHECKED, /* module outputs not scanned: the norm they went to proved them (nw_defer) */
+	NW_C_NORM_BYTES, /* their bytes */
 	NW_C_MAX,
 };
 
@@ -375,12 +377,39 @@ struct nw_rescan {
  */
 #define NW_KEEP_HOOKS 2 /* _forward_pre_hooks and _forward_hooks */
 
+enum nw_keep_kind {
+	NW_KEEP_FINITE = 0, /* a finite input gives a finite output */
+	/*
+	 * a norm (torch's BatchNorm, LayerNorm, GroupNorm, InstanceNorm, RMSNorm): every output
+	 * value of a group depends on each input value of the group through arithmetic alone
+	 * (the group's mean), so one NaN or Inf among its inputs makes an output non-finite
+	 */
+	NW_KEEP_NORM = 1,
+};
+
 struct nw_keep {
 	__u64 type; /* type(module) when vouched for: another object is not it */
 	/* the words of the instance that hold its hook dicts, the dicts, their ma_used words */
 	__u64 slot[NW_KEEP_HOOKS];
 	__u64 dict[NW_KEEP_HOOKS];
 	__u64 used[NW_KEEP_HOOKS];
+	__u32 kind; /* enum nw_keep_kind */
+	__u32 pad;
+};
+
+/*
+ * A child of torch's own Sequential (daemon/resolve/keep.c) whose next child is a norm
+ * (NW_KEEP_NORM in keep_mods): map defer_mods, keyed by the child. Sequential.forward hands
+ * the child's output to the norm and runs nothing in between, so the output's scan waits
+ * for the norm's: a finite norm output proves the input finite (NW_C_NORM_CHECKED); any
+ * other output, and anything else the thread does first, has the input scanned as the
+ * child's output after all.
+ */
+struct nw_defer {
+	__u64 type;	   /* type(child) when vouched for */
+	__u64 parent;	   /* the Sequential */
+	__u64 parent_type; /* its type then */
+	__u64 next;	   /* the norm */
 };
 
 struct nw_bwd_layout {

@@ -91,6 +91,25 @@ struct fingerprint {
 	__u32 pad;
 };
 
+/*
+ * A module output not scanned at its return: its check waits for the norm it goes to (struct
+ * nw_defer). obj 0: none. At most one a thread: anything but that norm's entry with it as
+ * its argument, and the norm's return, scans it (flush_pending).
+ */
+struct pending {
+	struct fingerprint fp; /* the output's, at its return */
+	__u64 obj;	       /* the output */
+	__u64 module;	       /* the call that returned it */
+	__u64 next;	       /* the norm it goes to */
+	__u64 arg;	       /* its call's one argument (0: none such) */
+	/* ... as read_tensor() read it then: a late report checks it only while it reads so */
+	__u64 in_impl, in_data, in_bytes;
+	__u32 depth;  /* of the call */
+	__u32 deeper; /* its NW_FLAG_DEEPER */
+	__u32 broken; /* another call was entered first: flush_pending(1) checks it */
+	__u32 pad;
+};
+
 struct thread_state {
 	__u64 stack[NW_MAX_DEPTH];
 	/* per call in the stack: the stack pointer its return will have (frame_key.sp) */
@@ -103,6 +122,7 @@ struct thread_state {
 	__u8 unchecked[NW_MAX_DEPTH];
 	__u32 depth;
 	__u32 step_depth;
+	struct pending pend;
 };
 
 /* never written: a new thread's state starts as this (too big for the BPF stack) */
@@ -138,7 +158,7 @@ struct frame_rec {
 	__u32 kind;
 	__u32 depth;
 	__u32 keep; /* its output is finite: keeps_finite() said so at its entry */
-	__u32 pad;
+	__u32 pred; /* a norm that took the thread's pending output: takes_pending() */
 };
 
 struct code_rec {
@@ -190,6 +210,11 @@ struct scan_ctx {
 	__u32 dropped; /* ... that it could not take */
 };
 
+enum {
+	HELD_FINITE = 1,
+	HELD_NONFINITE = 2
+};
+
 struct scratch {
 	struct nw_grad_data gd; /* right before buf: a gradient's chunk goes out as one record */
 	__u64 buf[CHUNK_WORDS];
@@ -207,6 +232,9 @@ struct scratch {
 	__u32 deeper;		/* NW_FLAG_DEEPER for this call's events, or 0 */
 	__u32 out_ok;		/* ... fingerprinted and finite */
 	__u32 keep;		/* ... is finite: its frame_rec's keep */
+	__u32 hold;  /* ... took a pending output: a non-finite one is not reported yet */
+	__u32 held;  /* ... and its output was: HELD_FINITE, HELD_NONFINITE; 0 unknown */
+	__u64 defer; /* ... may leave its output to this norm (nw_defer.next) */
 	struct scan_ctx c;
 	struct nw_params np; /* a module's parameters as list_params found them */
 	__u64 gpu_gate;	     /* the returning call's request gating its inputs' and params' */
@@ -325,6 +353,14 @@ struct {
 	__type(key, __u64);
 	__type(value, struct nw_keep);
 } keep_mods SEC(".maps");
+
+/* module -> the norm its output's check waits for (struct nw_defer), filled by the daemon */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct nw_defer);
+} defer_mods SEC(".maps");
 
 /* torch.Tensor, and &ma_used of torch's global forward (pre-)hook dicts; 0: keep_mods unused */
 __u64 keep_tensor = 0;

@@ -199,7 +199,8 @@ static int size_scratch(struct nanwatch_bpf *s)
  */
 static int set_read_method(struct nanwatch_bpf *s, int method, uint64_t ns_per_page, int sleepable)
 {
-	struct bpf_program *scanning[] = {s->progs.uretprobe_eval_frame,
+	/* the evaluator's entry too: it scans a pending output another call did not take */
+	struct bpf_program *scanning[] = {s->progs.uprobe_eval_frame, s->progs.uretprobe_eval_frame,
 					  s->progs.session_eval_frame, s->progs.uprobe_run_backward,
 					  s->progs.uprobe_bwd_node};
 	size_t i;
@@ -849,6 +850,14 @@ int probe__set_keep(struct probe *p, uint64_t module, const struct nw_keep *k)
 {
 	int err = bpf_map__update_elem(p->skel->maps.keep_mods, &module, sizeof(module), k,
 				       sizeof(*k), BPF_ANY);
+
+	return err < 0 ? err : 0;
+}
+
+int probe__set_defer(struct probe *p, uint64_t module, const struct nw_defer *d)
+{
+	int err = bpf_map__update_elem(p->skel->maps.defer_mods, &module, sizeof(module), d,
+				       sizeof(*d), BPF_ANY);
 
 	return err < 0 ? err : 0;
 }

@@ -128,6 +128,9 @@ int probe__set_params(struct probe *p, uint64_t module, const struct nw_params *
 /* Tell the BPF side a module keeps a finite input finite (resolve/keep.h). */
 int probe__set_keep(struct probe *p, uint64_t module, const struct nw_keep *k);
 
+/* module's output check may wait for the norm d names (struct nw_defer): 0 or -errno. */
+int probe__set_defer(struct probe *p, uint64_t module, const struct nw_defer *d);
+
 /*
  * Turn keeps_finite() on: torch's global hook dicts' ma_used words, then torch.Tensor (the
  * switch, written last).

@@ -367,6 +367,10 @@ static void scan_fields(struct json *j, const uint64_t *c)
 	json__uint(j, "tensors", c[NW_C_KEPT_FINITE]);
 	json__uint(j, "bytes", c[NW_C_KEPT_BYTES]);
 	json__object_end(j);
+	json__object_begin(j, "norm_checked");
+	json__uint(j, "tensors", c[NW_C_NORM_CHECKED]);
+	json__uint(j, "bytes", c[NW_C_NORM_BYTES]);
+	json__object_end(j);
 }
 
 /* GB/s of bytes in ns; null when nothing was timed. */

@@ -2,10 +2,12 @@
 /*
  * Modules whose output is finite whenever their one input is: torch's own ReLU (max(x, 0)),
  * max pools (each output an element of the input) and Flatten/Unflatten (the input's data
- * viewed). Vouched for from the target's objects, for BPF's keeps_finite() (struct nw_keep):
- * the class is torch's (its name and __module__), so is its forward (the class's own, a
- * function of that module: its globals are the module's), the instance has no forward of its
- * own, and the hook dicts it and torch's _call_impl look at are found for BPF to see empty.
+ * viewed); and norms, whose output is non-finite whenever their input is (keep.c says why),
+ * the next child of torch's own Sequential. Vouched for from the target's objects, for BPF's
+ * keeps_finite() and takes_pending() (struct nw_keep, struct nw_defer): the class is torch's
+ * (its name and __module__), so is its forward (the class's own, a function of that module:
+ * its globals are the module's), the instance has no forward of its own, and the hook dicts
+ * it and torch's _call_impl look at are found for BPF to see empty.
  */
 #ifndef __RESOLVE_KEEP_H
 #define __RESOLVE_KEEP_H
@@ -17,7 +19,7 @@
 struct remote;
 struct pyobject_layout;
 
-/* torch.nn.modules.<file> of a class kept finite by name, NULL for any other class name. */
+/* torch.nn.modules.<file> of a class vouched for by name, NULL for any other class name. */
 const char *keep__class_module(const char *name);
 
 /*
@@ -25,7 +27,22 @@ const char *keep__class_module(const char *name);
  * *tensor: 0, or -ENOENT (not such a module, or not torch's own), another negative errno
  * when the target could not be read.
  */
-int keep__module(const struct remote *r, uint64_t module, struct nw_keep *out, uint64_t *tensor);
+int keep__module(const struct remote *r, const struct pyobject_layout *pl, uint64_t module,
+		 struct nw_keep *out, uint64_t *tensor);
+
+/* A pair of consecutive children of a Sequential: 0 to go on, non-zero to stop the walk. */
+typedef int (*keep_pair_fn)(void *ctx, uint64_t child, uint64_t next);
+
+#define KEEP_MAX_CHILDREN 4096 /* children of one Sequential looked at */
+
+/*
+ * For torch's own Sequential (its class, its forward and __iter__, none of the instance's),
+ * call cb for each two children it calls one after the other, in its _modules order, and
+ * fill parent's parent and parent_type. 0, -ENOENT (not such a module), another negative
+ * errno when the target could not be read, or what cb returned to stop.
+ */
+int keep__sequence(const struct remote *r, const struct pyobject_layout *pl, uint64_t module,
+		   keep_pair_fn cb, void *ctx, struct nw_defer *parent);
 
 /*
  * &ma_used of torch's global forward pre-hook and hook dicts (_call_impl's module globals),

@@ -142,29 +142,71 @@ static int set_params(void *ctx, uint64_t module, const struct nw_params *np)
 }
 
 /*
- * A module seen for the first time: vouched for in BPF if it keeps a finite input finite;
- * the first such turns keeps_finite() on, once torch's global hook dicts are found.
+ * module vouched for in BPF as k says; the first such turns keeps_finite() and takes_pending()
+ * on, once torch's global hook dicts are found. 0 when it is.
  */
-static void new_module(void *ctx, uint64_t module)
+static int vouch(struct session *s, uint64_t module, const struct nw_keep *k, uint64_t tensor)
 {
-	struct session *s = ctx;
 	struct pyobject_layout pl = {.l = &s->nwl, .tuple_type = s->t.tuple_type};
-	uint64_t tensor, used[NW_KEEP_HOOKS];
-	struct nw_keep k;
+	uint64_t used[NW_KEEP_HOOKS];
 
-	if (!s->p || s->keep_tensor == KEEP_OFF || keep__module(&s->remote, module, &k, &tensor))
-		return;
 	if (!s->keep_tensor) {
-		/* torch's global hooks not as we know them: nothing kept in this watch */
+		/* torch's global hooks not as we know them: nothing vouched for in this watch */
 		if (keep__globals(&s->remote, &pl, module, used)) {
 			s->keep_tensor = KEEP_OFF;
-			return;
+			return -ENOENT;
 		}
 		s->keep_tensor = tensor;
 		probe__keep_on(s->p, tensor, used);
 	}
-	if (tensor == s->keep_tensor)
-		probe__set_keep(s->p, module, &k);
+	if (tensor != s->keep_tensor)
+		return -ENOENT;
+	return probe__set_keep(s->p, module, k);
+}
+
+struct seq_pairs {
+	struct session *s;
+	struct pyobject_layout pl;
+	struct nw_defer d; /* the Sequential's part */
+};
+
+/* Two children of a Sequential: the first's output check may wait for the second, a norm. */
+static int seq_pair(void *ctx, uint64_t child, uint64_t next)
+{
+	struct seq_pairs *q = ctx;
+	struct session *s = q->s;
+	struct nw_defer d = q->d;
+	uint64_t tensor, type;
+	struct nw_keep k;
+
+	if (s->keep_tensor == KEEP_OFF)
+		return 1;
+	if (keep__module(&s->remote, &q->pl, next, &k, &tensor) || k.kind != NW_KEEP_NORM ||
+	    remote__u64(&s->remote, child + s->remote.l.obj_type, &type) ||
+	    vouch(s, next, &k, tensor))
+		return 0;
+	d.type = type;
+	d.next = next;
+	probe__set_defer(s->p, child, &d);
+	return 0;
+}
+
+/*
+ * A module seen for the first time: vouched for in BPF if it keeps a finite input finite,
+ * and, a Sequential, its children that hand their output to a norm.
+ */
+static void new_module(void *ctx, uint64_t module)
+{
+	struct session *s = ctx;
+	struct seq_pairs q = {.s = s, .pl = {.l = &s->nwl, .tuple_type = s->t.tuple_type}};
+	uint64_t tensor;
+	struct nw_keep k;
+
+	if (!s->p || s->keep_tensor == KEEP_OFF)
+		return;
+	if (!keep__module(&s->remote, &q.pl, module, &k, &tensor) && k.kind == NW_KEEP_FINITE)
+		vouch(s, module, &k, tensor);
+	keep__sequence(&s->remote, &q.pl, module, seq_pair, &q, &q.d);
 }
 
 static uint64_t step_starts(void *ctx)

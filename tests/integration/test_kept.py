@@ -1,4 +1,5 @@
-"""Outputs kept finite by construction are not scanned, and cannot hide the first non-finite one.
+"""Outputs kept finite by construction are not scanned, nor outputs a norm's finite output
+proves finite, and neither can hide the first non-finite one.
 
 tests/trainers/kept_finite.py: Conv2d, BatchNorm2d, ReLU, MaxPool2d, Flatten, Linear. The ReLU,
 the pool and the flatten are torch's own and get their previous sibling's finite output: the
@@ -41,3 +42,38 @@ test_kept_userrelu = case_test(case_kept, "userrelu", envs=HOST_ONLY)
 test_kept_override = case_test(case_kept, "override", envs=HOST_ONLY)
 test_kept_patched = case_test(case_kept, "patched", envs=HOST_ONLY)
 test_kept_replaced = case_test(case_kept, "replaced", envs=HOST_ONLY)
+
+
+def case_norm_checked(ctx, variant, returns="uretprobe"):
+    """tests/trainers/norm_checked.py: the layer the forward hooks name first, named first
+    with their counts, whether the Sequential child before a norm went non-finite (its output,
+    not scanned at its return, is scanned when the norm's output is not finite), the norm
+    itself did, or a forward pre-hook on the norm changed its input first; before the fault,
+    the two outputs the norms proved finite were not scanned."""
+    want_layer = {"linear": "5", "norm": "6"}.get(variant, "0")
+    oracle, trace = oracle_of(ctx, "norm_checked", "--variant", variant)
+    if oracle is None or oracle["layer"] != want_layer or oracle["step"] != FAULT_STEP:
+        raise Fail("norm_checked --variant %s --oracle: %s, want layer %s at step %d" % (
+            variant, oracle and describe(oracle), want_layer, FAULT_STEP))
+    events = watch(ctx, "norm_checked", trace, trainer_args=("--variant", variant),
+                   daemon_args=("--return-probe", returns))
+    check_anomalies(events, oracle, events[0]["pid"])
+    checked = last_stats(events).get("norm_checked") or {}
+    # the Conv2d's and the first Linear's outputs at steps 1 to 3 at least (the daemon vouches
+    # for them once it read their first call's record, and the trainer pauses before each step)
+    want = 2 * (FAULT_STEP - 1)
+    if not checked.get("tensors", 0) >= want or not checked.get("bytes", 0) > 0:
+        raise Fail("stats.norm_checked %r, want %d outputs or more (%s)" % (checked, want,
+                                                                           variant))
+
+
+test_norm_checked_conv = case_test(case_norm_checked, "conv", envs=HOST_AND_ROOTS)
+test_norm_checked_linear = case_test(case_norm_checked, "linear", envs=HOST_ONLY)
+test_norm_checked_input = case_test(case_norm_checked, "input", envs=HOST_ONLY)
+test_norm_checked_input_session = case_test(case_norm_checked, "input", "session",
+                                            envs=HOST_ONLY)
+test_norm_checked_prehook_session = case_test(case_norm_checked, "prehook", "session",
+                                              envs=HOST_ONLY)
+test_norm_checked_norm = case_test(case_norm_checked, "norm", envs=HOST_ONLY)
+test_norm_checked_prehook = case_test(case_norm_checked, "prehook", envs=HOST_ONLY)
+test_norm_checked_global = case_test(case_norm_checked, "global", envs=HOST_AND_ROOTS)

@@ -9,8 +9,6 @@ backward the gate sends a zero gradient to sqrt, whose derivative divides it by 
 
 Expected: phase "backward", step 4, node SqrtBackward0, grad[0], layer "root" (Root).
 """
-import sys
-
 import torch
 import torch.nn as nn
 

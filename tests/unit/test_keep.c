@@ -26,6 +26,7 @@ struct spec {
 	int own_forward;	/* the instance has a forward attribute */
 	int hooks;		/* entries in its _forward_hooks */
 	int used_lie;		/* its _forward_pre_hooks' ma_used says 5 with no entry */
+	const char *base;	/* forward is this base class's, not the class's own */
 };
 
 struct built {
@@ -99,13 +100,15 @@ static void build(struct fakemem *m, const struct spec *sp, struct built *b)
 				      b->tensor},
 			 2);
 	fn = mkfunc(m, sp->fn_type ? sp->fn_type : "function", globals);
-	tdict = mkdict(m, 2, tnames,
+	tdict = mkdict(m, sp->base ? 1 : 2, tnames,
 		       (uint64_t[]){fakemem__str(m,
 						 sp->cls_module ? sp->cls_module
 								: "torch.nn.modules.activation",
 						 0),
 				    fn},
-		       2);
+		       sp->base ? 1 : 2);
+	if (sp->base) /* BatchNorm2d: its forward is _BatchNorm's */
+		base = mktype(m, sp->base, mkdict(m, 1, tnames + 1, (uint64_t[]){fn}, 1), base);
 	b->type = mktype(m, sp->cls ? sp->cls : "ReLU", tdict, base);
 	b->pre = mkdict(m, 0, NULL, NULL, sp->used_lie ? 5 : 0);
 	b->post = mkdict(m, sp->hooks, hnames, (uint64_t[]){m->none}, sp->hooks);
@@ -143,11 +146,12 @@ static uint64_t word(struct fakemem *m, uint64_t addr)
 static int vouch(struct fakemem *m, const struct spec *sp, struct built *b, struct nw_keep *k,
 		 uint64_t *tensor)
 {
+	struct pyobject_layout pl = {.l = &fakemem_torch};
 	struct remote r;
 
 	build(m, sp, b);
 	fakemem__remote(m, &r);
-	return keep__module(&r, b->module, k, tensor);
+	return keep__module(&r, &pl, b->module, k, tensor);
 }
 
 static void test_torch_relu(void **state)
@@ -208,6 +212,131 @@ static void test_not_torchs_own(void **state)
 	assert_int_equal(vouch(m, &(struct spec){0}, &b, &k, &tensor), -ENOENT);
 }
 
+static void test_norm(void **state)
+{
+	struct spec sp = {.cls = "BatchNorm2d",
+			  .cls_module = "torch.nn.modules.batchnorm",
+			  .fn_module = "torch.nn.modules.batchnorm",
+			  .base = "_BatchNorm"};
+	struct fakemem *m = *state;
+	uint64_t tensor = 0;
+	struct nw_keep k;
+	struct built b;
+
+	/* a norm's forward found in its base, a function of the class's module */
+	assert_int_equal(vouch(m, &sp, &b, &k, &tensor), 0);
+	assert_int_equal(k.kind, NW_KEEP_NORM);
+	assert_int_equal(k.type, b.type);
+	assert_int_equal(tensor, b.tensor);
+	/* the base's forward patched: its globals are the patcher's */
+	setup(state);
+	sp.fn_module = "__main__";
+	assert_int_equal(vouch(m, &sp, &b, &k, &tensor), -ENOENT);
+	/* torch's ReLU is of the other kind */
+	setup(state);
+	assert_int_equal(vouch(m, &(struct spec){0}, &b, &k, &tensor), 0);
+	assert_int_equal(k.kind, NW_KEEP_FINITE);
+}
+
+struct pairs {
+	int n;
+	uint64_t child[4], next[4];
+};
+
+static int pair_cb(void *ctx, uint64_t child, uint64_t next)
+{
+	struct pairs *p = ctx;
+
+	if (p->n < 4) {
+		p->child[p->n] = child;
+		p->next[p->n] = next;
+	}
+	p->n++;
+	return 0;
+}
+
+/* A Sequential of three children (0 for None), as spec says of its class and instance. */
+static uint64_t mkseq(struct fakemem *m, const struct spec *sp, const uint64_t kids[3],
+		      uint64_t *type)
+{
+	const char *tnames[] = {"__module__", "__iter__", "forward"};
+	const char *inames[] = {"training", "_modules", "forward"};
+	const char *knames[] = {"0", "1", "2"};
+	const char *mod = sp->cls_module ? sp->cls_module : "torch.nn.modules.container";
+	uint64_t globals, fn, obj, vals[3];
+	int i;
+
+	globals = mkdict(m, 1, (const char *[]){"__name__"},
+			 (uint64_t[]){fakemem__str(m, sp->fn_module ? sp->fn_module : mod, 0)}, 1);
+	fn = mkfunc(m, "function", globals);
+	*type = mktype(m, sp->cls ? sp->cls : "Sequential",
+		       mkdict(m, 3, tnames, (uint64_t[]){fakemem__str(m, mod, 0), fn, fn}, 3),
+		       mktype(m, "Module", mkdict(m, 0, NULL, NULL, 0), 0));
+	for (i = 0; i < 3; i++)
+		vals[i] = kids[i] ? kids[i] : m->none;
+	vals[0] = m->none;
+	vals[1] = mkdict(m, 3, knames,
+			 (uint64_t[]){kids[0] ? kids[0] : m->none, kids[1] ? kids[1] : m->none,
+				      kids[2] ? kids[2] : m->none},
+			 3);
+	vals[2] = fn;
+	obj = fakemem__alloc(m, 64) + 32;
+	fakemem__put64(m, obj + m->l.obj_type, *type);
+	fakemem__put64(m, obj + m->l.managed_dict,
+		       mkdict(m, sp->own_forward ? 3 : 2, inames, vals, sp->own_forward ? 3 : 2));
+	return obj;
+}
+
+static int walk(struct fakemem *m, const struct spec *sp, const uint64_t kids[3], struct pairs *p,
+		struct nw_defer *d, uint64_t *obj, uint64_t *type)
+{
+	struct pyobject_layout pl = {.l = &fakemem_torch};
+	struct remote r;
+
+	memset(p, 0, sizeof(*p));
+	*obj = mkseq(m, sp, kids, type);
+	fakemem__remote(m, &r);
+	return keep__sequence(&r, &pl, *obj, pair_cb, p, d);
+}
+
+static void test_sequence(void **state)
+{
+	const struct spec refused[] = {
+		{.cls = "ModuleList"},	    /* not a Sequential */
+		{.cls_module = "__main__"}, /* the user's Sequential */
+		{.fn_module = "__main__"},  /* Sequential.forward or __iter__ patched */
+		{.own_forward = 1},	    /* the instance's own forward */
+	};
+	struct fakemem *m = *state;
+	uint64_t kids[3], obj, type;
+	struct nw_defer d;
+	struct pairs p;
+	size_t i;
+
+	for (i = 0; i < 3; i++)
+		kids[i] = fakemem__alloc(m, 64);
+	/* each child and the next, in _modules' order */
+	assert_int_equal(walk(m, &(struct spec){0}, kids, &p, &d, &obj, &type), 0);
+	assert_int_equal(p.n, 2);
+	assert_int_equal(p.child[0], kids[0]);
+	assert_int_equal(p.next[0], kids[1]);
+	assert_int_equal(p.child[1], kids[1]);
+	assert_int_equal(p.next[1], kids[2]);
+	assert_int_equal(d.parent, obj);
+	assert_int_equal(d.parent_type, type);
+	/* a None child is no call's */
+	kids[1] = 0;
+	assert_int_equal(walk(m, &(struct spec){0}, kids, &p, &d, &obj, &type), 0);
+	assert_int_equal(p.n, 1);
+	assert_int_equal(p.child[0], kids[0]);
+	assert_int_equal(p.next[0], kids[2]);
+	kids[1] = kids[2];
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		assert_int_equal(walk(m, &refused[i], kids, &p, &d, &obj, &type), -ENOENT);
+		assert_int_equal(p.n, 0);
+	}
+}
+
 static void test_classes(void **state)
 {
 	(void)state;
@@ -218,6 +347,12 @@ static void test_classes(void **state)
 	assert_null(keep__class_module("Dropout"));
 	assert_null(keep__class_module("Hardtanh"));
 	assert_null(keep__class_module("Sigmoid"));
+	assert_string_equal(keep__class_module("BatchNorm2d"), "torch.nn.modules.batchnorm");
+	assert_string_equal(keep__class_module("LayerNorm"), "torch.nn.modules.normalization");
+	assert_string_equal(keep__class_module("InstanceNorm1d"), "torch.nn.modules.instancenorm");
+	assert_null(keep__class_module("Conv2d"));
+	assert_null(keep__class_module("Linear"));
+	assert_null(keep__class_module("SyncBatchNorm"));
 }
 
 int main(void)
@@ -225,6 +360,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_torch_relu, setup),
 		cmocka_unit_test_setup(test_not_torchs_own, setup),
+		cmocka_unit_test_setup(test_norm, setup),
+		cmocka_unit_test_setup(test_sequence, setup),
 		cmocka_unit_test(test_classes),
 	};
 
