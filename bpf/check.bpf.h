@@ -348,17 +348,18 @@ static __always_inline struct thread_state *this_thread(void)
 }
 
 /*
- * At a module call's entry (its one positional argument arg): is it the norm the thread's
- * pending output waits for, called on that output as it was returned (the same object, its
+ * At a module call's entry (its one positional argument arg, the thread's Python state
+ * tstate): is it the norm the thread's pending output waits for, called by the frame that
+ * called the output's call, on that output as it was returned (the same object, its
  * fingerprint unchanged), with no forward hook to change it first? Global: verified once.
  */
-__noinline int takes_pending(__u64 self, __u64 arg)
+__noinline int takes_pending(__u64 self, __u64 arg, __u64 tstate)
 {
 	struct scratch *s = get_scratch();
 	struct thread_state *ts = this_thread();
 
 	if (!s || !ts || !ts->pend.obj || self != ts->pend.next || arg != ts->pend.obj ||
-	    !vouched(self, arg, NW_KEEP_NORM))
+	    thread_frame(tstate) != ts->pend.frame || !vouched(self, arg, NW_KEEP_NORM))
 		return 0;
 	if (read_tensor(arg) != 0 || !fingerprint(s))
 		return 0;
@@ -383,6 +384,7 @@ __noinline int defer_output(__u64 obj)
 	ts->pend.obj = obj;
 	ts->pend.module = s->ev.module;
 	ts->pend.next = s->defer;
+	ts->pend.frame = s->defer_frame;
 	ts->pend.arg = arg;
 	ts->pend.depth = s->ev.depth - 1;
 	ts->pend.deeper = s->deeper;

@@ -83,7 +83,7 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 	/* the thread's pending output: only the norm it goes to, called next, may take it */
 	if (ts->pend.obj) {
 		if (depth == ts->pend.depth && rec.nargs == 1 && !rec.nkwargs &&
-		    takes_pending(self, rec.args[0]))
+		    takes_pending(self, rec.args[0], (__u64)tstate))
 			rec.pred = 1;
 		else
 			ts->pend.broken = 1;
@@ -149,11 +149,13 @@ static __always_inline void ret_setup(struct scratch *s, struct thread_state *ts
 
 /*
  * The norm a returning call's output may be left to (struct nw_defer): the call is the child
- * vouched for, of the Sequential vouched for, which called it. 0: none.
+ * vouched for, of the Sequential vouched for, which called it from a frame running torch's
+ * Sequential.forward (into s->defer_frame). 0: none.
  */
-static __always_inline __u64 defer_next(struct thread_state *ts, __u32 depth)
+static __always_inline __u64 defer_next(struct scratch *s, struct thread_state *ts, __u32 depth,
+					__u32 tid)
 {
-	__u64 self, parent;
+	__u64 self, parent, frame, *tstate;
 	struct nw_defer *d;
 
 	if (!keep_tensor || depth < 1 || depth >= NW_MAX_DEPTH)
@@ -166,6 +168,12 @@ static __always_inline __u64 defer_next(struct thread_state *ts, __u32 depth)
 	if (parent != d->parent || read_u64(parent + L.obj_type) != d->parent_type ||
 	    read_u64(self + L.obj_type) != d->type)
 		return 0;
+	/* the frame the call returned to: the caller's, once the evaluator popped its own */
+	tstate = bpf_map_lookup_elem(&tstates, &tid);
+	frame = tstate ? thread_frame(*tstate) : 0;
+	if (!frame || read_ref(frame + L.frame_code) != d->code)
+		return 0;
+	s->defer_frame = frame;
 	return d->next;
 }
 
@@ -262,7 +270,7 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	ret_setup(s, ts, depth, keep, (__u64)ret);
 	s->hold = pred; /* kept set till norm_return(): few registers live across the calls */
 	s->held = 0;
-	s->defer = pred ? 0 : defer_next(ts, depth);
+	s->defer = pred ? 0 : defer_next(s, ts, depth, key.tid);
 	check_result((__u64)ret);
 	s->defer = 0;
 	s->deeper = 0; /* ev_tensor() of other programs must not see it */

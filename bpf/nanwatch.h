@@ -403,13 +403,15 @@ struct nw_keep {
  * the child's output to the norm and runs nothing in between, so the output's scan waits
  * for the norm's: a finite norm output proves the input finite (NW_C_NORM_CHECKED); any
  * other output, and anything else the thread does first, has the input scanned as the
- * child's output after all.
+ * child's output after all. Both calls must come from one frame running code, torch's
+ * Sequential.forward (a forward patched after the daemon vouched for it runs other code).
  */
 struct nw_defer {
 	__u64 type;	   /* type(child) when vouched for */
 	__u64 parent;	   /* the Sequential */
 	__u64 parent_type; /* its type then */
 	__u64 next;	   /* the norm */
+	__u64 code;	   /* torch's Sequential.forward.__code__: the code that calls them */
 };
 
 struct nw_bwd_layout {

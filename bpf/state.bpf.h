@@ -101,6 +101,7 @@ struct pending {
 	__u64 obj;	       /* the output */
 	__u64 module;	       /* the call that returned it */
 	__u64 next;	       /* the norm it goes to */
+	__u64 frame;	       /* the Python frame that called them, running nw_defer.code */
 	__u64 arg;	       /* its call's one argument (0: none such) */
 	/* ... as read_tensor() read it then: a late report checks it only while it reads so */
 	__u64 in_impl, in_data, in_bytes;
@@ -232,9 +233,10 @@ struct scratch {
 	__u32 deeper;		/* NW_FLAG_DEEPER for this call's events, or 0 */
 	__u32 out_ok;		/* ... fingerprinted and finite */
 	__u32 keep;		/* ... is finite: its frame_rec's keep */
-	__u32 hold;  /* ... took a pending output: a non-finite one is not reported yet */
-	__u32 held;  /* ... and its output was: HELD_FINITE, HELD_NONFINITE; 0 unknown */
-	__u64 defer; /* ... may leave its output to this norm (nw_defer.next) */
+	__u32 hold;	   /* ... took a pending output: a non-finite one is not reported yet */
+	__u32 held;	   /* ... and its output was: HELD_FINITE, HELD_NONFINITE; 0 unknown */
+	__u64 defer;	   /* ... may leave its output to this norm (nw_defer.next) */
+	__u64 defer_frame; /* ... as called from this frame (struct pending's frame) */
 	struct scan_ctx c;
 	struct nw_params np; /* a module's parameters as list_params found them */
 	__u64 gpu_gate;	     /* the returning call's request gating its inputs' and params' */

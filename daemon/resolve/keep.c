@@ -236,15 +236,20 @@ int keep__sequence(const struct remote *r, const struct pyobject_layout *pl, uin
 {
 	static const char *const methods[] = {"__iter__", "forward"};
 	struct seq_walk w = {.r = r, .cb = cb, .ctx = ctx};
-	uint64_t type, globals, children;
+	uint64_t type, globals, children, fn, code;
 	int err;
 
 	memset(parent, 0, sizeof(*parent));
 	err = torch_class(r, pl, module, SEQ_NAME, SEQ_MODULE, methods, 2, &type, &globals);
 	if (err)
 		return err;
+	/* the code BPF sees running in the frame that calls the children */
+	if (!r->l.func_code || pyobject__method(r, pl, module, "forward", &fn) ||
+	    remote__u64(r, fn + r->l.func_code, &code) || !code)
+		return -ENOENT;
 	parent->parent = module;
 	parent->parent_type = type;
+	parent->code = code;
 	if (remote__attr(r, module, "_modules", &children))
 		return -ENOENT;
 	return remote__dict_each(r, children, seq_child, &w);

@@ -33,7 +33,8 @@ int keep__module(const struct remote *r, const struct pyobject_layout *pl, uint6
 /* A pair of consecutive children of a Sequential: 0 to go on, non-zero to stop the walk. */
 typedef int (*keep_pair_fn)(void *ctx, uint64_t child, uint64_t next);
 
-#define KEEP_MAX_CHILDREN 4096 /* children of one Sequential looked at */
+/* children of one Sequential looked at: a hostile one's walk is bounded work */
+#define KEEP_MAX_CHILDREN 512
 
 /*
  * For torch's own Sequential (its class, its forward and __iter__, none of the instance's),

@@ -77,3 +77,4 @@ test_norm_checked_prehook_session = case_test(case_norm_checked, "prehook", "ses
 test_norm_checked_norm = case_test(case_norm_checked, "norm", envs=HOST_ONLY)
 test_norm_checked_prehook = case_test(case_norm_checked, "prehook", envs=HOST_ONLY)
 test_norm_checked_global = case_test(case_norm_checked, "global", envs=HOST_AND_ROOTS)
+test_norm_checked_seqpatch = case_test(case_norm_checked, "seqpatch", envs=HOST_AND_ROOTS)

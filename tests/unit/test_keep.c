@@ -68,6 +68,7 @@ static uint64_t mkfunc(struct fakemem *m, const char *type_name, uint64_t global
 
 	fakemem__put64(m, f + m->l.obj_type, mktype(m, type_name, 0, 0));
 	fakemem__put64(m, f + m->l.func_globals, globals);
+	fakemem__put64(m, f + m->l.func_code, f + 48); /* its code object, for what reads it */
 	return f;
 }
 
@@ -129,6 +130,7 @@ static int setup(void **state)
 	fakemem__init(&m);
 	m.l.type_dict = TYPE_DICT;
 	m.l.func_globals = 16;
+	m.l.func_code = 24;
 	m.l.dict_used = 16;
 	m.none = fakemem__alloc(&m, 16);
 	*state = &m;
@@ -324,6 +326,7 @@ static void test_sequence(void **state)
 	assert_int_equal(p.next[1], kids[2]);
 	assert_int_equal(d.parent, obj);
 	assert_int_equal(d.parent_type, type);
+	assert_int_not_equal(d.code, 0); /* forward's __code__, BPF's test of the caller */
 	/* a None child is no call's */
 	kids[1] = 0;
 	assert_int_equal(walk(m, &(struct spec){0}, kids, &p, &d, &obj, &type), 0);
