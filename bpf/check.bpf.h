@@ -302,14 +302,6 @@ static __always_inline int dict_empty(__u64 addr)
 }
 
 /*
- * At a module call's entry (its one positional argument arg, its previous sibling's finite
- * output in s->sib): is its output sure to be finite? Yes for a module the daemon vouched
- * for in keep_mods (torch's own class and forward, whose result is finite for a finite
- * input: an element of it, max(x, 0), or the same data viewed) while neither it nor torch
- * has a forward hook, called on a plain torch.Tensor that is that sibling's output as it
- * was found finite (its fingerprint: not changed since). Global: verified once.
- */
-/*
  * keep_mods' entry for self, of that kind, while self is still the object vouched for and
  * called on a plain torch.Tensor arg, with no forward hook of its own or torch's: the
  * instance still holds the hook dicts vouched for (not replaced), and all are empty.
@@ -329,6 +321,14 @@ static __always_inline int vouched(__u64 self, __u64 arg, __u32 kind)
 	return 1;
 }
 
+/*
+ * At a module call's entry (its one positional argument arg, its previous sibling's finite
+ * output in s->sib): is its output sure to be finite? Yes for a module the daemon vouched
+ * for in keep_mods (torch's own class and forward, whose result is finite for a finite
+ * input: an element of it, max(x, 0), or the same data viewed) while neither it nor torch
+ * has a forward hook, called on a plain torch.Tensor that is that sibling's output as it
+ * was found finite (its fingerprint: not changed since). Global: verified once.
+ */
 __noinline int keeps_finite(__u64 self, __u64 arg)
 {
 	struct scratch *s = get_scratch();

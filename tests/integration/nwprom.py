@@ -174,9 +174,22 @@ def start_alertmanager(ctx, workdir, hook, addr="127.0.0.1", wrap=()):
     return proc, port
 
 
-def alerting(addr, port):
-    """prometheus.yml's part loading the shipped rules and sending to that Alertmanager."""
-    return ALERTING % (RULES, addr, port)
+# NanwatchJobNonFinite's for:, fitted to these tests' one-second scrapes and textfiles and a
+# loaded machine's late daemon (the shipped minute fits scrapes of up to about a minute)
+RULE_FOR = "10s"
+
+
+def alerting(addr, port, workdir):
+    """prometheus.yml's part loading the shipped rules (in workdir, the job alert's for: set
+    to RULE_FOR, nothing else changed) and sending to that Alertmanager."""
+    with open(RULES) as f:
+        text = f.read()
+    if text.count("\n        for: 1m\n") != 1:
+        raise Fail("%s: want one rule held for 1m (NanwatchJobNonFinite)" % RULES)
+    rules = os.path.join(workdir, "nanwatch-alerts.yml")
+    with open(rules, "w") as f:
+        f.write(text.replace("\n        for: 1m\n", "\n        for: %s\n" % RULE_FOR))
+    return ALERTING % (rules, addr, port)
 
 
 def start_node_exporter(ctx, textdir, addr="127.0.0.1", port=None, wrap=()):

@@ -208,7 +208,7 @@ def test_metrics_textfile(ctx):
         exporter, exporter_port = start_node_exporter(ctx, textdir)
         manager, manager_port = start_alertmanager(ctx, workdir, hook)
         prom, port = start_prometheus(ctx, workdir, exporter_port, job="node",
-                                      extra=alerting("127.0.0.1", manager_port))
+                                      extra=alerting("127.0.0.1", manager_port, workdir))
         for t in (ranks[1], ranks[0]):  # rank 1 first
             t.send(b"fault\n")
             wait_events(events_path, daemon, has_event("diagnosis", t.pid),

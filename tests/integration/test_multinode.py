@@ -176,7 +176,7 @@ def test_multinode_job(ctx):
         scrape = "  - job_name: node\n    static_configs:\n      - targets: [%s]\n" % ", ".join(
             '"%s:%d"' % (n.ip, EXPORTER_PORT) for n in nodes)
         prom, prom_port = start_prometheus(ctx, workdir, 0, scrape=scrape, addr=head.ip,
-                                           extra=alerting(head.ip, manager_port),
+                                           extra=alerting(head.ip, manager_port, workdir),
                                            wrap=head.inside())
         follow = Proc([collector(ctx), "--json", "--follow"] +
                       [os.path.join(central, n.hostname + ".ndjson") for n in nodes])
