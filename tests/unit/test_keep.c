@@ -265,7 +265,7 @@ static uint64_t mkseq(struct fakemem *m, const struct spec *sp, const uint64_t k
 	const char *inames[] = {"training", "_modules", "forward"};
 	const char *knames[] = {"0", "1", "2"};
 	const char *mod = sp->cls_module ? sp->cls_module : "torch.nn.modules.container";
-	uint64_t globals, fn, obj, vals[3];
+	uint64_t globals, fn, obj, vals[3], children[3];
 	int i;
 
 	globals = mkdict(m, 1, (const char *[]){"__name__"},
@@ -275,12 +275,9 @@ static uint64_t mkseq(struct fakemem *m, const struct spec *sp, const uint64_t k
 		       mkdict(m, 3, tnames, (uint64_t[]){fakemem__str(m, mod, 0), fn, fn}, 3),
 		       mktype(m, "Module", mkdict(m, 0, NULL, NULL, 0), 0));
 	for (i = 0; i < 3; i++)
-		vals[i] = kids[i] ? kids[i] : m->none;
+		children[i] = kids[i] ? kids[i] : m->none;
 	vals[0] = m->none;
-	vals[1] = mkdict(m, 3, knames,
-			 (uint64_t[]){kids[0] ? kids[0] : m->none, kids[1] ? kids[1] : m->none,
-				      kids[2] ? kids[2] : m->none},
-			 3);
+	vals[1] = mkdict(m, 3, knames, children, 3);
 	vals[2] = fn;
 	obj = fakemem__alloc(m, 64) + 32;
 	fakemem__put64(m, obj + m->l.obj_type, *type);
