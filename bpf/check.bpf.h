@@ -275,6 +275,7 @@ static __always_inline int fingerprint(struct scratch *s)
 	__u64 vc;
 	__u32 version = 0;
 
+	s->fp.version = 0;
 	s->fp.impl = s->ti.impl;
 	s->fp.data = s->ti.data;
 	s->fp.bytes = s->ti.bytes;
@@ -367,20 +368,68 @@ __noinline int takes_pending(__u64 self, __u64 arg, __u64 tstate)
 }
 
 /*
- * A Sequential child's output that goes to a norm next (s->defer): not scanned now, its
- * check waits for the norm's (struct pending). Its magnitude is sampled from its first words,
- * as a scan samples them. Global: verified once.
+ * Is a returning call's one argument arg known finite, its output being out_bytes long? Yes
+ * when it cannot be NaN (an integer tensor), when it is, unchanged, a tensor found finite that
+ * a call of the thread's stack handed its parent (ts->kid: the previous sibling's output, or
+ * for a first child the parent's own input, handed to the grandparent before), or else when it
+ * is smaller than the output and a scan finds it finite. Its identity goes to ts->pend.in_fp.
+ * Leaves s->ti and s->fp the argument's.
+ */
+static __always_inline int input_known(__u64 arg, __u64 out_bytes)
+{
+	struct scratch *s = get_scratch();
+	struct thread_state *ts = this_thread();
+	int r, j;
+
+	if (!s || !ts)
+		return 0;
+	ts->pend.in_fp.impl = 0;
+	r = read_tensor(arg);
+	if (r == 1)
+		return 1;
+	if (r != 0)
+		return 0;
+	if (fingerprint(s)) {
+		for (j = 0; j < NW_MAX_DEPTH; j++) {
+			if (j + 1 >= s->ev.depth)
+				break;
+			if (ts->kid[j].impl && same_fp(&ts->kid[j], &s->fp)) {
+				ts->pend.in_fp = s->fp;
+				return 1;
+			}
+		}
+	}
+	ts->pend.in_fp = s->fp;
+	if (s->ti.flags || s->ti.bytes >= out_bytes)
+		return 0;
+	return scan_tensor(0) == 0;
+}
+
+/*
+ * A Sequential child's output that goes to a norm next (s->defer): not scanned now, its check
+ * waits for the norm's (struct pending), when its input is known finite (input_known()): a
+ * late report has it for its input's verdict, the input itself may be gone by then. Its
+ * magnitude is sampled from its first words, as a scan samples them. Returns 1 if deferred;
+ * 0: s->ti and s->fp no longer the output's. Global: verified once.
  */
 __noinline int defer_output(__u64 obj)
 {
 	struct scratch *s = get_scratch();
 	struct thread_state *ts = this_thread();
-	__u64 n, arg;
+	__u64 n, arg, data;
+	__u32 dtype;
 
 	if (!s || !ts || s->ev.depth < 1 || s->ev.depth > NW_MAX_DEPTH)
 		return 0;
 	arg = s->nargs == 1 && !s->nkwargs ? s->args[0] : 0;
+	if (!arg || !is_tensor_obj(arg))
+		return 0;
 	ts->pend.fp = s->fp;
+	data = s->ti.data;
+	n = s->ti.bytes;
+	dtype = s->ti.dtype;
+	if (!input_known(arg, n))
+		return 0;
 	ts->pend.obj = obj;
 	ts->pend.module = s->ev.module;
 	ts->pend.next = s->defer;
@@ -389,25 +438,17 @@ __noinline int defer_output(__u64 obj)
 	ts->pend.depth = s->ev.depth - 1;
 	ts->pend.deeper = s->deeper;
 	ts->pend.broken = 0;
-	n = s->ti.bytes;
 	if (n > NW_MAG_WORDS * 8)
 		n = NW_MAG_WORDS * 8;
 	n &= ~7ULL;
 	barrier_var(n);
-	s->c.size = nw_dtype_size(s->ti.dtype);
+	s->c.size = nw_dtype_size(dtype);
 	s->c.words = 0;
-	if (n && n <= NW_MAG_WORDS * 8 && !bpf_probe_read_user(s->buf, n, (void *)s->ti.data)) {
+	if (n && n <= NW_MAG_WORDS * 8 && !bpf_probe_read_user(s->buf, n, (void *)data)) {
 		s->c.words = n / 8;
 		note_magnitude(NW_NO_INDEX, NW_NO_INDEX);
 	}
-	/* the argument as it reads now: a late report takes it for the call's input if so still */
-	ts->pend.in_impl = 0;
-	if (arg && is_tensor_obj(arg) && read_tensor(arg) >= 0) {
-		ts->pend.in_impl = s->ti.impl;
-		ts->pend.in_data = s->ti.data;
-		ts->pend.in_bytes = s->ti.bytes;
-	}
-	return 0;
+	return 1;
 }
 
 /*
@@ -450,9 +491,12 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 		s->out_ok = 1;
 		return 0;
 	}
-	if (known && s->defer && s->single) { /* its check waits for the norm's */
-		defer_output(obj);
-		return 0;
+	if (known && s->defer && s->single) { /* its check may wait for the norm's */
+		if (defer_output(obj))
+			return 0;
+		if (read_tensor(obj) != 0) /* s->ti was its input's: read again */
+			return 0;
+		known = fingerprint(s);
 	}
 	r = scan_tensor(0);
 	if (r == 0) {
@@ -484,9 +528,11 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	s->ev.inputs_nonfinite = 0;
 	s->ev.inputs_skipped = 0;
 	check_inputs(s);
+	if (s->late_in) /* found finite when the call returned (input_known()) */
+		s->ev.inputs_checked++;
 	check_params(s->ev.module);
 	/* the first anomaly, when it is an origin: copy the call while it is on the stack */
-	if (capture_wanted(s))
+	if (capture_wanted(s) && !s->late_in)
 		capture_layer(obj, idx0, idx1);
 	type = read_u64(s->ev.module + L.obj_type);
 	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN,
@@ -579,13 +625,16 @@ __noinline int flush_pending(__u32 broken)
 	s->ev.module = ts->pend.module;
 	s->nargs = 0;
 	s->nkwargs = 0;
+	/* its argument, if it is still the tensor it was: scanned, and captured if an origin */
 	arg = ts->pend.arg;
-	if (arg && ts->pend.in_impl && is_tensor_obj(arg) && read_tensor(arg) >= 0 &&
-	    s->ti.impl == ts->pend.in_impl && s->ti.data == ts->pend.in_data &&
-	    s->ti.bytes == ts->pend.in_bytes) {
-		s->args[0] = arg;
-		s->nargs = 1;
+	if (arg && ts->pend.in_fp.impl && is_tensor_obj(arg) && read_tensor(arg) == 0) {
+		fingerprint(s);
+		if (same_fp(&s->fp, &ts->pend.in_fp)) {
+			s->args[0] = arg;
+			s->nargs = 1;
+		}
 	}
+	s->late_in = !s->nargs;
 	s->deeper = ts->pend.deeper;
 	s->kid.impl = 0;
 	s->sib.impl = 0;
@@ -598,6 +647,7 @@ __noinline int flush_pending(__u32 broken)
 	s->defer = 0;
 	check_output(obj, NW_NO_INDEX, NW_NO_INDEX);
 	s->deeper = 0;
+	s->late_in = 0;
 	return 0;
 }
 

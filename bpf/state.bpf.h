@@ -102,9 +102,9 @@ struct pending {
 	__u64 module;	       /* the call that returned it */
 	__u64 next;	       /* the norm it goes to */
 	__u64 frame;	       /* the Python frame that called them, running nw_defer.code */
-	__u64 arg;	       /* its call's one argument (0: none such) */
-	/* ... as read_tensor() read it then: a late report checks it only while it reads so */
-	__u64 in_impl, in_data, in_bytes;
+	__u64 arg;	       /* its call's one argument, known finite then (input_known()) */
+	/* ... its identity then (impl 0: none): a late report scans it only while it is so */
+	struct fingerprint in_fp;
 	__u32 depth;  /* of the call */
 	__u32 deeper; /* its NW_FLAG_DEEPER */
 	__u32 broken; /* another call was entered first: flush_pending(1) checks it */
@@ -237,6 +237,7 @@ struct scratch {
 	__u32 held;	   /* ... and its output was: HELD_FINITE, HELD_NONFINITE; 0 unknown */
 	__u64 defer;	   /* ... may leave its output to this norm (nw_defer.next) */
 	__u64 defer_frame; /* ... as called from this frame (struct pending's frame) */
+	__u32 late_in;	   /* a pending output's late check: its input, found finite, is gone */
 	struct scan_ctx c;
 	struct nw_params np; /* a module's parameters as list_params found them */
 	__u64 gpu_gate;	     /* the returning call's request gating its inputs' and params' */

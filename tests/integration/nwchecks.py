@@ -202,7 +202,10 @@ def check_first(anomalies, oracle):
     return first
 
 
-def check_anomalies(events, oracle, pid):
+def check_anomalies(events, oracle, pid, verdicts=False):
+    """The first anomaly and its iteration's as the oracle saw them; with verdicts, each of
+    that iteration's outputs also with the oracle's inputs_finite and origin (where the daemon
+    knows the inputs: null is unknown)."""
     anomalies = [ev for ev in events if ev["event"] == "anomaly"]
     if not anomalies:
         raise Fail("no anomaly event; oracle: %s at step %d" % (describe(oracle), oracle["step"]))
@@ -223,6 +226,14 @@ def check_anomalies(events, oracle, pid):
     if got != want:
         raise Fail("anomalies of iteration %d differ:\n    daemon: %s\n    oracle: %s" %
                    (first["iteration"], listing(got), listing(want)))
+    if verdicts:
+        this = [ev for ev in forward if ev["iteration"] == first["iteration"]]
+        diffs = ["%s %s %r, oracle %r" % (ev["layer"], f, ev[f], a[f])
+                 for ev, a in zip(this, oracle["first_iteration"])
+                 for f in ("inputs_finite", "origin")
+                 if ev[f] is not None and ev[f] != a[f]]
+        if diffs:
+            raise Fail("iteration %d: %s" % (first["iteration"], "; ".join(diffs)))
     later = {}
     last = first["iteration"]
     for ev in forward:

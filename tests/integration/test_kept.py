@@ -48,8 +48,9 @@ def case_norm_checked(ctx, variant, returns="uretprobe"):
     """tests/trainers/norm_checked.py: the layer the forward hooks name first, named first
     with their counts, whether the Sequential child before a norm went non-finite (its output,
     not scanned at its return, is scanned when the norm's output is not finite), the norm
-    itself did, or a forward pre-hook on the norm changed its input first; before the fault,
-    the two outputs the norms proved finite were not scanned."""
+    itself did, or a forward pre-hook on the norm changed its input first, each with the
+    oracle's verdict on its inputs; before the fault, the two outputs the norms proved finite
+    were not scanned."""
     want_layer = {"linear": "5", "norm": "6"}.get(variant, "0")
     oracle, trace = oracle_of(ctx, "norm_checked", "--variant", variant)
     if oracle is None or oracle["layer"] != want_layer or oracle["step"] != FAULT_STEP:
@@ -57,7 +58,8 @@ def case_norm_checked(ctx, variant, returns="uretprobe"):
             variant, oracle and describe(oracle), want_layer, FAULT_STEP))
     events = watch(ctx, "norm_checked", trace, trainer_args=("--variant", variant),
                    daemon_args=("--return-probe", returns))
-    check_anomalies(events, oracle, events[0]["pid"])
+    # a late report's input verdicts too: the deferred call's input may be gone by then
+    check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
     checked = last_stats(events).get("norm_checked") or {}
     # the Conv2d's and the first Linear's outputs at steps 1 to 3 at least (the daemon vouches
     # for them once it read their first call's record, and the trainer pauses before each step)
