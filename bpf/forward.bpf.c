@@ -20,10 +20,18 @@
 
 extern bool bpf_session_is_return(void) __ksym __weak;
 
+#define ENTRY_FLUSH 2 /* eval_entry(): the thread's pending output is to be checked now */
+
+/* An entry's result r, with ENTRY_FLUSH if the thread has a pending output it broke. */
+static __always_inline int entry_done(struct thread_state *ts, int r)
+{
+	return ts->pend.obj && ts->pend.broken ? r | ENTRY_FLUSH : r;
+}
+
 /*
  * The evaluator's entry: a module call or an optimizer step is recorded for its return.
  * 0 when one was (its return is to be seen), 1 when not: a uprobe session then arms no
- * return for the call.
+ * return for the call. ENTRY_FLUSH: then flush_pending(1).
  */
 static __always_inline int eval_entry(struct pt_regs *ctx)
 {
@@ -63,16 +71,16 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 			count(NW_C_STEP_STARTS, 1);
 		if (arm_paused) { /* begun, but not counted as a step: its return is not armed */
 			count(NW_C_UNARMED, 1);
-			return 1;
+			return entry_done(ts, 1);
 		}
 		ts->step_depth++;
 		bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
-		return 0;
+		return entry_done(ts, 0);
 	}
 	self = read_ref((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
 	if (!push_call(ts, &rec, (__u64)tstate, key.sp, key.tid, self)) {
 		ts->pend.broken = 1;
-		return 1;
+		return entry_done(ts, 1);
 	}
 	depth = rec.depth;
 	if (depth < NW_MAX_DEPTH)
@@ -109,10 +117,10 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 	 */
 	if (arm_paused) {
 		count(NW_C_UNARMED, 1);
-		return 1;
+		return entry_done(ts, 1);
 	}
 	bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
-	return 0;
+	return entry_done(ts, 0);
 }
 
 /* noinline: its stack and a pending output's check (flush_pending) would not fit in one */
@@ -124,8 +132,8 @@ static __noinline int eval_entry_call(struct pt_regs *ctx)
 SEC("uprobe")
 int uprobe_eval_frame(struct pt_regs *ctx)
 {
-	eval_entry_call(ctx);
-	flush_pending(1);
+	if (eval_entry_call(ctx) & ENTRY_FLUSH)
+		flush_pending(1);
 	return 0;
 }
 
@@ -224,8 +232,9 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	r = bpf_map_lookup_elem(&frames, &key);
 	if (!r)
 		return 0;
+	ts = bpf_map_lookup_elem(&threads, &key.tid);
 	/* any return but the norm's that took it: the thread's pending output is checked first */
-	if (!r->pred)
+	if (!r->pred && ts && ts->pend.obj)
 		flush_pending(0);
 	s = get_scratch();
 	if (!s) {
@@ -244,7 +253,6 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	keep = r->keep;
 	pred = r->pred;
 	bpf_map_delete_elem(&frames, &key);
-	ts = bpf_map_lookup_elem(&threads, &key.tid);
 	if (!ts)
 		return 0;
 	if (kind == CODE_STEP) {
@@ -336,6 +344,7 @@ int session_eval_frame(struct pt_regs *ctx)
 	if (bpf_session_is_return())
 		return eval_return(ctx);
 	r = session_entry(ctx);
-	flush_pending(1);
-	return r;
+	if (r & ENTRY_FLUSH)
+		flush_pending(1);
+	return r & 1;
 }
