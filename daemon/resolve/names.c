@@ -150,10 +150,20 @@ static struct tree *tree_for(struct names *n, uint64_t root)
 	return t;
 }
 
+static int keep_old(uint64_t key, void *val, void *ctx)
+{
+	struct tree *fresh = ctx;
+
+	if (!htab__find(fresh->paths, key))
+		tree_add(fresh, key, *(char **)val);
+	return 0;
+}
+
 /*
- * Walk t's root again into a new table. One that read nothing under the root (the target
- * gone before its records were read, its memory unreadable) keeps what the last walk named:
- * a late anomaly of an exited target still gets the names its first calls were given.
+ * Walk t's root again into a new table, where each module has the path it has now; a module
+ * it did not reach keeps the last walk's (the target exiting, or a part of its memory
+ * unreadable, during the walk: a late anomaly of an exited target still gets the names its
+ * first calls were given, and so does a module of a branch a walk could not read).
  */
 static int tree_walk(const struct remote *r, struct tree *t)
 {
@@ -162,10 +172,10 @@ static int tree_walk(const struct remote *r, struct tree *t)
 	int err = visit(&w, t->root);
 
 	t->stale = 0;
-	if (t->paths && htab__count(fresh.paths) <= 1) {
-		tree_clear(&fresh);
+	if (t->paths && fresh.paths)
+		htab__each(t->paths, keep_old, &fresh);
+	if (!fresh.paths)
 		return err;
-	}
 	tree_clear(t);
 	t->paths = fresh.paths;
 	return err;

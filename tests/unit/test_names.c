@@ -151,6 +151,31 @@ static void test_target_gone_keeps_names(void **state)
 	names__free(n);
 }
 
+/*
+ * A walk that reads part of the tree (a branch unreadable as the target exits): the modules
+ * it reached get their paths from it, the others keep the last walk's.
+ */
+static void test_partial_walk_keeps_names(void **state)
+{
+	struct fakemem *m = *state;
+	const char *n1[] = {"inner"}, *n0[] = {"body"};
+	uint64_t leaf = mkmodule(m, 0, NULL, NULL), stranger = mkmodule(m, 0, NULL, NULL);
+	uint64_t mid = mkmodule(m, 1, n1, (uint64_t[]){leaf});
+	uint64_t root = mkmodule(m, 1, n0, (uint64_t[]){mid});
+	struct remote r;
+	struct names *n;
+
+	fakemem__remote(m, &r);
+	n = names__new(&r);
+	assert_string_equal(names__path(n, root, leaf), "body.inner");
+	fakemem__put64(m, mid - 24, 0); /* mid's __dict__ gone: its children cannot be read */
+	assert_null(names__path(n, root, stranger)); /* walks again: root and mid only */
+	assert_string_equal(names__path(n, root, mid), "body");
+	assert_string_equal(names__path(n, root, leaf), "body.inner");
+	assert_int_equal(names__count(n, root), 3);
+	names__free(n);
+}
+
 static void test_inline_values(void **state)
 {
 	struct fakemem *m = *state;
@@ -520,6 +545,7 @@ int main(void)
 		cmocka_unit_test_setup(test_shared_and_none, setup),
 		cmocka_unit_test_setup(test_unknown_module_and_rewalk, setup),
 		cmocka_unit_test_setup(test_target_gone_keeps_names, setup),
+		cmocka_unit_test_setup(test_partial_walk_keeps_names, setup),
 		cmocka_unit_test_setup(test_inline_values, setup),
 		cmocka_unit_test_setup(test_inline_values_313, setup),
 		cmocka_unit_test_setup(test_inline_values_314, setup),
