@@ -570,7 +570,8 @@ __noinline int measure_grad(__u64 node)
 		count(NW_C_BWD_GRADS_LOST, 1);
 		return bad ? 1 : 0;
 	}
-	b->g.lost = counters[NW_C_BWD_GRADS_LOST];
+	/* every parameter gradient not measured so far: a pass missing one is not complete */
+	b->g.lost = counters[NW_C_BWD_GRADS_LOST] + counters[NW_C_BWD_NORM_SKIPPED];
 	if (bpf_ringbuf_output(&grad_data, &b->g, sizeof(b->g), data_wake()))
 		count(NW_C_BWD_GRADS_LOST, 1);
 	else if (id)
@@ -591,11 +592,14 @@ static __noinline int check_grad(__u64 node, __u64 items, __u32 i, int accumulat
 	if (!s || !impl)
 		return 0;
 	r = read_impl(impl);
-	if (r < 0)
+	norm = accumulate && i == 0;
+	if (r < 0) {
 		count_skip(s->ti.flags);
+		if (norm) /* a parameter's gradient the norms could not read */
+			count(NW_C_BWD_NORM_SKIPPED, 1);
+	}
 	if (r != 0)
 		return 0;
-	norm = accumulate && i == 0;
 	if (norm && (s->ti.dtype == NW_DT_F32 || s->ti.dtype == NW_DT_BF16)) {
 		r = measure_grad(node);
 	} else {

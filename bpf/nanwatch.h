@@ -454,7 +454,7 @@ struct nw_grad {
 	__u32 dtype;
 	__u32 flags; /* enum nw_skip */
 	__u32 hist[NW_HIST_BUCKETS];
-	__u64 lost; /* histograms dropped so far (NW_C_BWD_GRADS_LOST) */
+	__u64 lost; /* parameter gradients not measured so far: GRADS_LOST + NORM_SKIPPED counts */
 	/*
 	 * Not 0: hist is empty, the daemon counts it from the NW_EV_GRAD_DATA records of this
 	 * id (data_chunks of them, before this record on the same ring).

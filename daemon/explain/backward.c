@@ -189,10 +189,12 @@ static void finish_pass(struct backward *b)
 	memset(p, 0, sizeof(*p));
 }
 
-void backward__flush(struct backward *b)
+void backward__flush(struct backward *b, uint64_t missed)
 {
 	if (!b)
 		return;
+	if (missed > b->cur.lost_last) /* its last gradients, maybe */
+		b->cur.lost_last = missed;
 	b->cur.n.complete = b->cur.lost_ref == b->cur.lost_last;
 	finish_pass(b);
 }
@@ -200,7 +202,7 @@ void backward__flush(struct backward *b)
 void backward__settle(struct backward *b, uint64_t iteration)
 {
 	if (b && b->cur.open && b->cur.n.iteration < iteration)
-		backward__flush(b);
+		backward__flush(b, 0);
 }
 
 static void add_module(struct pass *p, uint64_t root, uint64_t module, double lo2, double hi2)

@@ -47,8 +47,12 @@ void backward__note_params(struct backward *b, uint64_t root, uint64_t module,
 /* Add one parameter gradient's histogram; 1 when it completed the previous pass's norm. */
 int backward__grad(struct backward *b, const struct nw_grad *g);
 
-/* End the pass in progress (at detach). */
-void backward__flush(struct backward *b);
+/*
+ * End the pass in progress (at detach). missed: the parameter gradients not measured so far
+ * (the counters' NW_C_BWD_GRADS_LOST + NW_C_BWD_NORM_SKIPPED, as nw_grad.lost counts them):
+ * more than the pass's last gradient said, and its last ones may be missing.
+ */
+void backward__flush(struct backward *b, uint64_t missed);
 
 /* The completed passes' norms, oldest first, at most max; returns how many. */
 int backward__norms(const struct backward *b, struct grad_norm *out, int max);

@@ -273,6 +273,7 @@ static void norm_trend(struct json *j, const struct output_stats *s)
 		norm_value(j, "low", &n[i], n[i].low);
 		norm_value(j, "high", &n[i], n[i].high);
 		json__bool(j, "complete", n[i].complete);
+		json__uint(j, "params", n[i].params);
 		json__uint(j, "nonfinite", n[i].nonfinite);
 		json__object_end(j);
 	}

@@ -728,10 +728,10 @@ void session__detach(struct session *s, enum session_stop reason)
 	probe__consume(s->p);
 	take_capture(s);
 	gpu_tick(s, 1);
-	backward__flush(s->x.bwd);
+	probe__counters(s->p, c);
+	backward__flush(s->x.bwd, c[NW_C_BWD_GRADS_LOST] + c[NW_C_BWD_NORM_SKIPPED]);
 	explain__release_all(&s->x);
 	explain__diagnose(&s->x, UINT64_MAX);
-	probe__counters(s->p, c);
 	explain__lost(&s->x, c);
 	report_sink_losses(s, 1);
 	emit_stats(s, c);

@@ -91,22 +91,27 @@ def case_backward(ctx, name):
 
 
 def check_norms(events, norms, upto=None, stats=None):
-    """stats.grad_norm.trend against the trainer's own norms: torch's value inside the
-    daemon's [low, high] for every pass whose gradients were finite."""
+    """stats.grad_norm.trend against the trainer's own norms: for every pass whose gradients
+    were finite and that the daemon calls complete, each parameter's gradient measured and
+    torch's value inside the daemon's [low, high]. A pass it says is not complete (a gradient
+    dropped or unreadable: backward.grads_lost, backward.norm_skipped) is not compared."""
     if stats is None:
         stats = [ev for ev in events if ev["event"] == "stats"][-1]
     gn = stats.get("grad_norm")
     if not isinstance(gn, dict) or not gn.get("trend"):
         raise Fail("stats has no grad_norm trend: %s" % json.dumps(stats))
-    want = {i: n["norm"] for i, n in enumerate(norms or [])}
+    want = {i: n for i, n in enumerate(norms or [])}
     checked = 0
     for t in gn["trend"]:
-        w = want.get(t["iteration"])
+        n = want.get(t["iteration"])
+        w = n and n["norm"]
         if w is None or w != w or (upto is not None and t["step"] >= upto):
             continue
-        if t.get("complete") is not True:
-            raise Fail("pass %d: histograms were dropped (complete %r)" % (t["iteration"],
-                                                                            t.get("complete")))
+        if t.get("complete") is False:
+            continue
+        if t.get("complete") is not True or t.get("params") != n["params"]:
+            raise Fail("pass %d: %r parameter gradients measured, torch has %d, complete %r" %
+                       (t["iteration"], t.get("params"), n["params"], t.get("complete")))
         if t["nonfinite"] or t["total"] is None:
             raise Fail("pass %d: daemon counts non-finite gradients, torch's norm is %r" %
                        (t["iteration"], w))

@@ -353,8 +353,10 @@ class BackwardOracle:
             h.remove()
         self.made_by = {}
         with torch.no_grad():
-            sq = sum(float(p.grad.double().pow(2).sum()) for p in params if p.grad is not None)
-        self.norms.append(dict(step=self.harness.steps_done, norm=math.sqrt(sq)))
+            grads = [p.grad for p in params if p.grad is not None]
+            sq = sum(float(g.double().pow(2).sum()) for g in grads)
+        self.norms.append(dict(step=self.harness.steps_done, norm=math.sqrt(sq),
+                               params=len(grads)))
 
     def result(self):
         for h in self.handles:
