@@ -12,8 +12,10 @@ small CNN with SGD) in one long-lived process per model, and measures the median
                    --backward on (every gradient checked): against nanwatch-full (default:
                    parameter gradient norms), what the backward pass costs, next to
                    detect_anomaly's
-  nanwatch-full-session  with --daemon-modes full,full-session: --return-probe session (a
-                   return armed only for module calls, Linux 6.13+) beside the default
+  nanwatch-full-uretprobe  with --daemon-modes full,full-uretprobe: --return-probe
+                   uretprobe (a return probe on every Python call) beside the default (a
+                   uprobe session, a return armed only for module calls, Linux 6.13+);
+                   nanwatch-full-session asks for the session by name
   detached         the same process after nanwatchd detached (must equal uninstrumented)
 
 Where each step's time goes, per model and mode: probe hits and returns (with
@@ -82,6 +84,7 @@ LABELS = {"plain": "uninstrumented", "hooks": "hooks", "anomaly": "detect_anomal
 NOBWD = "-nobwd"  # pseudo daemon mode suffixes: the same mode with --backward off, on
 BWD = "-bwd"
 SESSION = "-session"  # --return-probe session (--daemon-modes full,full-session)
+URETPROBE = "-uretprobe"  # --return-probe uretprobe (--daemon-modes full,full-uretprobe)
 
 
 class BenchError(Fail):
@@ -138,7 +141,8 @@ class Daemon(Proc):
         t0 = time.monotonic()
         extra = []
         for suffix, flag, how in ((NOBWD, "--backward", "off"), (BWD, "--backward", "on"),
-                                  (SESSION, "--return-probe", "session")):
+                                  (SESSION, "--return-probe", "session"),
+                                  (URETPROBE, "--return-probe", "uretprobe")):
             if mode.endswith(suffix):
                 mode, extra = mode[:-len(suffix)], [flag, how]
         super().__init__([path, "--pid", str(pid), "--mode", mode] + extra

@@ -178,7 +178,9 @@ enum nw_counter {
 	NW_C_KEPT_BYTES,    /* their bytes */
 	NW_C_BWD_OFFLOADED, /* parameter gradients whose histogram the daemon counted */
 	NW_C_NORM_CHECKED, /* module outputs not scanned: the norm they went to proved them (nw_defer) */
-	NW_C_NORM_BYTES, /* their bytes */
+	NW_C_NORM_BYTES,    /* their bytes */
+	NW_C_FORKS,	    /* processes the target forked (with a uprobe session: on_fork) */
+	NW_C_FORKS_CLEANED, /* the daemon's cleanings of them (never counted in BPF) */
 	NW_C_MAX,
 };
 

@@ -117,11 +117,11 @@ static const char usage[] =
 	"                           bpf_copy_from_user_task; 'adaptive': per tensor, the\n"
 	"                           faster of the two (for hosts where the kernel's first\n"
 	"                           touch of a new page is dear)\n"
-	"      --return-probe HOW   how module calls' returns are seen: 'uretprobe'\n"
-	"                           (default), a return probe on every Python call;\n"
-	"                           'session' (Linux 6.13+), a return armed only for\n"
-	"                           module calls: stopping never waits on the target,\n"
-	"                           but processes it forks trap on every Python call\n"
+	"      --return-probe HOW   how module calls' returns are seen: 'session'\n"
+	"                           (Linux 6.13+), a return armed only for module\n"
+	"                           calls; 'uretprobe', a return probe on every Python\n"
+	"                           call (a stop may wait for the target's frames);\n"
+	"                           'auto' (default): session where the kernel has it\n"
 	"      --metrics ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 	"                           (a loopback address: 127.0.0.1:9464, [::1]:9464)\n"
 	"      --metrics-textfile F write the same metrics to file F (NAME.prom, absolute)\n"
@@ -342,6 +342,7 @@ static void parse_args(int argc, char **argv, struct args *a)
 	a->o.capture_max_bytes = CAPTURE_DEFAULT_BYTES;
 	a->o.backward = 1; /* norms */
 	a->o.read_method = OPTVAL_READ_AUTO;
+	a->o.return_probe = OPTVAL_RETURN_AUTO;
 	a->o.grad_ring_bytes = OPTVAL_GRAD_RING_MB_DEFAULT << 20;
 	a->o.learn_timeout_ms = OPTVAL_LEARN_TIMEOUT_DEFAULT * 1000;
 	while ((c = getopt_long(argc, argv, "p:o:m:L:c:vhV", opts, NULL)) != -1)

@@ -12,6 +12,7 @@
  * file by then.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,7 +29,9 @@
 #include "nanwatch.skel.h"
 #include "resolve/elfsym.h"
 #include "resolve/target.h"
+#include "util/optval.h"
 
+_Static_assert(PROBE_RETURN_AUTO == OPTVAL_RETURN_AUTO, "--return-probe auto: one value");
 _Static_assert(sizeof(struct nw_event) == 576, "nw_event layout changed: update both sides");
 _Static_assert(sizeof(struct nw_grad) == 4176, "nw_grad layout changed: update both sides");
 _Static_assert(sizeof(struct nw_grad_data) == 24, "nw_grad_data changed: update both sides");
@@ -49,6 +52,15 @@ struct probe {
 	int session;	    /* the evaluator's both ends are one uprobe session (session_fd) */
 	int session_fd;	    /* its link; -1: none */
 	struct probe *next; /* in sessions (attached with a session), under sessions_lock */
+	/* with a session: the processes the target forks cleaned of its breakpoint */
+	int eval_fd;		/* the evaluator's file (a descriptor of our own); -1: none */
+	unsigned long eval_off; /* ... and its offset there */
+	int pid;		/* the target */
+	uint32_t forks_seen;	/* the forks counted when the last cleaning began */
+	int cleaner_on;		/* cleaner was started and is not joined yet */
+	int cleaning;		/* set while it runs */
+	uint32_t cleaned;	/* cleanings done */
+	pthread_t cleaner;
 };
 
 /*
@@ -218,14 +230,17 @@ static int set_read_method(struct nanwatch_bpf *s, int method, uint64_t ns_per_p
 }
 
 /*
- * The kernel's attach type for uprobe sessions (BPF_TRACE_UPROBE_SESSION, 6.13 on), read from
- * its own BTF (this system's headers predate it), where it also has bpf_session_is_return;
- * -1 where it has not. Looked up once.
+ * The kernel's attach types for uprobe sessions (BPF_TRACE_UPROBE_SESSION, 6.13 on, where it
+ * also has bpf_session_is_return) and uprobe_multi links (BPF_TRACE_UPROBE_MULTI, 6.6 on),
+ * read from its own BTF (this system's headers predate them); -1 where it has not. Looked up
+ * once.
  */
-static int session_attach_type(void)
+static int kernel_attach_types[2] = {-2, -2};
+
+static int kernel_attach_type(int session)
 {
-	static int cached = -2;
-	int v = __atomic_load_n(&cached, __ATOMIC_ACQUIRE), i, n;
+	int v = __atomic_load_n(&kernel_attach_types[session], __ATOMIC_ACQUIRE), i, n;
+	int types[2] = {-1, -1};
 	const struct btf_type *t;
 	const struct btf_enum *e;
 	struct btf *btf;
@@ -233,24 +248,32 @@ static int session_attach_type(void)
 
 	if (v != -2)
 		return v;
-	v = -1;
 	btf = btf__load_vmlinux_btf();
 	if (!btf || libbpf_get_error(btf))
 		goto out;
 	id = btf__find_by_name_kind(btf, "bpf_attach_type", BTF_KIND_ENUM);
 	t = id > 0 ? btf__type_by_id(btf, id) : NULL;
-	if (t && btf__find_by_name_kind(btf, "bpf_session_is_return", BTF_KIND_FUNC) > 0) {
-		n = btf_vlen(t);
-		e = btf_enum(t);
-		for (i = 0; i < n; i++, e++)
-			if (!strcmp(btf__name_by_offset(btf, e->name_off),
-				    "BPF_TRACE_UPROBE_SESSION"))
-				v = (int)e->val;
+	n = t ? btf_vlen(t) : 0;
+	e = t ? btf_enum(t) : NULL;
+	for (i = 0; i < n; i++, e++) {
+		const char *name = btf__name_by_offset(btf, e->name_off);
+
+		if (!strcmp(name, "BPF_TRACE_UPROBE_MULTI"))
+			types[0] = (int)e->val;
+		else if (!strcmp(name, "BPF_TRACE_UPROBE_SESSION") &&
+			 btf__find_by_name_kind(btf, "bpf_session_is_return", BTF_KIND_FUNC) > 0)
+			types[1] = (int)e->val;
 	}
 	btf__free(btf);
 out:
-	__atomic_store_n(&cached, v, __ATOMIC_RELEASE);
-	return v;
+	__atomic_store_n(&kernel_attach_types[0], types[0], __ATOMIC_RELEASE);
+	__atomic_store_n(&kernel_attach_types[1], types[1], __ATOMIC_RELEASE);
+	return types[session];
+}
+
+static int session_attach_type(void)
+{
+	return kernel_attach_type(1);
 }
 
 /*
@@ -262,8 +285,13 @@ static int set_return_probe(struct nanwatch_bpf *s, int type, int off)
 	bpf_program__set_autoload(s->progs.session_eval_frame, !off && type >= 0);
 	bpf_program__set_autoload(s->progs.uprobe_eval_frame, !off && type < 0);
 	bpf_program__set_autoload(s->progs.uretprobe_eval_frame, !off && type < 0);
+	bpf_program__set_autoload(s->progs.on_fork, !off && type >= 0);
+	bpf_program__set_autoload(s->progs.fork_clean, !off && type >= 0);
 	if (type < 0)
 		return 0;
+	if (bpf_program__set_expected_attach_type(s->progs.fork_clean,
+						  (enum bpf_attach_type)kernel_attach_type(0)))
+		return -EINVAL;
 	return bpf_program__set_expected_attach_type(s->progs.session_eval_frame,
 						     (enum bpf_attach_type)type);
 }
@@ -340,6 +368,9 @@ static int open_load(struct probe *p, const struct target *t, const struct nw_la
 			close(p->session_fd);
 		removal(0);
 	}
+	if (p->eval_fd >= 0)
+		close(p->eval_fd);
+	p->eval_fd = -1;
 	p->session_fd = -1;
 	p->nprobes = 0;
 	p->skel = nanwatch_bpf__open();
@@ -437,7 +468,81 @@ static int attach_session(struct probe *p, const struct target *t, const struct 
 	}
 	p->session_fd = fd;
 	p->nprobes++;
+	p->eval_fd = fcntl(elfsym__fd(at->file), F_DUPFD_CLOEXEC, 0);
+	p->eval_off = offset;
+	p->pid = t->pid;
+	p->skel->links.on_fork = bpf_program__attach(p->skel->progs.on_fork);
+	if (!p->skel->links.on_fork || p->eval_fd < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "failed to attach the fork tracepoint: %s", strerror(e));
+		return -e;
+	}
 	return 0;
+}
+
+/*
+ * The processes the target forked keep the frame evaluator's breakpoint in their copy of the
+ * pages while a uprobe session watches it (the kernel takes a uretprobe's out at a child's
+ * first hit, not a session's), and would trap on every Python call they make from C. A
+ * uprobe_multi link of a program that does nothing (fork_clean), at the same place for the
+ * target alone, and closed: its removal has the kernel look at every process mapping the file
+ * and take the breakpoint out of each one no probe wants, the children among them (the target
+ * keeps the session's). Then the close waits for the returns pending on the node: a thread of
+ * its own, not counted as a removal (a target that holds its returns for good keeps only its
+ * cleaner waiting, never pauses the other watches); a link, not a perf uprobe, whose removal
+ * would wait holding the kernel's trace event lock.
+ */
+static void *clean_forks(void *arg)
+{
+	struct probe *p = arg;
+	struct multi_link_attr a;
+	unsigned long offset = p->eval_off;
+	char self[32];
+	int fd;
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", p->eval_fd);
+	memset(&a, 0, sizeof(a));
+	a.prog_fd = bpf_program__fd(p->skel->progs.fork_clean);
+	a.attach_type = kernel_attach_type(0);
+	a.path = (uintptr_t)self;
+	a.offsets = (uintptr_t)&offset;
+	a.cnt = 1;
+	a.pid = p->pid;
+	fd = (int)syscall(SYS_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+	if (fd >= 0) {
+		close(fd);
+		__atomic_add_fetch(&p->cleaned, 1, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&p->cleaning, 0, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void join_cleaner(struct probe *p)
+{
+	if (p->cleaner_on)
+		pthread_join(p->cleaner, NULL);
+	p->cleaner_on = 0;
+}
+
+void probe__tick(struct probe *p)
+{
+	uint32_t n;
+
+	if (!p || !p->skel || !p->skel->links.on_fork ||
+	    __atomic_load_n(&p->cleaning, __ATOMIC_ACQUIRE))
+		return;
+	join_cleaner(p);
+	n = (uint32_t)__atomic_load_n(&p->skel->bss->counters[NW_C_FORKS], __ATOMIC_RELAXED);
+	if (n == p->forks_seen)
+		return;
+	p->forks_seen = n; /* a fork after this is cleaned by the next one */
+	__atomic_store_n(&p->cleaning, 1, __ATOMIC_RELEASE);
+	if (pthread_create(&p->cleaner, NULL, clean_forks, p)) {
+		clean_forks(p);
+		return;
+	}
+	p->cleaner_on = 1;
 }
 
 /* The target's execve: its image, and every probe's file, are replaced. */
@@ -587,6 +692,7 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 	p->ctx = ctx;
 	p->stats_fd = -1;
 	p->session_fd = -1;
+	p->eval_fd = -1;
 	libbpf_set_print(o->verbose ? silent_print : quiet_print);
 	if (o->bpf_stats) {
 		p->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -597,7 +703,8 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			goto fail;
 		}
 	}
-	p->session = o->return_probe == PROBE_RETURN_SESSION;
+	p->session = o->return_probe == PROBE_RETURN_SESSION ||
+		     (o->return_probe == PROBE_RETURN_AUTO && session_attach_type() >= 0);
 	if (p->session && session_attach_type() < 0) {
 		ret = -EOPNOTSUPP;
 		snprintf(err, errlen,
@@ -656,7 +763,11 @@ void probe__close(struct probe *p)
 	gradsum__free(p->gsum);
 	sessions_remove(p);
 	if (p->skel) { /* what is still attached goes with the skeleton */
+		/* a cleaner still waiting: nothing armed here, and removal() pauses the rest */
+		if (p->cleaner_on)
+			__atomic_store_n(&p->skel->bss->stopped, 1, __ATOMIC_SEQ_CST);
 		removal(1);
+		join_cleaner(p);
 		if (p->session_fd >= 0)
 			close(p->session_fd);
 		nanwatch_bpf__destroy(p->skel);
@@ -664,6 +775,8 @@ void probe__close(struct probe *p)
 	}
 	if (p->stats_fd >= 0)
 		close(p->stats_fd);
+	if (p->eval_fd >= 0)
+		close(p->eval_fd);
 	free(p);
 }
 
@@ -719,6 +832,7 @@ void probe__counters(const struct probe *p, uint64_t out[NW_C_MAX])
 	for (i = 0; i < NW_C_MAX; i++)
 		out[i] = __atomic_load_n(&p->skel->bss->counters[i], __ATOMIC_RELAXED);
 	out[NW_C_BWD_GRADS_LOST] += gradsum__dropped(p->gsum); /* this side's drops too */
+	out[NW_C_FORKS_CLEANED] = __atomic_load_n(&p->cleaned, __ATOMIC_RELAXED);
 }
 
 uint64_t probe__steps(const struct probe *p)

@@ -48,6 +48,7 @@ struct probe_opts {
 enum probe_return {
 	PROBE_RETURN_URETPROBE, /* an entry uprobe and a uretprobe: every call's return */
 	PROBE_RETURN_SESSION,	/* a uprobe session: a return armed only for the calls recorded */
+	PROBE_RETURN_AUTO,	/* a session where the kernel has them, else the uretprobe */
 };
 
 /* Run time of each BPF program while bpf_stats is on; zero otherwise. */
@@ -145,6 +146,12 @@ int probe__capture_fd(const struct probe *p);
 
 /* How the evaluator's returns are seen, as attached: PROBE_RETURN_SESSION or _URETPROBE. */
 int probe__return_probe(const struct probe *p);
+
+/*
+ * With a uprobe session, at every tick: the processes the target forked since the last look
+ * are cleaned of the frame evaluator's breakpoint, in a thread of the probe's own.
+ */
+void probe__tick(struct probe *p);
 
 /* How the scans copy the target's bytes (enum nw_read_method), as loaded. */
 int probe__read_method(const struct probe *p);

@@ -525,6 +525,7 @@ static struct config *read_doc(struct yamlmap *y, char *err, size_t errlen)
 	c->grad_ring_bytes = OPTVAL_GRAD_RING_MB_DEFAULT << 20;
 	c->queue_bytes = 1024 * 1024;
 	c->read_method = OPTVAL_READ_AUTO;
+	c->return_probe = OPTVAL_RETURN_AUTO;
 	c->learn_timeout_ms = OPTVAL_LEARN_TIMEOUT_DEFAULT * 1000;
 	ret = yamlmap__read(y, yamlmap__root(y), &root_schema, on_root, &rd, err, errlen);
 	if (!ret && !c->nrules) {

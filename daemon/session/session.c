@@ -620,6 +620,7 @@ enum session_stop session__tick(struct session *s)
 	track_step_state(s);
 	track_loop(s);
 	gpu_tick(s, 0);
+	probe__tick(s->p);
 	probe__counters(s->p, c);
 	explain__lost(&s->x, c);
 	/* iterations started - 1 is the one running: the incident's may be over */

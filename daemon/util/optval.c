@@ -180,11 +180,12 @@ const char *optval__read_method_name(int method)
 }
 
 /* in the order of enum probe_return (attach/probe.h) */
-static const char *const return_probes[] = {"uretprobe", "session", NULL};
+static const char *const return_probes[] = {"uretprobe", "session", "auto", NULL};
 
 int optval__return_probe(const char *name, const char *s, int *out, char *why, size_t whylen)
 {
-	return word_value(name, s, return_probes, "uretprobe or session", 0, out, why, whylen);
+	return word_value(name, s, return_probes, "auto, session or uretprobe", 0, out, why,
+			  whylen);
 }
 
 const char *optval__return_probe_name(int how)

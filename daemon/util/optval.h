@@ -65,9 +65,10 @@ int optval__read_method(const char *name, const char *s, int *out, char *why, si
 const char *optval__read_method_name(int method);
 
 /*
- * How the frame evaluator's returns are seen: uretprobe or session; *out an enum
- * probe_return value (attach/probe.h), and the name back.
+ * How the frame evaluator's returns are seen: auto, session or uretprobe; *out an enum
+ * probe_return value (attach/probe.h), and the name back. The default: OPTVAL_RETURN_AUTO.
  */
+#define OPTVAL_RETURN_AUTO 2 /* PROBE_RETURN_AUTO */
 int optval__return_probe(const char *name, const char *s, int *out, char *why, size_t whylen);
 const char *optval__return_probe_name(int how);
 

@@ -6,8 +6,8 @@ show every module call tracked once, every output scanned once or skipped as alr
 MiB here, 32 whole chunks and a partial one), and at most HITS_PER_CALL probe hits per module
 call (measured 2.54 on Python 3.11: the module's __call__, its forward, the ModuleList
 iterator, and a few frames at the end of the run), each hit one run of the entry program. The returns: with the attach
-line's return_probe "uretprobe" (the default) one per probe hit; with "session" exactly one
-per module call, none for any other frame. With a backward pass (--backward norms, the default),
+line's return_probe "session" (the default on this kernel) exactly one per module call, none
+for any other frame; with "uretprobe" one per probe hit. With a backward pass (--backward norms, the default),
 the input's gradient, the one an AccumulateGrad node gets, is read once a pass: its check and
 its histogram are one pass over its bytes.
 """
@@ -21,12 +21,14 @@ HITS_PER_CALL = 3.0
 MIB = 1 << 20
 
 
-def costs(ctx, *args, returns="uretprobe", extra=()):
-    """The counts of one run of counts.py under the daemon; the trainer's facts."""
+def costs(ctx, *args, returns=None, extra=()):
+    """The counts of one run of counts.py under the daemon (--return-probe returns, or the
+    default); the trainer's facts."""
     result = run_trainer(ctx, "counts", *args)
     facts = result["facts"]
+    how = ("--return-probe", returns) if returns else ()
     events = watch(ctx, "counts", result["trace"], trainer_args=args,
-                   daemon_args=("--bpf-stats", "--return-probe", returns) + tuple(extra))
+                   daemon_args=("--bpf-stats",) + how + tuple(extra))
     st = last_stats(events)
     st["return_probe"] = events[0].get("return_probe")
     ctx.log("stats: return_probe %s, module_calls %d, probe_hits %d, return_hits %d, "
@@ -88,21 +90,23 @@ def check_costs(st, facts, hits_bound=True):
 
 @environments(*HOST_ONLY)
 def test_costs_no_grad(ctx):
-    """No grad_fn to know an output by: every output, the root's too, scanned exactly once."""
+    """No grad_fn to know an output by: every output, the root's too, scanned exactly once;
+    with the default return probe, a uprobe session on this kernel (Linux 6.13+), a return run
+    per module call, none for the other frames."""
     st, facts = costs(ctx)
-    if st["return_probe"] != "uretprobe":
-        raise Fail("attach line's return_probe %r, the default is uretprobe" %
+    if st["return_probe"] != "session":
+        raise Fail("attach line's return_probe %r, the default here is session" %
                    st["return_probe"])
     check_costs(st, facts)
 
 
 @environments(*HOST_ONLY)
-def test_costs_session(ctx):
-    """As test_costs_no_grad with --return-probe session: the same counts, and a return run
-    per module call, none for the other frames."""
-    st, facts = costs(ctx, returns="session")
-    if st["return_probe"] != "session":
-        raise Fail("attach line's return_probe %r, asked for session" % st["return_probe"])
+def test_costs_uretprobe(ctx):
+    """As test_costs_no_grad with --return-probe uretprobe: the same counts, and a return run
+    per frame entered."""
+    st, facts = costs(ctx, returns="uretprobe")
+    if st["return_probe"] != "uretprobe":
+        raise Fail("attach line's return_probe %r, asked for uretprobe" % st["return_probe"])
     check_costs(st, facts)
 
 

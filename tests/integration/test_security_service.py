@@ -309,3 +309,67 @@ def test_security_endless_forward(ctx):
         raise Fail("the hostile rank's stats count no unarmed call: %s" % unarmed)
     ctx.log("the exited rank's detach line %.2f s after its exit; SIGTERM to exit %.2f s; "
             "the hostile rank's unarmed calls %d" % (took, stop, max(unarmed)))
+
+
+FORK_STORM_S = 4  # the fork storm watched, with the victim's stats lines (one a second)
+
+
+@environments(*HOST_ONLY)
+def test_security_fork_storm(ctx):
+    """With the default return probe (a uprobe session on this kernel): uid 65534's rank enters
+    a forward that never returns and forks a process every 20 calls from it
+    (hostile_forward.py --fork-every 20). Each fork has the daemon clean the new processes of
+    the frame evaluator's breakpoint, and that removal waits for the returns the forward holds
+    for good: it must keep only the hostile rank's cleaner waiting. Another rank trains all the
+    while: none of its stats lines may count an unarmed call (a cleaning counted as a removal
+    would pause every watch's returns), its steps go on, and SIGTERM ends the daemon with both
+    detach lines."""
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="forks-")
+    token = "forks-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: t\n    match: {env: {NW_FORKS_TEST: '^%s$'}}\n" % token],
+        extra="stats_interval: 1\n")
+    sock, path = notify_socket(tmp)
+    env = ["env", "NW_FORKS_TEST=" + token]
+    procs = []
+    try:
+        daemon = start_service(ctx, config, notify=path)
+        expect_notify(sock, "READY=1")
+        hostile = Proc(as_nobody(env + trainer_argv(ctx, "hostile_forward", "--fork-every",
+                                                    "20")), stdin=True)
+        victim = Proc(env + trainer_argv(ctx, "inflight", "--live", "--pace", "0.05"),
+                      stdin=True)
+        procs += [hostile, victim]
+        for p in procs:
+            wait_events(events_path, daemon, has_event("attach", p.pid), "attach of %d" % p.pid,
+                        ATTACH_TIMEOUT * 2)
+        hostile.send(b"endless\n", close=False)
+        if hostile.wait_out(lambda l: l == b"ENDLESS\n", 60) is None:
+            raise Fail("hostile_forward never entered its endless forward")
+        time.sleep(FORK_STORM_S)
+        rc, stop = sigterm_wait(daemon, DETACH_TIMEOUT)
+    finally:
+        sock.close()
+        for p in procs:
+            p.kill()
+    events = read_events(events_path)
+    attach = [e for e in events if e["event"] == "attach" and e["pid"] == victim.pid]
+    if not attach or attach[0].get("return_probe") != "session":
+        raise Fail("the victim's attach line %s: want return_probe session" % attach[:1])
+    detached = {e["pid"] for e in events if e["event"] == "detach"}
+    missing = [p.pid for p in (hostile, victim) if p.pid not in detached]
+    if rc != 0 or missing:
+        raise Fail("SIGTERM during the fork storm: exit %r, no detach line for %s" % (
+            rc, missing))
+    stats = [e for e in events if e["event"] == "stats" and e["pid"] == victim.pid]
+    unarmed = [e.get("unarmed", 0) for e in stats]
+    steps = [e.get("steps", 0) for e in stats]
+    if len(stats) < FORK_STORM_S or max(unarmed) > 0 or steps[-1] <= steps[0]:
+        raise Fail("the victim's stats lines during the fork storm: unarmed %s, steps %s" % (
+            unarmed, steps))
+    forks = [e.get("forks", 0) for e in events if e["event"] == "stats" and
+             e["pid"] == hostile.pid]
+    if not forks or not max(forks) > 0:
+        raise Fail("the hostile rank's stats count no fork: %s" % forks)
+    ctx.log("victim: %d stats lines, steps %d..%d, unarmed 0; the hostile rank's forks %d; "
+            "SIGTERM to exit %.2f s" % (len(stats), steps[0], steps[-1], max(forks), stop))

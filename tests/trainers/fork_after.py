@@ -3,10 +3,11 @@
 
 Protocol: prints "READY <pid>", waits for "go" on stdin (the test attaches nanwatchd), trains
 3 paced steps of a small MLP, then forks. The child calls a Python function from C (through
-map) 1,000 times, then prints "CHILD <pid> <byte>": the first byte of its own
-_PyEval_EvalFrameDefault as it reads it (0xcc where a uprobe's breakpoint is still in its
-copy of the page), and sleeps until killed. The parent prints "PARENT <byte>" (its own, after
-the child's line), then trains paced until a line "stop" on stdin or 60 s, and exits 0.
+map) 1,000 times, and again every 50 ms until the first byte of its own
+_PyEval_EvalFrameDefault is no longer 0xcc (a uprobe's breakpoint still in its copy of the
+page) or 10 s have passed; then prints "CHILD <pid> <byte> <seconds waited>" and sleeps until
+killed. The parent prints "PARENT <byte>" (its own, after the child's line), then trains paced
+until a line "stop" on stdin or 60 s, and exits 0.
 """
 import ctypes
 import os
@@ -43,8 +44,13 @@ def main():
         step(model, opt)
     child = os.fork()
     if child == 0:
+        begun = time.monotonic()
         list(map(lambda x: x + 1, range(1000)))
-        print("CHILD %d %d" % (os.getpid(), first_byte()), flush=True)
+        while first_byte() == 0xcc and time.monotonic() < begun + 10:
+            time.sleep(0.05)
+            list(map(lambda x: x + 1, range(1000)))
+        print("CHILD %d %d %.2f" % (os.getpid(), first_byte(), time.monotonic() - begun),
+              flush=True)
         while True:
             time.sleep(1)
     end = time.monotonic() + 60
