@@ -379,7 +379,7 @@ static __always_inline int input_known(__u64 arg, __u64 out_bytes)
 {
 	struct scratch *s = get_scratch();
 	struct thread_state *ts = this_thread();
-	int r, j;
+	int r, j, known;
 
 	if (!s || !ts)
 		return 0;
@@ -389,17 +389,14 @@ static __always_inline int input_known(__u64 arg, __u64 out_bytes)
 		return 1;
 	if (r != 0)
 		return 0;
-	if (fingerprint(s)) {
-		for (j = 0; j < NW_MAX_DEPTH; j++) {
-			if (j + 1 >= s->ev.depth)
-				break;
-			if (ts->kid[j].impl && same_fp(&ts->kid[j], &s->fp)) {
-				ts->pend.in_fp = s->fp;
-				return 1;
-			}
-		}
-	}
+	known = fingerprint(s); /* s->fp filled either way, version 0 where not known */
 	ts->pend.in_fp = s->fp;
+	for (j = 0; known && j < NW_MAX_DEPTH; j++) {
+		if (j + 1 >= s->ev.depth)
+			break;
+		if (ts->kid[j].impl && same_fp(&ts->kid[j], &s->fp))
+			return 1;
+	}
 	if (s->ti.flags || s->ti.bytes >= out_bytes)
 		return 0;
 	return scan_tensor(0) == 0;

@@ -58,7 +58,6 @@ struct probe {
 	int pid;		/* the target */
 	uint32_t forks_seen;	/* the forks counted when the last cleaning began */
 	int cleaner_on;		/* cleaner was started and is not joined yet */
-	int cleaning;		/* set while it runs */
 	uint32_t cleaned;	/* cleanings done */
 	pthread_t cleaner;
 };
@@ -436,13 +435,30 @@ struct multi_link_attr {
 };
 _Static_assert(offsetof(struct multi_link_attr, pid) == 56, "uprobe_multi link_create layout");
 
+/*
+ * A uprobe_multi link of prog (attach type type) at offset of the file open at file_fd, for
+ * process pid alone: its descriptor, or -1 (errno set).
+ */
+static int multi_link(int prog_fd, int type, int file_fd, unsigned long offset, int pid)
+{
+	struct multi_link_attr a;
+	char self[32];
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", file_fd);
+	memset(&a, 0, sizeof(a));
+	a.prog_fd = prog_fd;
+	a.attach_type = type;
+	a.path = (uintptr_t)self;
+	a.offsets = (uintptr_t)&offset;
+	a.cnt = 1;
+	a.pid = pid;
+	return (int)syscall(SYS_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+}
+
 /* The evaluator's session: one uprobe_multi link at the site, for the target's process. */
 static int attach_session(struct probe *p, const struct target *t, const struct site *at, char *err,
 			  size_t errlen)
 {
-	unsigned long offset = at->offset;
-	struct multi_link_attr a;
-	char self[32];
 	int fd;
 
 	if (!at->file || !at->offset) {
@@ -450,15 +466,8 @@ static int attach_session(struct probe *p, const struct target *t, const struct 
 			 at->symbol, at->file ? "no such symbol in the file" : "file not open");
 		return -ENOENT;
 	}
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", elfsym__fd(at->file));
-	memset(&a, 0, sizeof(a));
-	a.prog_fd = bpf_program__fd(p->skel->progs.session_eval_frame);
-	a.attach_type = session_attach_type();
-	a.path = (uintptr_t)self;
-	a.offsets = (uintptr_t)&offset;
-	a.cnt = 1;
-	a.pid = t->pid;
-	fd = syscall(SYS_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+	fd = multi_link(bpf_program__fd(p->skel->progs.session_eval_frame), session_attach_type(),
+			elfsym__fd(at->file), at->offset, t->pid);
 	if (fd < 0) {
 		int e = errno;
 
@@ -469,7 +478,7 @@ static int attach_session(struct probe *p, const struct target *t, const struct 
 	p->session_fd = fd;
 	p->nprobes++;
 	p->eval_fd = fcntl(elfsym__fd(at->file), F_DUPFD_CLOEXEC, 0);
-	p->eval_off = offset;
+	p->eval_off = at->offset;
 	p->pid = t->pid;
 	p->skel->links.on_fork = bpf_program__attach(p->skel->progs.on_fork);
 	if (!p->skel->links.on_fork || p->eval_fd < 0) {
@@ -496,25 +505,13 @@ static int attach_session(struct probe *p, const struct target *t, const struct 
 static void *clean_forks(void *arg)
 {
 	struct probe *p = arg;
-	struct multi_link_attr a;
-	unsigned long offset = p->eval_off;
-	char self[32];
-	int fd;
+	int fd = multi_link(bpf_program__fd(p->skel->progs.fork_clean), kernel_attach_type(0),
+			    p->eval_fd, p->eval_off, p->pid);
 
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", p->eval_fd);
-	memset(&a, 0, sizeof(a));
-	a.prog_fd = bpf_program__fd(p->skel->progs.fork_clean);
-	a.attach_type = kernel_attach_type(0);
-	a.path = (uintptr_t)self;
-	a.offsets = (uintptr_t)&offset;
-	a.cnt = 1;
-	a.pid = p->pid;
-	fd = (int)syscall(SYS_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 	if (fd >= 0) {
 		close(fd);
 		__atomic_add_fetch(&p->cleaned, 1, __ATOMIC_RELAXED);
 	}
-	__atomic_store_n(&p->cleaning, 0, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -529,20 +526,20 @@ void probe__tick(struct probe *p)
 {
 	uint32_t n;
 
-	if (!p || !p->skel || !p->skel->links.on_fork ||
-	    __atomic_load_n(&p->cleaning, __ATOMIC_ACQUIRE))
+	if (!p || !p->skel || !p->skel->links.on_fork)
 		return;
-	join_cleaner(p);
+	/* one cleaning at a time: the last one, if still running, takes the forks after */
+	if (p->cleaner_on && pthread_tryjoin_np(p->cleaner, NULL) == EBUSY)
+		return;
+	p->cleaner_on = 0;
 	n = (uint32_t)__atomic_load_n(&p->skel->bss->counters[NW_C_FORKS], __ATOMIC_RELAXED);
 	if (n == p->forks_seen)
 		return;
 	p->forks_seen = n; /* a fork after this is cleaned by the next one */
-	__atomic_store_n(&p->cleaning, 1, __ATOMIC_RELEASE);
-	if (pthread_create(&p->cleaner, NULL, clean_forks, p)) {
+	if (pthread_create(&p->cleaner, NULL, clean_forks, p))
 		clean_forks(p);
-		return;
-	}
-	p->cleaner_on = 1;
+	else
+		p->cleaner_on = 1;
 }
 
 /* The target's execve: its image, and every probe's file, are replaced. */

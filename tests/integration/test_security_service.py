@@ -250,7 +250,7 @@ def endless_ranks(ctx, name, extra, procs, hostile_args=()):
     """A service watching two ranks of one job (env NW_<NAME>_TEST), both attached: uid
     65534's hostile_forward.py (with hostile_args) in its endless forward, and a paced victim
     (both put in procs as they start, for the caller to kill). Returns (daemon, events path,
-    notify socket, hostile, victim, the ranks' env prefix)."""
+    hostile, victim, the ranks' env prefix)."""
     tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix=name + "-")
     token = "%s-%d" % (name, os.getpid())
     var = "NW_%s_TEST" % name.upper()
@@ -261,9 +261,8 @@ def endless_ranks(ctx, name, extra, procs, hostile_args=()):
     try:
         daemon = start_service(ctx, config, notify=path)
         expect_notify(sock, "READY=1")
-    except BaseException:
+    finally:
         sock.close()
-        raise
     hostile = Proc(as_nobody(env + trainer_argv(ctx, "hostile_forward", *hostile_args)),
                    stdin=True)
     procs.append(hostile)
@@ -275,7 +274,15 @@ def endless_ranks(ctx, name, extra, procs, hostile_args=()):
     hostile.send(b"endless\n", close=False)
     if hostile.wait_out(lambda l: l == b"ENDLESS\n", 60) is None:
         raise Fail("hostile_forward never entered its endless forward")
-    return daemon, events_path, sock, hostile, victim, env
+    return daemon, events_path, hostile, victim, env
+
+
+def require_detached(events, rc, procs, what):
+    """SIGTERM's exit 0 and a detach line for each of procs."""
+    detached = {e["pid"] for e in events if e["event"] == "detach"}
+    missing = [p.pid for p in procs if p.pid not in detached]
+    if rc != 0 or missing:
+        raise Fail("SIGTERM during %s: exit %r, no detach line for %s" % (what, rc, missing))
 
 
 ENDLESS_DETACH_S = 15  # from a rank's exit to its detach line: well under a second when free
@@ -292,11 +299,10 @@ def test_security_endless_forward(ctx):
     calls), so the kernel lets the pending one go; before, the exited rank's removal, and
     every uprobe attach after it, waited as long as the forward ran."""
     procs = []
-    sock = None
     try:
         # from its return until the stop, the endless forward holds every uprobe removal on
         # the node that this daemon does not make: kept to a few seconds (other tests run)
-        daemon, events_path, sock, hostile, victim, env = endless_ranks(
+        daemon, events_path, hostile, victim, env = endless_ranks(
             ctx, "endless", "stats_interval: 1\nreturn_probe: session\n", procs)
         t0 = time.monotonic()
         victim.kill()
@@ -310,16 +316,10 @@ def test_security_endless_forward(ctx):
                     "the attach of a rank started after", ATTACH_TIMEOUT)
         rc, stop = sigterm_wait(daemon, DETACH_TIMEOUT)
     finally:
-        if sock is not None:
-            sock.close()
         for p in procs:
             p.kill()
     events = read_events(events_path)
-    detached = {e["pid"] for e in events if e["event"] == "detach"}
-    missing = [p.pid for p in (hostile, late) if p.pid not in detached]
-    if rc != 0 or missing:
-        raise Fail("SIGTERM during the endless forward: exit %r, no detach line for %s" % (
-            rc, missing))
+    require_detached(events, rc, (hostile, late), "the endless forward")
     unarmed = [e.get("unarmed", 0) for e in events if e["event"] == "stats" and
                e["pid"] == hostile.pid]
     if not unarmed or not max(unarmed) > 0:
@@ -342,26 +342,19 @@ def test_security_fork_storm(ctx):
     would pause every watch's returns), its steps go on, and SIGTERM ends the daemon with both
     detach lines."""
     procs = []
-    sock = None
     try:
-        daemon, events_path, sock, hostile, victim, _ = endless_ranks(
+        daemon, events_path, hostile, victim, _ = endless_ranks(
             ctx, "forks", "stats_interval: 1\n", procs, ("--fork-every", "20"))
         time.sleep(FORK_STORM_S)
         rc, stop = sigterm_wait(daemon, DETACH_TIMEOUT)
     finally:
-        if sock is not None:
-            sock.close()
         for p in procs:
             p.kill()
     events = read_events(events_path)
     attach = [e for e in events if e["event"] == "attach" and e["pid"] == victim.pid]
     if not attach or attach[0].get("return_probe") != "session":
         raise Fail("the victim's attach line %s: want return_probe session" % attach[:1])
-    detached = {e["pid"] for e in events if e["event"] == "detach"}
-    missing = [p.pid for p in (hostile, victim) if p.pid not in detached]
-    if rc != 0 or missing:
-        raise Fail("SIGTERM during the fork storm: exit %r, no detach line for %s" % (
-            rc, missing))
+    require_detached(events, rc, (hostile, victim), "the fork storm")
     stats = [e for e in events if e["event"] == "stats" and e["pid"] == victim.pid]
     unarmed = [e.get("unarmed", 0) for e in stats]
     steps = [e.get("steps", 0) for e in stats]

@@ -127,6 +127,17 @@ static int gone(void *ctx, uint64_t addr, void *buf, size_t len)
 	return -ESRCH;
 }
 
+/* root.body (mid).inner (leaf), and a module of no tree (stranger): returns root. */
+static uint64_t body_inner(struct fakemem *m, uint64_t *mid, uint64_t *leaf, uint64_t *stranger)
+{
+	const char *n1[] = {"inner"}, *n0[] = {"body"};
+
+	*leaf = mkmodule(m, 0, NULL, NULL);
+	*stranger = mkmodule(m, 0, NULL, NULL);
+	*mid = mkmodule(m, 1, n1, (uint64_t[]){*leaf});
+	return mkmodule(m, 1, n0, (uint64_t[]){*mid});
+}
+
 /*
  * The target exits before its records are read: a lookup that walks again reads nothing, and
  * the names its first walk gave stay (a late anomaly of a short run keeps its layer).
@@ -134,10 +145,7 @@ static int gone(void *ctx, uint64_t addr, void *buf, size_t len)
 static void test_target_gone_keeps_names(void **state)
 {
 	struct fakemem *m = *state;
-	const char *n1[] = {"inner"}, *n0[] = {"body"};
-	uint64_t leaf = mkmodule(m, 0, NULL, NULL), stranger = mkmodule(m, 0, NULL, NULL);
-	uint64_t mid = mkmodule(m, 1, n1, (uint64_t[]){leaf});
-	uint64_t root = mkmodule(m, 1, n0, (uint64_t[]){mid});
+	uint64_t leaf, stranger, mid, root = body_inner(m, &mid, &leaf, &stranger);
 	struct remote r;
 	struct names *n;
 
@@ -158,10 +166,7 @@ static void test_target_gone_keeps_names(void **state)
 static void test_partial_walk_keeps_names(void **state)
 {
 	struct fakemem *m = *state;
-	const char *n1[] = {"inner"}, *n0[] = {"body"};
-	uint64_t leaf = mkmodule(m, 0, NULL, NULL), stranger = mkmodule(m, 0, NULL, NULL);
-	uint64_t mid = mkmodule(m, 1, n1, (uint64_t[]){leaf});
-	uint64_t root = mkmodule(m, 1, n0, (uint64_t[]){mid});
+	uint64_t leaf, stranger, mid, root = body_inner(m, &mid, &leaf, &stranger);
 	struct remote r;
 	struct names *n;
 
