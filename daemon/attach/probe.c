@@ -11,6 +11,9 @@
  * file truncated meanwhile would raise SIGBUS in the daemon, and the path could name another
  * file by then.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_tryjoin_np */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
