@@ -94,40 +94,64 @@ static __always_inline struct thread_state *get_thread(__u32 tid)
 }
 
 /*
- * First call of this module under this root: tell the daemon so it can name it
- * and list its parameters early. Marked seen only once the record is queued: a
- * record the ring had no room for is sent again at the module's next call. A
- * model's first forward sends one per module; they may fill only half the ring,
- * so that anomalies, marks and losses queued meanwhile still find room.
+ * First call of this module under this root? Then its record's fields wait in the
+ * scratch for note_module(), which the program calls once the entry is done: looking
+ * for where the caller holds the module takes calls the entry's stack has no room for.
  */
-static __noinline int note_module(__u64 root, __u64 module, __u64 parent, __u32 depth)
+static __always_inline int want_note(__u64 root, __u64 module, __u64 parent, __u32 depth)
 {
 	struct seen_key key = {.root = root, .module = module};
 	struct scratch *s;
-	__u8 one = 1;
-	__u64 type;
 
 	if (bpf_map_lookup_elem(&seen, &key))
 		return 0;
+	s = get_scratch();
+	if (!s)
+		return 0;
+	s->note.root = root;
+	s->note.module = module;
+	s->note.parent = parent;
+	s->note.depth = depth;
+	return 1;
+}
+
+/*
+ * Tell the daemon of the module want_note() found, so it can name it and list its
+ * parameters early; with where its caller holds it (held_key), which names it once
+ * the model is gone. Marked seen only once the record is queued: a record the ring
+ * had no room for is sent again at the module's next call. A model's first forward
+ * sends one per module; they may fill only half the ring, so that anomalies, marks
+ * and losses queued meanwhile still find room. Global: verified once.
+ */
+__noinline int note_module(void)
+{
+	struct scratch *s = get_scratch();
+	struct seen_key key = {};
+	__u8 one = 1;
+	__u64 type;
+
+	if (!s)
+		return 0;
+	key.root = s->note.root;
+	key.module = s->note.module;
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(struct nw_event) >
 	    bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2) {
 		count_lost(NW_C_LOST_MODULE);
 		return 0;
 	}
-	s = get_scratch();
-	if (!s)
-		return 0;
 	__builtin_memset(&s->ev, 0, sizeof(s->ev));
 	s->ev.type = NW_EV_MODULE;
 	s->ev.time_ns = bpf_ktime_get_ns();
-	s->ev.module = module;
-	s->ev.parent = parent;
-	s->ev.modules[0] = root;
-	s->ev.depth = depth;
+	s->ev.module = key.module;
+	s->ev.parent = s->note.parent;
+	s->ev.modules[0] = key.root;
+	s->ev.depth = s->note.depth;
 	s->ev.tid = (__u32)bpf_get_current_pid_tgid();
-	type = read_u64(module + L.obj_type);
+	type = read_u64(key.module + L.obj_type);
 	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN,
 				(void *)read_u64(type + L.type_name));
+	if (s->ev.parent)
+		held_key(s, s->ev.parent, key.module, s->ev.held);
 	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0)) {
 		count_lost(NW_C_LOST_MODULE);
 		return 0;

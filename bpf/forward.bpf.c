@@ -21,6 +21,7 @@
 extern bool bpf_session_is_return(void) __ksym __weak;
 
 #define ENTRY_FLUSH 2 /* eval_entry(): the thread's pending output is to be checked now */
+#define ENTRY_NOTE 4  /* eval_entry(): the module's first call, note_module() to send */
 
 /* An entry's result r, with ENTRY_FLUSH if the thread has a pending output it broke. */
 static __always_inline int entry_done(struct thread_state *ts, int r)
@@ -43,7 +44,7 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 	struct thread_state *ts;
 	__u64 code, self;
 	__u32 depth;
-	int kind;
+	int kind, note;
 
 	if ((id >> 32) != targ_tgid || throwflag || stopped)
 		return 1;
@@ -104,10 +105,13 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 			rec.keep = keeps_finite(self, rec.args[0]);
 		}
 	}
-	note_module(ts->stack[0], self,
-		    depth > 0 && depth <= NW_MAX_DEPTH ? ts->stack[(depth - 1) & (NW_MAX_DEPTH - 1)]
-						       : 0,
-		    depth);
+	note = want_note(ts->stack[0], self,
+			 depth > 0 && depth <= NW_MAX_DEPTH
+				 ? ts->stack[(depth - 1) & (NW_MAX_DEPTH - 1)]
+				 : 0,
+			 depth)
+		       ? ENTRY_NOTE
+		       : 0;
 	/*
 	 * Another watch of this daemon has been removing its probes for long (arm_paused, see
 	 * attach/probe.c): no return is armed, so that a return this task holds pending (a
@@ -117,10 +121,10 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 	 */
 	if (arm_paused) {
 		count(NW_C_UNARMED, 1);
-		return entry_done(ts, 1);
+		return entry_done(ts, 1) | note;
 	}
 	bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
-	return entry_done(ts, 0);
+	return entry_done(ts, 0) | note;
 }
 
 /* noinline: its stack and a pending output's check (flush_pending) would not fit in one */
@@ -132,7 +136,11 @@ static __noinline int eval_entry_call(struct pt_regs *ctx)
 SEC("uprobe")
 int uprobe_eval_frame(struct pt_regs *ctx)
 {
-	if (eval_entry_call(ctx) & ENTRY_FLUSH)
+	int r = eval_entry_call(ctx);
+
+	if (r & ENTRY_NOTE)
+		note_module();
+	if (r & ENTRY_FLUSH)
 		flush_pending(1);
 	return 0;
 }
@@ -344,6 +352,8 @@ int session_eval_frame(struct pt_regs *ctx)
 	if (bpf_session_is_return())
 		return eval_return(ctx);
 	r = session_entry(ctx);
+	if (r & ENTRY_NOTE)
+		note_module();
 	if (r & ENTRY_FLUSH)
 		flush_pending(1);
 	return r & 1;

@@ -304,6 +304,8 @@ struct nw_addrs {
 	__u64 tensor_type; /* &THPVariableType (torch._C._TensorBase) */
 };
 
+#define NW_HELD_LEN (NW_MAX_DIMS * 8) /* a module record's key: the bytes of shape[] */
+
 /*
  * Anomaly event: tensor `index0[index1]` of the output of modules[depth - 1],
  * called from modules[0] (the outermost). Largest fields first.
@@ -313,7 +315,13 @@ struct nw_event {
 	__u64 step;	 /* optimizer steps completed */
 	__u64 iteration; /* outermost-module forward passes (0-based) */
 	__u64 modules[NW_MAX_DEPTH];
-	__u64 shape[NW_MAX_DIMS];
+	union {
+		__u64 shape[NW_MAX_DIMS];
+		/* NW_EV_MODULE: where its caller (parent) holds it, a C string: its key in the
+		 * caller's _modules, or "holder.key" through a container the caller holds; "" if
+		 * not found. The daemon names a module from these once the model is gone. */
+		char held[NW_HELD_LEN];
+	};
 	__u64 numel;
 	__u64 scanned; /* elements scanned */
 	__u64 nan;

@@ -11,7 +11,8 @@
 #include <bpf/bpf_helpers.h>
 #include "state.bpf.h"
 
-#define ATTRS_LOOKED 32 /* instance attributes looked through for _parameters */
+#define ATTRS_LOOKED 32	    /* instance attributes looked through for _parameters */
+#define CHILDREN_LOOKED 256 /* entries of a _modules dict looked through for a child */
 
 /* Compare a rodata match string with n bytes read from the target. */
 static __always_inline int match_str(const volatile char *pat, const char *s, __u64 n)
@@ -222,10 +223,6 @@ static __always_inline int attr_table(__u64 obj, __u64 *keys, __u64 *values)
 	return *keys != 0;
 }
 
-struct dict_walk {
-	__u64 entries, values, n, esize;
-};
-
 static __always_inline int dict_walk(__u64 keys, __u64 values, struct dict_walk *w)
 {
 	__u8 log2 = 0, kind = 0;
@@ -259,38 +256,64 @@ static __always_inline int same_chars(const char *a, const char *lit, int n)
 	return 1;
 }
 
-/* Is the str object "_parameters" (buffers: "_buffers")? Global: verified once. */
-__noinline int is_list_name(__u64 str, int buffers)
+/* The module attributes a list is read from (attr_list). */
+enum attr_name {
+	ATTR_PARAMETERS, /* "_parameters" */
+	ATTR_BUFFERS,	 /* "_buffers" */
+	ATTR_MODULES,	 /* "_modules" */
+};
+
+/* Is the str object the attribute name which (enum attr_name)? Global: verified once. */
+__noinline int is_list_name(__u64 str, int which)
 {
 	struct scratch *s = get_scratch();
 	long n = ascii_len(str);
 
-	if (!s || n != (buffers ? 8 : 11) ||
+	if (!s || n != (which == ATTR_PARAMETERS ? 11 : 8) ||
 	    bpf_probe_read_user(s->str, 16, (void *)(str + L.unicode_ascii_data)))
 		return 0;
-	return buffers ? same_chars(s->str, "_buffers", 8) : same_chars(s->str, "_parameters", 11);
+	if (which == ATTR_PARAMETERS)
+		return same_chars(s->str, "_parameters", 11);
+	return which == ATTR_BUFFERS ? same_chars(s->str, "_buffers", 8)
+				     : same_chars(s->str, "_modules", 8);
 }
 
-struct attr_find {
-	struct dict_walk w;
-	__u64 found; /* the _parameters (_buffers) dict */
-	int buffers;
-};
-
-/* Instance attribute i: is it the _parameters (_buffers) dict? (a bpf_loop callback) */
+/* Instance attribute i: is it the dict looked for? (a bpf_loop callback) */
 static long find_list(__u32 i, void *ctx)
 {
-	struct attr_find *f = ctx;
+	struct scratch *s = get_scratch();
+	struct attr_find *f;
 	__u64 k, v;
 
+	if (!s)
+		return 1;
+	f = &s->af;
 	if (i >= f->w.n)
 		return 1;
 	dict_entry(&f->w, i, &k, &v);
-	if (k && v && is_list_name(k, f->buffers)) {
+	if (k && v && is_list_name(k, f->which)) {
 		f->found = v;
 		return 1;
 	}
 	return 0;
+}
+
+/* The dict a module holds as its attribute which (enum attr_name), or 0. */
+static __always_inline __u64 attr_list(__u64 module, int which)
+{
+	struct scratch *s = get_scratch();
+	struct attr_find *f;
+	__u64 keys, values;
+
+	if (!s || !D.on || !attr_table(module, &keys, &values))
+		return 0;
+	f = &s->af; /* off the stack, as child_key's */
+	__builtin_memset(f, 0, sizeof(*f));
+	f->which = which;
+	if (!dict_walk(keys, values, &f->w))
+		return 0;
+	bpf_loop(ATTRS_LOOKED, find_list, NULL, 0);
+	return f->found;
 }
 
 /* Entry i of a _parameters (_buffers) dict into s->np (a bpf_loop callback). */
@@ -322,20 +345,127 @@ static long keep_param(__u32 i, void *ctx)
 __noinline int list_params(__u64 module, int buffers)
 {
 	struct scratch *s = get_scratch();
-	struct attr_find f = {.buffers = buffers};
-	__u64 keys, values;
+	__u64 list = attr_list(module, buffers ? ATTR_BUFFERS : ATTR_PARAMETERS);
+	struct dict_walk w;
 
-	if (!s || !D.on || !attr_table(module, &keys, &values) || !dict_walk(keys, values, &f.w))
-		return 0;
-	bpf_loop(ATTRS_LOOKED, find_list, &f, 0);
-	if (!f.found ||
-	    !dict_walk(read_u64(f.found + D.dict_keys), read_u64(f.found + D.dict_values), &f.w))
+	if (!s || !list ||
+	    !dict_walk(read_u64(list + D.dict_keys), read_u64(list + D.dict_values), &w))
 		return 0;
 	__builtin_memset(&s->np, 0, sizeof(s->np));
-	bpf_loop(ATTRS_LOOKED, keep_param, &f.w, 0);
-	if (f.w.n > ATTRS_LOOKED)
-		s->np.more += f.w.n - ATTRS_LOOKED;
+	bpf_loop(ATTRS_LOOKED, keep_param, &w, 0);
+	if (w.n > ATTRS_LOOKED)
+		s->np.more += w.n - ATTRS_LOOKED;
 	return 1;
+}
+
+/* A module's _modules dict, or 0. Global: verified once. */
+__noinline __u64 modules_of(__u64 module)
+{
+	return attr_list(module, ATTR_MODULES);
+}
+
+/* Entry i of a _modules dict: is it the child? (a bpf_loop callback) */
+static long find_child(__u32 i, void *ctx)
+{
+	struct scratch *s = get_scratch();
+	struct child_find *f;
+	__u64 k, v;
+
+	if (!s)
+		return 1;
+	f = &s->kf;
+	if (i >= f->w.n)
+		return 1;
+	dict_entry(&f->w, i, &k, &v);
+	if (k && v == f->child) {
+		f->key = k;
+		return 1;
+	}
+	return 0;
+}
+
+/* The key (a str) under which a _modules dict holds child; 0 if not. Global: verified once. */
+__noinline __u64 child_key(__u64 modules, __u64 child)
+{
+	struct scratch *s = get_scratch();
+	struct child_find *f;
+
+	if (!s || !modules)
+		return 0;
+	f = &s->kf; /* held_key's walk uses s->cf meanwhile */
+	__builtin_memset(f, 0, sizeof(*f));
+	f->child = child;
+	if (!dict_walk(read_u64(modules + D.dict_keys), read_u64(modules + D.dict_values), &f->w))
+		return 0;
+	bpf_loop(CHILDREN_LOOKED, find_child, NULL, 0);
+	return f->key;
+}
+
+/* Entry i of a _modules dict: does the module there hold the child? (a bpf_loop callback) */
+static long find_holder(__u32 i, void *ctx)
+{
+	struct scratch *s = get_scratch();
+	struct child_find *f;
+	__u64 k, v, key;
+
+	if (!s)
+		return 1;
+	f = &s->cf;
+	if (i >= f->w.n)
+		return 1;
+	dict_entry(&f->w, i, &k, &v);
+	if (!k || !v || v == D.none)
+		return 0;
+	key = child_key(modules_of(v), f->child);
+	if (!key)
+		return 0;
+	f->key = key;
+	f->holder_key = k;
+	return 1;
+}
+
+/*
+ * Where parent holds module: its key in parent._modules, else "holder.key" for a container
+ * parent holds (a ModuleList, a ModuleDict, a Sequential it indexes: modules never called
+ * themselves), written to out as a C string ("" if neither, or a key too long or not ASCII).
+ */
+static __always_inline void held_key(struct scratch *s, __u64 parent, __u64 module, char *out)
+{
+	struct child_find *f = &s->cf; /* not on the stack: the entry's calls are deep */
+	__u64 modules = modules_of(parent), key;
+	long n1, n2;
+
+	out[0] = 0;
+	if (!modules)
+		return;
+	key = child_key(modules, module);
+	if (key) {
+		n1 = ascii_len(key);
+		if (n1 > 0 && n1 < NW_HELD_LEN)
+			bpf_probe_read_user_str(out, NW_HELD_LEN,
+						(void *)(key + L.unicode_ascii_data));
+		return;
+	}
+	__builtin_memset(f, 0, sizeof(*f));
+	f->child = module;
+	if (!dict_walk(read_u64(modules + D.dict_keys), read_u64(modules + D.dict_values), &f->w))
+		return;
+	bpf_loop(CHILDREN_LOOKED, find_holder, NULL, 0);
+	if (!f->key)
+		return;
+	n1 = ascii_len(f->holder_key);
+	n2 = ascii_len(f->key);
+	if (n1 <= 0 || n1 >= NW_HELD_LEN / 2 || n2 <= 0 || n2 >= NW_HELD_LEN / 2)
+		return;
+	if (bpf_probe_read_user_str(out, NW_HELD_LEN / 2,
+				    (void *)(f->holder_key + L.unicode_ascii_data)) != n1 + 1) {
+		out[0] = 0;
+		return;
+	}
+	out[n1 & (NW_HELD_LEN / 2 - 1)] = '.';
+	if (bpf_probe_read_user_str(out + (n1 & (NW_HELD_LEN / 2 - 1)) + 1, NW_HELD_LEN / 2,
+				    (void *)(f->key + L.unicode_ascii_data)) != n2 + 1)
+		out[0] = 0;
 }
 
 #endif /* __PYOBJ_BPF_H */

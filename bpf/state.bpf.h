@@ -216,6 +216,26 @@ enum {
 	HELD_NONFINITE = 2
 };
 
+/* A dict's entries, as pyobj.bpf.h's dict_walk finds them. */
+struct dict_walk {
+	__u64 entries, values, n, esize;
+};
+
+/* A module looked for in _modules dicts (pyobj.bpf.h: child_key, held_key). */
+struct child_find {
+	struct dict_walk w;
+	__u64 child;	  /* the module looked for */
+	__u64 key;	  /* its key (a str) once found */
+	__u64 holder_key; /* ... in the dict of the container held under this key */
+};
+
+/* An instance attribute looked for by name (pyobj.bpf.h: attr_list). */
+struct attr_find {
+	struct dict_walk w;
+	__u64 found; /* the dict held under the name */
+	int which;   /* enum attr_name */
+};
+
 struct scratch {
 	struct nw_grad_data gd; /* right before buf: a gradient's chunk goes out as one record */
 	__u64 buf[CHUNK_WORDS];
@@ -242,6 +262,14 @@ struct scratch {
 	struct nw_params np; /* a module's parameters as list_params found them */
 	__u64 gpu_gate;	     /* the returning call's request gating its inputs' and params' */
 	char str[STR_READ];
+	struct {
+		__u64 root, module, parent;
+		__u32 depth;
+	} note; /* a module's first call, for note_module() (calls.bpf.h) */
+	/* looked for in dicts, off the stack (the entry's calls nest deep): */
+	struct attr_find af;  /* an attribute, by name */
+	struct child_find kf; /* a child, in one _modules dict */
+	struct child_find cf; /* ... in the containers a module holds (held_key) */
 };
 
 /* The capture in progress (bpf/capture.bpf.h). */

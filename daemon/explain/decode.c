@@ -124,6 +124,13 @@ static void name_module(const struct nw_event *ev, struct names *names, struct f
 
 	if (!named)
 		return;
+	if (names && f->kind == FINDING_MODULE && ev->parent) {
+		char held[sizeof(ev->held) + 1];
+
+		memcpy(held, ev->held, sizeof(ev->held));
+		held[sizeof(ev->held)] = 0;
+		names__held(names, ev->modules[0], ev->module, ev->parent, held);
+	}
 	f->layer = names ? names__path(names, ev->modules[0], ev->module) : NULL;
 	if (f->kind != FINDING_MODULE)
 		f->module_class = class_of(ev, f);

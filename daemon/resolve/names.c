@@ -3,6 +3,9 @@
  * Module naming: walk root's _modules dicts in the target's memory in the
  * order named_modules() does (pre-order, insertion order, each module once at
  * its first path, None entries skipped) and cache module -> path per root.
+ * A module the walk cannot reach (the model freed before the daemon read it:
+ * a target that ends right after its first steps) is named from where each of
+ * its callers holds it, as the probes read it at the module's first call.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +18,14 @@
 struct tree {
 	uint64_t root;
 	struct htab *paths; /* module -> char *path; NULL before the first walk */
+	struct htab *held;  /* module -> struct held: where its caller holds it */
 	int stale;	    /* re-read at most once per unknown module */
+};
+
+/* Where a module's caller holds it, as the probes read it at its first call. */
+struct held {
+	uint64_t parent;
+	char *key; /* "key" in the caller's _modules, or "holder.key" */
 };
 
 struct names {
@@ -48,14 +58,25 @@ static void tree_clear(struct tree *t)
 	t->paths = NULL;
 }
 
+static int free_held(uint64_t key, void *val, void *ctx)
+{
+	(void)key;
+	(void)ctx;
+	free(((struct held *)val)->key);
+	return 0;
+}
+
 void names__free(struct names *n)
 {
 	size_t i;
 
 	if (!n)
 		return;
-	for (i = 0; i < n->ntrees; i++)
+	for (i = 0; i < n->ntrees; i++) {
 		tree_clear(&n->trees[i]);
+		htab__each(n->trees[i].held, free_held, NULL);
+		htab__free(n->trees[i].held);
+	}
 	free(n->trees);
 	free(n);
 }
@@ -181,6 +202,69 @@ static int tree_walk(const struct remote *r, struct tree *t)
 	return err;
 }
 
+int names__held(struct names *n, uint64_t root, uint64_t module, uint64_t parent, const char *key)
+{
+	struct tree *t = tree_for(n, root);
+	struct held *h;
+	char *copy;
+
+	if (!t)
+		return -ENOMEM;
+	if (!parent || !key[0] || strlen(key) >= NAMES_MAX_PATH)
+		return -EINVAL;
+	if (!t->held && !(t->held = htab__new(sizeof(*h), NAMES_MAX_MODULES)))
+		return -ENOMEM;
+	copy = strdup(key);
+	h = copy ? htab__get(t->held, module, NULL) : NULL;
+	if (!h) {
+		free(copy);
+		return copy ? -errno : -ENOMEM;
+	}
+	free(h->key);
+	h->parent = parent;
+	h->key = copy;
+	return 0;
+}
+
+/*
+ * module's path from where each caller up to the root holds it (names__held), added to
+ * the tree: NULL if a link is missing (a record lost, a module held in no _modules dict).
+ */
+static const char *held_path(struct tree *t, uint64_t module)
+{
+	const struct held *chain[NAMES_MAX_DEPTH];
+	const char *base = NULL;
+	char path[NAMES_MAX_PATH];
+	size_t len, klen;
+	uint64_t m = module;
+	int n = 0;
+
+	while (!(base = tree_get(t, m))) {
+		const struct held *h = t->held ? htab__find(t->held, m) : NULL;
+
+		if (!h || n == NAMES_MAX_DEPTH)
+			return NULL;
+		chain[n++] = h;
+		m = h->parent;
+	}
+	len = strlen(base);
+	if (len >= sizeof(path))
+		return NULL;
+	memcpy(path, base, len + 1);
+	while (n--) {
+		klen = strlen(chain[n]->key);
+		if (len + !!len + klen >= sizeof(path))
+			return NULL;
+		if (len)
+			path[len++] = '.';
+		memcpy(path + len, chain[n]->key, klen + 1);
+		len += klen;
+	}
+	if (tree_add(t, module, path) < 0)
+		return NULL;
+	return tree_get(t, module);
+}
+
 const char *names__path(struct names *n, uint64_t root, uint64_t module)
 {
 	struct tree *t = tree_for(n, root);
@@ -195,7 +279,8 @@ const char *names__path(struct names *n, uint64_t root, uint64_t module)
 		return p;
 	/* a module added since the last walk: read the tree again */
 	tree_walk(n->r, t);
-	return tree_get(t, module);
+	p = tree_get(t, module);
+	return p ? p : held_path(t, module);
 }
 
 unsigned long names__count(struct names *n, uint64_t root)

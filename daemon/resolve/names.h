@@ -22,6 +22,15 @@ void names__free(struct names *n);
  */
 const char *names__path(struct names *n, uint64_t root, uint64_t module);
 
+/*
+ * Where module's caller (parent, under root) holds it: key in parent's _modules, or
+ * "holder.key" through a container parent holds, as the probes read it at the module's
+ * first call. names__path falls back on these for a module the walk of root's tree does
+ * not reach, the model freed meanwhile: parent's path + "." + key. -EINVAL for no parent
+ * or an empty key.
+ */
+int names__held(struct names *n, uint64_t root, uint64_t module, uint64_t parent, const char *key);
+
 /* Number of modules known under root (after a walk), for stats. */
 unsigned long names__count(struct names *n, uint64_t root);
 

@@ -428,6 +428,32 @@ def test_root_replaced(ctx):
 
 
 @environments(*HOST_AND_ROOTS)
+def test_names_after_the_target_is_gone(ctx):
+    """The daemon reads its records only once the trainer is gone (stopped from the attach to
+    the trainer's exit, as a daemon lagging on a loaded node would be): no model left to read,
+    each layer is named from where its caller held it, as the probes read it at the layer's
+    first call (blocks.0.norm: the block held in a ModuleList the model never calls)."""
+    oracle, trace = oracle_of(ctx, "demo")
+    trainer = start_waiting_trainer(ctx, "demo")
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid)
+    wait_attach(daemon)
+    daemon.p.send_signal(signal.SIGSTOP)
+    try:
+        trainer.send(b"go\n")
+        finish_trainer(ctx, trainer, "demo", trace)
+    finally:
+        daemon.p.send_signal(signal.SIGCONT)
+    wait_daemon_exit(daemon)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "target_exit")
+    check_anomalies(events, oracle, trainer.pid)
+    named = {ev["layer"] for ev in events if ev["event"] == "anomaly" and ev["phase"] == "forward"}
+    if None in named or not {"blocks.0.norm", "blocks.0.attn"} <= named:
+        raise Fail("layers named after the target was gone: %s" % sorted(map(str, named)))
+
+
+@environments(*HOST_AND_ROOTS)
 def test_target_exec(ctx):
     """The target execs another program: detach with reason target_exec, exit 0, the new
     program left running and untouched."""

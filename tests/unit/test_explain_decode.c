@@ -14,6 +14,8 @@
 #include "explain/decode.h"
 #include "nanwatch.h"
 #include "nwfloat.h"
+#include "resolve/names.h"
+#include "resolve/remote.h"
 
 /* 1.5f and -2.0f as float32 bits */
 #define F32_1_5 0x3fc00000u
@@ -212,12 +214,56 @@ static void test_other_kinds(void **state)
 	assert_string_equal(f.module_class, "Linear");
 }
 
+static int unreadable(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	(void)addr;
+	(void)buf;
+	(void)len;
+	return -ESRCH;
+}
+
+/*
+ * A module record says where its caller holds it: with the model's memory unreadable (freed
+ * before the records were read), the record names the module and the anomalies that follow.
+ */
+static void test_module_record_names(void **state)
+{
+	struct remote r = {.read = unreadable};
+	struct names *n = names__new(&r);
+	struct nw_event ev;
+	struct finding f;
+
+	(void)state;
+	assert_non_null(n);
+	forward_record(&ev);
+	ev.type = NW_EV_MODULE;
+	ev.module = 0x1800;
+	ev.parent = 0x1000;
+	strcpy(ev.held, "blocks.0");
+	assert_int_equal(explain__decode(&ev, sizeof(ev), n, NULL, &f), 0);
+	assert_string_equal(f.layer, "blocks.0");
+	ev.module = 0x2000;
+	ev.parent = 0x1800;
+	memset(ev.held, 'k', sizeof(ev.held)); /* no NUL: read as its 64 bytes */
+	assert_int_equal(explain__decode(&ev, sizeof(ev), n, NULL, &f), 0);
+	assert_int_equal(strlen(f.layer), strlen("blocks.0.") + sizeof(ev.held));
+	forward_record(&ev);
+	assert_int_equal(explain__decode(&ev, sizeof(ev), n, NULL, &f), 0);
+	assert_int_equal(f.kind, FINDING_ANOMALY);
+	assert_memory_equal(f.layer, "blocks.0.kkk", 12);
+	ev.module = 0x2800; /* no record */
+	assert_int_equal(explain__decode(&ev, sizeof(ev), n, NULL, &f), 0);
+	assert_null(f.layer);
+	names__free(n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_forward),	    cmocka_unit_test(test_forward_unknowns),
 		cmocka_unit_test(test_loss),	    cmocka_unit_test(test_backward),
-		cmocka_unit_test(test_other_kinds),
+		cmocka_unit_test(test_other_kinds), cmocka_unit_test(test_module_record_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -181,6 +181,50 @@ static void test_partial_walk_keeps_names(void **state)
 	names__free(n);
 }
 
+/*
+ * The model freed before its tree was ever read (a target that ends right after its first
+ * steps, its records read late): each module is named from where its caller holds it, as the
+ * probes read it at its first call; a missing link names nothing; a walk that reaches a module
+ * names it as named_modules() does, whatever was held.
+ */
+static void test_held_names_after_the_model_is_freed(void **state)
+{
+	struct fakemem *m = *state;
+	uint64_t leaf, stranger, mid, root = body_inner(m, &mid, &leaf, &stranger);
+	uint64_t layer = mkmodule(m, 0, NULL, NULL), orphan = mkmodule(m, 0, NULL, NULL);
+	uint64_t live_root, live_mid, live_leaf, live_stranger;
+	struct remote r;
+	struct names *n;
+
+	fakemem__remote(m, &r);
+	n = names__new(&r);
+	fakemem__put64(m, root - 24, 0); /* freed: its __dict__ cleared */
+	assert_int_equal(names__held(n, root, mid, root, "body"), 0);
+	assert_int_equal(names__held(n, root, leaf, mid, "inner"), 0);
+	assert_int_equal(names__held(n, root, layer, mid, "layers.3"),
+			 0);						  /* through a ModuleList */
+	assert_int_equal(names__held(n, root, orphan, stranger, "x"), 0); /* stranger: no record */
+	assert_int_equal(names__held(n, root, stranger, 0, "y"), -EINVAL);
+	assert_int_equal(names__held(n, root, stranger, root, ""), -EINVAL);
+	assert_string_equal(names__path(n, root, root), "");
+	assert_string_equal(names__path(n, root, leaf), "body.inner");
+	assert_string_equal(names__path(n, root, mid), "body");
+	assert_string_equal(names__path(n, root, layer), "body.layers.3");
+	assert_null(names__path(n, root, orphan));
+	assert_null(names__path(n, root, stranger));
+	/* a record read again (a module first called under another caller) replaces the first */
+	assert_int_equal(names__held(n, root, orphan, mid, "later"), 0);
+	assert_string_equal(names__path(n, root, orphan), "body.later");
+	names__free(n);
+
+	/* a readable tree: the walk's paths, not the records' */
+	live_root = body_inner(m, &live_mid, &live_leaf, &live_stranger);
+	n = names__new(&r);
+	assert_int_equal(names__held(n, live_root, live_leaf, live_mid, "wrong"), 0);
+	assert_string_equal(names__path(n, live_root, live_leaf), "body.inner");
+	names__free(n);
+}
+
 static void test_inline_values(void **state)
 {
 	struct fakemem *m = *state;
@@ -551,6 +595,7 @@ int main(void)
 		cmocka_unit_test_setup(test_unknown_module_and_rewalk, setup),
 		cmocka_unit_test_setup(test_target_gone_keeps_names, setup),
 		cmocka_unit_test_setup(test_partial_walk_keeps_names, setup),
+		cmocka_unit_test_setup(test_held_names_after_the_model_is_freed, setup),
 		cmocka_unit_test_setup(test_inline_values, setup),
 		cmocka_unit_test_setup(test_inline_values_313, setup),
 		cmocka_unit_test_setup(test_inline_values_314, setup),
