@@ -307,7 +307,7 @@ static __always_inline __u64 attr_list(__u64 module, int which)
 
 	if (!s || !D.on || !attr_table(module, &keys, &values))
 		return 0;
-	f = &s->af; /* off the stack, as child_key's */
+	f = &s->af; /* off the stack, as held_key's */
 	__builtin_memset(f, 0, sizeof(*f));
 	f->which = which;
 	if (!dict_walk(keys, values, &f->w))
@@ -395,8 +395,10 @@ __noinline __u64 child_key(__u64 modules, __u64 child)
 	f = &s->kf; /* held_key's walk uses s->cf meanwhile */
 	__builtin_memset(f, 0, sizeof(*f));
 	f->child = child;
-	if (!dict_walk(read_u64(modules + D.dict_keys), read_u64(modules + D.dict_values), &f->w))
+	if (!dict_walk(read_u64(modules + D.dict_keys), read_u64(modules + D.dict_values), &f->w)) {
+		f->w.n = 0; /* nothing to look through, here or in held_key */
 		return 0;
+	}
 	bpf_loop(CHILDREN_LOOKED, find_child, NULL, 0);
 	return f->key;
 }
@@ -431,7 +433,7 @@ static long find_holder(__u32 i, void *ctx)
  */
 static __always_inline void held_key(struct scratch *s, __u64 parent, __u64 module, char *out)
 {
-	struct child_find *f = &s->cf; /* not on the stack: the entry's calls are deep */
+	struct child_find *f = &s->cf; /* off the stack: the walks' calls nest deep */
 	__u64 modules = modules_of(parent), key;
 	long n1, n2;
 
@@ -446,10 +448,7 @@ static __always_inline void held_key(struct scratch *s, __u64 parent, __u64 modu
 						(void *)(key + L.unicode_ascii_data));
 		return;
 	}
-	__builtin_memset(f, 0, sizeof(*f));
-	f->child = module;
-	if (!dict_walk(read_u64(modules + D.dict_keys), read_u64(modules + D.dict_values), &f->w))
-		return;
+	*f = s->kf; /* child_key's walk of the same dict (n 0 if it could not read it), no key */
 	bpf_loop(CHILDREN_LOOKED, find_holder, NULL, 0);
 	if (!f->key)
 		return;

@@ -116,19 +116,29 @@ struct walk {
 
 static int visit(struct walk *w, uint64_t module);
 
+/* path (len bytes of size) + "." + key, "." left out after "": its new length, or -1 if too long. */
+static long path_append(char *path, size_t size, size_t len, const char *key)
+{
+	size_t klen = strlen(key);
+
+	if (len + klen + 2 > size)
+		return -1;
+	if (len)
+		path[len++] = '.';
+	memcpy(path + len, key, klen + 1);
+	return len + klen;
+}
+
 static int child_cb(const char *key, uint64_t value, void *ctx)
 {
 	struct walk *w = ctx;
-	size_t len = strlen(w->path), klen = strlen(key);
+	size_t len = strlen(w->path);
 	int err;
 
 	if (value == w->r->none)
 		return 0;
-	if (len + klen + 2 > sizeof(w->path))
+	if (path_append(w->path, sizeof(w->path), len, key) < 0)
 		return 0; /* path too long to name: leave this branch unnamed */
-	if (len)
-		w->path[len] = '.';
-	memcpy(w->path + len + !!len, key, klen + 1);
 	err = visit(w, value);
 	w->path[len] = 0;
 	return err < 0 ? err : 0;
@@ -235,9 +245,9 @@ static const char *held_path(struct tree *t, uint64_t module)
 	const struct held *chain[NAMES_MAX_DEPTH];
 	const char *base = NULL;
 	char path[NAMES_MAX_PATH];
-	size_t len, klen;
 	uint64_t m = module;
 	int n = 0;
+	long len;
 
 	while (!(base = tree_get(t, m))) {
 		const struct held *h = t->held ? htab__find(t->held, m) : NULL;
@@ -248,17 +258,13 @@ static const char *held_path(struct tree *t, uint64_t module)
 		m = h->parent;
 	}
 	len = strlen(base);
-	if (len >= sizeof(path))
+	if (len >= (long)sizeof(path))
 		return NULL;
 	memcpy(path, base, len + 1);
 	while (n--) {
-		klen = strlen(chain[n]->key);
-		if (len + !!len + klen >= sizeof(path))
+		len = path_append(path, sizeof(path), len, chain[n]->key);
+		if (len < 0)
 			return NULL;
-		if (len)
-			path[len++] = '.';
-		memcpy(path + len, chain[n]->key, klen + 1);
-		len += klen;
 	}
 	if (tree_add(t, module, path) < 0)
 		return NULL;

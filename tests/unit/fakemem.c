@@ -79,6 +79,15 @@ int fakemem__read(void *ctx, uint64_t addr, void *buf, size_t len)
 	return 0;
 }
 
+int fakemem__gone(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	(void)addr;
+	(void)buf;
+	(void)len;
+	return -ESRCH;
+}
+
 void fakemem__remote(struct fakemem *m, struct remote *r)
 {
 	memset(r, 0, sizeof(*r));

@@ -32,6 +32,8 @@ extern const struct nw_layout fakemem_torch;
 void fakemem__init(struct fakemem *m);
 /* struct remote's read callback, ctx a struct fakemem: -EFAULT outside the arena. */
 int fakemem__read(void *ctx, uint64_t addr, void *buf, size_t len);
+/* struct remote's read callback of a target that exited: -ESRCH, as process_vm_readv says. */
+int fakemem__gone(void *ctx, uint64_t addr, void *buf, size_t len);
 /* r reads m with m's layout and None. */
 void fakemem__remote(struct fakemem *m, struct remote *r);
 /* n zeroed bytes, 16-aligned; fails the test when the arena is full. */

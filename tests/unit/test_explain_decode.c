@@ -16,6 +16,7 @@
 #include "nwfloat.h"
 #include "resolve/names.h"
 #include "resolve/remote.h"
+#include "fakemem.h"
 
 /* 1.5f and -2.0f as float32 bits */
 #define F32_1_5 0x3fc00000u
@@ -214,22 +215,13 @@ static void test_other_kinds(void **state)
 	assert_string_equal(f.module_class, "Linear");
 }
 
-static int unreadable(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	(void)ctx;
-	(void)addr;
-	(void)buf;
-	(void)len;
-	return -ESRCH;
-}
-
 /*
  * A module record says where its caller holds it: with the model's memory unreadable (freed
  * before the records were read), the record names the module and the anomalies that follow.
  */
 static void test_module_record_names(void **state)
 {
-	struct remote r = {.read = unreadable};
+	struct remote r = {.read = fakemem__gone};
 	struct names *n = names__new(&r);
 	struct nw_event ev;
 	struct finding f;

@@ -118,15 +118,6 @@ static void test_unknown_module_and_rewalk(void **state)
 	names__free(n);
 }
 
-static int gone(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	(void)ctx;
-	(void)addr;
-	(void)buf;
-	(void)len;
-	return -ESRCH;
-}
-
 /* root.body (mid).inner (leaf), and a module of no tree (stranger): returns root. */
 static uint64_t body_inner(struct fakemem *m, uint64_t *mid, uint64_t *leaf, uint64_t *stranger)
 {
@@ -152,7 +143,7 @@ static void test_target_gone_keeps_names(void **state)
 	fakemem__remote(m, &r);
 	n = names__new(&r);
 	assert_string_equal(names__path(n, root, mid), "body");
-	r.read = gone;
+	r.read = fakemem__gone;
 	assert_null(names__path(n, root, stranger)); /* walks again: reads nothing */
 	assert_string_equal(names__path(n, root, leaf), "body.inner");
 	assert_int_equal(names__count(n, root), 3);
