@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 
@@ -451,6 +452,46 @@ def test_names_after_the_target_is_gone(ctx):
     named = {ev["layer"] for ev in events if ev["event"] == "anomaly" and ev["phase"] == "forward"}
     if None in named or not {"blocks.0.norm", "blocks.0.attn"} <= named:
         raise Fail("layers named after the target was gone: %s" % sorted(map(str, named)))
+
+
+@environments(*HOST_ONLY)
+def test_hostile_module_names(ctx):
+    """uid 65534's model names its modules to mislead (hostile_names.py: a key with a quote, a
+    newline and a terminal escape, a ModuleDict of 300, a 40-character key, a model holding
+    itself), and the daemon reads its records only once the target is gone, so every name is
+    what BPF read at the first calls: the daemon exits 0, the stream is JSON, the key comes out
+    as written, box.k5 is named, what lies past the bounds is null, and nanwatch-tail prints
+    no control byte."""
+    ctx.env.run_as = NOBODY
+    try:
+        trainer = start_waiting_trainer(ctx, "hostile_names")
+    finally:
+        ctx.env.run_as = None
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid)
+    wait_attach(daemon)
+    daemon.p.send_signal(signal.SIGSTOP)
+    try:
+        trainer.send(b"go\n")
+        rc = trainer.wait(TRAINER_TIMEOUT)
+    finally:
+        daemon.p.send_signal(signal.SIGCONT)
+    if rc != 0:
+        raise Fail("hostile_names exited %r:\n%s" % (rc, tail(trainer.stderr_lines())))
+    wait_daemon_exit(daemon)
+    events = parse_stream(daemon, trainer.pid, comm)
+    check_envelope(events, "target_exit")
+    layers = {ev["layer"] for ev in events if ev["event"] == "anomaly" and ev["phase"] == "forward"}
+    want = {"", 'q"uo\nte\x01\x1b[2J', "box.k5", None}  # "": the model itself
+    if layers != want:
+        raise Fail("layers %s; want %s" % (sorted(map(repr, layers)), sorted(map(repr, want))))
+    shown = subprocess.run([os.path.join(os.path.dirname(ctx.daemon), "nanwatch-tail")],
+                           input=daemon.stdout_text().encode(), capture_output=True, timeout=60)
+    if shown.returncode != 0 or b"ANOMALY" not in shown.stdout:
+        raise Fail("nanwatch-tail exited %d:\n%s" % (shown.returncode, shown.stdout[-2000:]))
+    bad = sorted({c for c in shown.stdout if c < 0x20 and c != 0x0a})
+    if bad:
+        raise Fail("nanwatch-tail printed control bytes %s" % bad)
 
 
 @environments(*HOST_AND_ROOTS)
