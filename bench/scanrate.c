@@ -5,7 +5,8 @@
  * make bench. For each method (probe: bpf_probe_read_user; user: bpf_copy_from_user; task:
  * bpf_copy_from_user_task), each chunk size and each state of the memory (new: pages just
  * mapped and written, as a new tensor's; warm: pages the kernel copied before), the median
- * rate of several copies of a buffer, one JSON line each, then the attach-time choice:
+ * rate of several copies of a buffer, one JSON line each, from 4 KiB chunks up to the watch's
+ * own (NW_SCAN_CHUNK), then the attach-time choice and that chunk:
  *
  *   scanrate [MIB [TRIES]]     (defaults: 16 MiB, 5)
  *
@@ -25,7 +26,6 @@
 #define MAX_TRIES 32
 
 static const char *const method_names[NW_RC_METHODS] = {"probe", "user", "task"};
-static const uint32_t chunks[] = {4096, 8192, 16384, 32768, 65536};
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -66,9 +66,10 @@ static int sweep(struct readcal *rc, size_t bytes, int tries)
 			printf("{\"method\":\"%s\",\"offered\":false}\n", method_names[m]);
 			continue;
 		}
+		/* 4 KiB up to the watch's chunk, what its scratch holds */
 		for (warm = 0; warm < 2; warm++)
-			for (c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++)
-				if (sweep_one(rc, m, chunks[c], bytes, tries, warm))
+			for (c = 4096; c <= NW_SCAN_CHUNK && c <= NW_RC_MAX_CHUNK; c *= 2)
+				if (sweep_one(rc, m, (uint32_t)c, bytes, tries, warm))
 					return -1;
 	}
 	return 0;
@@ -116,8 +117,8 @@ int main(int argc, char **argv)
 	if (ret)
 		return 1;
 	readcal__choose(&ch);
-	printf("{\"choice\":\"%s\",\"task_ns_per_page\":%llu,\"why\":\"%s\"}\n",
+	printf("{\"choice\":\"%s\",\"task_ns_per_page\":%llu,\"scan_chunk\":%d,\"why\":\"%s\"}\n",
 	       optval__read_method_name(ch.method), (unsigned long long)ch.task_ns_per_page,
-	       ch.why);
+	       NW_SCAN_CHUNK, ch.why);
 	return 0;
 }

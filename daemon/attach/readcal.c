@@ -19,6 +19,7 @@
 #define CAL_TRIES 3		/* best of, each on pages new to the kernel */
 
 _Static_assert(sizeof(struct nw_rc_run) == 48, "nw_rc_run changed: update both sides");
+_Static_assert(CAL_CHUNK <= NW_RC_MAX_CHUNK, "the calibration copies the watch's chunk at once");
 
 struct readcal {
 	struct readcal_bpf *skel;

@@ -2,8 +2,8 @@
 `make bench`'s). tests/trainers/counts.py makes a known number of module calls, each returning
 a fresh 1 MiB + 4 byte float32 tensor, and nothing else; the daemon's last `stats` line must
 show every module call tracked once, every output scanned once or skipped as already known
-(never twice), at most one copy out of the target per chunk (NW_SCAN_CHUNK, 32 KiB: 33 a
-MiB here, 32 whole chunks and a partial one), and at most HITS_PER_CALL probe hits per module
+(never twice), at most one copy out of the target per chunk (NW_SCAN_CHUNK, 64 KiB: 17 a
+MiB here, 16 whole chunks and a partial one), and at most HITS_PER_CALL probe hits per module
 call (measured 2.54 on Python 3.11: the module's __call__, its forward, the ModuleList
 iterator, and a few frames at the end of the run), each hit one run of the entry program. The returns: with the attach
 line's return_probe "session" (the default on this kernel) exactly one per module call, none
