@@ -179,3 +179,39 @@ test_trainer_lr_too_high = case_test(case_trainer, "lr_too_high", envs=EVERYWHER
 test_trainer_inplace_parent = case_test(case_trainer, "inplace_parent", envs=EVERYWHERE)
 test_trainer_many_modules = case_test(case_trainer, "many_modules", envs=EVERYWHERE)
 test_trainer_late_branch = case_test(case_trainer, "late_branch", envs=EVERYWHERE)
+
+
+@environments(*HOST_AND_ROOTS)
+def test_scan_positions(ctx):
+    """tests/trainers/scan_positions.py: one non-finite value at each edge of the scan (chunks,
+    blocks, loop groups, a last word's tail; float32, float16, bfloat16, float64), each plant
+    after a bad one finite where the bad one's value lay in the scanner's buffer. Every
+    anomaly of the fault's iteration with the oracle's counts and finite range, in its order,
+    no finite plant named."""
+    oracle, trace = oracle_of(ctx, "scan_positions")
+    if oracle is None or oracle["layer"] != "plants.0":
+        raise Fail("scan_positions --oracle: %s, want plants.0 first" %
+                   (oracle and describe(oracle)))
+    events = watch(ctx, "scan_positions", trace)
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    for ev in anomalies:
+        check_anomaly_fields(ev, events[0]["pid"])
+    first = anomalies[0] if anomalies else None
+    if first is None or first["first"] is not True or first["iteration"] != oracle["iteration"]:
+        raise Fail("first anomaly %s, oracle %s at iteration %d" % (
+            first and describe(first), describe(oracle), oracle["iteration"]))
+    got = [ev for ev in anomalies if ev["phase"] == "forward" and
+           ev["iteration"] == first["iteration"]]
+    want = oracle["first_iteration"]
+    if [ev["layer"] for ev in got] != [a["layer"] for a in want]:
+        raise Fail("anomalies of iteration %d differ:\n    daemon: %s\n    oracle: %s" % (
+            first["iteration"], [ev["layer"] for ev in got], [a["layer"] for a in want]))
+    fields = ("dtype", "numel", "nan", "posinf", "neginf")
+    diffs = ["%s %s %r, oracle %r" % (g["layer"], f, g[f], w[f]) for g, w in zip(got, want)
+             for f in fields if not same(g[f], w[f])]
+    diffs += ["%s %s %r, oracle %r" % (g["layer"], f, g[f], w[f]) for g, w in zip(got, want)
+              for f in ("finite_min", "finite_max") if not close(g[f], w[f])]
+    if diffs:
+        raise Fail("counts differ: " + "; ".join(diffs))
+    ctx.log("%d anomalies of iteration %d, each with the oracle's counts and range" %
+            (len(got), first["iteration"]))
