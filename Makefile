@@ -234,6 +234,7 @@ test: all test-deps $(TEST_BINS) trixie-root forky-root
 	$(Q)$(MAKE) --no-print-directory bpf-headers-check
 	$(Q)$(OUTPUT)/verifier-stats --max $(VERIFIER_MAX) --limits $(VERIFIER_LIMITS) \
 		$(LAYOUT_PAIRS)
+	$(Q)$(PYTHON) tests/check-scan-loop $(OUTPUT)/nanwatch.bpf.o
 	$(Q)$(MAKE) --no-print-directory fuzz
 	$(Q)tests/integration/run $(PYTHON) $(OUTPUT)/nanwatchd $(TRIXIE_ROOT) $(FORKY_ROOT) \
 		$(OUTPUT)/integration-roots.log
