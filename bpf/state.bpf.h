@@ -407,7 +407,8 @@ struct {
 
 /*
  * One struct scratch a CPU, at the CPU's number: a per-CPU array's value may not pass 32 KiB,
- * and s->buf alone is that. The daemon sizes it to the possible CPUs before the load.
+ * and s->buf alone is twice that (66 KiB a CPU in all: 16 MiB on 256 CPUs). The daemon
+ * sizes it to the possible CPUs before the load.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
