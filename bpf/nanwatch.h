@@ -108,6 +108,7 @@ enum nw_skip {
 	NW_SKIP_DIMS = 8,	/* more dimensions than we read */
 	NW_SKIP_TRUNCATED = 16, /* larger than max_scan_bytes: only a prefix scanned */
 	NW_SKIP_NOSTORAGE = 32, /* no storage (sparse, meta, ...) */
+	NW_SKIP_DTYPE = 64,	/* a type that may hold NaN/±Inf, not read (complex, float8) */
 };
 
 /*
@@ -184,6 +185,7 @@ enum nw_counter {
 	NW_C_NORM_BYTES,    /* their bytes */
 	NW_C_FORKS,	    /* processes the target forked (with a uprobe session: on_fork) */
 	NW_C_FORKS_CLEANED, /* the daemon's cleanings of them (never counted in BPF) */
+	NW_C_SKIP_DTYPE,    /* tensors not scanned: NW_SKIP_DTYPE */
 	NW_C_MAX,
 };
 

@@ -19,6 +19,21 @@ enum nw_class {
 	NW_NEGINF = 3,
 };
 
+/*
+ * c10::ScalarType codes of the types that hold no NaN/±Inf: the integers and bool (uint8 0,
+ * int8 1, int16 2, int32 3, int64 4, bool 11; uint16 27, uint32 28, uint64 29 from torch 2.3).
+ * Any other type the scanner does not read (complex, float8, quantized, ...) may hold them: it
+ * is never taken for finite.
+ */
+#define NW_EXACT_DTYPES                                                                       \
+	((1ULL << 0) | (1ULL << 1) | (1ULL << 2) | (1ULL << 3) | (1ULL << 4) | (1ULL << 11) | \
+	 (1ULL << 27) | (1ULL << 28) | (1ULL << 29))
+
+NW_INLINE int nw_exact_dtype(__u32 st)
+{
+	return st < 64 && ((NW_EXACT_DTYPES >> st) & 1);
+}
+
 /* Element size in bytes of one of our dtypes; 0 for none. */
 NW_INLINE __u32 nw_dtype_size(__u32 dt)
 {

@@ -350,6 +350,8 @@ static __always_inline void count_skip(__u32 flags)
 		count(NW_C_SKIP_DIMS, 1);
 	if (flags & NW_SKIP_TRUNCATED)
 		count(NW_C_TRUNCATED, 1);
+	if (flags & NW_SKIP_DTYPE)
+		count(NW_C_SKIP_DTYPE, 1);
 }
 
 /*

@@ -175,8 +175,9 @@ __noinline int tensor_decode(__u64 impl)
  * Read a float tensor's metadata into s->ti from a c10::TensorImpl* (an
  * at::Tensor's only word). Returns 0 for a scannable float tensor (ti.data,
  * ti.bytes set), 1 for a tensor that cannot be NaN (integers, bool, empty),
- * -1 otherwise (ti.flags says why; ti.gpu: a tensor on gpu_device, ti.data and
- * ti.bytes set for a request).
+ * -1 otherwise (ti.flags says why, NW_SKIP_DTYPE for a type that may hold NaN
+ * and that we do not read, such as complex; ti.gpu: a tensor on gpu_device,
+ * ti.data and ti.bytes set for a request).
  */
 __noinline int read_impl(__u64 impl)
 {
@@ -190,8 +191,14 @@ __noinline int read_impl(__u64 impl)
 	if (s->ti.flags & NW_SKIP_UNREADABLE)
 		return -1;
 	if (s->ti.dtype == NW_DT_NONE) {
-		s->ti.flags = 0;
-		return 1;
+		s->ti.gpu = 0;
+		/* integers, bool, an empty tensor: finite; complex, float8, ...: not known */
+		if ((capture_int_codes && nw_exact_dtype(s->ti.scalar_type)) || !s->ti.numel) {
+			s->ti.flags = 0;
+			return 1;
+		}
+		s->ti.flags = NW_SKIP_DTYPE;
+		return -1;
 	}
 	if (r && !s->ti.gpu)
 		return -1;

@@ -356,6 +356,7 @@ static void scan_fields(struct json *j, const uint64_t *c)
 	json__uint(j, "dims", c[NW_C_SKIP_DIMS]);
 	json__uint(j, "truncated", c[NW_C_TRUNCATED]);
 	json__uint(j, "items", c[NW_C_SKIP_ITEMS]);
+	json__uint(j, "dtype", c[NW_C_SKIP_DTYPE]);
 	json__object_end(j);
 	json__uint(j, "stack_overflow", c[NW_C_STACK_OVERFLOW]);
 	json__uint(j, "stack_healed", c[NW_C_STACK_HEALED]);

@@ -89,7 +89,10 @@ static int dense(const uint64_t *shape, const uint64_t *strides, uint64_t ndim)
 	return 1;
 }
 
-/* The TensorImpl's dense data block: *data, *bytes, *dt; 1 if not a float tensor. */
+/*
+ * The TensorImpl's dense data block: *data, *bytes, *dt; 1 for a type that holds no NaN
+ * (integers, bool), -EPROTONOSUPPORT for one that may and that is not read (complex, float8).
+ */
 static int impl_block(const struct params_reader *pr, uint64_t impl, uint64_t *data,
 		      uint64_t *bytes, uint32_t *dt)
 {
@@ -102,7 +105,7 @@ static int impl_block(const struct params_reader *pr, uint64_t impl, uint64_t *d
 		return -EFAULT;
 	*dt = dtype__from_layout(l, st);
 	if (*dt == NW_DT_NONE)
-		return 1;
+		return dtype__c10_codes(l) && nw_exact_dtype(st) ? 1 : -EPROTONOSUPPORT;
 	if (remote__u64(pr->r, impl + l->impl_numel, &numel) ||
 	    remote__u64(pr->r, impl + l->impl_ndim, &ndim))
 		return -EFAULT;

@@ -215,3 +215,42 @@ def test_scan_positions(ctx):
         raise Fail("counts differ: " + "; ".join(diffs))
     ctx.log("%d anomalies of iteration %d, each with the oracle's counts and range" %
             (len(got), first["iteration"]))
+
+
+@environments(*HOST_AND_ROOTS)
+def test_complex_spectral(ctx):
+    """tests/trainers/complex_spectral.py: a spectral layer's complex output goes non-finite
+    first. The daemon does not read complex tensors: it names the real layer after it first,
+    as the hooks do, with their counts, and never says that layer's complex input was finite
+    (nor calls it the origin); the complex outputs are counted in stats.skipped.dtype."""
+    oracle, trace = oracle_of(ctx, "complex_spectral")
+    if oracle is None or oracle["layer"] != "back" or oracle["inputs_finite"] is not False:
+        raise Fail("complex_spectral --oracle: %s, want back first, its input not finite" %
+                   (oracle and describe(oracle)))
+    events = watch(ctx, "complex_spectral", trace)
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    for ev in anomalies:
+        check_anomaly_fields(ev, events[0]["pid"])
+    if not anomalies or anomalies[0]["first"] is not True:
+        raise Fail("no first anomaly; oracle: %s" % describe(oracle))
+    first = anomalies[0]
+    exact = ("step", "iteration", "layer", "module", "tensor", "dtype", "shape", "numel", "nan",
+             "posinf", "neginf")
+    diffs = ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in exact
+             if not same(first[f], oracle[f])]
+    if first["inputs_finite"] is not None or first["origin"] is True:
+        diffs.append("inputs_finite %r, origin %r: its input is complex, not read" % (
+            first["inputs_finite"], first["origin"]))
+    if diffs:
+        raise Fail("first anomaly differs: " + "; ".join(diffs))
+    got = [ev["layer"] for ev in anomalies if ev["phase"] == "forward" and
+           ev["iteration"] == first["iteration"]]
+    want = [a["layer"] for a in oracle["first_iteration"]]
+    if got != want:
+        raise Fail("anomalies of iteration %d: daemon %s, oracle %s" % (first["iteration"], got,
+                                                                        want))
+    skipped = last_stats(events)["skipped"].get("dtype")
+    if not isinstance(skipped, int) or skipped < 1:
+        raise Fail("stats.skipped.dtype %r: the complex outputs were not counted" % skipped)
+    ctx.log("first %s, inputs_finite %r; skipped.dtype %d" % (describe(first),
+                                                              first["inputs_finite"], skipped))

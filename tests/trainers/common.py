@@ -118,8 +118,10 @@ def output_tensors(out):
 
 
 def all_finite(tensors):
+    """Every value of every floating or complex tensor finite (integers and bool always are)."""
     with torch.no_grad():
-        return all(bool(torch.isfinite(t).all()) for t in tensors if t.dtype in DTYPE_NAMES)
+        return all(bool(torch.isfinite(t).all()) for t in tensors
+                   if t.dtype in DTYPE_NAMES or t.is_complex())
 
 
 def scan(t):

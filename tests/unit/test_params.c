@@ -98,8 +98,14 @@ static void test_scan_refuses(void **state)
 	(void)state;
 	/* 2 x 3 with a row stride of 4: a hole after each row, not one dense block */
 	assert_int_equal(params__scan_tensor(&PR, mkparam(v, 6, 2, holes, 6, 0)), -EINVAL);
-	/* an integer tensor cannot hold NaN */
+	/* an integer tensor cannot hold NaN, nor a bool or uint32 one */
 	assert_int_equal(params__scan_tensor(&PR, mkparam(v, 6, 2, NULL, 4, 0)), 2);
+	assert_int_equal(params__scan_tensor(&PR, mkparam(v, 6, 2, NULL, 11, 0)), 2);
+	assert_int_equal(params__scan_tensor(&PR, mkparam(v, 6, 2, NULL, 28, 0)), 2);
+	/* complex64 (9), float8_e4m3fn (24), qint8 (12) can: not read, never taken for finite */
+	assert_int_equal(params__scan_tensor(&PR, mkparam(v, 6, 2, NULL, 9, 0)), -EPROTONOSUPPORT);
+	assert_int_equal(params__scan_tensor(&PR, mkparam(v, 6, 2, NULL, 24, 0)), -EPROTONOSUPPORT);
+	assert_int_equal(params__scan_tensor(&PR, mkparam(v, 6, 2, NULL, 12, 0)), -EPROTONOSUPPORT);
 	/* not a tensor at all */
 	obj = mkparam(v, 6, 2, NULL, 6, 0);
 	fakemem__put64(&M, obj + TL.obj_type, other_type);
@@ -121,7 +127,7 @@ static void test_check_counts(void **state)
 {
 	float ok[4] = {1, 2, 3, 4}, bad[4] = {1, NAN, 3, 4};
 	uint64_t holes[2] = {3, 1};
-	struct nw_params np = {.n = 4, .more = 2};
+	struct nw_params np = {.n = 5, .more = 2};
 	struct params_check pc;
 
 	(void)state;
@@ -129,10 +135,11 @@ static void test_check_counts(void **state)
 	np.tensors[1] = mkparam(bad, 4, 2, NULL, 6, 0);
 	np.tensors[2] = mkparam(ok, 4, 2, holes, 6, 0); /* skipped */
 	np.tensors[3] = mkparam(ok, 4, 2, NULL, 3, 0);	/* int: not counted */
+	np.tensors[4] = mkparam(ok, 4, 2, NULL, 9, 0);	/* complex64: skipped */
 	params__check(&PR, &np, &pc);
 	assert_int_equal(pc.checked, 2);
 	assert_int_equal(pc.nonfinite, 1);
-	assert_int_equal(pc.skipped, 1 + 2);
+	assert_int_equal(pc.skipped, 2 + 2);
 }
 
 static void test_late_verdict(void **state)
