@@ -132,6 +132,20 @@ static void test_anomaly_first_through_inputs(void **state)
 	assert_non_null(strstr(got, "iteration 3 \u2014 it arrived through its inputs\n"));
 }
 
+/* Inputs not read (a complex tensor, a strided view): neither made here nor passed on. */
+static void test_anomaly_first_inputs_unknown(void **state)
+{
+	const char *got = fmt(state, 0,
+			      ANOMALY(",\"inputs_finite\":null,"
+				      "\"params_finite\":true,\"origin\":false,"
+				      "\"first\":true"));
+
+	assert_null(strstr(got, "ORIGIN"));
+	assert_null(strstr(got, "arrived through its inputs"));
+	assert_non_null(strstr(got, "\u2014 some of its inputs could not be read, so whether it "
+				    "made the value is not known\n"));
+}
+
 static void test_anomaly_first_from_params(void **state)
 {
 	const char *got = fmt(state, 0,
@@ -475,6 +489,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_anomaly_first_origin, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_step_source, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_through_inputs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anomaly_first_inputs_unknown, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_from_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_later, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_device, setup, teardown),

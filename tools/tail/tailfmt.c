@@ -333,6 +333,9 @@ static void tf__first(const struct tailfmt *t, FILE *out, const struct jv *ev)
 	else if (tf__is_true(jv__get(ev, "inputs_finite")) &&
 		 tf__is_false(jv__get(ev, "params_finite")))
 		why = "it came from the layer's parameters (already non-finite)";
+	else if (!tf__is_false(jv__get(ev, "inputs_finite")))
+		why = "some of its inputs could not be read, so whether it made the value is not "
+		      "known";
 	fputs("         ", out);
 	tf__on(t, out, TF_FIRST);
 	fputs(">>> First non-finite value: ", out);
