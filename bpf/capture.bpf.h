@@ -47,7 +47,7 @@ static __always_inline __u32 cap_elem_size(__u32 st)
 
 	if (dt != NW_DT_NONE)
 		return nw_dtype_size(dt);
-	if (!capture_int_codes)
+	if (!c10_codes)
 		return 0;
 	/* c10::ScalarType: Byte, Char, Short, Int, Long; Bool is 11 */
 	switch (st) {

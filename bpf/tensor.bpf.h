@@ -193,7 +193,7 @@ __noinline int read_impl(__u64 impl)
 	if (s->ti.dtype == NW_DT_NONE) {
 		s->ti.gpu = 0;
 		/* integers, bool, an empty tensor: finite; complex, float8, ...: not known */
-		if ((capture_int_codes && nw_exact_dtype(s->ti.scalar_type)) || !s->ti.numel) {
+		if ((c10_codes && nw_exact_dtype(s->ti.scalar_type)) || !s->ti.numel) {
 			s->ti.flags = 0;
 			return 1;
 		}

@@ -324,7 +324,7 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 	if (o->loss_only)
 		bpf_program__set_autoload(s->progs.uprobe_bwd_node, false);
 	s->rodata->capture_max_bytes = o->capture_max_bytes;
-	s->rodata->capture_int_codes = o->capture_int_codes;
+	s->rodata->c10_codes = o->c10_codes;
 	if (o->capture_ring_bytes) {
 		int err = bpf_map__set_max_entries(s->maps.captures, o->capture_ring_bytes);
 
@@ -1043,7 +1043,7 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 	s->rodata->grad_offload = 1; /* gradients' bytes to the daemon: their paths too */
 	s->rodata->grad_ring_bytes = 8u << 20;
 	s->rodata->capture_max_bytes = 1 << 20;
-	s->rodata->capture_int_codes = 1;
+	s->rodata->c10_codes = 1;
 	s->rodata->backward_on = 1;
 	s->rodata->backward_all = 1;
 	s->rodata->gpu_on = 1;

@@ -29,8 +29,8 @@ struct probe_opts {
 	const char *backward_symbol; /* libtorch_python's run_backward, or NULL: no loss check */
 	uint64_t capture_max_bytes;  /* capture budget; 0: no capture */
 	uint32_t capture_ring_bytes; /* capture ring buffer size (a power of 2 pages) */
-	int capture_int_codes;	     /* the target's ScalarType codes are c10's: copy integers */
-	const char *node_symbol;     /* libtorch_cpu's Engine::evaluate_function, or NULL: no
+	int c10_codes; /* the target numbers ScalarType as c10: integers copied, known finite */
+	const char *node_symbol;	 /* libtorch_cpu's Engine::evaluate_function, or NULL: no
 					 * backward-pass checks */
 	const struct nw_bwd_layout *bwd; /* offsets for those checks */
 	int backward_all;		 /* check every gradient, not only the parameters' */

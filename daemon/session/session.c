@@ -362,7 +362,7 @@ static int setup_capture(struct session *s, struct probe_opts *po, char *err, si
 		snprintf(err, errlen, "--capture-max-mb too large for one ring buffer");
 		return -EINVAL;
 	}
-	po->capture_int_codes = capture__int_codes(&s->nwl);
+	po->c10_codes = capture__int_codes(&s->nwl);
 	return 0;
 }
 
