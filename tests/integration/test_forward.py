@@ -181,6 +181,16 @@ test_trainer_many_modules = case_test(case_trainer, "many_modules", envs=EVERYWH
 test_trainer_late_branch = case_test(case_trainer, "late_branch", envs=EVERYWHERE)
 
 
+def watch_first(ctx, name, trace):
+    """The trainer under the daemon: its stream, its anomaly events (each well formed), the
+    first of them or None."""
+    events = watch(ctx, name, trace)
+    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
+    for ev in anomalies:
+        check_anomaly_fields(ev, events[0]["pid"])
+    return events, anomalies, anomalies[0] if anomalies else None
+
+
 @environments(*HOST_AND_ROOTS)
 def test_scan_positions(ctx):
     """tests/trainers/scan_positions.py: one non-finite value at each edge of the scan (chunks,
@@ -192,11 +202,7 @@ def test_scan_positions(ctx):
     if oracle is None or oracle["layer"] != "plants.0":
         raise Fail("scan_positions --oracle: %s, want plants.0 first" %
                    (oracle and describe(oracle)))
-    events = watch(ctx, "scan_positions", trace)
-    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
-    for ev in anomalies:
-        check_anomaly_fields(ev, events[0]["pid"])
-    first = anomalies[0] if anomalies else None
+    events, anomalies, first = watch_first(ctx, "scan_positions", trace)
     if first is None or first["first"] is not True or first["iteration"] != oracle["iteration"]:
         raise Fail("first anomaly %s, oracle %s at iteration %d" % (
             first and describe(first), describe(oracle), oracle["iteration"]))
@@ -227,13 +233,9 @@ def test_complex_spectral(ctx):
     if oracle is None or oracle["layer"] != "back" or oracle["inputs_finite"] is not False:
         raise Fail("complex_spectral --oracle: %s, want back first, its input not finite" %
                    (oracle and describe(oracle)))
-    events = watch(ctx, "complex_spectral", trace)
-    anomalies = [ev for ev in events if ev["event"] == "anomaly"]
-    for ev in anomalies:
-        check_anomaly_fields(ev, events[0]["pid"])
-    if not anomalies or anomalies[0]["first"] is not True:
+    events, anomalies, first = watch_first(ctx, "complex_spectral", trace)
+    if first is None or first["first"] is not True:
         raise Fail("no first anomaly; oracle: %s" % describe(oracle))
-    first = anomalies[0]
     exact = ("step", "iteration", "layer", "module", "tensor", "dtype", "shape", "numel", "nan",
              "posinf", "neginf")
     diffs = ["%s %r, oracle %r" % (f, first[f], oracle[f]) for f in exact

@@ -122,6 +122,7 @@ static void test_anomaly_first_step_source(void **state)
 
 static void test_anomaly_first_through_inputs(void **state)
 {
+	size_t n;
 	const char *got = fmt(state, 0,
 			      ANOMALY(",\"inputs_finite\":false,"
 				      "\"params_finite\":true,\"origin\":false,"
@@ -130,16 +131,12 @@ static void test_anomaly_first_through_inputs(void **state)
 	assert_non_null(strstr(got, "  inputs NONFINITE  first\n"));
 	assert_null(strstr(got, "ORIGIN"));
 	assert_non_null(strstr(got, "iteration 3 \u2014 it arrived through its inputs\n"));
-}
-
-/* Inputs not read (a complex tensor, a strided view): neither made here nor passed on. */
-static void test_anomaly_first_inputs_unknown(void **state)
-{
-	const char *got = fmt(state, 0,
-			      ANOMALY(",\"inputs_finite\":null,"
-				      "\"params_finite\":true,\"origin\":false,"
-				      "\"first\":true"));
-
+	/* inputs not read (a complex tensor, a strided view): neither made here nor passed on */
+	n = strlen(got); /* fmt() appends: the new line starts there */
+	got = fmt(state, 0,
+		  ANOMALY(",\"inputs_finite\":null,\"params_finite\":true,\"origin\":false,"
+			  "\"first\":true")) +
+	      n;
 	assert_null(strstr(got, "ORIGIN"));
 	assert_null(strstr(got, "arrived through its inputs"));
 	assert_non_null(strstr(got, "\u2014 some of its inputs could not be read, so whether it "
@@ -489,7 +486,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_anomaly_first_origin, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_step_source, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_through_inputs, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_anomaly_first_inputs_unknown, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_first_from_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_later, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_device, setup, teardown),
