@@ -43,8 +43,10 @@ static __always_inline void capture_args(struct frame_rec *rec, __u64 frame)
 	if (!args || read_u64(args + L.obj_type) != A.tuple_type)
 		return;
 	n = read_u64(args + L.var_size);
-	if (n > MAX_ITEMS)
+	if (n > MAX_ITEMS) {
+		rec->more |= MORE_ARGS;
 		n = MAX_ITEMS;
+	}
 	if (n && !bpf_probe_read_user(rec->args, n * 8, (void *)(args + L.tuple_items)))
 		rec->nargs = n;
 }

@@ -42,8 +42,8 @@ __noinline int check_input(__u64 obj)
 	return 0;
 }
 
-/* An argument: a tensor, or a tuple or list of them. */
-static __always_inline void check_arg(__u64 obj)
+/* An argument: a tensor, or a tuple or list of them (items past MAX_ITEMS: not known). */
+static __always_inline void check_arg(struct scratch *s, __u64 obj)
 {
 	__u64 sub = 0, m = 0;
 	int j;
@@ -52,6 +52,8 @@ static __always_inline void check_arg(__u64 obj)
 		check_input(obj);
 		return;
 	}
+	if (m > MAX_ITEMS)
+		s->ev.inputs_skipped++;
 	for (j = 0; j < MAX_ITEMS; j++) {
 		if (j >= m)
 			break;
@@ -59,20 +61,25 @@ static __always_inline void check_arg(__u64 obj)
 	}
 }
 
-/* The module's positional and keyword arguments, as taken when the call was entered. */
+/*
+ * The module's positional and keyword arguments, as taken when the call was entered; those
+ * past what was taken are not known finite.
+ */
 static __always_inline int check_inputs(struct scratch *s)
 {
 	int i;
 
+	if (s->more_args)
+		s->ev.inputs_skipped++;
 	for (i = 0; i < MAX_ITEMS; i++) {
 		if (i >= s->nargs)
 			break;
-		check_arg(s->args[i]);
+		check_arg(s, s->args[i]);
 	}
 	for (i = 0; i < NW_MAX_KWARGS; i++) {
 		if (i >= s->nkwargs)
 			break;
-		check_arg(s->kwargs[i]);
+		check_arg(s, s->kwargs[i]);
 	}
 	return 0;
 }
@@ -622,6 +629,7 @@ __noinline int flush_pending(__u32 broken)
 	s->ev.module = ts->pend.module;
 	s->nargs = 0;
 	s->nkwargs = 0;
+	s->more_args = 0;
 	/* its argument, if it is still the tensor it was: scanned, and captured if an origin */
 	arg = ts->pend.arg;
 	if (arg && ts->pend.in_fp.impl && is_tensor_obj(arg) && read_tensor(arg) == 0) {

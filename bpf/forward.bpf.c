@@ -217,6 +217,7 @@ static __always_inline void norm_return(struct scratch *s, struct thread_state *
 	s->args[0] = arg;
 	s->nargs = 1;
 	s->nkwargs = 0;
+	s->more_args = 0;
 	check_result(ret);
 	s->deeper = 0;
 }
@@ -258,6 +259,7 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	__builtin_memcpy(s->kwkeys, r->kwkeys, sizeof(s->kwkeys));
 	s->nargs = r->nargs;
 	s->nkwargs = r->nkwargs;
+	s->more_args = r->more;
 	keep = r->keep;
 	pred = r->pred;
 	bpf_map_delete_elem(&frames, &key);

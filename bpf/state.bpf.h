@@ -18,6 +18,7 @@
 #define CHUNK_BYTES NW_SCAN_CHUNK /* read per loop iteration */
 #define CHUNK_WORDS (CHUNK_BYTES / 8)
 #define MAX_ITEMS 8 /* tuple/list items looked at per level */
+#define MORE_ARGS 1 /* frame_rec.more: positional arguments past MAX_ITEMS */
 #define STR_READ 64
 
 #define BWD_RING 64  /* nodes remembered per thread to find a producer */
@@ -160,6 +161,8 @@ struct frame_rec {
 	__u32 depth;
 	__u32 keep; /* its output is finite: keeps_finite() said so at its entry */
 	__u32 pred; /* a norm that took the thread's pending output: takes_pending() */
+	__u32 more; /* arguments past those kept (MORE_ARGS): not all checked */
+	__u32 pad;
 };
 
 struct code_rec {
@@ -244,6 +247,7 @@ struct scratch {
 	__u64 kwkeys[NW_MAX_KWARGS]; /* ... and their keys */
 	__u32 nargs;
 	__u32 nkwargs;
+	__u32 more_args; /* the returning call's frame_rec.more */
 	struct nw_event ev;
 	struct tensor_info ti;
 	struct fingerprint fp;	/* of s->ti, when it has a grad_fn */

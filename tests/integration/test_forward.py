@@ -12,9 +12,9 @@ import json
 import math
 
 from nwharness import Fail, oracle_of
-from nwchecks import (EVERYWHERE, EXACT_FIELDS, HOST_AND_ROOTS, case_test, check_anomalies,
-                      check_anomaly_fields, check_diagnosis, close, describe, environments,
-                      last_stats, listing, same, watch)
+from nwchecks import (EVERYWHERE, EXACT_FIELDS, HOST_AND_ROOTS, HOST_ONLY, case_test,
+                      check_anomalies, check_anomaly_fields, check_diagnosis, close, describe,
+                      environments, last_stats, listing, same, watch)
 
 
 def check_origin_and_trend(events, oracle, trace):
@@ -181,10 +181,10 @@ test_trainer_many_modules = case_test(case_trainer, "many_modules", envs=EVERYWH
 test_trainer_late_branch = case_test(case_trainer, "late_branch", envs=EVERYWHERE)
 
 
-def watch_first(ctx, name, trace):
+def watch_first(ctx, name, trace, trainer_args=()):
     """The trainer under the daemon: its stream, its anomaly events (each well formed), the
     first of them or None."""
-    events = watch(ctx, name, trace)
+    events = watch(ctx, name, trace, trainer_args=trainer_args)
     anomalies = [ev for ev in events if ev["event"] == "anomaly"]
     for ev in anomalies:
         check_anomaly_fields(ev, events[0]["pid"])
@@ -256,3 +256,28 @@ def test_complex_spectral(ctx):
         raise Fail("stats.skipped.dtype %r: the complex outputs were not counted" % skipped)
     ctx.log("first %s, inputs_finite %r; skipped.dtype %d" % (describe(first),
                                                               first["inputs_finite"], skipped))
+
+
+def case_many_args(ctx, variant):
+    """tests/trainers/many_args.py: mix gets nine positional arguments or a list of nine, the
+    one the daemon does not read turning NaN. mix is named first with the hooks' counts, its
+    inputs never said finite, never the origin."""
+    oracle, trace = oracle_of(ctx, "many_args", "--variant", variant)
+    if oracle is None or oracle["layer"] != "mix" or oracle["inputs_finite"] is not False:
+        raise Fail("many_args --variant %s --oracle: %s, want mix first, its inputs not finite"
+                   % (variant, oracle and describe(oracle)))
+    events, anomalies, first = watch_first(ctx, "many_args", trace, ("--variant", variant))
+    if first is None or first["first"] is not True:
+        raise Fail("no first anomaly; oracle: %s" % describe(oracle))
+    diffs = ["%s %r, oracle %r" % (f, first[f], oracle[f])
+             for f in ("step", "iteration", "layer", "module", "tensor", "nan", "posinf",
+                       "neginf") if not same(first[f], oracle[f])]
+    if first["inputs_finite"] is not None or first["origin"] is True:
+        diffs.append("inputs_finite %r, origin %r: an argument was not read" % (
+            first["inputs_finite"], first["origin"]))
+    if diffs:
+        raise Fail("first anomaly differs (%s): %s" % (variant, "; ".join(diffs)))
+
+
+test_many_args = case_test(case_many_args, "args", envs=HOST_AND_ROOTS)
+test_many_list_items = case_test(case_many_args, "list", envs=HOST_ONLY)

@@ -209,7 +209,9 @@ class Oracle:
                 self.forwards += 1
         kwargs = self.kwargs_of[1] if self.kwargs_of[0] is module else {}
         self.kwargs_of = (None, {})
-        tensors = [t for t in list(inputs) + list(kwargs.values()) if isinstance(t, torch.Tensor)]
+        tensors = [t for a in list(inputs) + list(kwargs.values())
+                   for t in (a if type(a) in (tuple, list) else (a,))
+                   if isinstance(t, torch.Tensor)]
         self.stack.append((module, all_finite(tensors), kwargs))
 
     def hook(self, module, inputs, output):
