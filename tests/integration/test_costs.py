@@ -143,8 +143,11 @@ def test_costs_backward(ctx, ring):
     """A backward pass a forward: the input's gradient scanned once a pass and measured for the
     norms in that same pass, at most one copy per chunk of it (torch's backward frames
     add probe hits: their bound is not this test's). Its 1 MiB go to the daemon, which counts
-    their histogram, every pass (the gradient data ring's default 8 MiB hold them); with
-    --grad-ring-mb 0 none do, and BPF counts it."""
+    their histogram (the gradient data ring's default 8 MiB hold several); with
+    --grad-ring-mb 0 none do, and BPF counts it. The trainer runs its passes flat out: a
+    daemon kept off the CPU longer than a few passes (a loaded machine) finds the ring without
+    room for the next gradient, which BPF then counts itself, by design (once in 40 in a CI run
+    beside other tests): half of them at least must go to the daemon, none may be lost."""
     extra = () if ring == "default" else ("--grad-ring-mb", ring)
     st, facts = costs(ctx, "--backward", extra=extra)
     check_costs(st, facts, hits_bound=False)
@@ -152,9 +155,11 @@ def test_costs_backward(ctx, ring):
     size, passes = facts["output_bytes"], facts["backward_passes"]
     chunks = -(-size // CHUNK)
     want = {"grads_scanned": passes, "param_grads": passes, "bytes_scanned": passes * size,
-            "anomalies": 0, "norm_skipped": 0, "grads_lost": 0,
-            "offloaded": passes if ring == "default" else 0}
+            "anomalies": 0, "norm_skipped": 0, "grads_lost": 0}
     bad = ["%s %r, want %d" % (k, bwd.get(k), v) for k, v in want.items() if bwd.get(k) != v]
+    low, high = (passes // 2, passes) if ring == "default" else (0, 0)
+    if not low <= bwd.get("offloaded", -1) <= high:
+        bad.append("offloaded %r, want %d to %d" % (bwd.get("offloaded"), low, high))
     if not passes <= bwd.get("copies", -1) <= passes * chunks:
         bad.append("copies %r for %d gradients of %d chunks: at most %d" % (
             bwd.get("copies"), passes, chunks, passes * chunks))
@@ -170,12 +175,16 @@ def test_costs_backward(ctx, ring):
 def test_costs_backward_mixed(ctx):
     """Two leaves a pass, one gradient each way: the input's 1 MiB to the daemon, a 12 MiB one
     counted in BPF (the 8 MiB ring cannot take it whole). Both come back in the order of the
-    passes: every pass's norm is of both, complete, and holds torch's."""
+    passes: every pass's norm is of both, complete, and holds torch's. The input's goes to the
+    daemon at least every other pass (test_costs_backward: a loaded machine), the wide one
+    never."""
     st, facts = costs(ctx, "--backward", "--wide")
     bwd = st.get("backward") or {}
     passes, want_norm = facts["backward_passes"], facts["grad_norm"]
-    want = {"param_grads": 2 * passes, "offloaded": passes, "grads_lost": 0, "anomalies": 0}
+    want = {"param_grads": 2 * passes, "grads_lost": 0, "anomalies": 0}
     bad = ["%s %r, want %d" % (k, bwd.get(k), v) for k, v in want.items() if bwd.get(k) != v]
+    if not passes // 2 <= bwd.get("offloaded", -1) <= passes:
+        bad.append("offloaded %r, want %d to %d" % (bwd.get("offloaded"), passes // 2, passes))
     gn = st.get("grad_norm") or {}
     trend = gn.get("trend") or []
     if len(trend) < 8:
