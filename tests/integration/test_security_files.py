@@ -205,11 +205,18 @@ def start_attacker(ctx, token, home, files, swap=""):
     return p
 
 
-def service(ctx, name):
+def service_config(ctx, name):
+    """The service's scratch directory, the token its one rule matches, its configuration and
+    events file: the service not started yet."""
     tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="security-%s-" % name)
     token = "sec-%s-%d" % (name, os.getpid())
     config, events_path = write_config(ctx, tmp, [
         "  - name: t\n    match: {env: {NW_SECURITY_TEST: '^%s$'}}\n" % token])
+    return tmp, token, config, events_path
+
+
+def service(ctx, name):
+    tmp, token, config, events_path = service_config(ctx, name)
     return token, config, events_path, start_ready(ctx, tmp, config)
 
 
@@ -298,7 +305,9 @@ def test_files_cut_after_open(ctx):
 
 @environments(*HOST_ONLY)
 def test_files_path_swapped(ctx):
-    token, config, events_path, daemon = service(ctx, "swap")
+    # the service starts once the substitutes are watched: it would swap them into place as
+    # soon as it saw an attacker (CI: the watch found no sub.fifo, already renamed)
+    tmp, token, config, events_path = service_config(ctx, "swap")
     secret_dir = tempfile.mkdtemp(prefix="root-only-", dir=ctx.tmp)  # 0700, root's
     secret = os.path.join(secret_dir, "libtorch_python.so")
     shutil.copy("/usr/lib/x86_64-linux-gnu/libtorch_python.so.1.13", secret)
@@ -321,6 +330,7 @@ def test_files_path_swapped(ctx):
         if not swap.startswith("link:"):
             watch.add(sub)  # the substitute's inode: followed through the rename
         attackers.append((a, home))
+    daemon = start_ready(ctx, tmp, config)
     trainer = start_trainer(ctx, {"NW_SECURITY_TEST": token})
     trainer_reported(ctx, daemon, events_path, trainer)
     for a, home in attackers:
