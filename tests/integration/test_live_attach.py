@@ -428,6 +428,22 @@ def test_root_replaced(ctx):
                    (first["iteration"], first["step"], trace["bad"]))
 
 
+def attach_stopped(ctx, trainer, finish):
+    """The daemon attached to the waiting trainer, then stopped (SIGSTOP) from the attach until
+    the trainer, told to go, is through finish(), as a daemon lagging on a loaded node would be:
+    (daemon, the trainer's comm, what finish() returned)."""
+    comm = read_comm(trainer.pid)
+    daemon = start_daemon(ctx, trainer.pid)
+    wait_attach(daemon)
+    daemon.p.send_signal(signal.SIGSTOP)
+    try:
+        trainer.send(b"go\n")
+        done = finish()
+    finally:
+        daemon.p.send_signal(signal.SIGCONT)
+    return daemon, comm, done
+
+
 @environments(*HOST_AND_ROOTS)
 def test_names_after_the_target_is_gone(ctx):
     """The daemon reads its records only once the trainer is gone (stopped from the attach to
@@ -436,15 +452,8 @@ def test_names_after_the_target_is_gone(ctx):
     first call (blocks.0.norm: the block held in a ModuleList the model never calls)."""
     oracle, trace = oracle_of(ctx, "demo")
     trainer = start_waiting_trainer(ctx, "demo")
-    comm = read_comm(trainer.pid)
-    daemon = start_daemon(ctx, trainer.pid)
-    wait_attach(daemon)
-    daemon.p.send_signal(signal.SIGSTOP)
-    try:
-        trainer.send(b"go\n")
-        finish_trainer(ctx, trainer, "demo", trace)
-    finally:
-        daemon.p.send_signal(signal.SIGCONT)
+    daemon, comm, _ = attach_stopped(ctx, trainer,
+                                     lambda: finish_trainer(ctx, trainer, "demo", trace))
     wait_daemon_exit(daemon)
     events = parse_stream(daemon, trainer.pid, comm)
     check_envelope(events, "target_exit")
@@ -467,15 +476,7 @@ def test_hostile_module_names(ctx):
         trainer = start_waiting_trainer(ctx, "hostile_names")
     finally:
         ctx.env.run_as = None
-    comm = read_comm(trainer.pid)
-    daemon = start_daemon(ctx, trainer.pid)
-    wait_attach(daemon)
-    daemon.p.send_signal(signal.SIGSTOP)
-    try:
-        trainer.send(b"go\n")
-        rc = trainer.wait(TRAINER_TIMEOUT)
-    finally:
-        daemon.p.send_signal(signal.SIGCONT)
+    daemon, comm, rc = attach_stopped(ctx, trainer, lambda: trainer.wait(TRAINER_TIMEOUT))
     if rc != 0:
         raise Fail("hostile_names exited %r:\n%s" % (rc, tail(trainer.stderr_lines())))
     wait_daemon_exit(daemon)
