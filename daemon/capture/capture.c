@@ -97,11 +97,6 @@ uint32_t capture__ring_bytes(uint64_t max_bytes)
 	return size;
 }
 
-int capture__int_codes(const struct nw_layout *l)
-{
-	return dtype__c10_codes(l);
-}
-
 int capture__buffers(const struct remote *r, uint64_t module, struct nw_params *out)
 {
 	return pyobject__list_dict(r, module, "_buffers", out, NULL);

@@ -71,9 +71,6 @@ int capture__buffers(const struct remote *r, uint64_t module, struct nw_params *
 /* Bytes of ring buffer that hold a capture of max_bytes: a power of two, 0 if too large. */
 uint32_t capture__ring_bytes(uint64_t max_bytes);
 
-/* Whether the layout's float codes are c10's, so integer codes can be trusted too. */
-int capture__int_codes(const struct nw_layout *l);
-
 /* "<pid>-step<step>-<layer>" with the layer's unsafe characters replaced; "root" for "". */
 int capture__dirname(char *buf, size_t len, pid_t pid, uint64_t step, const char *layer);
 

@@ -15,6 +15,7 @@
 #include "capture/capture.h"
 #include "explain/diagnose.h"
 #include "util/clock.h"
+#include "util/dtype.h"
 #include "util/file.h"
 #include "util/optval.h"
 #include "resolve/keep.h"
@@ -362,7 +363,6 @@ static int setup_capture(struct session *s, struct probe_opts *po, char *err, si
 		snprintf(err, errlen, "--capture-max-mb too large for one ring buffer");
 		return -EINVAL;
 	}
-	po->c10_codes = capture__int_codes(&s->nwl);
 	return 0;
 }
 
@@ -480,6 +480,7 @@ int session__attach(struct session *s, struct sinks *out, char *err, size_t errl
 
 	dict_layout(s, &dict);
 	choose_read_method(s, &po);
+	po.c10_codes = dtype__c10_codes(&s->nwl); /* integers known finite, and copied */
 	s->sinks = out;
 	s->names = names__new(&s->remote);
 	ret = s->names ? emit__init(&s->e, out, &s->t) : -ENOMEM;
