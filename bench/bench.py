@@ -448,10 +448,9 @@ def scan_chunk(sweep):
     return ((sweep or {}).get("choice") or {}).get("scan_chunk", SWEEP_CHUNK)
 
 
-def best_copy(sweep, memory):
-    """The fastest copy-only rate of the sweep at the daemon's chunk size (bytes/s), and its
+def best_copy(sweep, memory, chunk):
+    """The fastest copy-only rate of the sweep at chunk bytes a copy (bytes/s), and its
     method."""
-    chunk = scan_chunk(sweep)
     rows = [x for x in (sweep or {}).get("sweep", []) if x.get("offered") and
             x["memory"] == memory and x["chunk"] == chunk]
     best = max(rows, key=lambda x: x["gbps"], default=None)
@@ -488,7 +487,7 @@ def scan_summary(res, mem, sweep=None):
     # and beside it: the sweep's best copy alone of new pages (the scan case's kind: a new
     # tensor each step) at the daemon's chunk, a copy that no test interrupts
     s["chunk"] = scan_chunk(sweep)
-    s["copy_only_rate"], s["copy_only_method"] = best_copy(sweep, "new")
+    s["copy_only_rate"], s["copy_only_method"] = best_copy(sweep, "new", s["chunk"])
     s["sweep_ratio"] = s["scan_rate"] / s["copy_only_rate"] \
         if s["scan_rate"] and s["copy_only_rate"] else None
     return s
@@ -667,7 +666,7 @@ def report_scan(s, mem_runs):
     if s.get("sweep_ratio"):
         lines.append("  scan / the sweep's fastest copy of new pages at the %d KiB chunk (%s, "
                      "%s, no test between copies) = %.2f"
-                     % (s.get("chunk", SWEEP_CHUNK) // 1024, s["copy_only_method"],
+                     % (s["chunk"] // 1024, s["copy_only_method"],
                         fmt_rate(s["copy_only_rate"]), s["sweep_ratio"]))
     return lines
 
