@@ -12,7 +12,7 @@
 SEC("uprobe")
 int BPF_KPROBE(uprobe_bwd_node, void *engine, void *graph_task, void *func, void *inputs)
 {
-	__u64 id = bpf_get_current_pid_tgid(), node = (__u64)func, v[2] = {}, n;
+	__u64 id = bpf_get_current_pid_tgid(), node = (__u64)func, v[2] = {}, n, vptr;
 	struct bwd_thread *bt;
 	__u32 tid = (__u32)id;
 	int i, acc;
@@ -31,10 +31,18 @@ int BPF_KPROBE(uprobe_bwd_node, void *engine, void *graph_task, void *func, void
 		bt->iter_p1 = cur_iteration() + 1; /* a new pass: forget the old nodes */
 		bt->valid = 0;
 	}
-	acc = BL.acc_vptr && read_u64(node) == BL.acc_vptr;
-	if ((acc || backward_all) &&
-	    !bpf_probe_read_user(v, sizeof(v), (void *)((__u64)inputs + BL.inputbuf_items)) &&
-	    v[1] > v[0]) {
+	if (read_sure(&vptr, sizeof(vptr), node)) {
+		/* a node of no known class: it may have been a parameter's, its norm not measured */
+		count(NW_C_SKIP_UNREADABLE, 1);
+		if (BL.acc_vptr)
+			count(NW_C_BWD_NORM_SKIPPED, 1);
+	}
+	acc = BL.acc_vptr && vptr == BL.acc_vptr;
+	if ((acc || backward_all) && read_sure(v, sizeof(v), (__u64)inputs + BL.inputbuf_items)) {
+		count(NW_C_SKIP_UNREADABLE, 1);
+		if (acc)
+			count(NW_C_BWD_NORM_SKIPPED, 1);
+	} else if ((acc || backward_all) && v[1] > v[0]) {
 		n = (v[1] - v[0]) / 8;
 		if (n > BWD_INPUTS)
 			count(NW_C_SKIP_ITEMS, n - BWD_INPUTS);

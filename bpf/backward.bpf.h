@@ -586,13 +586,15 @@ __noinline int measure_grad(__u64 node)
 static __noinline int check_grad(__u64 node, __u64 items, __u32 i, int accumulate)
 {
 	struct scratch *s = get_scratch();
-	__u64 impl = read_u64(items + 8 * i);
-	int r, norm;
+	int r, norm = accumulate && i == 0;
+	__u64 impl;
 
-	if (!s || !impl)
+	if (!s)
 		return 0;
-	r = read_impl(impl);
-	norm = accumulate && i == 0;
+	/* an undefined gradient is UndefinedTensorImpl's singleton, never 0 */
+	r = read_sure(&impl, sizeof(impl), items + 8 * i) || !impl ? -1 : read_impl(impl);
+	if (r < 0 && !impl)
+		s->ti.flags = NW_SKIP_UNREADABLE;
 	if (r < 0) {
 		count_skip(s->ti.flags);
 		if (norm) /* a parameter's gradient the norms could not read */

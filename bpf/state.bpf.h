@@ -548,6 +548,22 @@ static __always_inline __u64 read_u64(__u64 addr)
 }
 
 /*
+ * A read that must not fail where the program is sleepable (read_method is not
+ * NW_READ_PROBE only there): a page the non-faulting read cannot take just then (not
+ * present in the target's page tables: migrated, compacted) is read again through a
+ * fault. Only for the programs that scan: the others are never sleepable. 0, or -1 (both
+ * helpers zero dst when they fail).
+ */
+static __always_inline int read_sure(void *dst, __u32 size, __u64 addr)
+{
+	if (!bpf_probe_read_user(dst, size, (void *)addr))
+		return 0;
+	if (read_method != NW_READ_PROBE && !bpf_copy_from_user(dst, size, (void *)addr))
+		return 0;
+	return -1;
+}
+
+/*
  * The object a frame slot (f_executable, localsplus) holds: 3.14 keeps _PyStackRefs
  * there, the address with tag bits below its 8-byte alignment (L.stackref_mask).
  */

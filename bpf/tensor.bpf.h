@@ -122,7 +122,11 @@ __noinline int tensor_decode(__u64 impl)
 	}
 	s->ti.scalar_type = st;
 	s->ti.dtype = map_dtype(st);
-	s->ti.numel = read_u64(impl + L.impl_numel);
+	/* a numel read as 0 would pass for an empty tensor, finite */
+	if (bpf_probe_read_user(&s->ti.numel, sizeof(s->ti.numel), (void *)(impl + L.impl_numel))) {
+		s->ti.flags = NW_SKIP_UNREADABLE;
+		return -1;
+	}
 	ndim = read_u64(impl + L.impl_ndim);
 	if (ndim > NW_MAX_DIMS) {
 		s->ti.flags = NW_SKIP_DIMS;

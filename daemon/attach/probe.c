@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -45,7 +46,9 @@ _Static_assert(sizeof(struct nw_cap_end) == 280, "nw_cap_end changed: update bot
 
 struct probe {
 	struct nanwatch_bpf *skel;
-	struct ring_buffer *rb;
+	struct ring_buffer *rb;	     /* the events ring */
+	struct ring_buffer *grad_rb; /* the gradient ring, read on its own (probe__consume_grads) */
+	int epfd;		     /* readable when either has records: both rings' epoll fds */
 	probe_event_fn cb;
 	probe_grad_fn grad_cb;
 	struct gradsum *gsum; /* gradients whose histograms this side counts */
@@ -191,6 +194,29 @@ static int on_grad_data(void *ctx, void *data, size_t size)
 }
 
 static int s_marker(const struct probe_opts *o, const struct nw_layout *l);
+
+/*
+ * One epoll fd over both rings. The gradient ring is a ring buffer of its own so that it can
+ * be read while an event is being handled: a diagnosis that closes a backward pass first
+ * takes the gradients the pass may still have waiting (probe__consume_grads).
+ */
+static int watch_rings(struct probe *p)
+{
+	struct ring_buffer *rings[] = {p->rb, p->grad_rb};
+	size_t i;
+
+	p->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (p->epfd < 0)
+		return -errno;
+	for (i = 0; i < sizeof(rings) / sizeof(rings[0]); i++) {
+		struct epoll_event ev = {.events = EPOLLIN};
+
+		if (rings[i] &&
+		    epoll_ctl(p->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(rings[i]), &ev))
+			return -errno;
+	}
+	return 0;
+}
 
 #define GRAD_RING_ALONE (4u << 20) /* the gradient ring without gradients' bytes */
 
@@ -693,6 +719,7 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 	p->stats_fd = -1;
 	p->session_fd = -1;
 	p->eval_fd = -1;
+	p->epfd = -1;
 	libbpf_set_print(o->verbose ? silent_print : quiet_print);
 	if (o->bpf_stats) {
 		p->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -728,13 +755,19 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 			snprintf(err, errlen, "out of memory");
 			goto fail;
 		}
-		ret = ring_buffer__add(p->rb, bpf_map__fd(p->skel->maps.grad_data), on_grad_data,
-				       p);
-		if (ret) {
-			snprintf(err, errlen, "failed to add the gradient ring buffer: %s",
-				 strerror(-ret));
+		p->grad_rb = ring_buffer__new(bpf_map__fd(p->skel->maps.grad_data), on_grad_data, p,
+					      NULL);
+		if (!p->grad_rb) {
+			ret = -errno;
+			snprintf(err, errlen, "failed to create the gradient ring buffer: %s",
+				 strerror(errno));
 			goto fail;
 		}
+	}
+	ret = watch_rings(p);
+	if (ret) {
+		snprintf(err, errlen, "failed to poll the ring buffers: %s", strerror(-ret));
+		goto fail;
 	}
 	if (p->session)
 		sessions_add(p);
@@ -760,6 +793,9 @@ void probe__close(struct probe *p)
 	if (!p)
 		return;
 	ring_buffer__free(p->rb);
+	ring_buffer__free(p->grad_rb);
+	if (p->epfd >= 0)
+		close(p->epfd);
 	gradsum__free(p->gsum);
 	sessions_remove(p);
 	if (p->skel) { /* what is still attached goes with the skeleton */
@@ -800,24 +836,31 @@ void probe__detach(struct probe *p)
 
 int probe__poll(struct probe *p, int timeout_ms)
 {
-	int n = ring_buffer__poll(p->rb, timeout_ms);
+	struct epoll_event ev[2];
 
+	if (epoll_wait(p->epfd, ev, 2, timeout_ms) < 0)
+		return -errno;
 	/* gradient histograms come without a wake-up: take them at every poll */
-	if (n >= 0)
-		n = ring_buffer__consume(p->rb);
-	return n < 0 ? n : 0;
+	return probe__consume(p);
 }
 
 int probe__fd(const struct probe *p)
 {
-	return ring_buffer__epoll_fd(p->rb);
+	return p->epfd;
+}
+
+int probe__consume_grads(struct probe *p)
+{
+	int n = p->grad_rb ? ring_buffer__consume(p->grad_rb) : 0;
+
+	return n < 0 ? n : 0;
 }
 
 int probe__consume(struct probe *p)
 {
 	int n = ring_buffer__consume(p->rb);
 
-	return n < 0 ? n : 0;
+	return n < 0 ? n : probe__consume_grads(p);
 }
 
 int probe__count(const struct probe *p)

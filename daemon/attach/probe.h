@@ -75,9 +75,10 @@ void probe__detach(struct probe *p); /* removes the probes; the rings stay reada
 
 /* Wait up to timeout_ms for events and deliver them; 0 or a negative errno (-EINTR is normal). */
 int probe__poll(struct probe *p, int timeout_ms);
-int probe__fd(const struct probe *p);	 /* readable when records wait (epoll) */
-int probe__consume(struct probe *p);	 /* deliver whatever is queued, without waiting */
-int probe__count(const struct probe *p); /* probes attached */
+int probe__fd(const struct probe *p);	   /* readable when records wait (epoll) */
+int probe__consume(struct probe *p);	   /* deliver whatever is queued, without waiting */
+int probe__consume_grads(struct probe *p); /* ... of the gradient ring only */
+int probe__count(const struct probe *p);   /* probes attached */
 
 /*
  * Records reach probe_event_fn and probe_grad_fn with the step decoded: the step

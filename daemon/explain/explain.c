@@ -78,6 +78,12 @@ int explain__diagnose(struct explain *x, uint64_t iteration)
 
 	if (!x->diag.open || x->diag.done || iteration <= x->diag.first.iteration)
 		return 0;
+	/*
+	 * Called while an event is handled, its ring read before the gradients': the passes
+	 * it closes may have gradients still queued, which would each start a pass of its own.
+	 */
+	if (x->bwd && x->take_grads)
+		x->take_grads(x->params_ctx);
 	backward__settle(x->bwd, iteration);
 	feed_grads(x);
 	if (diagnose__conclude(&x->diag, &g))

@@ -69,6 +69,8 @@ struct explain {
 	explain_params_fn set_params;
 	explain_module_fn new_module; /* NULL: none */
 	explain_steps_fn step_starts; /* NULL: late parameter checks count as after a step */
+	/* take the gradients still queued, before a pass is closed; NULL: none queue */
+	void (*take_grads)(void *ctx);
 	void *params_ctx;
 	const struct nw_layout *layout;	   /* for reading parameters late; NULL: not read */
 	uint64_t tensor_type;		   /* &THPVariableType in the target */

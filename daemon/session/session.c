@@ -307,6 +307,14 @@ static int on_event(void *ctx, const void *data, size_t size)
 	return 0;
 }
 
+static void take_grads(void *ctx)
+{
+	struct session *s = ctx;
+
+	if (s->p)
+		probe__consume_grads(s->p);
+}
+
 static void setup_explain(struct session *s)
 {
 	struct explain *x = &s->x;
@@ -321,6 +329,7 @@ static void setup_explain(struct session *s)
 	x->set_params = set_params;
 	x->new_module = new_module;
 	x->step_starts = step_starts;
+	x->take_grads = take_grads;
 	x->params_ctx = s;
 	x->layout = &s->nwl;
 	x->tensor_type = s->t.tensor_type;

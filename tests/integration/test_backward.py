@@ -94,13 +94,18 @@ def check_norms(events, norms, upto=None, stats=None):
     """stats.grad_norm.trend against the trainer's own norms: for every pass whose gradients
     were finite and that the daemon calls complete, each parameter's gradient measured and
     torch's value inside the daemon's [low, high]. A pass it says is not complete (a gradient
-    dropped or unreadable: backward.grads_lost, backward.norm_skipped) is not compared."""
+    dropped or unreadable: backward.grads_lost, backward.norm_skipped) is not compared. Each
+    pass appears once, the incident's included."""
     if stats is None:
         stats = [ev for ev in events if ev["event"] == "stats"][-1]
     gn = stats.get("grad_norm")
     if not isinstance(gn, dict) or not gn.get("trend"):
         raise Fail("stats has no grad_norm trend: %s" % json.dumps(stats))
     want = {i: n for i, n in enumerate(norms or [])}
+    iters = [t["iteration"] for t in gn["trend"]]
+    if any(b <= a for a, b in zip(iters, iters[1:])):
+        # a pass closed before its last gradients were read comes back as a second entry
+        raise Fail("the trend's passes are not one an iteration, in order: %s" % iters)
     checked = 0
     for t in gn["trend"]:
         n = want.get(t["iteration"])

@@ -17,7 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <fcntl.h>
 #include <linux/types.h>
+#include "explain/backward.h"
 #include "explain/diagnose.h"
 #include "output/emit.h"
 #include "jsonread.h"
@@ -25,7 +27,9 @@
 #include "resolve/remote.h"
 #include "explain/explain.h"
 #include "output/sink.h"
+#include "resolve/elfsym.h"
 #include "resolve/target.h"
+#include "resolve/vtable.h"
 
 #define REAL_RECORDS "tests/fuzz/corpus/record/nan_input-01"
 
@@ -399,6 +403,74 @@ static void test_scaler_skips_persist(void **state)
 	assert_int_equal(f->r.sc.folded[FINDING_BACKWARD], 4);
 }
 
+/* The gradient ring, as the daemon reads it: what is still queued when the diagnosis asks. */
+struct queued_grads {
+	struct explain *x;
+	struct nw_grad g;
+	int left;
+};
+
+static void take_queued(void *ctx)
+{
+	struct queued_grads *q = ctx;
+
+	for (; q->left > 0; q->left--)
+		explain__grad(q->x, &q->g);
+}
+
+/*
+ * A record of the next iteration ends the incident's while the incident pass's last gradient
+ * still waits in its ring (read after the events'): the diagnosis takes it before it closes
+ * the pass, which stays one pass of all its gradients, not two.
+ */
+static void test_diagnosis_takes_queued_grads(void **state)
+{
+	struct fixture *f = *state;
+	struct elfsym *e = elfsym__open_fd(open("/proc/self/exe", O_RDONLY | O_CLOEXEC), NULL);
+	struct nw_event g = grad_record(4, 4), next = {.type = NW_EV_ANOMALY,
+						       .phase = NW_PHASE_FORWARD,
+						       .dtype = NW_DT_F32,
+						       .nan = 2,
+						       .numel = 8,
+						       .index0 = 0,
+						       .index1 = NW_NO_INDEX,
+						       .min_key = ~0ULL,
+						       .step = 5,
+						       .iteration = 5};
+	static struct queued_grads q;
+	struct grad_norm n[4];
+	struct jv **ev;
+	size_t lines_n;
+
+	f->r.bwd = backward__new(vtable__open(e, 0x400000, 16), NULL, 24);
+	elfsym__close(e);
+	assert_non_null(f->r.bwd);
+	q.x = &f->r;
+	q.g.type = NW_EV_GRAD;
+	q.g.iteration = 4;
+	q.g.step = 4;
+	q.g.scanned = 1;
+	q.g.hist[127 << 2] = 1; /* one element of 1.0 */
+	q.left = 1;
+	f->r.take_grads = take_queued;
+	f->r.params_ctx = &q;
+	explain__grad(&f->r, &q.g); /* two of the pass's three gradients read */
+	explain__grad(&f->r, &q.g);
+	assert_int_equal(explain__record(&f->r, &g, sizeof(g)), 0);
+	explain__release(&f->r, 5); /* the incident: a gradient of iteration 4 */
+	assert_int_equal(explain__grad_norms(&f->r, n, 4), 0);
+	assert_int_equal(explain__record(&f->r, &next, sizeof(next)), 0);
+	assert_int_equal(q.left, 0);
+	assert_int_equal(explain__grad_norms(&f->r, n, 4), 1);
+	assert_int_equal(n[0].iteration, 4);
+	assert_int_equal(n[0].params, 3);
+	assert_true(n[0].complete);
+	ev = lines(f, &lines_n);
+	assert_int_equal(count_event(ev, lines_n, "diagnosis"), 1);
+	backward__free(f->r.bwd);
+	f->r.bwd = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +481,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_scaler_held_released, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hold_without_scaler, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scaler_skips_persist, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_diagnosis_takes_queued_grads, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
