@@ -427,21 +427,13 @@ static void test_diagnosis_takes_queued_grads(void **state)
 {
 	struct fixture *f = *state;
 	struct elfsym *e = elfsym__open_fd(open("/proc/self/exe", O_RDONLY | O_CLOEXEC), NULL);
-	struct nw_event g = grad_record(4, 4), next = {.type = NW_EV_ANOMALY,
-						       .phase = NW_PHASE_FORWARD,
-						       .dtype = NW_DT_F32,
-						       .nan = 2,
-						       .numel = 8,
-						       .index0 = 0,
-						       .index1 = NW_NO_INDEX,
-						       .min_key = ~0ULL,
-						       .step = 5,
-						       .iteration = 5};
+	struct nw_event g = grad_record(4, 4), next = grad_record(5, 5);
 	static struct queued_grads q;
 	struct grad_norm n[4];
 	struct jv **ev;
 	size_t lines_n;
 
+	next.phase = NW_PHASE_FORWARD; /* a module's output in the next forward pass */
 	f->r.bwd = backward__new(vtable__open(e, 0x400000, 16), NULL, 24);
 	elfsym__close(e);
 	assert_non_null(f->r.bwd);
