@@ -375,7 +375,7 @@ __noinline int capture_layer(__u64 obj, __u32 idx0, __u32 idx1)
 	}
 	cap_list(module, &params, NW_CAP_PARAM);
 	cap_list(module, &cap_buffers, NW_CAP_BUFFER);
-	cap_tensor(obj, NW_CAP_OUTPUT, idx0, idx1, 0);
+	cap_tensor(obj, NW_CAP_OUTPUT, idx0, idx1, s->ev.key[0] ? s->item_key : 0);
 	e = bpf_ringbuf_reserve(&captures, sizeof(*e), 0);
 	if (!e)
 		return 0; /* cannot happen: the ring is sized for the budget and every record */
@@ -395,6 +395,7 @@ __noinline int capture_layer(__u64 obj, __u32 idx0, __u32 idx1)
 	e->truncated = c->truncated || c->lost;
 	e->index0 = idx0;
 	e->index1 = idx1;
+	__builtin_memcpy(e->key, s->ev.key, NW_KEY_LEN);
 	cap_ops(obj, e);
 	type = read_u64(module + L.obj_type);
 	bpf_probe_read_user_str(e->class_name, NW_NAME_LEN, (void *)read_u64(type + L.type_name));

@@ -19,7 +19,7 @@
 #include "backward.bpf.h"
 #include "gpu.bpf.h"
 
-/* Check one input object (a tensor, or a tuple/list of tensors) into the event's input counts. */
+/* Check one input object (a tensor) into the event's input counts. */
 __noinline int check_input(__u64 obj)
 {
 	struct scratch *s = get_scratch();
@@ -42,22 +42,60 @@ __noinline int check_input(__u64 obj)
 	return 0;
 }
 
-/* An argument: a tensor, or a tuple or list of them (items past MAX_ITEMS: not known). */
+/*
+ * The items of an argument that is a tuple or list, or the values of one that is a dict (or
+ * of a dict subclass), into s->arg_items; items past MAX_ITEMS are not known. How many, or -1
+ * if it is none of these. Global: verified once, one walk for the three.
+ */
+__noinline int arg_items(__u64 obj)
+{
+	struct scratch *s = get_scratch();
+	struct dict_walk w = {};
+	__u64 items = 0, n = 0, k, v;
+	int i, got = 0;
+
+	if (!s)
+		return -1;
+	if (seq_items(obj, &items, &n)) {
+		for (i = 0; i < MAX_ITEMS; i++) {
+			if (i >= n)
+				break;
+			s->arg_items[i] = read_u64(items + 8 * i);
+			got++;
+		}
+	} else if (dict_items(obj, &w)) {
+		n = w.n;
+		for (i = 0; i < MAX_ITEMS; i++) {
+			if (i >= n)
+				break;
+			dict_entry(&w, i, &k, &v);
+			if (k && v) /* else a deleted entry */
+				s->arg_items[got++ & (MAX_ITEMS - 1)] = v;
+		}
+	} else {
+		return -1;
+	}
+	if (n > MAX_ITEMS)
+		s->ev.inputs_skipped++;
+	return got;
+}
+
+/*
+ * An argument: a tensor, a tuple or list of them, or a dict of them (items past MAX_ITEMS:
+ * not known).
+ */
 static __always_inline void check_arg(struct scratch *s, __u64 obj)
 {
-	__u64 sub = 0, m = 0;
-	int j;
+	int j, m = arg_items(obj);
 
-	if (!seq_items(obj, &sub, &m)) {
+	if (m < 0) {
 		check_input(obj);
 		return;
 	}
-	if (m > MAX_ITEMS)
-		s->ev.inputs_skipped++;
 	for (j = 0; j < MAX_ITEMS; j++) {
 		if (j >= m)
 			break;
-		check_input(read_u64(sub + 8 * j));
+		check_input(s->arg_items[j]);
 	}
 }
 
@@ -158,6 +196,18 @@ static __always_inline int send_mark(struct scratch *s, __u64 key, __u32 mark, _
 	return 1;
 }
 
+/* The key of the dict output value reported (s->item_key) into the event; "" if none. */
+static __always_inline void ev_key(struct scratch *s)
+{
+	long n;
+
+	__builtin_memset(s->ev.key, 0, NW_KEY_LEN);
+	n = s->item_key && is_str(s->item_key) ? ascii_len(s->item_key) : -1;
+	if (n > 0 && n < NW_KEY_LEN)
+		bpf_probe_read_user_str(s->ev.key, NW_KEY_LEN,
+					(void *)(s->item_key + L.unicode_ascii_data));
+}
+
 /*
  * A finite output just scanned: sample its magnitude from the chunk still in
  * s->buf and report the module when it reaches a mark it never reached: the
@@ -178,6 +228,7 @@ __noinline int note_magnitude(__u32 idx0, __u32 idx1)
 	words = s->c.words < NW_MAG_WORDS ? s->c.words : NW_MAG_WORDS;
 	s->ev.index0 = idx0;
 	s->ev.index1 = idx1;
+	ev_key(s);
 	ev_tensor(s);
 	s->ev.scanned = (__u64)words * 8 / s->c.size;
 	send_mark(s, s->ev.module, mark, mx);
@@ -526,6 +577,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	s->ev.first_iteration = first_iter_p1 == iter + 1;
 	s->ev.index0 = idx0;
 	s->ev.index1 = idx1;
+	ev_key(s);
 	ev_tensor(s);
 	scan_tensor(1);
 	s->ev.inputs_checked = 0;
@@ -547,27 +599,73 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	return 1;
 }
 
-/* Walk a module's return value: a tensor, or a tuple/list of them nested one level. */
+/*
+ * The items of a tuple or list output, or the values of a dict one and their keys (deleted
+ * entries left out), into s->res: its count, items past MAX_ITEMS counted as skipped. 0: the
+ * output is none of these. Filled first so that one walk serves all three.
+ */
+static __always_inline int result_items(struct scratch *s, __u64 ret)
+{
+	__u64 items = 0, n = 0, k, v;
+	__u32 got = 0;
+	int i;
+
+	if (seq_items(ret, &items, &n)) {
+		for (i = 0; i < MAX_ITEMS; i++) {
+			if (i >= n)
+				break;
+			s->res.key[i] = 0;
+			s->res.val[i] = read_u64(items + 8 * i);
+			got++;
+		}
+	} else if (dict_items(ret, &s->res.w)) {
+		n = s->res.w.n;
+		for (i = 0; i < MAX_ITEMS; i++) {
+			if (i >= n)
+				break;
+			dict_entry(&s->res.w, i, &k, &v);
+			if (!k || !v)
+				continue; /* a deleted entry */
+			s->res.key[got & (MAX_ITEMS - 1)] = k;
+			s->res.val[got & (MAX_ITEMS - 1)] = v;
+			got++;
+		}
+	} else {
+		return 0;
+	}
+	if (n > MAX_ITEMS)
+		count(NW_C_SKIP_ITEMS, n - MAX_ITEMS);
+	s->res.n = got;
+	return 1;
+}
+
+/*
+ * Walk a module's return value: a tensor, a tuple/list of them nested one level, or a dict
+ * (or of a dict subclass: a ModelOutput) of them, its values as output[place] with their
+ * key in the event. Entries past MAX_ITEMS: skipped.items.
+ */
 __noinline int check_result(__u64 ret)
 {
-	__u64 items = 0, n = 0;
+	struct scratch *s = get_scratch();
 	int i, j;
 
+	if (!s)
+		return 0;
+	s->item_key = 0;
 	if (is_tensor_obj(ret)) {
 		note_grad_fn(ret);
 		check_output(ret, NW_NO_INDEX, NW_NO_INDEX);
 		return 0;
 	}
-	if (!seq_items(ret, &items, &n))
+	if (!result_items(s, ret))
 		return 0;
-	if (n > MAX_ITEMS)
-		count(NW_C_SKIP_ITEMS, n - MAX_ITEMS);
 	for (i = 0; i < MAX_ITEMS; i++) {
 		__u64 obj, sub = 0, m = 0;
 
-		if (i >= n)
+		if (i >= s->res.n)
 			break;
-		obj = read_u64(items + 8 * i);
+		obj = s->res.val[i];
+		s->item_key = s->res.key[i];
 		if (is_tensor_obj(obj)) {
 			note_grad_fn(obj);
 			check_output(obj, i, NW_NO_INDEX);
@@ -585,6 +683,7 @@ __noinline int check_result(__u64 ret)
 			}
 		}
 	}
+	s->item_key = 0;
 	return 0;
 }
 
@@ -593,6 +692,7 @@ static __always_inline void fill_stack(struct scratch *s, struct thread_state *t
 	int i;
 
 	__builtin_memset(&s->ev, 0, sizeof(s->ev));
+	s->item_key = 0;
 	s->ev.type = NW_EV_ANOMALY;
 	s->ev.tid = (__u32)bpf_get_current_pid_tgid();
 	s->ev.step = step_count;

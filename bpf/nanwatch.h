@@ -7,7 +7,7 @@
 #define NW_MAX_DIMS 8	 /* shape entries reported */
 #define NW_NAME_LEN 64	 /* class name bytes read in BPF */
 #define NW_MATCH_LEN 32	 /* function / path match strings */
-#define NW_KEY_LEN 32	 /* a keyword argument's name, with its NUL */
+#define NW_KEY_LEN 32	 /* a keyword argument's or dict output's key, with its NUL */
 #define NW_MAX_KWARGS 4	 /* keyword arguments of a module call looked at */
 #define NW_NO_INDEX 0xff /* tensor path component unused */
 
@@ -364,6 +364,9 @@ struct nw_event {
 	__u64 consumer_vptr; /* vtable pointer of the node that received the gradient */
 	__u32 producers;     /* nodes found feeding that input (1: exact) */
 	__u32 input_nr;	     /* the consumer's input the gradient arrived at */
+	/* phase forward, an output that is a dict: index0 is the value's place in it, and this
+	 * its key ("" if not an ASCII str that fits) */
+	char key[NW_KEY_LEN];
 };
 
 /*
@@ -534,7 +537,8 @@ struct nw_cap_tensor {
 	__u32 elem_size;
 	__u32 ndim;
 	__u32 flags;	      /* enum nw_skip, enum nw_cap_flag: why no data */
-	char key[NW_KEY_LEN]; /* NW_CAP_KWARG: its keyword ("" if not an ASCII str that fits) */
+	char key[NW_KEY_LEN]; /* NW_CAP_KWARG: its keyword ("" if not an ASCII str that fits);
+			       * NW_CAP_OUTPUT: a dict output's key, as nw_event.key */
 };
 
 struct nw_cap_data {
@@ -556,12 +560,12 @@ struct nw_cap_end {
 	__u64 budget; /* capture_max_bytes */
 	__u32 type;   /* NW_EV_CAP_END */
 	__u32 capture;
-	__u32 ntensors;	 /* NW_EV_CAP_TENSOR records sent */
-	__u32 nargs;	 /* positional arguments of the call */
-	__u32 truncated; /* some tensor was left out for the budget, or a record lost */
-	__u32 lost;	 /* records the ring buffer had no room for */
-	__u8 index0;	 /* the output tensor that went bad: output[index0][index1] */
-	__u8 index1;
+	__u32 ntensors;	  /* NW_EV_CAP_TENSOR records sent */
+	__u32 nargs;	  /* positional arguments of the call */
+	__u32 truncated;  /* some tensor was left out for the budget, or a record lost */
+	__u32 lost;	  /* records the ring buffer had no room for */
+	__u8 index0;	  /* the output tensor that went bad: output[index0][index1] */
+	__u8 index1;	  /* (a dict's value: output[index0] is the one with key, below) */
 	__u8 ops_more;	  /* the walk stopped at NW_CAP_OPS nodes with more to see */
 	__u8 ops_partial; /* a node had an input that needs no gradient: ops on it left no node */
 	__u32 nops;
@@ -574,6 +578,7 @@ struct nw_cap_end {
 	 * on tensors that need no gradient (the batch itself, in a first layer) leave no node.
 	 */
 	__u64 ops[NW_CAP_OPS];
+	char key[NW_KEY_LEN]; /* a dict output's key, as the anomaly's (nw_event.key) */
 };
 
 /*

@@ -246,6 +246,30 @@ static __always_inline void dict_entry(const struct dict_walk *w, __u32 i, __u64
 	*v = w->values ? read_u64(w->values + D.values_items + 8 * i) : read_u64(e + w->esize - 8);
 }
 
+#define PY_TPFLAGS_UNICODE_SUBCLASS (1ULL << 28) /* str and its subclasses */
+#define PY_TPFLAGS_DICT_SUBCLASS (1ULL << 29)	 /* dict and its subclasses (OrderedDict, ...) */
+
+/* Is obj a str (or of a str subclass)? Needs the dict layout's tp_flags offset. */
+static __always_inline int is_str(__u64 obj)
+{
+	__u64 type = read_u64(obj + L.obj_type);
+
+	return D.on && type && (read_u64(type + D.type_flags) & PY_TPFLAGS_UNICODE_SUBCLASS);
+}
+
+/* Is obj a dict, or of a dict subclass (a ModelOutput)? Its table into w. */
+static __always_inline int dict_items(__u64 obj, struct dict_walk *w)
+{
+	__u64 type;
+
+	if (!D.on || !obj)
+		return 0;
+	type = read_u64(obj + L.obj_type);
+	if (!type || !(read_u64(type + D.type_flags) & PY_TPFLAGS_DICT_SUBCLASS))
+		return 0;
+	return dict_walk(read_u64(obj + D.dict_keys), read_u64(obj + D.dict_values), w);
+}
+
 static __always_inline int same_chars(const char *a, const char *lit, int n)
 {
 	int i;

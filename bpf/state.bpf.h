@@ -262,6 +262,13 @@ struct scratch {
 	__u64 defer;	   /* ... may leave its output to this norm (nw_defer.next) */
 	__u64 defer_frame; /* ... as called from this frame (struct pending's frame) */
 	__u32 late_in;	   /* a pending output's late check: its input, found finite, is gone */
+	__u64 item_key;	   /* the str key of the dict output value checked now, or 0 */
+	struct {
+		struct dict_walk w;
+		__u64 key[MAX_ITEMS], val[MAX_ITEMS];
+		__u32 n;
+	} res; /* a returning call's output items (check.bpf.h: result_items) */
+	__u64 arg_items[MAX_ITEMS]; /* ... and an argument's (check.bpf.h: arg_items) */
 	struct scan_ctx c;
 	struct nw_params np; /* a module's parameters as list_params found them */
 	__u64 gpu_gate;	     /* the returning call's request gating its inputs' and params' */

@@ -36,13 +36,13 @@
 #include "util/optval.h"
 
 _Static_assert(PROBE_RETURN_AUTO == OPTVAL_RETURN_AUTO, "--return-probe auto: one value");
-_Static_assert(sizeof(struct nw_event) == 576, "nw_event layout changed: update both sides");
+_Static_assert(sizeof(struct nw_event) == 608, "nw_event layout changed: update both sides");
 _Static_assert(sizeof(struct nw_grad) == 4176, "nw_grad layout changed: update both sides");
 _Static_assert(sizeof(struct nw_grad_data) == 24, "nw_grad_data changed: update both sides");
 _Static_assert(sizeof(struct nw_bwd_layout) == 88, "nw_bwd_layout changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_tensor) == 232, "nw_cap_tensor changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_data) == 8216, "nw_cap_data changed: update both sides");
-_Static_assert(sizeof(struct nw_cap_end) == 280, "nw_cap_end changed: update both sides");
+_Static_assert(sizeof(struct nw_cap_end) == 312, "nw_cap_end changed: update both sides");
 
 struct probe {
 	struct nanwatch_bpf *skel;

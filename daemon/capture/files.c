@@ -26,6 +26,7 @@
 #include "explain/decode.h"
 #include "util/dtype.h"
 #include "util/file.h"
+#include "util/tpath.h"
 #include "output/json.h"
 #include "resolve/names.h"
 #include "capture/npy.h"
@@ -333,12 +334,8 @@ void capture__tensor_name(char *buf, size_t len, const struct nw_cap_tensor *d, 
 		snprintf(buf, len, "%s", key);
 	else if (d->role == NW_CAP_KWARG)
 		snprintf(buf, len, "%s[%u]", key, d->pos1);
-	else if (d->pos0 == NW_NO_INDEX)
-		snprintf(buf, len, "%s", base);
-	else if (d->pos1 == NW_NO_INDEX)
-		snprintf(buf, len, "%s[%u]", base, d->pos0);
-	else
-		snprintf(buf, len, "%s[%u][%u]", base, d->pos0, d->pos1);
+	else /* an output that is a dict's value has its key */
+		tpath__format(buf, len, base, d->pos0, d->pos1, d->key, sizeof(d->key));
 }
 
 /* One manifest entry; writes the .npy when the data is whole. Returns 1 if it was left out. */
@@ -518,7 +515,7 @@ static int make_dir(struct capture *c, const struct nw_cap_end *e, const char *l
 static void manifest_head(struct capture *c, struct json *j, const struct nw_cap_end *e,
 			  const char *layer)
 {
-	char cls[NW_NAME_LEN + 1], mod[256], tensor[32];
+	char cls[NW_NAME_LEN + 1], mod[256], tensor[48];
 	const char *dot;
 	uint64_t step;
 	int source;
@@ -526,12 +523,8 @@ static void manifest_head(struct capture *c, struct json *j, const struct nw_cap
 	memcpy(cls, e->class_name, NW_NAME_LEN);
 	cls[NW_NAME_LEN] = 0;
 	dot = strrchr(cls, '.');
-	if (e->index0 == NW_NO_INDEX)
-		snprintf(tensor, sizeof(tensor), "output");
-	else if (e->index1 == NW_NO_INDEX)
-		snprintf(tensor, sizeof(tensor), "output[%u]", e->index0);
-	else
-		snprintf(tensor, sizeof(tensor), "output[%u][%u]", e->index0, e->index1);
+	tpath__format(tensor, sizeof(tensor), "output", e->index0, e->index1, e->key,
+		      sizeof(e->key));
 	json__string(j, "schema", CAPTURE_SCHEMA);
 	json__int(j, "pid", c->o.pid);
 	json__string(j, "comm", c->o.comm);

@@ -9,38 +9,27 @@
 #include "util/dtype.h"
 #include "explain/decode.h"
 #include "util/fpconv.h"
+#include "util/tpath.h"
 #include "resolve/names.h"
 #include "nanwatch.h"
 #include "nwfloat.h"
 
 _Static_assert(FINDING_MAX_DIMS == NW_MAX_DIMS, "a finding keeps every shape entry");
 _Static_assert(FINDING_CLASS_LEN == NW_NAME_LEN, "a finding keeps the whole class name");
+_Static_assert(TPATH_NONE == NW_NO_INDEX, "one index means none");
 
-/* Tensor path: "output", "output[1]", "output[1][0]", "loss", "grad[0]", "parameters". */
+/* Tensor path: "output", "output[1]", "output[1][0]", "output['logits']", "loss", "grad[0]",
+ * "parameters". */
 static void tensor_name(const struct nw_event *ev, char *buf, size_t len)
 {
-	if (ev->phase == NW_PHASE_BACKWARD) {
-		if (ev->index0 == NW_NO_INDEX)
-			snprintf(buf, len, "grad");
-		else
-			snprintf(buf, len, "grad[%u]", ev->index0);
-		return;
-	}
-	if (ev->phase == NW_PHASE_LOSS) {
-		if (ev->index0 == NW_NO_INDEX)
-			snprintf(buf, len, "loss");
-		else
-			snprintf(buf, len, "loss[%u]", ev->index0);
-		return;
-	}
-	if (ev->index0 == NW_PARAMS_INDEX)
+	if (ev->phase == NW_PHASE_BACKWARD)
+		tpath__format(buf, len, "grad", ev->index0, TPATH_NONE, NULL, 0);
+	else if (ev->phase == NW_PHASE_LOSS)
+		tpath__format(buf, len, "loss", ev->index0, TPATH_NONE, NULL, 0);
+	else if (ev->index0 == NW_PARAMS_INDEX)
 		snprintf(buf, len, "parameters");
-	else if (ev->index0 == NW_NO_INDEX)
-		snprintf(buf, len, "output");
-	else if (ev->index1 == NW_NO_INDEX)
-		snprintf(buf, len, "output[%u]", ev->index0);
 	else
-		snprintf(buf, len, "output[%u][%u]", ev->index0, ev->index1);
+		tpath__format(buf, len, "output", ev->index0, ev->index1, ev->key, sizeof(ev->key));
 }
 
 /* The module's class as type(m).__name__. */

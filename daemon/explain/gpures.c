@@ -10,6 +10,7 @@
 #include "resolve/names.h"
 #include "util/dtype.h"
 #include "util/fpconv.h"
+#include "util/tpath.h"
 #include "nwfloat.h"
 
 static const struct nw_gpu_ctx *ctx_of(const struct nw_gpu_req *req)
@@ -33,14 +34,8 @@ static uint64_t nonfinite(const struct nw_gpu_result *r)
 
 static void tensor_name(const struct nw_gpu_req *req, char *buf, size_t len)
 {
-	const char *base = req->role == NW_GPU_LOSS ? "loss" : "output";
-
-	if (req->index0 == NW_NO_INDEX)
-		snprintf(buf, len, "%s", base);
-	else if (req->index1 == NW_NO_INDEX)
-		snprintf(buf, len, "%s[%u]", base, req->index0);
-	else
-		snprintf(buf, len, "%s[%u][%u]", base, req->index0, req->index1);
+	tpath__format(buf, len, req->role == NW_GPU_LOSS ? "loss" : "output", req->index0,
+		      req->index1, NULL, 0);
 }
 
 static double max_abs(const struct finding *f)

@@ -61,7 +61,7 @@ struct finding {
 	char op_buf[32];
 	uint32_t input_nr, producers;
 	/* the tensor */
-	char tensor[32];	/* "output[1]", "loss", "grad[0]", "parameters" */
+	char tensor[48];	/* "output[1]", "output['key']", "loss", "grad[0]" */
 	int parameters;		/* a magnitude of the module's parameters, not an output */
 	uint32_t dtype;		/* nanwatch dtype code */
 	const char *dtype_name; /* "float32"; NULL: not known */

@@ -31,7 +31,12 @@ Oracle semantics follow DESIGN.md ("Event stream"):
              started, minus 1; a loss module called at top level gets the last model forward's
   layer      path as the outermost module's named_modules() names it, "" for that module
   tensor     "output", or "output[i]" / "output[i][j]" inside a tuple or list (exact types, one
-             level of nesting, as the daemon walks them)
+             level of nesting, as the daemon walks them), or "output['key']" /
+             "output['key'][j]" for a dict's (or a dict subclass's) value: its key when that is a
+             str of 1 to 31 printable ASCII characters without quote or backslash, else its
+             place, "output[i]"
+  inputs     tensors among the positional and keyword arguments, one level into tuples,
+             lists and dicts
 
 The oracle line holds the first non-finite output ("first": step, iteration, layer, module,
 tensor, inputs_finite, origin, contiguous, and the counts and finite range of scan()) and, as
@@ -101,20 +106,39 @@ class Trainer:
     variant = None  # --variant: a trainer-defined choice (model size, nesting, ...)
 
 
+def item_name(i, key):
+    """output[i], or output['key'] for a dict's value whose key the daemon writes."""
+    if isinstance(key, str) and 0 < len(key) < 32 and \
+            all(" " <= c <= "~" and c not in "'\\" for c in key):
+        return "output['%s']" % key
+    return "output[%d]" % i
+
+
 def output_tensors(out):
     """(name, tensor) for the tensors of a module output, walked the way the daemon walks it."""
     if isinstance(out, torch.Tensor):
         yield "output", out
         return
-    if type(out) not in (tuple, list):
+    if isinstance(out, dict):
+        items = [(item_name(i, k), v) for i, (k, v) in enumerate(out.items())]
+    elif type(out) in (tuple, list):
+        items = [("output[%d]" % i, v) for i, v in enumerate(out)]
+    else:
         return
-    for i, item in enumerate(out):
+    for name, item in items:
         if isinstance(item, torch.Tensor):
-            yield "output[%d]" % i, item
+            yield name, item
         elif type(item) in (tuple, list):
             for j, sub in enumerate(item):
                 if isinstance(sub, torch.Tensor):
-                    yield "output[%d][%d]" % (i, j), sub
+                    yield "%s[%d]" % (name, j), sub
+
+
+def arg_tensors(args):
+    """The tensors among a call's arguments, one level into tuples, lists and dicts."""
+    for a in args:
+        items = a.values() if isinstance(a, dict) else a if type(a) in (tuple, list) else (a,)
+        yield from (t for t in items if isinstance(t, torch.Tensor))
 
 
 def all_finite(tensors):
@@ -209,9 +233,7 @@ class Oracle:
                 self.forwards += 1
         kwargs = self.kwargs_of[1] if self.kwargs_of[0] is module else {}
         self.kwargs_of = (None, {})
-        tensors = [t for a in list(inputs) + list(kwargs.values())
-                   for t in (a if type(a) in (tuple, list) else (a,))
-                   if isinstance(t, torch.Tensor)]
+        tensors = list(arg_tensors(list(inputs) + list(kwargs.values())))
         self.stack.append((module, all_finite(tensors), kwargs))
 
     def hook(self, module, inputs, output):

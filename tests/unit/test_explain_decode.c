@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 #include <linux/types.h>
@@ -129,6 +130,54 @@ static void test_forward_unknowns(void **state)
 	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
 	assert_int_equal(f.inputs_finite, 0);
 	assert_int_equal(f.params_finite, 0);
+}
+
+/*
+ * A value of a dict output: named by its key when that is plain text, else by its place; a
+ * key filling the field without its NUL, or with a quote, a backslash or a control character
+ * in it (what the target chose), is never written.
+ */
+static void test_forward_dict_key(void **state)
+{
+	static const struct {
+		const char *key;
+		unsigned int index1;
+		const char *want;
+	} cases[] = {
+		{"logits", NW_NO_INDEX, "output['logits']"},
+		{"past_key_values", 3, "output['past_key_values'][3]"},
+		{"", NW_NO_INDEX, "output[1]"},
+		{"it's", NW_NO_INDEX, "output[1]"},
+		{"a\\b", NW_NO_INDEX, "output[1]"},
+		{"line\nbreak", 2, "output[1][2]"},
+		{"\x1b[31m", NW_NO_INDEX, "output[1]"},
+		{"0123456789012345678901234567890", NW_NO_INDEX,
+		 "output['0123456789012345678901234567890']"},
+	};
+	struct nw_event ev;
+	struct finding f;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		forward_record(&ev);
+		ev.index1 = cases[i].index1;
+		snprintf(ev.key, sizeof(ev.key), "%s", cases[i].key);
+		assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+		assert_string_equal(f.tensor, cases[i].want);
+	}
+	forward_record(&ev);
+	memset(ev.key, 'k', sizeof(ev.key)); /* no NUL */
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_string_equal(f.tensor, "output[1]");
+	ev.index0 = NW_NO_INDEX; /* the output itself: a key means nothing */
+	snprintf(ev.key, sizeof(ev.key), "logits");
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_string_equal(f.tensor, "output");
+	ev.phase = NW_PHASE_LOSS; /* only forward outputs have keys */
+	ev.index0 = 1;
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_string_equal(f.tensor, "loss[1]");
 }
 
 /* The loss: no module, no verdicts; its value record. */
@@ -253,9 +302,13 @@ static void test_module_record_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_forward),	    cmocka_unit_test(test_forward_unknowns),
-		cmocka_unit_test(test_loss),	    cmocka_unit_test(test_backward),
-		cmocka_unit_test(test_other_kinds), cmocka_unit_test(test_module_record_names),
+		cmocka_unit_test(test_forward),
+		cmocka_unit_test(test_forward_unknowns),
+		cmocka_unit_test(test_forward_dict_key),
+		cmocka_unit_test(test_loss),
+		cmocka_unit_test(test_backward),
+		cmocka_unit_test(test_other_kinds),
+		cmocka_unit_test(test_module_record_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
