@@ -56,7 +56,7 @@ __noinline int arg_items(__u64 obj)
 
 	if (!s)
 		return -1;
-	if (seq_items(obj, &items, &n)) {
+	if (seq_items_of(obj, &items, &n, 1)) {
 		for (i = 0; i < MAX_ITEMS; i++) {
 			if (i >= n)
 				break;
@@ -610,7 +610,7 @@ static __always_inline int result_items(struct scratch *s, __u64 ret)
 	__u32 got = 0;
 	int i;
 
-	if (seq_items(ret, &items, &n)) {
+	if (seq_items_of(ret, &items, &n, 1)) {
 		for (i = 0; i < MAX_ITEMS; i++) {
 			if (i >= n)
 				break;
@@ -669,7 +669,7 @@ __noinline int check_result(__u64 ret)
 		if (is_tensor_obj(obj)) {
 			note_grad_fn(obj);
 			check_output(obj, i, NW_NO_INDEX);
-		} else if (seq_items(obj, &sub, &m)) {
+		} else if (seq_items_of(obj, &sub, &m, 1)) {
 			if (m > MAX_ITEMS)
 				count(NW_C_SKIP_ITEMS, m - MAX_ITEMS);
 			for (j = 0; j < MAX_ITEMS; j++) {

@@ -140,19 +140,39 @@ static __always_inline int is_tensor_obj(__u64 obj)
 	return is_tensor(read_u64(obj + L.obj_type));
 }
 
-/* A tuple's or list's items and their number; 0 if obj is neither. */
-static __always_inline int seq_items(__u64 obj, __u64 *items, __u64 *n)
-{
-	__u64 type = read_u64(obj + L.obj_type);
+#define PY_TPFLAGS_LIST_SUBCLASS (1ULL << 25)  /* list and its subclasses */
+#define PY_TPFLAGS_TUPLE_SUBCLASS (1ULL << 26) /* tuple and its subclasses (a namedtuple) */
 
-	if (type != A.tuple_type && type != A.list_type)
-		return 0;
+/*
+ * A tuple's or list's items and their number; 0 if obj is neither. With subclasses, also of
+ * an instance of a tuple or list subclass (a namedtuple, torch.return_types): its items are
+ * where a tuple's or list's are.
+ */
+static __always_inline int seq_items_of(__u64 obj, __u64 *items, __u64 *n, int subclasses)
+{
+	__u64 type = read_u64(obj + L.obj_type), flags;
+
+	if (type != A.tuple_type && type != A.list_type) {
+		flags = subclasses && D.on && type ? read_u64(type + D.type_flags) : 0;
+		if (flags & PY_TPFLAGS_TUPLE_SUBCLASS)
+			type = A.tuple_type;
+		else if (flags & PY_TPFLAGS_LIST_SUBCLASS)
+			type = A.list_type;
+		else
+			return 0;
+	}
 	*n = read_u64(obj + L.var_size);
 	if (type == A.tuple_type)
 		*items = obj + L.tuple_items;
 	else
 		*items = read_u64(obj + L.list_items);
 	return 1;
+}
+
+/* A tuple's or list's items (exact types: what captures and requests describe). */
+static __always_inline int seq_items(__u64 obj, __u64 *items, __u64 *n)
+{
+	return seq_items_of(obj, items, n, 0);
 }
 
 /* Is the object at addr still the object of type type (not freed, not reused)? */

@@ -30,13 +30,13 @@ Oracle semantics follow DESIGN.md ("Event stream"):
   iteration  forward passes of the root model (the first depth-0 module that has child modules)
              started, minus 1; a loss module called at top level gets the last model forward's
   layer      path as the outermost module's named_modules() names it, "" for that module
-  tensor     "output", or "output[i]" / "output[i][j]" inside a tuple or list (exact types, one
-             level of nesting, as the daemon walks them), or "output['key']" /
+  tensor     "output", or "output[i]" / "output[i][j]" inside a tuple or list (or of one of
+             their subclasses: a namedtuple; one level of nesting, as the daemon walks them), or "output['key']" /
              "output['key'][j]" for a dict's (or a dict subclass's) value: its key when that is a
              str of 1 to 31 printable ASCII characters without quote or backslash, else its
              place, "output[i]"
   inputs     tensors among the positional and keyword arguments, one level into tuples,
-             lists and dicts
+             lists and dicts (and their subclasses)
 
 The oracle line holds the first non-finite output ("first": step, iteration, layer, module,
 tensor, inputs_finite, origin, contiguous, and the counts and finite range of scan()) and, as
@@ -121,14 +121,14 @@ def output_tensors(out):
         return
     if isinstance(out, dict):
         items = [(item_name(i, k), v) for i, (k, v) in enumerate(out.items())]
-    elif type(out) in (tuple, list):
+    elif isinstance(out, (tuple, list)):
         items = [("output[%d]" % i, v) for i, v in enumerate(out)]
     else:
         return
     for name, item in items:
         if isinstance(item, torch.Tensor):
             yield name, item
-        elif type(item) in (tuple, list):
+        elif isinstance(item, (tuple, list)):
             for j, sub in enumerate(item):
                 if isinstance(sub, torch.Tensor):
                     yield "%s[%d]" % (name, j), sub
@@ -137,7 +137,7 @@ def output_tensors(out):
 def arg_tensors(args):
     """The tensors among a call's arguments, one level into tuples, lists and dicts."""
     for a in args:
-        items = a.values() if isinstance(a, dict) else a if type(a) in (tuple, list) else (a,)
+        items = a.values() if isinstance(a, dict) else a if isinstance(a, (tuple, list)) else (a,)
         yield from (t for t in items if isinstance(t, torch.Tensor))
 
 

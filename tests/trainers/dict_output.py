@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""Modules that return dicts, as Hugging Face models do (a ModelOutput is an OrderedDict):
-the model divides its head's logits by a temperature annealed to 0.0 at step 4 and returns
-{"hidden": ..., "logits": ...}; the loss module takes out["logits"].
+"""Modules that return dicts, as Hugging Face models do (a ModelOutput is an OrderedDict), or
+namedtuples: the model divides its head's logits by a temperature annealed to 0.0 at step 4
+and returns {"hidden": ..., "logits": ...}; the loss module takes the logits from it.
 
---variant plain: a dict; ordered: an OrderedDict subclass (ModelOutput's kind).
-Expected first anomaly: the model itself ("", Net) at step 4, tensor output['logits'], ±Inf,
-inputs finite: origin (its children's outputs are finite). Then the loss modules, their input
-(the dict) not finite.
+--variant plain: a dict; ordered: an OrderedDict subclass (ModelOutput's kind); named: a
+namedtuple (hidden, logits).
+Expected first anomaly: the model itself ("", Net) at step 4, tensor output['logits']
+(output[1] for the namedtuple), ±Inf, inputs finite: origin (its children's outputs are
+finite). Then the loss modules, their input (the dict or namedtuple) not finite.
 """
 import collections
 
@@ -18,6 +19,9 @@ import common
 
 class Output(collections.OrderedDict):
     """A dict subclass, as transformers' ModelOutput."""
+
+
+Named = collections.namedtuple("Named", ["hidden", "logits"])
 
 
 class Net(nn.Module):
@@ -40,7 +44,7 @@ class DictLoss(nn.Module):
         self.ce = nn.CrossEntropyLoss()
 
     def forward(self, out, target):
-        return self.ce(out["logits"], target)
+        return self.ce(out["logits"] if isinstance(out, dict) else out.logits, target)
 
 
 class DictOutput(common.Trainer):
@@ -50,7 +54,7 @@ class DictOutput(common.Trainer):
     variant = "plain"
 
     def model(self):
-        return Net(Output if self.variant == "ordered" else dict)
+        return Net({"ordered": Output, "named": Named}.get(self.variant, dict))
 
     def loss(self):
         return DictLoss()
