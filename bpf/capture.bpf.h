@@ -347,10 +347,11 @@ static __always_inline void cap_arg(__u64 arg, __u32 role, __u32 pos, __u64 key)
 }
 
 /*
- * Capture the returning call whose output obj (output[idx0][idx1]) went bad;
+ * Capture the returning call whose output obj (output[idx0][idx1]; key: a dict output's
+ * key, or 0) went bad;
  * s->ev holds the anomaly, s->args and s->kwargs the call's arguments.
  */
-__noinline int capture_layer(__u64 obj, __u32 idx0, __u32 idx1)
+__noinline int capture_layer(__u64 obj, __u32 idx0, __u32 idx1, __u64 key)
 {
 	struct scratch *s = get_scratch();
 	struct cap_state *c = get_cap();
@@ -375,7 +376,7 @@ __noinline int capture_layer(__u64 obj, __u32 idx0, __u32 idx1)
 	}
 	cap_list(module, &params, NW_CAP_PARAM);
 	cap_list(module, &cap_buffers, NW_CAP_BUFFER);
-	cap_tensor(obj, NW_CAP_OUTPUT, idx0, idx1, s->ev.key[0] ? s->item_key : 0);
+	cap_tensor(obj, NW_CAP_OUTPUT, idx0, idx1, s->ev.key[0] ? key : 0);
 	e = bpf_ringbuf_reserve(&captures, sizeof(*e), 0);
 	if (!e)
 		return 0; /* cannot happen: the ring is sized for the budget and every record */

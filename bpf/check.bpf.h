@@ -43,24 +43,29 @@ __noinline int check_input(__u64 obj)
 }
 
 /*
- * The items of an argument that is a tuple or list, or the values of one that is a dict (or
- * of a dict subclass), into s->arg_items; items past MAX_ITEMS are not known. How many, or -1
- * if it is none of these. Global: verified once, one walk for the three.
+ * The items of obj if it is a tuple or list (or of a subclass: a namedtuple), or the values
+ * of a dict (or of a subclass: a ModelOutput) and their keys, deleted entries left out, into
+ * s->items[which]: how many, or -1 if obj is none of these. Those past MAX_ITEMS are counted:
+ * an output's in skipped.items, an argument's as an input not known. Global: verified once,
+ * one walk for the three kinds and for outputs and arguments.
  */
-__noinline int arg_items(__u64 obj)
+__noinline int walk_items(__u64 obj, __u32 which)
 {
 	struct scratch *s = get_scratch();
 	struct dict_walk w = {};
+	struct item_list *l;
 	__u64 items = 0, n = 0, k, v;
 	int i, got = 0;
 
-	if (!s)
+	if (!s || which > ITEMS_ARG)
 		return -1;
+	l = &s->items[which & 1];
 	if (seq_items_of(obj, &items, &n, 1)) {
+		__builtin_memset(l->key, 0, sizeof(l->key));
 		for (i = 0; i < MAX_ITEMS; i++) {
 			if (i >= n)
 				break;
-			s->arg_items[i] = read_u64(items + 8 * i);
+			l->val[i] = read_u64(items + 8 * i);
 			got++;
 		}
 	} else if (dict_items(obj, &w)) {
@@ -69,13 +74,18 @@ __noinline int arg_items(__u64 obj)
 			if (i >= n)
 				break;
 			dict_entry(&w, i, &k, &v);
-			if (k && v) /* else a deleted entry */
-				s->arg_items[got++ & (MAX_ITEMS - 1)] = v;
+			if (!k || !v)
+				continue; /* a deleted entry */
+			l->key[got & (MAX_ITEMS - 1)] = k;
+			l->val[got & (MAX_ITEMS - 1)] = v;
+			got++;
 		}
 	} else {
 		return -1;
 	}
-	if (n > MAX_ITEMS)
+	if (n > MAX_ITEMS && which == ITEMS_RESULT)
+		count(NW_C_SKIP_ITEMS, n - MAX_ITEMS);
+	else if (n > MAX_ITEMS)
 		s->ev.inputs_skipped++;
 	return got;
 }
@@ -86,7 +96,7 @@ __noinline int arg_items(__u64 obj)
  */
 static __always_inline void check_arg(struct scratch *s, __u64 obj)
 {
-	int j, m = arg_items(obj);
+	int j, m = walk_items(obj, ITEMS_ARG);
 
 	if (m < 0) {
 		check_input(obj);
@@ -95,7 +105,7 @@ static __always_inline void check_arg(struct scratch *s, __u64 obj)
 	for (j = 0; j < MAX_ITEMS; j++) {
 		if (j >= m)
 			break;
-		check_input(s->arg_items[j]);
+		check_input(s->items[ITEMS_ARG].val[j]);
 	}
 }
 
@@ -196,16 +206,16 @@ static __always_inline int send_mark(struct scratch *s, __u64 key, __u32 mark, _
 	return 1;
 }
 
-/* The key of the dict output value reported (s->item_key) into the event; "" if none. */
-static __always_inline void ev_key(struct scratch *s)
+/* The key of the dict output value reported (a str object, or 0) into the event; "" if none. */
+static __always_inline void ev_key(struct scratch *s, __u64 key)
 {
 	long n;
 
 	__builtin_memset(s->ev.key, 0, NW_KEY_LEN);
-	n = s->item_key && is_str(s->item_key) ? ascii_len(s->item_key) : -1;
+	n = key && is_str(key) ? ascii_len(key) : -1;
 	if (n > 0 && n < NW_KEY_LEN)
 		bpf_probe_read_user_str(s->ev.key, NW_KEY_LEN,
-					(void *)(s->item_key + L.unicode_ascii_data));
+					(void *)(key + L.unicode_ascii_data));
 }
 
 /*
@@ -213,7 +223,7 @@ static __always_inline void ev_key(struct scratch *s)
  * s->buf and report the module when it reaches a mark it never reached: the
  * run-up "large, huge, Inf" shows before the overflow, a healthy run is quiet.
  */
-__noinline int note_magnitude(__u32 idx0, __u32 idx1)
+__noinline int note_magnitude(__u32 idx0, __u32 idx1, __u64 key)
 {
 	struct scratch *s = get_scratch();
 	__u32 mark, words;
@@ -228,7 +238,7 @@ __noinline int note_magnitude(__u32 idx0, __u32 idx1)
 	words = s->c.words < NW_MAG_WORDS ? s->c.words : NW_MAG_WORDS;
 	s->ev.index0 = idx0;
 	s->ev.index1 = idx1;
-	ev_key(s);
+	ev_key(s, key);
 	ev_tensor(s);
 	s->ev.scanned = (__u64)words * 8 / s->c.size;
 	send_mark(s, s->ev.module, mark, mx);
@@ -501,7 +511,7 @@ __noinline int defer_output(__u64 obj)
 	s->c.words = 0;
 	if (n && n <= NW_MAG_WORDS * 8 && !bpf_probe_read_user(s->buf, n, (void *)data)) {
 		s->c.words = n / 8;
-		note_magnitude(NW_NO_INDEX, NW_NO_INDEX);
+		note_magnitude(NW_NO_INDEX, NW_NO_INDEX, 0);
 	}
 	return 1;
 }
@@ -510,7 +520,7 @@ __noinline int defer_output(__u64 obj)
  * Check one output tensor; on NaN/±Inf fill s->ev (the caller set the module
  * stack, and the call's arguments in s->args) and send it.
  */
-__noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
+__noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1, __u64 key)
 {
 	struct scratch *s = get_scratch();
 	__u64 iter, type;
@@ -555,7 +565,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	}
 	r = scan_tensor(0);
 	if (r == 0) {
-		note_magnitude(idx0, idx1);
+		note_magnitude(idx0, idx1, key);
 		s->out_ok = known;
 		/* a norm's output, all of it finite: so was the pending output it took */
 		if (s->hold && !(s->ti.flags & NW_SKIP_TRUNCATED))
@@ -577,7 +587,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	s->ev.first_iteration = first_iter_p1 == iter + 1;
 	s->ev.index0 = idx0;
 	s->ev.index1 = idx1;
-	ev_key(s);
+	ev_key(s, key);
 	ev_tensor(s);
 	scan_tensor(1);
 	s->ev.inputs_checked = 0;
@@ -589,53 +599,13 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1)
 	check_params(s->ev.module);
 	/* the first anomaly, when it is an origin: copy the call while it is on the stack */
 	if (capture_wanted(s) && !s->late_in)
-		capture_layer(obj, idx0, idx1);
+		capture_layer(obj, idx0, idx1, key);
 	type = read_u64(s->ev.module + L.obj_type);
 	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN,
 				(void *)read_u64(type + L.type_name));
 	s->ev.time_ns = bpf_ktime_get_ns();
 	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
 		count_lost(s->ev.phase == NW_PHASE_LOSS ? NW_C_LOST_LOSS : NW_C_LOST_FORWARD);
-	return 1;
-}
-
-/*
- * The items of a tuple or list output, or the values of a dict one and their keys (deleted
- * entries left out), into s->res: its count, items past MAX_ITEMS counted as skipped. 0: the
- * output is none of these. Filled first so that one walk serves all three.
- */
-static __always_inline int result_items(struct scratch *s, __u64 ret)
-{
-	__u64 items = 0, n = 0, k, v;
-	__u32 got = 0;
-	int i;
-
-	if (seq_items_of(ret, &items, &n, 1)) {
-		for (i = 0; i < MAX_ITEMS; i++) {
-			if (i >= n)
-				break;
-			s->res.key[i] = 0;
-			s->res.val[i] = read_u64(items + 8 * i);
-			got++;
-		}
-	} else if (dict_items(ret, &s->res.w)) {
-		n = s->res.w.n;
-		for (i = 0; i < MAX_ITEMS; i++) {
-			if (i >= n)
-				break;
-			dict_entry(&s->res.w, i, &k, &v);
-			if (!k || !v)
-				continue; /* a deleted entry */
-			s->res.key[got & (MAX_ITEMS - 1)] = k;
-			s->res.val[got & (MAX_ITEMS - 1)] = v;
-			got++;
-		}
-	} else {
-		return 0;
-	}
-	if (n > MAX_ITEMS)
-		count(NW_C_SKIP_ITEMS, n - MAX_ITEMS);
-	s->res.n = got;
 	return 1;
 }
 
@@ -647,28 +617,26 @@ static __always_inline int result_items(struct scratch *s, __u64 ret)
 __noinline int check_result(__u64 ret)
 {
 	struct scratch *s = get_scratch();
-	int i, j;
+	int i, j, n;
 
 	if (!s)
 		return 0;
-	s->item_key = 0;
 	if (is_tensor_obj(ret)) {
 		note_grad_fn(ret);
-		check_output(ret, NW_NO_INDEX, NW_NO_INDEX);
+		check_output(ret, NW_NO_INDEX, NW_NO_INDEX, 0);
 		return 0;
 	}
-	if (!result_items(s, ret))
-		return 0;
+	n = walk_items(ret, ITEMS_RESULT);
 	for (i = 0; i < MAX_ITEMS; i++) {
-		__u64 obj, sub = 0, m = 0;
+		__u64 obj, key, sub = 0, m = 0;
 
-		if (i >= s->res.n)
+		if (i >= n)
 			break;
-		obj = s->res.val[i];
-		s->item_key = s->res.key[i];
+		obj = s->items[ITEMS_RESULT].val[i];
+		key = s->items[ITEMS_RESULT].key[i];
 		if (is_tensor_obj(obj)) {
 			note_grad_fn(obj);
-			check_output(obj, i, NW_NO_INDEX);
+			check_output(obj, i, NW_NO_INDEX, key);
 		} else if (seq_items_of(obj, &sub, &m, 1)) {
 			if (m > MAX_ITEMS)
 				count(NW_C_SKIP_ITEMS, m - MAX_ITEMS);
@@ -679,11 +647,10 @@ __noinline int check_result(__u64 ret)
 					break;
 				o = read_u64(sub + 8 * j);
 				if (is_tensor_obj(o))
-					check_output(o, i, j);
+					check_output(o, i, j, key);
 			}
 		}
 	}
-	s->item_key = 0;
 	return 0;
 }
 
@@ -692,7 +659,6 @@ static __always_inline void fill_stack(struct scratch *s, struct thread_state *t
 	int i;
 
 	__builtin_memset(&s->ev, 0, sizeof(s->ev));
-	s->item_key = 0;
 	s->ev.type = NW_EV_ANOMALY;
 	s->ev.tid = (__u32)bpf_get_current_pid_tgid();
 	s->ev.step = step_count;
@@ -750,7 +716,7 @@ __noinline int flush_pending(__u32 broken)
 	s->keep = 0;
 	s->hold = 0;
 	s->defer = 0;
-	check_output(obj, NW_NO_INDEX, NW_NO_INDEX);
+	check_output(obj, NW_NO_INDEX, NW_NO_INDEX, 0);
 	s->deeper = 0;
 	s->late_in = 0;
 	return 0;

@@ -68,8 +68,7 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 		s->more_args = 0;
 		s->hold = 0; /* a module return's, should one have slept with the scratch */
 		s->defer = 0;
-		s->item_key = 0;
-		check_output(obj, n > 1 ? i : NW_NO_INDEX, NW_NO_INDEX);
+		check_output(obj, n > 1 ? i : NW_NO_INDEX, NW_NO_INDEX, 0);
 		if (i == 0)
 			send_loss(s);
 	}

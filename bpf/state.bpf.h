@@ -239,6 +239,17 @@ struct attr_find {
 	int which;   /* enum attr_name */
 };
 
+/* A tuple's, list's or dict's items as walk_items() found them (check.bpf.h). */
+struct item_list {
+	__u64 key[MAX_ITEMS]; /* a dict's keys (str objects); 0 for a tuple's or list's items */
+	__u64 val[MAX_ITEMS];
+};
+
+enum {
+	ITEMS_RESULT,
+	ITEMS_ARG
+}; /* which list: a returning call's output, an argument */
+
 struct scratch {
 	struct nw_grad_data gd; /* right before buf: a gradient's chunk goes out as one record */
 	__u64 buf[CHUNK_WORDS];
@@ -262,13 +273,8 @@ struct scratch {
 	__u64 defer;	   /* ... may leave its output to this norm (nw_defer.next) */
 	__u64 defer_frame; /* ... as called from this frame (struct pending's frame) */
 	__u32 late_in;	   /* a pending output's late check: its input, found finite, is gone */
-	__u64 item_key;	   /* the str key of the dict output value checked now, or 0 */
-	struct {
-		struct dict_walk w;
-		__u64 key[MAX_ITEMS], val[MAX_ITEMS];
-		__u32 n;
-	} res; /* a returning call's output items (check.bpf.h: result_items) */
-	__u64 arg_items[MAX_ITEMS]; /* ... and an argument's (check.bpf.h: arg_items) */
+	/* a returning call's output items, and an argument's checked in its report */
+	struct item_list items[ITEMS_ARG + 1];
 	struct scan_ctx c;
 	struct nw_params np; /* a module's parameters as list_params found them */
 	__u64 gpu_gate;	     /* the returning call's request gating its inputs' and params' */
