@@ -340,7 +340,7 @@ def daemon_summary(windows):
     """Per-step numbers from the final stats of each attached window; medians over windows.
     A step is one the trainer ran while the daemon was attached (it attaches before the
     window's first step and detaches after its last): the daemon's own step count is only
-    compared with it, since a model that calls no child module (the scan model) counts none."""
+    compared with it, since a model that takes no optimizer step (the scan model) counts none."""
     rows = []
     for w in windows:
         st, d = w["daemon"]["stats"], w["daemon"]

@@ -20,8 +20,8 @@ Models:
   cnn          3 conv blocks (conv, batchnorm, relu, pool) + linear, 32 x 3x32x32, SGD momentum
   scan         one module whose forward returns a fresh float32 tensor of --scan-mib MiB (no
                children, no backward): what the daemon scans per step is known exactly, for
-               the scan-rate measurement. A module that calls no child is never taken for the
-               model, so the daemon counts no steps or iterations here: bench.py counts steps
+               the scan-rate measurement. It runs no backward pass and no optimizer step, so
+               the daemon counts its calls as iterations but no steps: bench.py counts steps
                by the ones it ran while attached
 
 One compute thread (torch.set_num_threads(1) and OMP/OPENBLAS/MKL_NUM_THREADS=1):

@@ -230,13 +230,43 @@ static __noinline int inside_old_call(__u64 tstate)
 static __always_inline void note_root(__u64 top)
 {
 	__u64 old = root_module;
+	__u32 flat = root_flat;
 
-	if (top == old || (old && alive(old, root_type)))
+	if (top == old || (old && !flat && alive(old, root_type)))
 		return;
 	if (__sync_val_compare_and_swap(&root_module, old, top) != old)
 		return;
+	root_flat = 0;
+	/* a living flat module called first began this forward pass already */
+	if (flat && alive(old, root_type)) {
+		root_type = read_u64(top + L.obj_type);
+		return;
+	}
 	root_type = read_u64(top + L.obj_type);
 	/* this call is the new model's first forward pass */
+	iteration_started();
+}
+
+/*
+ * An outermost call returns (depth 0) and no module that calls a child is the model: a model
+ * with no child modules (one Linear, a module holding its parameters and calling functions)
+ * never becomes it by note_root(). Then the first outermost module returning with parameters
+ * of its own is taken for the model, from this call on (a loss module has none). The first
+ * outermost module that calls a child still replaces it (note_root()), in the same iteration.
+ */
+static __always_inline void note_flat_root(__u64 self)
+{
+	struct scratch *s = get_scratch();
+	__u64 old = root_module;
+
+	if (!s || self == old || (old && (!root_flat || alive(old, root_type))))
+		return;
+	if (!list_params(self, 0) || !s->np.n)
+		return;
+	if (__sync_val_compare_and_swap(&root_module, old, self) != old)
+		return;
+	root_flat = 1;
+	root_type = read_u64(self + L.obj_type);
 	iteration_started();
 }
 

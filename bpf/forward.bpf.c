@@ -285,6 +285,8 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 		flush_pending(0);
 		return 0;
 	}
+	if (depth == 0)
+		note_flat_root(ts->stack[0]);
 	ret_setup(s, ts, depth, keep, (__u64)ret);
 	s->hold = pred; /* kept set till norm_return(): few registers live across the calls */
 	s->held = 0;

@@ -8,6 +8,23 @@
 #include "check.bpf.h"
 
 /*
+ * Is a backward pass already running on this thread? It is counted in, and out by
+ * uretprobe_run_backward. One that runs inside another (a reentrant checkpoint recomputes
+ * its forward and differentiates it from within the engine: torch.utils.checkpoint with
+ * use_reentrant) differentiates no loss, and is no iteration or step of its own.
+ */
+static __always_inline int nested_backward(__u32 tid)
+{
+	__u32 one = 1, *n = bpf_map_lookup_elem(&bwd_nest, &tid);
+
+	if (!n) {
+		bpf_map_update_elem(&bwd_nest, &tid, &one, BPF_NOEXIST);
+		return 0;
+	}
+	return __sync_fetch_and_add(n, 1) > 0;
+}
+
+/*
  * The loss, however it was computed: backward() hands the engine's
  * run_backward(self, args, kwargs) a tuple whose first item is the tuple of
  * tensors to differentiate. A log(0) in a hand-written loss shows here, at
@@ -21,7 +38,13 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 	struct scratch *s;
 	int i;
 
-	if ((id >> 32) != targ_tgid || stopped || !args)
+	if ((id >> 32) != targ_tgid || stopped)
+		return 0;
+	if (nested_backward((__u32)id)) {
+		count(NW_C_BWD_NESTED, 1);
+		return 0;
+	}
+	if (!args)
 		return 0;
 	type = read_u64((__u64)args + L.obj_type);
 	if (type != A.tuple_type)
@@ -72,5 +95,26 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 		if (i == 0)
 			send_loss(s);
 	}
+	return 0;
+}
+
+/*
+ * run_backward returns: the thread's backward pass is over (a return of a call entered
+ * before the entry probe was live finds no count, and leaves none).
+ */
+SEC("uretprobe")
+int uretprobe_run_backward(struct pt_regs *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), *n;
+
+	if ((bpf_get_current_pid_tgid() >> 32) != targ_tgid)
+		return 0;
+	n = bpf_map_lookup_elem(&bwd_nest, &tid);
+	if (!n)
+		return 0;
+	if (*n <= 1)
+		bpf_map_delete_elem(&bwd_nest, &tid);
+	else
+		__sync_fetch_and_add(n, -1);
 	return 0;
 }

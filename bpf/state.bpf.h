@@ -76,6 +76,7 @@ __u64 loop_gen = 0;		      /* ... their list's generation (daemon) */
 struct nw_loop_snap loop_snap = {};   /* what they held as the last root forward began */
 __u64 root_module = 0;		      /* the model: see note_root() */
 __u64 root_type = 0;		      /* its type when it became the model */
+__u32 root_flat = 0;		      /* root_module has no child calls: see note_flat_root() */
 __u64 first_iter_p1 = 0;	      /* first anomalous iteration + 1; 0: none yet */
 __u64 last_iter_p1 = 0;		      /* last iteration that reported + 1 */
 __u64 fwd_bad_iter_p1 = 0; /* last iteration with a non-finite module output or loss + 1 */
@@ -476,6 +477,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct bwd_thread);
 } bwd_threads SEC(".maps");
+
+/* backward passes in progress on a thread (tid): see uprobe_run_backward */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} bwd_nest SEC(".maps");
 
 /*
  * Parameter gradients, a ring of their own so that they never crowd out anomalies: each

@@ -1463,6 +1463,38 @@ static int rule_zero_spread(const struct diag_anomaly *a, const struct evidence_
 	return 1;
 }
 
+/*
+ * A parameter or buffer of one value that is 0 (a temperature or a scale annealed to zero):
+ * whatever divides by it is ±Inf, NaN where what it divides is 0, and a softmax or a
+ * normalisation over ±Inf is NaN (Inf - Inf, Inf / Inf). Not where the call's whole graph is
+ * known and holds no division: a zero scalar is also an ordinary start (a ReZero gate).
+ */
+static int rule_zero_scalar(const struct evidence_facts *x, struct diagnosis *g)
+{
+	const struct tensor_facts *t = NULL;
+	const char *sm = op_named(x, softmax_ops);
+	int i;
+
+	if (ops_whole(x) && op_in(x, div_ops) < 0)
+		return 0;
+	for (i = 0; i < x->n && !t; i++)
+		if (x->t[i].role != EVIDENCE_INPUT && x->t[i].kind == EVIDENCE_FLOAT &&
+		    x->t[i].numel == 1 && x->t[i].zeros == 1)
+			t = &x->t[i];
+	if (!t)
+		return 0;
+	evidence(g,
+		 "%s%s is a single value, 0: a division by it is ±Inf, or NaN where what it "
+		 "divides is 0",
+		 role_of(t), t->name);
+	if (sm)
+		evidence(g, "%s over ±Inf values is NaN (Inf - Inf, Inf / Inf)", sm);
+	conclude(g, "division_by_zero", agree(1 + !!sm, 0));
+	denominator_fix(g);
+	fix(g, "give what sets that value (a temperature or scale schedule) a floor above 0");
+	return 1;
+}
+
 /* Output with NaN (and no Inf) from finite inputs. */
 static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x, struct signs *s,
 		    struct diagnosis *g)
@@ -1501,7 +1533,7 @@ static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x
 		fix(g, "look for constant or all-zero rows (padding) reaching the norm");
 		return 1;
 	}
-	return rule_nan_ops(a, x, s, g);
+	return rule_nan_ops(a, x, s, g) || rule_zero_scalar(x, g);
 }
 
 /* Only weak facts: negatives (sqrt/log of them), or a class name with nothing against it. */

@@ -498,6 +498,7 @@ int output__stats(struct emitter *e, const struct output_stats *s)
 	json__uint(j, "probe_hits", c[NW_C_PROBE_HITS]);
 	json__uint(j, "return_hits", c[NW_C_RETURN_HITS]);
 	json__uint(j, "unarmed", c[NW_C_UNARMED]);
+	json__uint(j, "nested_backward", c[NW_C_BWD_NESTED]);
 	json__uint(j, "forks", c[NW_C_FORKS]);
 	json__uint(j, "forks_cleaned", c[NW_C_FORKS_CLEANED]);
 	json__uint(j, "tensors_scanned", c[NW_C_TENSORS_SCANNED]);

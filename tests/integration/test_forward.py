@@ -296,6 +296,68 @@ def case_dict_output(ctx, variant):
     ctx.log("first %s" % describe(oracle))
 
 
+def case_flat_model(ctx, variant):
+    """tests/trainers/flat_model.py: a model with no child modules (one nn.Linear; a module
+    holding its own parameters and calling functions), so no call of a child names it the
+    model: the model is the first outermost module with parameters of its own. The first
+    anomaly at the step and iteration the hooks saw, its iteration's anomalies with their
+    verdicts, one event in each later iteration, and the diagnosis the trainer's."""
+    oracle, trace = oracle_of(ctx, "flat_model", "--variant", variant)
+    if oracle is None or oracle["step"] != 4 or oracle["iteration"] != 4:
+        raise Fail("flat_model --variant %s --oracle: %s, want step 4, iteration 4" %
+                   (variant, oracle and (describe(oracle), oracle["step"], oracle["iteration"])))
+    events = watch(ctx, "flat_model", trace, trainer_args=("--variant", variant))
+    check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
+    ctx.log("first %s at step %d" % (describe(oracle), oracle["step"]))
+
+
+def case_teacher_temp(ctx):
+    """tests/trainers/teacher_temp.py: an EMA teacher (a second root model) under no_grad, its
+    logits sharpened by a softmax over a division by a temperature buffer annealed to 0: NaN
+    only, and no autograd node names an op. The sharpening module is named first, an origin,
+    with the hooks' counts; the diagnosis is the division by the zero buffer."""
+    oracle, trace = oracle_of(ctx, "teacher_temp")
+    if oracle is None or oracle["module"] != "Sharpen" or oracle["origin"] is not True:
+        raise Fail("teacher_temp --oracle: %s, want Sharpen first, an origin" %
+                   (oracle and describe(oracle)))
+    events = watch(ctx, "teacher_temp", trace)
+    check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
+    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
+    if not any("is a single value, 0" in e for e in d["evidence"]):
+        raise Fail("the diagnosis does not name the zero temperature: %s" % d["evidence"])
+    ctx.log("first %s, %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
+
+
+def case_checkpointed(ctx):
+    """tests/trainers/checkpointed.py: blocks under a reentrant torch.utils.checkpoint, whose
+    backward pass recomputes each block and differentiates it in a backward pass of its own.
+    The first anomaly and its iteration as the hooks saw them, the recomputed calls included;
+    one loss anomaly per iteration at most (a nested pass starts from no loss); the nested
+    passes counted (three a step), and the steps and iterations the trainer made."""
+    oracle, trace = oracle_of(ctx, "checkpointed")
+    if oracle is None or oracle["layer"] != "blocks.0" or oracle["origin"] is not True:
+        raise Fail("checkpointed --oracle: %s, want blocks.0 first, an origin" %
+                   (oracle and describe(oracle)))
+    events = watch(ctx, "checkpointed", trace)
+    check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
+    losses = [ev["iteration"] for ev in events
+              if ev["event"] == "anomaly" and ev["phase"] == "loss"]
+    if len(losses) != len(set(losses)):
+        raise Fail("loss anomalies in iterations %s: a nested backward pass was taken for a loss"
+                   % losses)
+    stats = last_stats(events)
+    steps = len(trace["losses"])
+    want = {"nested_backward": 3 * steps, "steps": steps, "iterations": steps}
+    diffs = ["%s %r, want %r" % (k, stats[k], v) for k, v in want.items() if stats[k] != v]
+    if diffs:
+        raise Fail("stats: " + "; ".join(diffs))
+    ctx.log("first %s; %d nested backward passes" % (describe(oracle), stats["nested_backward"]))
+
+
+test_checkpointed = case_test(case_checkpointed, envs=HOST_AND_ROOTS)
+test_teacher_temp = case_test(case_teacher_temp, envs=HOST_ONLY)
+test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
+test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)
 test_dict_output_ordered = case_test(case_dict_output, "ordered", envs=HOST_ONLY)
 test_namedtuple_output = case_test(case_dict_output, "named", envs=HOST_ONLY)

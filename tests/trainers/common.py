@@ -27,9 +27,14 @@ the daemon, changed nothing in the run.
 
 Oracle semantics follow DESIGN.md ("Event stream"):
   step       optimizer.step() calls completed when the tensor was produced, from 0
-  iteration  forward passes of the root model (the first depth-0 module that has child modules)
-             started, minus 1; a loss module called at top level gets the last model forward's
-  layer      path as the outermost module's named_modules() names it, "" for that module
+  iteration  forward passes of the root model (the first depth-0 module that has child modules;
+             until one is called, the first depth-0 module with parameters of its own, a model
+             with no child modules, which a module with children then replaces in the same
+             forward pass) started, minus 1; a loss module called at top level gets the last
+             model forward's
+  layer      path as the outermost module's named_modules() names it, "" for that module (the
+             outermost module being called: a checkpointed block that the backward pass
+             recomputes is outermost there)
   tensor     "output", or "output[i]" / "output[i][j]" inside a tuple or list (or of one of
              their subclasses: a namedtuple; one level of nesting, as the daemon walks them), or "output['key']" /
              "output['key'][j]" for a dict's (or a dict subclass's) value: its key when that is a
@@ -196,6 +201,7 @@ class Oracle:
         self.names = {}  # id(module) -> {id(outermost): path}
         self.stack = []  # (module, inputs_finite) of the calls in progress
         self.root = None
+        self.root_flat = False  # the root has no child modules: see pre_hook
         self.forwards = 0
         self.first = None
         self.first_iteration = []
@@ -227,9 +233,16 @@ class Oracle:
 
     def pre_hook(self, module, inputs):
         if not self.stack:
-            if self.root is None and next(module.children(), None) is not None:
-                self.root = module
-            if module is self.root:
+            kids = next(module.children(), None) is not None
+            if kids and module is not self.root and (self.root is None or self.root_flat):
+                # a flat model called before it began this forward pass already
+                if not self.root_flat:
+                    self.forwards += 1
+                self.root, self.root_flat = module, False
+            elif self.root is None and next(module.parameters(recurse=False), None) is not None:
+                self.root, self.root_flat = module, True
+                self.forwards += 1
+            elif module is self.root:
                 self.forwards += 1
         kwargs = self.kwargs_of[1] if self.kwargs_of[0] is module else {}
         self.kwargs_of = (None, {})
@@ -248,7 +261,7 @@ class Oracle:
             found = scan(t)
             if found is None:
                 continue
-            layer = self.names[id(module)].get(id(outer), "?")
+            layer = self.path_in(outer, module)
             contiguous = t.is_contiguous()
             # the module's own parameters, as they are while its output is produced
             params_finite = all_finite(list(module.parameters(recurse=False)))
@@ -270,6 +283,14 @@ class Oracle:
             if self.first is None:
                 self.first = dict(entry)
         return None
+
+    def path_in(self, outer, module):
+        """module's path in the outermost module being called: a root's, or another's (a
+        checkpointed block recomputed from within the backward pass is outermost there)."""
+        if id(outer) not in self.names.get(id(module), {}):
+            for path, mod in outer.named_modules():
+                self.names.setdefault(id(mod), {}).setdefault(id(outer), path)
+        return self.names[id(module)].get(id(outer), "?")
 
     def captured(self, module, inputs, kwargs, tensor, out):
         """What nanwatchd --capture-dir must write for the first anomaly's call (an origin):

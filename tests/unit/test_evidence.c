@@ -570,6 +570,48 @@ static void test_code_ops_of_a_first_layer(void **state)
 	assert_true(g.nbasis == 2 && !strcmp(g.basis[1], "operations_code"));
 }
 
+/*
+ * softmax(logits / t) with a temperature buffer annealed to 0, under no_grad (a teacher): NaN
+ * only, the code names softmax alone, the inputs hold negatives. The zero scalar is the
+ * division; not where the whole graph is known and holds none, nor a zero input or a zero
+ * among many values.
+ */
+static void test_nan_zero_scalar(void **state)
+{
+	const float logits[] = {0.5f, -0.25f, 1, -1, 2, 0.75f};
+	const float zero = 0, zeros[] = {0, 0, 0};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("Sharpen", 6, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], logits, 2, 3, "input[0]", EVIDENCE_INPUT);
+	scan_f32(&fx.t[1], &zero, 1, 1, "t", EVIDENCE_BUFFER);
+	with_code(&fx, (const char *const[]){"F", "softmax", "t", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "buffer t is a single value, 0: a division by it is"));
+	assert_true(said(&g, "softmax over ±Inf values is NaN"));
+	assert_true(g.confidence >= 0.7);
+	/* the code names no softmax: the zero alone, less sure */
+	with_code(&fx, (const char *const[]){"t", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(g.confidence < 0.7);
+	/* autograd saw every op and none divides: not this */
+	fx.ncode = 0;
+	with_ops(&fx, (const char *const[]){"softmax", "mul", NULL});
+	fx.ops_partial = 0;
+	assert_string_not_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	with_ops(&fx, (const char *const[]){"softmax", "div", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	/* a parameter of three zeros (a bias), or a zero passed in: no sign */
+	fx.nops = 0;
+	with_code(&fx, (const char *const[]){"softmax", NULL});
+	scan_f32(&fx.t[1], zeros, 1, 3, "bias", EVIDENCE_PARAM);
+	assert_string_not_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	scan_f32(&fx.t[1], &zero, 1, 1, "input[1]", EVIDENCE_INPUT);
+	assert_string_not_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+}
+
 static void test_ops_mask_and_cast(void **state)
 {
 	/* a 0/1 integer mask (1: attend) with a sample of no tokens, filled before a softmax */
@@ -655,6 +697,7 @@ int main(void)
 		cmocka_unit_test(test_scan_constant_columns),
 		cmocka_unit_test(test_ops_log_of_underflow),
 		cmocka_unit_test(test_ops_nan),
+		cmocka_unit_test(test_nan_zero_scalar),
 		cmocka_unit_test(test_ops_mask_and_cast),
 		cmocka_unit_test(test_code_op_names),
 		cmocka_unit_test(test_code_ops_of_a_first_layer),
