@@ -1048,7 +1048,9 @@ struct signs {
 	const struct tensor_facts *other_zeros;	  /* zeros in a tensor that is not one */
 	const struct tensor_facts *const_cols;	  /* a feature constant across the rows */
 	const struct tensor_facts *mask_zero_rows; /* a 0/1 mask with rows all 0 */
-	int n;					   /* tensors with facts */
+	const struct tensor_facts
+		*one_row; /* 2-d or more, one row of several values, not constant */
+	int n;		  /* tensors with facts */
 };
 
 static void read_signs(const struct evidence_facts *x, struct signs *s)
@@ -1079,6 +1081,9 @@ static void read_signs(const struct evidence_facts *x, struct signs *s)
 			s->const_rows = t;
 		if (in && flt && t->const_cols && !s->const_cols)
 			s->const_cols = t;
+		if (in && flt && t->ndim >= 2 && t->rows == 1 && t->row_len > 1 && !t->const_rows &&
+		    !t->zero_rows && !s->one_row)
+			s->one_row = t;
 		if (in && t->kind == EVIDENCE_BOOL && t->zero_rows && !s->mask_zero_rows)
 			s->mask_zero_rows = t;
 		/* a -Inf mask row counts in a buffer too (a registered mask is not checked) */
@@ -1352,6 +1357,23 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		domain_fix(g);
 		fix(g, "look for what wrote the negative values into the statistics (a bad update "
 		       "or load of the buffers)");
+		return 1;
+	}
+	if (sp && s->one_row && (!strncmp(sp, "std", 3) || !strncmp(sp, "var", 3))) {
+		/* its one row is not constant: a spread along it is no 0; along a dimension of 1 */
+		evidence(g,
+			 "%s%s (%s) is one row of %llu values that are not all equal: a spread "
+			 "(%s) along that row is not 0",
+			 role_of(s->one_row), s->one_row->name, s->one_row->dtype,
+			 (unsigned long long)s->one_row->row_len, sp);
+		evidence(g,
+			 "along a dimension of one value, the unbiased %s divides by n - 1 = 0: "
+			 "NaN, whatever epsilon is added after it",
+			 sp);
+		conclude(g, "norm_zero_variance", agree(2, 0));
+		fix(g, "take the spread with correction=0 (unbiased=False) where its dimension may "
+		       "hold one value, or skip the normalisation for a batch of one");
+		fix(g, "keep batches of more than one sample (DataLoader drop_last=True)");
 		return 1;
 	}
 	if (sp) {

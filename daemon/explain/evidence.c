@@ -177,6 +177,7 @@ int evidence__scan(const void *data, uint64_t bytes, const char *dtype, const __
 	f->dtype = e->name;
 	f->exp_limit = evidence__exp_limit(dtype);
 	f->numel = numel;
+	f->ndim = ndim;
 	f->row_len = ndim ? shape[ndim - 1] : 1;
 	f->rows = f->row_len ? numel / f->row_len : 0;
 	for (i = 0; i < f->rows; i++) {

@@ -39,6 +39,7 @@ struct tensor_facts {
 	/* rows along the last dimension (a 0-d or 1-d tensor is one row); rows of 1 value count
 	 * as no zero, constant or masked row */
 	uint64_t rows, row_len;
+	uint32_t ndim;
 	uint64_t zero_rows;   /* every value 0 (kind bool: every value false) */
 	uint64_t const_rows;  /* longer than 1, one finite non-zero value throughout */
 	uint64_t neginf_rows; /* every value -Inf */

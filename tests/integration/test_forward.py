@@ -356,6 +356,28 @@ def case_checkpointed(ctx):
 
 test_checkpointed = case_test(case_checkpointed, envs=HOST_AND_ROOTS)
 test_teacher_temp = case_test(case_teacher_temp, envs=HOST_ONLY)
+
+
+def case_batch_of_one(ctx):
+    """tests/trainers/batch_of_one.py: a batch standardised by hand, and a batch of one
+    sample: the std over a dimension of one value is NaN (n - 1 = 0) whatever epsilon follows.
+    The standardising module is named first, an origin; the diagnosis says the one row and
+    n - 1 = 0, and fixes it with correction=0 or drop_last, not with an epsilon."""
+    oracle, trace = oracle_of(ctx, "batch_of_one")
+    if oracle is None or oracle["layer"] != "std" or oracle["origin"] is not True:
+        raise Fail("batch_of_one --oracle: %s, want std first, an origin" %
+                   (oracle and describe(oracle)))
+    events = watch(ctx, "batch_of_one", trace)
+    check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
+    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
+    if not any("n - 1 = 0" in e for e in d["evidence"]) or \
+            not any("correction=0" in f for f in d["fixes"]):
+        raise Fail("the diagnosis misses the std of one value: %s, fixes %s" %
+                   (d["evidence"], d["fixes"]))
+    ctx.log("first %s, %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
+
+
+test_batch_of_one = case_test(case_batch_of_one, envs=HOST_ONLY)
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)

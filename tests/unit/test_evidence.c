@@ -612,6 +612,54 @@ static void test_nan_zero_scalar(void **state)
 	assert_string_not_equal(conclude_with(&g, &a, &fx), "division_by_zero");
 }
 
+/*
+ * (x - x.mean(0)) / (x.std(0) + 1e-5) on the epoch's last batch, of one sample: the std over a
+ * dimension of one value is NaN (n - 1 = 0), not a zero variance an epsilon would mend. With
+ * two rows, or one constant row, or a 1-d input, it is the spread's zero again.
+ */
+static void test_nan_std_of_one_row(void **state)
+{
+	const float row[] = {0.5f, -1, 2, 0.25f}, rows[] = {0.5f, -1, 2, 0.25f, 1, 1, -2, 3};
+	const float same[] = {2, 2, 2, 2};
+	const char *const ops[] = {"div", "sub", "add", "mean", "std", NULL};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Standardize", 4, 0, 0);
+	struct diagnosis g;
+	__u64 shape1[1] = {4};
+
+	(void)state;
+	scan_f32(&fx.t[0], row, 1, 4, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, ops);
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_true(said(&g, "input[0] (float32) is one row of 4 values that are not all equal"));
+	assert_true(said(&g, "divides by n - 1 = 0"));
+	assert_true(strstr(g.fixes[0], "correction=0") != NULL);
+	/* var_mean too */
+	with_ops(&fx, (const char *const[]){"div", "var_mean", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_true(said(&g, "divides by n - 1 = 0"));
+	/* two rows: the spread's zero, as before */
+	scan_f32(&fx.t[0], rows, 2, 4, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, ops);
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_false(said(&g, "n - 1 = 0"));
+	/* one constant row: its spread is 0 */
+	scan_f32(&fx.t[0], same, 1, 4, "input[0]", EVIDENCE_INPUT);
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_false(said(&g, "n - 1 = 0"));
+	/* a 1-d input of 4 values: no dimension of one */
+	memset(&fx.t[0], 0, sizeof(fx.t[0]));
+	assert_int_equal(evidence__scan(row, sizeof(row), "float32", shape1, 1, &fx.t[0]), 0);
+	snprintf(fx.t[0].name, sizeof(fx.t[0].name), "input[0]");
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_false(said(&g, "n - 1 = 0"));
+	/* a layer norm (over the last dimension): not this */
+	scan_f32(&fx.t[0], row, 1, 4, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"native_layer_norm", NULL});
+	conclude_with(&g, &a, &fx);
+	assert_false(said(&g, "n - 1 = 0"));
+}
+
 static void test_ops_mask_and_cast(void **state)
 {
 	/* a 0/1 integer mask (1: attend) with a sample of no tokens, filled before a softmax */
@@ -698,6 +746,7 @@ int main(void)
 		cmocka_unit_test(test_ops_log_of_underflow),
 		cmocka_unit_test(test_ops_nan),
 		cmocka_unit_test(test_nan_zero_scalar),
+		cmocka_unit_test(test_nan_std_of_one_row),
 		cmocka_unit_test(test_ops_mask_and_cast),
 		cmocka_unit_test(test_code_op_names),
 		cmocka_unit_test(test_code_ops_of_a_first_layer),
