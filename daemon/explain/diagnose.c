@@ -901,6 +901,7 @@ static const char *const softmax_ops[] = {"softmax", NULL};
 static const char *const sub_ops[] = {"sub", "rsub", NULL};
 static const char *const root_ops[] = {"sqrt", "rsqrt", NULL};
 static const char *const mean_ops[] = {"mean", NULL};
+static const char *const mul_ops[] = {"mul", NULL};
 
 /* Every op a rule looks for: what a layer's code names is kept when it is one of them. */
 static const char *const *const rule_sets[] = {
@@ -1048,9 +1049,9 @@ struct signs {
 	const struct tensor_facts *other_zeros;	  /* zeros in a tensor that is not one */
 	const struct tensor_facts *const_cols;	  /* a feature constant across the rows */
 	const struct tensor_facts *mask_zero_rows; /* a 0/1 mask with rows all 0 */
-	const struct tensor_facts
-		*one_row; /* 2-d or more, one row of several values, not constant */
-	int n;		  /* tensors with facts */
+	const struct tensor_facts *one_row;	   /* one row of several values, not constant */
+	const struct tensor_facts *wide;	   /* finite values spread past exp's range twice */
+	int n;					   /* tensors with facts */
 };
 
 static void read_signs(const struct evidence_facts *x, struct signs *s)
@@ -1081,6 +1082,10 @@ static void read_signs(const struct evidence_facts *x, struct signs *s)
 			s->const_rows = t;
 		if (in && flt && t->const_cols && !s->const_cols)
 			s->const_cols = t;
+		/* exp(min - max) is 0 in any float type: a softmax of such a row has exact zeros */
+		if (in && flt && t->has_finite && t->max - t->min > 2 * t->exp_limit && !s->wide)
+			s->wide = t;
+		/* 2-d or more: the one row is along the last dimension, the others are of 1 */
 		if (in && flt && t->ndim >= 2 && t->rows == 1 && t->row_len > 1 && !t->const_rows &&
 		    !t->zero_rows && !s->one_row)
 			s->one_row = t;
@@ -1332,6 +1337,7 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 {
 	const char *sp = op_named(x, spread_ops), *lg = op_named(x, log_ops);
 	const char *dm = op_named(x, domain_ops), *dv = op_named(x, div_ops);
+	const char *un = op_named(x, underflow_ops);
 	const struct tensor_facts *bad_var = NULL;
 	int dm_at = op_in(x, domain_ops), i;
 	/* a subtraction on the input side of the domain op, in the walk's order */
@@ -1398,6 +1404,27 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 	if (lg && s->prob_zeros) {
 		verdict_log(s, 2, g);
 		evidence(g, "0 * log(0) is NaN");
+		return 1;
+	}
+	/*
+	 * p * log(p) of a p a softmax, exp or sigmoid of the call made (an entropy), from values
+	 * so far apart that some p is exactly 0: 0 * log(0) is NaN. The negatives are the logits',
+	 * not the log's argument. (Without autograd the code's names say no multiplication.)
+	 */
+	if (lg && un && s->wide && (op_named(x, mul_ops) || !ops_known(x))) {
+		evidence(g,
+			 "%s%s spans %.4g (from %.4g to %.4g): exp of its lowest relative to its "
+			 "highest is 0 in %s, so %s makes probabilities that are exactly 0",
+			 role_of(s->wide), s->wide->name, s->wide->max - s->wide->min, s->wide->min,
+			 s->wide->max, s->wide->dtype, un);
+		evidence(g,
+			 "the call takes %s of what %s made and multiplies by it (p * log p): 0 * "
+			 "log(0) is NaN",
+			 lg, un);
+		conclude(g, "loss_log_zero", agree(2, 0));
+		fix(g, "compute p * log(p) from log_softmax (p = logp.exp(); p * logp), or use "
+		       "torch.special.entr / torch.xlogy, which take 0 * log(0) as 0");
+		log_fixes(g);
 		return 1;
 	}
 	if (dm) {

@@ -378,6 +378,24 @@ def case_batch_of_one(ctx):
 
 
 test_batch_of_one = case_test(case_batch_of_one, envs=HOST_ONLY)
+
+
+def case_entropy_bonus(ctx):
+    """tests/trainers/entropy_bonus.py: an entropy bonus by hand, -(p * log p) of a softmax, on
+    logits so far apart that some probabilities are exactly 0: 0 * log(0) is NaN. The entropy
+    module is named first, an origin; the diagnosis is the log of a zero probability, not a
+    log of negatives (the negatives are the logits', not the log's argument)."""
+    oracle, trace = oracle_of(ctx, "entropy_bonus")
+    if oracle is None or oracle["module"] != "Entropy" or oracle["origin"] is not True:
+        raise Fail("entropy_bonus --oracle: %s, want Entropy first, an origin" %
+                   (oracle and describe(oracle)))
+    events = watch(ctx, "entropy_bonus", trace)
+    check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
+    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
+    ctx.log("first %s, %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
+
+
+test_entropy_bonus = case_test(case_entropy_bonus, envs=HOST_AND_ROOTS)
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)

@@ -660,6 +660,42 @@ static void test_nan_std_of_one_row(void **state)
 	assert_false(said(&g, "n - 1 = 0"));
 }
 
+/*
+ * -(p * log p) of p = softmax(logits), logits 9000 apart: some p are exactly 0, and 0 * log(0)
+ * is NaN. The negatives are the logits': not a log of negatives. Logits close together, or
+ * no multiplication among the ops: as before.
+ */
+static void test_nan_entropy_of_zero_probability(void **state)
+{
+	const float wide[] = {-5712, 3532, 0.5f, 1, -2, 0.25f};
+	const float close[] = {-3, 2, 0.5f, 1, -2, 0.25f};
+	const char *const entropy[] = {"neg", "mean", "sum", "mul", "softmax", "log", NULL};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Entropy", 1, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], wide, 2, 3, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, entropy);
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "input[0] spans 9244 (from -5712 to 3532)"));
+	assert_true(said(&g, "takes log of what softmax made and multiplies by it"));
+	assert_true(strstr(g.fixes[0], "torch.special.entr") != NULL);
+	/* without autograd, the code's names (no name for "*") */
+	fx.nops = 0;
+	with_code(&fx, (const char *const[]){"torch", "softmax", "log", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	fx.ncode = 0;
+	/* the same ops with logits close together: no probability is 0 */
+	scan_f32(&fx.t[0], close, 2, 3, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, entropy);
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	/* far apart, but no multiplication: not p * log p */
+	scan_f32(&fx.t[0], wide, 2, 3, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"neg", "sum", "softmax", "log", NULL});
+	assert_string_not_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+}
+
 static void test_ops_mask_and_cast(void **state)
 {
 	/* a 0/1 integer mask (1: attend) with a sample of no tokens, filled before a softmax */
@@ -747,6 +783,7 @@ int main(void)
 		cmocka_unit_test(test_ops_nan),
 		cmocka_unit_test(test_nan_zero_scalar),
 		cmocka_unit_test(test_nan_std_of_one_row),
+		cmocka_unit_test(test_nan_entropy_of_zero_probability),
 		cmocka_unit_test(test_ops_mask_and_cast),
 		cmocka_unit_test(test_code_op_names),
 		cmocka_unit_test(test_code_ops_of_a_first_layer),
