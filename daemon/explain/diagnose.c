@@ -902,6 +902,8 @@ static const char *const sub_ops[] = {"sub", "rsub", NULL};
 static const char *const root_ops[] = {"sqrt", "rsqrt", NULL};
 static const char *const mean_ops[] = {"mean", NULL};
 static const char *const mul_ops[] = {"mul", NULL};
+/* a domain of [-1, 1]: the argument is a cosine, a sine or a correlation */
+static const char *const unit_ops[] = {"acos", "asin", "atanh", NULL};
 
 /* Every op a rule looks for: what a layer's code names is kept when it is one of them. */
 static const char *const *const rule_sets[] = {
@@ -1418,13 +1420,33 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 			 role_of(s->wide), s->wide->name, s->wide->max - s->wide->min, s->wide->min,
 			 s->wide->max, s->wide->dtype, un);
 		evidence(g,
-			 "the call takes %s of what %s made and multiplies by it (p * log p): 0 * "
-			 "log(0) is NaN",
+			 "the call takes %s of what %s made, and multiplies: log(0) is -Inf, and 0 "
+			 "times it (p * log p, a label of 0 times it) is NaN",
 			 lg, un);
 		conclude(g, "loss_log_zero", agree(2, 0));
+		if (!strcmp(un, "sigmoid")) {
+			fix(g, "take log(sigmoid(x)) as F.logsigmoid(x) and log(1 - sigmoid(x)) as "
+			       "F.logsigmoid(-x), or use F.binary_cross_entropy_with_logits");
+			fix(g, "use torch.xlogy(y, p), which takes 0 * log(0) as 0");
+			return 1;
+		}
 		fix(g, "compute p * log(p) from log_softmax (p = logp.exp(); p * logp), or use "
 		       "torch.special.entr / torch.xlogy, which take 0 * log(0) as 0");
 		log_fixes(g);
+		return 1;
+	}
+	if (dm && in_set(dm, unit_ops)) {
+		/* negatives are in its domain: what leaves it is a ratio rounding past 1 */
+		evidence(g, "%s of a value outside [-1, 1] is NaN (atanh: ±Inf at ±1)", dm);
+		if (dv)
+			evidence(g,
+				 "its argument is a ratio the call made (%s): a cosine or a "
+				 "correlation as a dot product over norms can round just past 1",
+				 dv);
+		conclude(g, "invalid_domain", agree(1 + !!dv, 0));
+		fix(g,
+		    "clamp the argument into the domain first (x.clamp(-1 + 1e-7, 1 - 1e-7)), or "
+		    "take the angle with torch.atan2 of the sine and the cosine");
 		return 1;
 	}
 	if (dm) {

@@ -396,6 +396,27 @@ def case_entropy_bonus(ctx):
 
 
 test_entropy_bonus = case_test(case_entropy_bonus, envs=HOST_AND_ROOTS)
+
+
+def case_arcface_margin(ctx):
+    """tests/trainers/arcface_margin.py: an angular margin head takes acos of a cosine made as a
+    dot product over norms, and a collapsed embedding's cosine rounds past 1: NaN. The head is
+    named first, an origin; the diagnosis is an op outside its domain, and its evidence says
+    [-1, 1], not the negatives a cosine may well hold."""
+    oracle, trace = oracle_of(ctx, "arcface_margin")
+    if oracle is None or oracle["layer"] != "head" or oracle["origin"] is not True:
+        raise Fail("arcface_margin --oracle: %s, want head first, an origin" %
+                   (oracle and describe(oracle)))
+    events = watch(ctx, "arcface_margin", trace)
+    check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
+    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
+    if not any("outside [-1, 1]" in e for e in d["evidence"]) or \
+            any("negative values reach it" in e for e in d["evidence"]):
+        raise Fail("the diagnosis misreads acos's domain: %s" % d["evidence"])
+    ctx.log("first %s, %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
+
+
+test_arcface_margin = case_test(case_arcface_margin, envs=HOST_AND_ROOTS)
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)

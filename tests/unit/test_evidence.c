@@ -679,7 +679,7 @@ static void test_nan_entropy_of_zero_probability(void **state)
 	with_ops(&fx, entropy);
 	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
 	assert_true(said(&g, "input[0] spans 9244 (from -5712 to 3532)"));
-	assert_true(said(&g, "takes log of what softmax made and multiplies by it"));
+	assert_true(said(&g, "takes log of what softmax made, and multiplies"));
 	assert_true(strstr(g.fixes[0], "torch.special.entr") != NULL);
 	/* without autograd, the code's names (no name for "*") */
 	fx.nops = 0;
@@ -694,6 +694,40 @@ static void test_nan_entropy_of_zero_probability(void **state)
 	scan_f32(&fx.t[0], wide, 2, 3, "input[0]", EVIDENCE_INPUT);
 	with_ops(&fx, (const char *const[]){"neg", "sum", "softmax", "log", NULL});
 	assert_string_not_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+}
+
+/*
+ * acos of a cosine made as a dot product over norms, rounding past 1: its domain is [-1, 1],
+ * so the input's negatives say nothing and the fix clamps into it. And a binary cross-entropy
+ * by hand, y * log(sigmoid(x)): its fixes are the log-sigmoid ones.
+ */
+static void test_nan_acos_and_log_sigmoid(void **state)
+{
+	const float x[] = {-1.25f, 0.5f, 2, -0.75f};
+	const float wide[] = {-435.7f, 176.3f, 0.5f, 1};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Angle", 2, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"acos", "div", "sum", "mul", "norm", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	assert_true(said(&g, "acos of a value outside [-1, 1] is NaN"));
+	assert_true(said(&g, "ratio the call made (div)"));
+	assert_false(said(&g, "negative values reach it"));
+	assert_true(strstr(g.fixes[0], "clamp(-1 + 1e-7, 1 - 1e-7)") != NULL);
+	/* a sqrt: the negatives are the fact, as before */
+	with_ops(&fx, (const char *const[]){"sqrt", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	assert_true(said(&g, "negative values reach it"));
+	a = origin("BCE", 1, 0, 0);
+	scan_f32(&fx.t[0], wide, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"neg", "mean", "add", "mul", "mul", "log", "log",
+					    "sigmoid", "rsub", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "takes log of what sigmoid made, and multiplies"));
+	assert_true(strstr(g.fixes[0], "F.logsigmoid") != NULL);
 }
 
 static void test_ops_mask_and_cast(void **state)
@@ -784,6 +818,7 @@ int main(void)
 		cmocka_unit_test(test_nan_zero_scalar),
 		cmocka_unit_test(test_nan_std_of_one_row),
 		cmocka_unit_test(test_nan_entropy_of_zero_probability),
+		cmocka_unit_test(test_nan_acos_and_log_sigmoid),
 		cmocka_unit_test(test_ops_mask_and_cast),
 		cmocka_unit_test(test_code_op_names),
 		cmocka_unit_test(test_code_ops_of_a_first_layer),
