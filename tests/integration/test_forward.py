@@ -311,23 +311,6 @@ def case_flat_model(ctx, variant):
     ctx.log("first %s at step %d" % (describe(oracle), oracle["step"]))
 
 
-def case_teacher_temp(ctx):
-    """tests/trainers/teacher_temp.py: an EMA teacher (a second root model) under no_grad, its
-    logits sharpened by a softmax over a division by a temperature buffer annealed to 0: NaN
-    only, and no autograd node names an op. The sharpening module is named first, an origin,
-    with the hooks' counts; the diagnosis is the division by the zero buffer."""
-    oracle, trace = oracle_of(ctx, "teacher_temp")
-    if oracle is None or oracle["module"] != "Sharpen" or oracle["origin"] is not True:
-        raise Fail("teacher_temp --oracle: %s, want Sharpen first, an origin" %
-                   (oracle and describe(oracle)))
-    events = watch(ctx, "teacher_temp", trace)
-    check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
-    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
-    if not any("is a single value, 0" in e for e in d["evidence"]):
-        raise Fail("the diagnosis does not name the zero temperature: %s" % d["evidence"])
-    ctx.log("first %s, %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
-
-
 def case_checkpointed(ctx):
     """tests/trainers/checkpointed.py: blocks under a reentrant torch.utils.checkpoint, whose
     backward pass recomputes each block and differentiates it in a backward pass of its own.
@@ -355,68 +338,49 @@ def case_checkpointed(ctx):
 
 
 test_checkpointed = case_test(case_checkpointed, envs=HOST_AND_ROOTS)
-test_teacher_temp = case_test(case_teacher_temp, envs=HOST_ONLY)
 
 
-def case_batch_of_one(ctx):
-    """tests/trainers/batch_of_one.py: a batch standardised by hand, and a batch of one
-    sample: the std over a dimension of one value is NaN (n - 1 = 0) whatever epsilon follows.
-    The standardising module is named first, an origin; the diagnosis says the one row and
-    n - 1 = 0, and fixes it with correction=0 or drop_last, not with an epsilon."""
-    oracle, trace = oracle_of(ctx, "batch_of_one")
-    if oracle is None or oracle["layer"] != "std" or oracle["origin"] is not True:
-        raise Fail("batch_of_one --oracle: %s, want std first, an origin" %
-                   (oracle and describe(oracle)))
-    events = watch(ctx, "batch_of_one", trace)
+def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=()):
+    """A fault whose cause the diagnosis must read from the call (its docstring says it): the
+    oracle's first anomaly is the layer, an origin; the daemon names it with the hooks' counts,
+    then every anomaly of that iteration with their verdicts, and one diagnosis with the
+    trainer's cause, whose evidence says each of said and none of unsaid, and whose fixes say
+    each of fixed.
+
+    teacher_temp: an EMA teacher under no_grad sharpens its logits by a softmax over a division
+    by a temperature buffer annealed to 0 (NaN only, no autograd node): the zero scalar buffer.
+    batch_of_one: a batch standardised by hand, of one sample: the std over a dimension of one
+    value is NaN (n - 1 = 0) whatever epsilon follows: correction=0, not an epsilon.
+    entropy_bonus: -(p * log p) of a softmax over logits so far apart that some p is exactly 0:
+    0 * log(0), not a log of negatives (the negatives are the logits').
+    arcface_margin: acos of a cosine made as a dot product over norms, a collapsed embedding's
+    rounding past 1: the domain [-1, 1], not the negatives a cosine may hold."""
+    oracle, trace = oracle_of(ctx, name)
+    if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
+        raise Fail("%s --oracle: %s, want %r first, an origin" %
+                   (name, oracle and describe(oracle), layer))
+    events = watch(ctx, name, trace)
     check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
     d = [ev for ev in events if ev["event"] == "diagnosis"][0]
-    if not any("n - 1 = 0" in e for e in d["evidence"]) or \
-            not any("correction=0" in f for f in d["fixes"]):
-        raise Fail("the diagnosis misses the std of one value: %s, fixes %s" %
-                   (d["evidence"], d["fixes"]))
+    wrong = ["evidence without %r" % w for w in said if not any(w in e for e in d["evidence"])]
+    wrong += ["evidence with %r" % w for w in unsaid if any(w in e for e in d["evidence"])]
+    wrong += ["fixes without %r" % w for w in fixed if not any(w in f for f in d["fixes"])]
+    if wrong:
+        raise Fail("diagnosis %s: %s; evidence %s, fixes %s" %
+                   (d["cause"], "; ".join(wrong), d["evidence"], d["fixes"]))
     ctx.log("first %s, %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
 
 
-test_batch_of_one = case_test(case_batch_of_one, envs=HOST_ONLY)
-
-
-def case_entropy_bonus(ctx):
-    """tests/trainers/entropy_bonus.py: an entropy bonus by hand, -(p * log p) of a softmax, on
-    logits so far apart that some probabilities are exactly 0: 0 * log(0) is NaN. The entropy
-    module is named first, an origin; the diagnosis is the log of a zero probability, not a
-    log of negatives (the negatives are the logits', not the log's argument)."""
-    oracle, trace = oracle_of(ctx, "entropy_bonus")
-    if oracle is None or oracle["module"] != "Entropy" or oracle["origin"] is not True:
-        raise Fail("entropy_bonus --oracle: %s, want Entropy first, an origin" %
-                   (oracle and describe(oracle)))
-    events = watch(ctx, "entropy_bonus", trace)
-    check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
-    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
-    ctx.log("first %s, %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
-
-
-test_entropy_bonus = case_test(case_entropy_bonus, envs=HOST_AND_ROOTS)
-
-
-def case_arcface_margin(ctx):
-    """tests/trainers/arcface_margin.py: an angular margin head takes acos of a cosine made as a
-    dot product over norms, and a collapsed embedding's cosine rounds past 1: NaN. The head is
-    named first, an origin; the diagnosis is an op outside its domain, and its evidence says
-    [-1, 1], not the negatives a cosine may well hold."""
-    oracle, trace = oracle_of(ctx, "arcface_margin")
-    if oracle is None or oracle["layer"] != "head" or oracle["origin"] is not True:
-        raise Fail("arcface_margin --oracle: %s, want head first, an origin" %
-                   (oracle and describe(oracle)))
-    events = watch(ctx, "arcface_margin", trace)
-    check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
-    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
-    if not any("outside [-1, 1]" in e for e in d["evidence"]) or \
-            any("negative values reach it" in e for e in d["evidence"]):
-        raise Fail("the diagnosis misreads acos's domain: %s" % d["evidence"])
-    ctx.log("first %s, %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
-
-
-test_arcface_margin = case_test(case_arcface_margin, envs=HOST_AND_ROOTS)
+test_teacher_temp = case_test(case_origin_cause, "teacher_temp", "", ("is a single value, 0",),
+                              envs=HOST_ONLY)
+test_batch_of_one = case_test(case_origin_cause, "batch_of_one", "std", ("n - 1 = 0",), (),
+                              ("correction=0",), envs=HOST_ONLY)
+test_entropy_bonus = case_test(case_origin_cause, "entropy_bonus", "",
+                               ("so softmax makes probabilities that are exactly 0",),
+                               envs=HOST_AND_ROOTS)
+test_arcface_margin = case_test(case_origin_cause, "arcface_margin", "head",
+                                ("outside [-1, 1]",), ("negative values reach it",),
+                                envs=HOST_AND_ROOTS)
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)
