@@ -7,21 +7,51 @@
 #include "pyobj.bpf.h"
 #include "check.bpf.h"
 
+#define NESTED_FRAMES 16 /* caller frames looked at for the backward pass a nested one runs in */
+
+struct nested_walk {
+	__u64 frame, code;
+	int found;
+};
+
+static long nested_frame(__u32 i, void *data)
+{
+	struct nested_walk *w = data;
+
+	w->frame = read_u64(w->frame + L.frame_previous);
+	if (!w->frame)
+		return 1;
+	if (read_ref(w->frame + L.frame_code) == w->code) {
+		w->found = 1;
+		return 1;
+	}
+	return 0;
+}
+
 /*
- * Is a backward pass already running on this thread? It is counted in, and out by
- * uretprobe_run_backward. One that runs inside another (a reentrant checkpoint recomputes
- * its forward and differentiates it from within the engine: torch.utils.checkpoint with
- * use_reentrant) differentiates no loss, and is no iteration or step of its own.
+ * Is this backward pass run inside another on this thread? A reentrant checkpoint
+ * (torch.utils.checkpoint with use_reentrant) recomputes its block in the backward pass and
+ * differentiates it from within the engine: the Python function that calls run_backward
+ * (torch.autograd.backward, or _engine_run_backward) is then on the thread's stack twice, the
+ * engine's caller below its C frames. Such a pass differentiates no loss, and is no
+ * iteration or step of its own. The thread's state is known from its module calls (the
+ * tstates map): not in mode loss, where this is not seen.
  */
 static __always_inline int nested_backward(__u32 tid)
 {
-	__u32 one = 1, *n = bpf_map_lookup_elem(&bwd_nest, &tid);
+	__u64 *tstate = bpf_map_lookup_elem(&tstates, &tid);
+	struct nested_walk w = {};
 
-	if (!n) {
-		bpf_map_update_elem(&bwd_nest, &tid, &one, BPF_NOEXIST);
+	if (!tstate)
 		return 0;
-	}
-	return __sync_fetch_and_add(n, 1) > 0;
+	w.frame = thread_frame(*tstate);
+	if (!w.frame)
+		return 0;
+	w.code = read_ref(w.frame + L.frame_code);
+	if (!w.code)
+		return 0;
+	bpf_loop(NESTED_FRAMES, nested_frame, &w, 0);
+	return w.found;
 }
 
 /*
@@ -38,14 +68,12 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 	struct scratch *s;
 	int i;
 
-	if ((id >> 32) != targ_tgid || stopped)
+	if ((id >> 32) != targ_tgid || stopped || !args)
 		return 0;
 	if (nested_backward((__u32)id)) {
 		count(NW_C_BWD_NESTED, 1);
 		return 0;
 	}
-	if (!args)
-		return 0;
 	type = read_u64((__u64)args + L.obj_type);
 	if (type != A.tuple_type)
 		return 0;
@@ -95,26 +123,5 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 		if (i == 0)
 			send_loss(s);
 	}
-	return 0;
-}
-
-/*
- * run_backward returns: the thread's backward pass is over (a return of a call entered
- * before the entry probe was live finds no count, and leaves none).
- */
-SEC("uretprobe")
-int uretprobe_run_backward(struct pt_regs *ctx)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid(), *n;
-
-	if ((bpf_get_current_pid_tgid() >> 32) != targ_tgid)
-		return 0;
-	n = bpf_map_lookup_elem(&bwd_nest, &tid);
-	if (!n)
-		return 0;
-	if (*n <= 1)
-		bpf_map_delete_elem(&bwd_nest, &tid);
-	else
-		__sync_fetch_and_add(n, -1);
 	return 0;
 }

@@ -478,14 +478,6 @@ struct {
 	__type(value, struct bwd_thread);
 } bwd_threads SEC(".maps");
 
-/* backward passes in progress on a thread (tid): see uprobe_run_backward */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u32);
-} bwd_nest SEC(".maps");
-
 /*
  * Parameter gradients, a ring of their own so that they never crowd out anomalies: each
  * one's struct nw_grad, and before it, for a gradient whose histogram the daemon counts,

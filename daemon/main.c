@@ -72,7 +72,7 @@ static const char usage[] =
 	"                           output, a loss module): finds the first bad step and\n"
 	"                           iteration, not the layer\n"
 	"                           'loss': check only the loss backward() starts from, with\n"
-	"                           no module probes (two probe hits per backward): finds\n"
+	"                           no module probes (one probe hit per backward): finds\n"
 	"                           the first bad step, not the layer; the cheapest watch\n"
 	"  -L, --layouts DIR        layout tables (default: next to the binary, then\n"
 	"                           " NW_LAYOUT_DIR ")\n"

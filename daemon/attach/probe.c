@@ -615,14 +615,10 @@ static int attach_torch(struct probe *p, const struct target *t, const struct pr
 	if (!ret && o->node_symbol && o->bwd)
 		ret = attach_one(p, s->progs.uprobe_bwd_node, &s->links.uprobe_bwd_node, t, &node,
 				 false, err, errlen);
-	/* its return first: a backward entered before the entry probe leaves no count behind */
-	if (!ret && o->backward_symbol && (!o->top_only || o->loss_only))
-		ret = attach_one(p, s->progs.uretprobe_run_backward,
-				 &s->links.uretprobe_run_backward, t, &loss, true, err, errlen);
 	if (!ret && o->backward_symbol && (!o->top_only || o->loss_only))
 		ret = attach_one(p, s->progs.uprobe_run_backward, &s->links.uprobe_run_backward, t,
 				 &loss, false, err, errlen);
-	/* mode loss keeps to the loss: its two probe hits a step */
+	/* mode loss keeps to the loss: one probe hit a step */
 	if (!ret && o->scaler_symbol && !o->loss_only)
 		ret = attach_one(p, s->progs.uprobe_scaler_update, &s->links.uprobe_scaler_update,
 				 t, &scaler, false, err, errlen);

@@ -4,15 +4,14 @@ nan_input and demo also run under `--mode sample` (test_sample_*): only outermos
 are checked, so the daemon must find the oracle's first bad step and iteration at the root
 model's output, report no inner layer, and scan fewer tensors than in full mode.
 --mode loss (test_lossmode_*): no module probes; the first bad step and iteration from the
-loss alone, one probe_hits count per backward (its entry: the return is not counted there),
-and a diagnosis that claims no layer-level cause.
+loss alone, one probe hit per backward, and a diagnosis that claims no layer-level cause.
 """
 import json
 import math
 
 from nwharness import Fail, oracle_of
-from nwchecks import (EVERYWHERE, HOST_AND_ROOTS, HOST_ONLY, case_test, check_anomaly_fields,
-                      check_first, describe, listing, same, watch)
+from nwchecks import (EVERYWHERE, HOST_AND_ROOTS, case_test, check_anomaly_fields, check_first,
+                      describe, listing, same, watch)
 
 
 def tensors_scanned(events, what):
@@ -77,9 +76,7 @@ def case_sample(ctx, name):
 
 def case_loss_mode(ctx, name):
     """--mode loss: no module probes, only the loss; the first bad step and iteration from the
-    loss alone, one probe_hits count per backward (its entry), and a diagnosis that claims no
-    layer-level cause. The checkpointed trainer's nested backward passes (three a step) are
-    neither."""
+    loss alone, one probe hit per backward, and a diagnosis that claims no layer-level cause."""
     oracle, trace = oracle_of(ctx, name)
     if oracle is None:
         raise Fail("%s --oracle found no anomaly (the trainer lost its fault)" % name)
@@ -124,4 +121,3 @@ test_sample_demo = case_test(case_sample, "demo", envs=HOST_AND_ROOTS)
 test_lossmode_nan_input = case_test(case_loss_mode, "nan_input", envs=HOST_AND_ROOTS)
 test_lossmode_loss_log_zero = case_test(case_loss_mode, "loss_log_zero", envs=HOST_AND_ROOTS)
 test_lossmode_lr_too_high = case_test(case_loss_mode, "lr_too_high", envs=HOST_AND_ROOTS)
-test_lossmode_checkpointed = case_test(case_loss_mode, "checkpointed", envs=HOST_ONLY)

@@ -350,6 +350,49 @@ def test_security_endless_forward(ctx):
             "the hostile rank's unarmed calls %d" % (took, stop, max(unarmed)))
 
 
+@environments(*HOST_ONLY)
+def test_security_endless_backward(ctx):
+    """With return_probe session: uid 65534's rank enters a backward pass that never returns
+    while it keeps starting nested ones (hostile_forward.py --in-backward: torch.autograd.backward
+    in a loop inside an autograd function's backward). Another rank of the same service then
+    exits: its detach line must come within ENDLESS_DETACH_S, a rank started after must be
+    attached, and SIGTERM must end the daemon with every detach line; the hostile rank's nested
+    passes are counted (stats.nested_backward, from its frames). With a return probe on
+    run_backward (tried: a uprobe session arming no return while a removal was slow), the outer
+    pass's return stayed pending while each nested pass armed another (the exited rank's own
+    session on run_backward, still registered while its other link was removed, armed them for
+    the hostile's hits), and on Linux 6.13+ that held the removal for as long as the backward
+    pass ran: the exited rank had no detach line in 15 s."""
+    procs = []
+    try:
+        daemon, events_path, hostile, victim, env = endless_ranks(
+            ctx, "endbwd", "stats_interval: 1\nreturn_probe: session\n", procs,
+            ("--in-backward",))
+        t0 = time.monotonic()
+        victim.kill()
+        wait_events(events_path, daemon, has_event("detach", victim.pid),
+                    "the exited rank's detach line", ENDLESS_DETACH_S)
+        took = time.monotonic() - t0
+        late = Proc(env + trainer_argv(ctx, "inflight", "--live", "--pace", "0.05"),
+                    stdin=True)
+        procs.append(late)
+        wait_events(events_path, daemon, has_event("attach", late.pid),
+                    "the attach of a rank started after", ATTACH_TIMEOUT)
+        rc, stop = sigterm_wait(daemon, DETACH_TIMEOUT)
+    finally:
+        for p in procs:
+            p.kill()
+    events = read_events(events_path)
+    require_detached(events, rc, (hostile, late), "the endless backward pass")
+    nested = max([e.get("nested_backward", 0) for e in events
+                  if e["event"] == "stats" and e["pid"] == hostile.pid] or [0])
+    if not nested > 0:
+        raise Fail("the hostile rank's stats count no nested backward pass: its endless "
+                   "backward was not watched")
+    ctx.log("the exited rank's detach line %.2f s after its exit; SIGTERM to exit %.2f s; "
+            "the hostile rank's nested backward passes %d" % (took, stop, nested))
+
+
 FORK_STORM_S = 4  # the fork storm watched, with the victim's stats lines (one a second)
 
 

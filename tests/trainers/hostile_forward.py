@@ -10,6 +10,10 @@ Protocol: prints "LIVE <pid>", then trains a small Linear with SGD, "STEP n" aft
 prints "ENDLESS" and calls its child (a Linear, then tanh) until killed. With --fork-every N,
 that loop also forks a process every N calls, which exits at once (a fork storm while the
 returns are held: each fork asks the daemon to clean the new process of its breakpoint).
+With --in-backward, "endless" makes the next backward pass never return instead: an autograd
+function's backward differentiates a small graph over and over (torch.autograd.backward, a
+pass nested in it each time): a return probe on the engine would hold a return pending for the
+outer pass while the nested ones kept arming new ones; it prints "ENDLESS" as it begins.
 """
 import argparse
 import os
@@ -43,10 +47,29 @@ class Endless(nn.Module):
         return self.child(x)
 
 
+class EndlessGrad(torch.autograd.Function):
+    """The identity, whose backward never returns: nested backward passes for ever."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        print("ENDLESS", flush=True)
+        w = torch.ones(4, requires_grad=True)
+        with torch.enable_grad():  # a backward runs without it
+            while True:
+                torch.autograd.backward((w * 2).sum())
+                time.sleep(0.001)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pace", type=float, default=0.02)
     ap.add_argument("--fork-every", type=int, default=0)
+    ap.add_argument("--in-backward", action="store_true",
+                    help="\"endless\" makes the next backward pass endless, not the forward")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -55,10 +78,17 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     print("LIVE %d" % os.getpid(), flush=True)
     step = 0
+    endless_backward = False
     while True:
         if select.select([sys.stdin], [], [], 0)[0] and sys.stdin.readline().strip() == "endless":
-            model.endless = True
-        loss = model(torch.randn(4, 8)).pow(2).mean()
+            if args.in_backward:
+                endless_backward = True
+            else:
+                model.endless = True
+        out = model(torch.randn(4, 8))
+        if endless_backward:
+            out = EndlessGrad.apply(out)
+        loss = out.pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
