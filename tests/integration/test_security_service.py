@@ -310,22 +310,17 @@ def require_detached(events, rc, procs, what):
 ENDLESS_DETACH_S = 15  # from a rank's exit to its detach line: well under a second when free
 
 
-@environments(*HOST_ONLY)
-def test_security_endless_forward(ctx):
-    """With return_probe session: uid 65534's rank enters a forward that never returns while
-    it keeps calling a child module (tests/trainers/hostile_forward.py): the return armed for
-    it stays pending, and on Linux 6.13+ that holds every uprobe removal on the node. Another
-    rank of the same service then exits: its detach line must come within ENDLESS_DETACH_S;
-    a rank started after must be attached, and SIGTERM must end the daemon with every detach
-    line. A removal that takes long makes the daemon arm no return (stats.unarmed counts the
-    calls), so the kernel lets the pending one go; before, the exited rank's removal, and
-    every uprobe attach after it, waited as long as the forward ran."""
+def endless_exit(ctx, name, hostile_args, what, counter):
+    """endless_ranks' service with return_probe session: the victim exits, its detach line
+    must come within ENDLESS_DETACH_S, a rank started after must be attached, and SIGTERM must
+    end the daemon with every detach line. Returns (seconds to that detach line, to SIGTERM's
+    exit, the largest of the hostile rank's stats counter)."""
     procs = []
     try:
-        # from its return until the stop, the endless forward holds every uprobe removal on
+        # from its return until the stop, the endless call holds every uprobe removal on
         # the node that this daemon does not make: kept to a few seconds (other tests run)
         daemon, events_path, hostile, victim, env = endless_ranks(
-            ctx, "endless", "stats_interval: 1\nreturn_probe: session\n", procs)
+            ctx, name, "stats_interval: 1\nreturn_probe: session\n", procs, hostile_args)
         t0 = time.monotonic()
         victim.kill()
         wait_events(events_path, daemon, has_event("detach", victim.pid),
@@ -341,14 +336,26 @@ def test_security_endless_forward(ctx):
         for p in procs:
             p.kill()
     events = read_events(events_path)
-    require_detached(events, rc, (hostile, late), "the endless forward")
-    unarmed = [e.get("unarmed", 0) for e in events if e["event"] == "stats" and
-               e["pid"] == hostile.pid]
-    if not unarmed or not max(unarmed) > 0:
-        raise Fail("the hostile rank's stats count no unarmed call: %s" % unarmed)
-    ctx.log("the exited rank's detach line %.2f s after its exit; SIGTERM to exit %.2f s; "
-            "the hostile rank's unarmed calls %d" % (took, stop, max(unarmed)))
+    require_detached(events, rc, (hostile, late), what)
+    return took, stop, max([e.get(counter, 0) for e in events
+                            if e["event"] == "stats" and e["pid"] == hostile.pid] or [0])
 
+
+@environments(*HOST_ONLY)
+def test_security_endless_forward(ctx):
+    """With return_probe session: uid 65534's rank enters a forward that never returns while
+    it keeps calling a child module (tests/trainers/hostile_forward.py): the return armed for
+    it stays pending, and on Linux 6.13+ that holds every uprobe removal on the node. Another
+    rank of the same service then exits: its detach line must come within ENDLESS_DETACH_S;
+    a rank started after must be attached, and SIGTERM must end the daemon with every detach
+    line. A removal that takes long makes the daemon arm no return (stats.unarmed counts the
+    calls), so the kernel lets the pending one go; before, the exited rank's removal, and
+    every uprobe attach after it, waited as long as the forward ran."""
+    took, stop, unarmed = endless_exit(ctx, "endless", (), "the endless forward", "unarmed")
+    if not unarmed > 0:
+        raise Fail("the hostile rank's stats count no unarmed call")
+    ctx.log("the exited rank's detach line %.2f s after its exit; SIGTERM to exit %.2f s; "
+            "the hostile rank's unarmed calls %d" % (took, stop, unarmed))
 
 @environments(*HOST_ONLY)
 def test_security_endless_backward(ctx):
@@ -363,29 +370,8 @@ def test_security_endless_backward(ctx):
     session on run_backward, still registered while its other link was removed, armed them for
     the hostile's hits), and on Linux 6.13+ that held the removal for as long as the backward
     pass ran: the exited rank had no detach line in 15 s."""
-    procs = []
-    try:
-        daemon, events_path, hostile, victim, env = endless_ranks(
-            ctx, "endbwd", "stats_interval: 1\nreturn_probe: session\n", procs,
-            ("--in-backward",))
-        t0 = time.monotonic()
-        victim.kill()
-        wait_events(events_path, daemon, has_event("detach", victim.pid),
-                    "the exited rank's detach line", ENDLESS_DETACH_S)
-        took = time.monotonic() - t0
-        late = Proc(env + trainer_argv(ctx, "inflight", "--live", "--pace", "0.05"),
-                    stdin=True)
-        procs.append(late)
-        wait_events(events_path, daemon, has_event("attach", late.pid),
-                    "the attach of a rank started after", ATTACH_TIMEOUT)
-        rc, stop = sigterm_wait(daemon, DETACH_TIMEOUT)
-    finally:
-        for p in procs:
-            p.kill()
-    events = read_events(events_path)
-    require_detached(events, rc, (hostile, late), "the endless backward pass")
-    nested = max([e.get("nested_backward", 0) for e in events
-                  if e["event"] == "stats" and e["pid"] == hostile.pid] or [0])
+    took, stop, nested = endless_exit(ctx, "endbwd", ("--in-backward",),
+                                      "the endless backward pass", "nested_backward")
     if not nested > 0:
         raise Fail("the hostile rank's stats count no nested backward pass: its endless "
                    "backward was not watched")
