@@ -51,7 +51,7 @@ class Checkpointed(common.Trainer):
         # the input needs a gradient: a reentrant checkpoint differentiates only through one
         x = torch.randn(4, 8, generator=gen).requires_grad_()
         scale = torch.ones(4, 1)
-        if step == 4:
+        if step == self.fault_step:
             scale[2] = 0
         return (x, scale), torch.randn(4, 1, generator=gen)
 

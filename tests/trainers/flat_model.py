@@ -40,7 +40,7 @@ class FlatModel(common.Trainer):
 
     def batch(self, step, micro, gen):
         x = torch.rand(6, 5, generator=gen) + 0.1
-        if step == 4:
+        if step == self.fault_step:
             if self.variant == "linear":
                 x[1, 3] = 0
             else:
