@@ -63,6 +63,13 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 	key.tid = (__u32)id;
 	if (kind == CODE_STEP) {
 		ts->pend.broken = 1;
+		/*
+		 * A step runs below every step still running: one at or above the outermost's
+		 * stack pointer means that one returned unseen (its session was closed and
+		 * opened again meanwhile, see attach/probe.c), and steps count again.
+		 */
+		if (ts->step_depth && key.sp >= ts->step_sp)
+			ts->step_depth = 0;
 		rec.depth = ts->step_depth;
 		/* the optimizer, for the return: its state has the step then */
 		rec.args[0] = read_ref((__u64)frame + L.frame_localsplus + 8 * L.self_slot);
@@ -74,6 +81,8 @@ static __always_inline int eval_entry(struct pt_regs *ctx)
 			count(NW_C_UNARMED, 1);
 			return entry_done(ts, 1);
 		}
+		if (!ts->step_depth)
+			ts->step_sp = key.sp;
 		ts->step_depth++;
 		bpf_map_update_elem(&frames, &key, &rec, BPF_ANY);
 		return entry_done(ts, 0);

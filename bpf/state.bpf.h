@@ -125,6 +125,7 @@ struct thread_state {
 	__u8 unchecked[NW_MAX_DEPTH];
 	__u32 depth;
 	__u32 step_depth;
+	__u64 step_sp; /* frame_key.sp of the outermost optimizer step recorded last */
 	struct pending pend;
 };
 

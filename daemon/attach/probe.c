@@ -56,7 +56,9 @@ struct probe {
 	int nprobes;
 	int stats_fd;
 	int session;	    /* the evaluator's both ends are one uprobe session (session_fd) */
-	int session_fd;	    /* its link; -1: none */
+	int session_fd;	    /* its link; -1: none (under sessions_lock once in sessions) */
+	int parked;	    /* its link closed by park(), to be opened again (sessions_lock) */
+	uint32_t parks;	    /* ... and opened again (atomic) */
 	struct probe *next; /* in sessions (attached with a session), under sessions_lock */
 	/* with a session: the processes the target forks cleaned of its breakpoint */
 	int eval_fd;		/* the evaluator's file (a descriptor of our own); -1: none */
@@ -76,12 +78,25 @@ struct probe {
  * the node) for as long as it ran. A removal that takes longer than PAUSE_AFTER_MS (one
  * takes about half that here) makes every session arm no return (arm_paused) until no
  * removal is under way: the kernel then lets such a pending one go within 100 ms.
+ *
+ * That holds while each target's calls hit its own session alone. Every watch's session is
+ * on the same uprobe when the targets share an interpreter file, and for another process's
+ * hit the kernel runs no program of a pid-filtered session and arms its return: with three
+ * watches, each target's calls have returns armed whatever arm_paused says (a training loop
+ * entered after another watch's attach, or a forward that never returns, held the removal
+ * for as long as it ran). A removal still under way after PARK_AFTER_MS has every other
+ * session's link closed (park(): a thread each, as each close waits for the same lock, and
+ * each counted as a removal); each watch opens its own again at its next tick once no
+ * removal is under way (unpark()). Meanwhile its target is not watched, and the calls it was
+ * in return unseen (the programs heal their stacks at the next call).
  */
 #define PAUSE_AFTER_MS 1000
+#define PARK_AFTER_MS 2000
 static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct probe *sessions;
-static int removals; /* removals under way */
+static int removals; /* removals under way, parked links' closes among them */
 static int paused;   /* arm_paused set in every session */
+static int parking;  /* park_all() ran and a removal is still under way: links park at once */
 
 /* Every session's arm_paused as paused says; under sessions_lock. */
 static void set_paused(int on)
@@ -93,18 +108,24 @@ static void set_paused(int on)
 		__atomic_store_n(&q->skel->bss->arm_paused, on, __ATOMIC_RELEASE);
 }
 
+static void park(struct probe *q);
+
 static void sessions_add(struct probe *p)
 {
 	pthread_mutex_lock(&sessions_lock);
 	p->next = sessions;
 	sessions = p;
 	__atomic_store_n(&p->skel->bss->arm_paused, paused, __ATOMIC_RELEASE);
+	if (parking)
+		park(p);
 	pthread_mutex_unlock(&sessions_lock);
 }
 
-static void sessions_remove(struct probe *p)
+/* p out of sessions; its session link's descriptor (-1: none, or parked), now the caller's. */
+static int sessions_remove(struct probe *p)
 {
 	struct probe **q;
+	int fd;
 
 	pthread_mutex_lock(&sessions_lock);
 	for (q = &sessions; *q; q = &(*q)->next)
@@ -112,24 +133,84 @@ static void sessions_remove(struct probe *p)
 			*q = p->next;
 			break;
 		}
+	fd = p->session_fd;
+	p->session_fd = -1;
+	p->parked = 0;
 	pthread_mutex_unlock(&sessions_lock);
+	return fd;
 }
 
-/* After wait_us, pause the sessions if a removal is still under way. */
-static void pause_if_removing(unsigned int wait_us)
+/* A removal ends; under sessions_lock. */
+static void removal_done(void)
 {
-	if (wait_us)
-		usleep(wait_us);
+	removals--;
+	if (removals)
+		return;
+	if (paused)
+		set_paused(0);
+	parking = 0;
+}
+
+/* A parked link's close: waits as a removal does. */
+static void *close_parked(void *arg)
+{
+	close((int)(intptr_t)arg);
+	pthread_mutex_lock(&sessions_lock);
+	removal_done();
+	pthread_mutex_unlock(&sessions_lock);
+	return NULL;
+}
+
+/* q's session link closed on a thread of its own, counted as a removal; under sessions_lock. */
+static void park(struct probe *q)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int spawned = 0;
+
+	if (q->session_fd < 0 || pthread_attr_init(&attr))
+		return;
+	if (!pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED))
+		spawned = !pthread_create(&t, &attr, close_parked, (void *)(intptr_t)q->session_fd);
+	pthread_attr_destroy(&attr);
+	/* no thread: the link stays (a close here would wait holding the lock) */
+	if (!spawned)
+		return;
+	removals++;
+	q->session_fd = -1;
+	q->parked = 1;
+}
+
+/* Every session parked while a removal is under way; under sessions_lock. */
+static void park_all(void)
+{
+	struct probe *q;
+
+	if (removals <= 0)
+		return;
+	parking = 1;
+	for (q = sessions; q; q = q->next)
+		park(q);
+}
+
+/*
+ * After PAUSE_AFTER_MS, pause the sessions if a removal is still under way; park them after
+ * PARK_AFTER_MS. With arg NULL (no thread to wait on), pause at once and park none.
+ */
+static void *pauser(void *arg)
+{
+	if (arg)
+		usleep(PAUSE_AFTER_MS * 1000);
 	pthread_mutex_lock(&sessions_lock);
 	if (removals > 0 && !paused)
 		set_paused(1);
 	pthread_mutex_unlock(&sessions_lock);
-}
-
-static void *pauser(void *arg)
-{
-	(void)arg;
-	pause_if_removing(PAUSE_AFTER_MS * 1000);
+	if (!arg)
+		return NULL;
+	usleep((PARK_AFTER_MS - PAUSE_AFTER_MS) * 1000);
+	pthread_mutex_lock(&sessions_lock);
+	park_all();
+	pthread_mutex_unlock(&sessions_lock);
 	return NULL;
 }
 
@@ -141,19 +222,49 @@ static void removal(int begins)
 	int spawned = 0, any;
 
 	pthread_mutex_lock(&sessions_lock);
-	removals += begins ? 1 : -1;
-	if (!removals && paused)
-		set_paused(0);
+	if (begins)
+		removals++;
+	else
+		removal_done();
 	any = sessions != NULL;
 	pthread_mutex_unlock(&sessions_lock);
 	/* no session in this process (the default return probe): nothing to pause */
 	if (!begins || !any || pthread_attr_init(&attr))
 		return;
 	if (!pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED))
-		spawned = !pthread_create(&t, &attr, pauser, NULL);
+		spawned = !pthread_create(&t, &attr, pauser, (void *)1);
 	pthread_attr_destroy(&attr);
 	if (!spawned) /* no thread to wait with: pause at once */
-		pause_if_removing(0);
+		pauser(NULL);
+}
+
+static int session_attach_type(void);
+static int multi_link(int prog_fd, int type, int file_fd, unsigned long offset, int pid);
+
+/*
+ * p's session link opened again once no removal is under way (p's own thread, at its tick).
+ * Parked again at once if another removal has had them parked meanwhile.
+ */
+static void unpark(struct probe *p)
+{
+	int fd, go;
+
+	pthread_mutex_lock(&sessions_lock);
+	go = p->parked && !removals;
+	pthread_mutex_unlock(&sessions_lock);
+	if (!go)
+		return;
+	fd = multi_link(bpf_program__fd(p->skel->progs.session_eval_frame), session_attach_type(),
+			p->eval_fd, p->eval_off, p->pid);
+	if (fd < 0) /* tried again at the next tick */
+		return;
+	pthread_mutex_lock(&sessions_lock);
+	p->session_fd = fd;
+	p->parked = 0;
+	if (parking)
+		park(p);
+	pthread_mutex_unlock(&sessions_lock);
+	__atomic_add_fetch(&p->parks, 1, __ATOMIC_RELAXED);
 }
 
 static int on_record(void *ctx, void *data, size_t size)
@@ -557,6 +668,7 @@ void probe__tick(struct probe *p)
 
 	if (!p || !p->skel || !p->skel->links.on_fork)
 		return;
+	unpark(p);
 	/* one cleaning at a time: the last one, if still running, takes the forks after */
 	if (p->cleaner_on && pthread_tryjoin_np(p->cleaner, NULL) == EBUSY)
 		return;
@@ -790,6 +902,8 @@ int probe__read_method(const struct probe *p)
 
 void probe__close(struct probe *p)
 {
+	int fd;
+
 	if (!p)
 		return;
 	ring_buffer__free(p->rb);
@@ -797,15 +911,15 @@ void probe__close(struct probe *p)
 	if (p->epfd >= 0)
 		close(p->epfd);
 	gradsum__free(p->gsum);
-	sessions_remove(p);
+	fd = sessions_remove(p);
 	if (p->skel) { /* what is still attached goes with the skeleton */
 		/* a cleaner still waiting: nothing armed here, and removal() pauses the rest */
 		if (p->cleaner_on)
 			__atomic_store_n(&p->skel->bss->stopped, 1, __ATOMIC_SEQ_CST);
 		removal(1);
 		join_cleaner(p);
-		if (p->session_fd >= 0)
-			close(p->session_fd);
+		if (fd >= 0)
+			close(fd);
 		nanwatch_bpf__destroy(p->skel);
 		removal(0);
 	}
@@ -818,6 +932,8 @@ void probe__close(struct probe *p)
 
 void probe__detach(struct probe *p)
 {
+	int fd;
+
 	if (!p)
 		return;
 	/*
@@ -826,10 +942,10 @@ void probe__detach(struct probe *p)
 	 * evaluator) runs on after another has stopped.
 	 */
 	__atomic_store_n(&p->skel->bss->stopped, 1, __ATOMIC_SEQ_CST);
+	fd = sessions_remove(p); /* no other watch's removal parks it now */
 	removal(1);
-	if (p->session_fd >= 0)
-		close(p->session_fd);
-	p->session_fd = -1;
+	if (fd >= 0)
+		close(fd);
 	nanwatch_bpf__detach(p->skel);
 	removal(0);
 }
@@ -876,6 +992,7 @@ void probe__counters(const struct probe *p, uint64_t out[NW_C_MAX])
 		out[i] = __atomic_load_n(&p->skel->bss->counters[i], __ATOMIC_RELAXED);
 	out[NW_C_BWD_GRADS_LOST] += gradsum__dropped(p->gsum); /* this side's drops too */
 	out[NW_C_FORKS_CLEANED] = __atomic_load_n(&p->cleaned, __ATOMIC_RELAXED);
+	out[NW_C_PARKED] = __atomic_load_n(&p->parks, __ATOMIC_RELAXED);
 }
 
 uint64_t probe__steps(const struct probe *p)

@@ -501,6 +501,7 @@ int output__stats(struct emitter *e, const struct output_stats *s)
 	json__uint(j, "nested_backward", c[NW_C_BWD_NESTED]);
 	json__uint(j, "forks", c[NW_C_FORKS]);
 	json__uint(j, "forks_cleaned", c[NW_C_FORKS_CLEANED]);
+	json__uint(j, "parked", c[NW_C_PARKED]);
 	json__uint(j, "tensors_scanned", c[NW_C_TENSORS_SCANNED]);
 	json__uint(j, "bytes_scanned", c[NW_C_BYTES_SCANNED]);
 	json__uint(j, "scan_ns", c[NW_C_SCAN_NS]);

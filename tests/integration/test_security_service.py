@@ -310,17 +310,38 @@ def require_detached(events, rc, procs, what):
 ENDLESS_DETACH_S = 15  # from a rank's exit to its detach line: well under a second when free
 
 
-def endless_exit(ctx, name, hostile_args, what, counter):
-    """endless_ranks' service with return_probe session: the victim exits, its detach line
-    must come within ENDLESS_DETACH_S, a rank started after must be attached, and SIGTERM must
-    end the daemon with every detach line. Returns (seconds to that detach line, to SIGTERM's
-    exit, the largest of the hostile rank's stats counter)."""
+def parked_stats(events, pid):
+    """pid's stats lines that count its session closed and reopened (parked)."""
+    return [e for e in events
+            if e["event"] == "stats" and e["pid"] == pid and e.get("parked", 0) > 0]
+
+
+def stepped_after_park(pid):
+    """pid's stats count a step after the first of its lines that counts it parked."""
+    def pred(events):
+        st = parked_stats(events, pid)
+        return len(st) > 1 and st[-1].get("steps", 0) > st[0].get("steps", 0)
+    return pred
+
+
+def endless_exit(ctx, name, hostile_args, what, counter, third=False):
+    """endless_ranks' service with return_probe session (and, with third, one more paced rank
+    watched): the victim exits, its detach line must come within ENDLESS_DETACH_S, a rank
+    started after must be attached, and SIGTERM must end the daemon with every detach line.
+    Returns (seconds to that detach line, to SIGTERM's exit, the largest of the hostile rank's
+    stats counter, the events)."""
     procs = []
     try:
         # from its return until the stop, the endless call holds every uprobe removal on
         # the node that this daemon does not make: kept to a few seconds (other tests run)
         daemon, events_path, hostile, victim, env = endless_ranks(
             ctx, name, "stats_interval: 1\nreturn_probe: session\n", procs, hostile_args)
+        if third:
+            other = Proc(env + trainer_argv(ctx, "inflight", "--live", "--pace", "0.05"),
+                         stdin=True)
+            procs.append(other)
+            wait_events(events_path, daemon, has_event("attach", other.pid),
+                        "the third rank's attach", ATTACH_TIMEOUT)
         t0 = time.monotonic()
         victim.kill()
         wait_events(events_path, daemon, has_event("detach", victim.pid),
@@ -331,14 +352,18 @@ def endless_exit(ctx, name, hostile_args, what, counter):
         procs.append(late)
         wait_events(events_path, daemon, has_event("attach", late.pid),
                     "the attach of a rank started after", ATTACH_TIMEOUT)
+        if third:
+            wait_events(events_path, daemon, stepped_after_park(other.pid),
+                        "the third rank's stats with a step after its session reopened",
+                        ENDLESS_DETACH_S)
         rc, stop = sigterm_wait(daemon, DETACH_TIMEOUT)
     finally:
         for p in procs:
             p.kill()
     events = read_events(events_path)
-    require_detached(events, rc, (hostile, late), what)
+    require_detached(events, rc, (hostile, late) + ((other,) if third else ()), what)
     return took, stop, max([e.get(counter, 0) for e in events
-                            if e["event"] == "stats" and e["pid"] == hostile.pid] or [0])
+                            if e["event"] == "stats" and e["pid"] == hostile.pid] or [0]), events
 
 
 @environments(*HOST_ONLY)
@@ -351,11 +376,30 @@ def test_security_endless_forward(ctx):
     line. A removal that takes long makes the daemon arm no return (stats.unarmed counts the
     calls), so the kernel lets the pending one go; before, the exited rank's removal, and
     every uprobe attach after it, waited as long as the forward ran."""
-    took, stop, unarmed = endless_exit(ctx, "endless", (), "the endless forward", "unarmed")
+    took, stop, unarmed, _ = endless_exit(ctx, "endless", (), "the endless forward", "unarmed")
     if not unarmed > 0:
         raise Fail("the hostile rank's stats count no unarmed call")
     ctx.log("the exited rank's detach line %.2f s after its exit; SIGTERM to exit %.2f s; "
             "the hostile rank's unarmed calls %d" % (took, stop, unarmed))
+
+@environments(*HOST_ONLY)
+def test_security_endless_forward_third_rank(ctx):
+    """test_security_endless_forward with a third rank watched all the while. The kernel runs
+    no program for another process's hit on a pid-filtered uprobe session and arms its return:
+    the third rank's session armed returns for every call of the hostile rank's endless
+    forward, whatever the pause said, and the exited rank's removal waited as long as the
+    forward ran (no detach line in 15 s). A removal that stays slow has the daemon close
+    every other watch's session and open it again once the removal is done: the exited
+    rank's detach line must come within ENDLESS_DETACH_S, the third rank's stats must count
+    the reopening (parked) and steps after it, and SIGTERM must end the daemon with every
+    detach line."""
+    took, stop, unarmed, events = endless_exit(ctx, "endthird", (), "the endless forward",
+                                               "unarmed", third=True)
+    parked = sorted({e["pid"] for e in events if e["event"] == "stats" and e.get("parked")})
+    ctx.log("the exited rank's detach line %.2f s after its exit; SIGTERM to exit %.2f s; "
+            "ranks parked %s; the hostile rank's unarmed calls %d" % (took, stop, parked,
+                                                                      unarmed))
+
 
 @environments(*HOST_ONLY)
 def test_security_endless_backward(ctx):
@@ -370,8 +414,8 @@ def test_security_endless_backward(ctx):
     session on run_backward, still registered while its other link was removed, armed them for
     the hostile's hits), and on Linux 6.13+ that held the removal for as long as the backward
     pass ran: the exited rank had no detach line in 15 s."""
-    took, stop, nested = endless_exit(ctx, "endbwd", ("--in-backward",),
-                                      "the endless backward pass", "nested_backward")
+    took, stop, nested, _ = endless_exit(ctx, "endbwd", ("--in-backward",),
+                                         "the endless backward pass", "nested_backward")
     if not nested > 0:
         raise Fail("the hostile rank's stats count no nested backward pass: its endless "
                    "backward was not watched")

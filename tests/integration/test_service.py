@@ -572,3 +572,63 @@ def test_service_children(ctx):
     if attached != sorted([pa.pid, pb.pid, cb]):
         raise Fail("attached %s, want the parents %d, %d and rule families' child %d (not %d)" %
                    (attached, pa.pid, pb.pid, cb, ca))
+
+
+RANK_EXIT_RANKS = 3
+RANK_EXIT_DETACH_S = 15  # from a rank's exit to its detach line: about 2.5 s when it parks
+
+
+@environments(*HOST_ONLY)
+def test_service_rank_exit(ctx):
+    """Three ranks of one job, each training in a thread it starts once attached (inflight
+    --wait --in-thread), as a loader's or launcher's thread does: a frame entered from C after
+    the attach that runs as long as the training. One rank exits. Its detach line must come
+    within RANK_EXIT_DETACH_S, and the other two ranks must count steps after it. Each rank's
+    uprobe session armed a return for the other ranks' calls (the kernel runs no program of a
+    pid-filtered session for another process's hit), so the thread's frame kept a return
+    pending and renewed, and on Linux 6.13+ the exited rank's removal waited for it: no detach
+    line in 30 s, and the steps of the ranks left stopped counting (the pause of returns that
+    the daemon made meanwhile lasted as long). Now the daemon parks every other session while
+    a removal stays slow (stats.parked)."""
+    tmp = tempfile.mkdtemp(dir=ctx.tmp, prefix="rankexit-")
+    token = "rankexit-%d" % os.getpid()
+    config, events_path = write_config(ctx, tmp, [
+        "  - name: t\n    match: {env: {NW_RANKEXIT_TEST: '^%s$'}}\n" % token],
+        extra="stats_interval: 1\n")
+    daemon = start_ready(ctx, tmp, config)
+    ranks = []
+    try:
+        for rank in range(RANK_EXIT_RANKS):
+            p = start_process(ctx, {"NW_RANKEXIT_TEST": token, "RANK": str(rank)},
+                              trainer_argv(ctx, "inflight", "--wait", "--in-thread",
+                                           "--pace", "0.05", "--steps", "100000"))
+            ranks.append(p)
+            wait_events(events_path, daemon, has_event("attach", p.pid),
+                        "the attach of rank %d" % rank, ATTACH_TIMEOUT * 2)
+        for p in ranks:
+            p.send(b"go\n", close=False)
+        time.sleep(1)  # each rank's thread in its training loop
+        t0 = time.monotonic()
+        ranks[0].kill()
+        wait_events(events_path, daemon, has_event("detach", ranks[0].pid),
+                    "the exited rank's detach line", RANK_EXIT_DETACH_S)
+        took = time.monotonic() - t0
+        left = [p.pid for p in ranks[1:]]
+        exited_at = max(e["time"] for e in read_events(events_path)
+                        if e["event"] == "detach" and e["pid"] == ranks[0].pid)
+
+        def stepped_after(events):
+            after = [e for e in events if e["event"] == "stats" and e["pid"] in left and
+                     e["time"] > exited_at]
+            return all(len({e["steps"] for e in after if e["pid"] == pid}) > 1 for pid in left)
+        wait_events(events_path, daemon, stepped_after,
+                    "steps counted by the ranks left after the detach", RANK_EXIT_DETACH_S)
+        stop_service(daemon)
+    finally:
+        for p in ranks:
+            p.kill()
+    events = read_events(events_path)
+    parked = {e["pid"]: e["parked"] for e in events
+              if e["event"] == "stats" and e["pid"] in left and e.get("parked")}
+    ctx.log("the exited rank's detach line %.2f s after its exit; sessions parked %s" % (
+        took, parked))

@@ -20,6 +20,8 @@ harness owns everything else, so the three modes run the same code path:
              printed; --fault-step sets it from the start, as an oracle run of the same fault
              does; either way training ends --after-fault steps after it) or for a new
              optimizer ("refold": its state starts over, as in a new fold; "REFOLD AT <step>")
+  --in-thread  (with the above) train in a thread started once ready: the training loop is then
+             a frame entered from C after the attach, as a launcher's or loader's thread is
 
 The hooks only observe: they return None and never touch the tensors they are given. The trace
 (every loss as float.hex, a hash of the final parameters) lets a test check that the hooks, or
@@ -56,6 +58,7 @@ import math
 import os
 import select
 import sys
+import threading
 import time
 
 import torch
@@ -507,6 +510,16 @@ class Harness:
         steps = self.args.steps if self.args.steps is not None else t.steps
         if self.args.anomaly:
             return self.run_anomaly(model, loss_fn, opt, steps)
+        if self.args.in_thread:
+            # entered from C (the thread's start) after the wait: a frame the daemon saw begin
+            th = threading.Thread(target=self.train_loop, args=(model, loss_fn, opt, steps))
+            th.start()
+            th.join()
+        else:
+            self.train_loop(model, loss_fn, opt, steps)
+        self.finish(model, oracle)
+
+    def train_loop(self, model, loss_fn, opt, steps):
         step = 0
         while step < self.last_step(steps):
             if self.args.live:
@@ -519,6 +532,8 @@ class Harness:
                 print("STEP %d" % self.steps_done, flush=True)
             if self.args.pace:
                 time.sleep(self.args.pace)
+
+    def finish(self, model, oracle):
         trace = {"steps": self.steps_done, "losses": self.losses, "loss_steps": self.loss_steps,
                  "params_sha256": self.params_digest(model), "skipped": self.skipped}
         line = {"trace": trace}
@@ -657,4 +672,6 @@ def main(trainer):
     ap.add_argument("--variant", help="a trainer-defined choice")
     ap.add_argument("--linger", type=float, default=0.0, metavar="S",
                     help="seconds to stay alive after printing the trace")
+    ap.add_argument("--in-thread", action="store_true",
+                    help="train in a thread started once ready (after --wait's line)")
     Harness(trainer, ap.parse_args()).run()
