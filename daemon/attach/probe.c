@@ -1074,6 +1074,11 @@ uint64_t probe__iterations(const struct probe *p)
 	return __atomic_load_n(&p->skel->bss->iter_started, __ATOMIC_RELAXED);
 }
 
+uint64_t probe__model(const struct probe *p)
+{
+	return __atomic_load_n(&p->skel->bss->root_module, __ATOMIC_RELAXED);
+}
+
 static void prog_runtime(const struct bpf_program *prog, uint64_t *ns, uint64_t *runs)
 {
 	struct bpf_prog_info info = {};

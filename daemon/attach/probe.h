@@ -89,7 +89,8 @@ int probe__count(const struct probe *p);   /* probes attached */
 void probe__counters(const struct probe *p, uint64_t out[NW_C_MAX]);
 uint64_t probe__steps(const struct probe *p); /* optimizer steps seen since the attach */
 uint64_t probe__iterations(const struct probe *p);
-int probe__execed(const struct probe *p); /* the target called execve since the attach */
+uint64_t probe__model(const struct probe *p); /* the model's object address; 0: none yet */
+int probe__execed(const struct probe *p);     /* the target called execve since the attach */
 int probe__runtime(const struct probe *p, struct probe_runtime *rt);
 
 /* The current step, and where it comes from (enum nw_step_source) in *source. */

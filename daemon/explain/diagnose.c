@@ -289,9 +289,14 @@ static void list_send(const struct listing *l, struct diagnosis *g)
 		evidence(g, "%s%s", l->buf, l->cut ? LIST_MORE : "");
 }
 
-static const char *name(const char *layer)
+/* The anomaly's module in words: its path, or what an outermost one is. */
+static const char *name(const struct diag_anomaly *a)
 {
-	return !layer ? "an unnamed module" : *layer ? layer : "the model";
+	if (!a->layer)
+		return "an unnamed module";
+	if (*a->layer)
+		return a->layer;
+	return a->outside_model ? "a module called outside the model" : "the model";
 }
 
 static void fix(struct diagnosis *g, const char *text)
@@ -586,7 +591,7 @@ static void mark_evidence(const struct diag *d, const struct diag_anomaly *a, ui
 	struct listing l;
 	unsigned int i;
 
-	list_begin(&l, "max |%s| of %s (sampled) before the overflow:", what, name(a->layer));
+	list_begin(&l, "max |%s| of %s (sampled) before the overflow:", what, name(a));
 	for (i = 0; i < d->nmarks; i++) {
 		const struct diag_mark *k = mark_at(d, i);
 
@@ -694,12 +699,12 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 		evidence(g,
 			 "the parameters of %s were non-finite by then: the updates since step "
 			 "%llu grew them past the range",
-			 name(a->layer), (unsigned long long)lo->step);
+			 name(a), (unsigned long long)lo->step);
 	else if (a->phase && !strcmp(a->phase, "forward"))
 		evidence(g,
 			 "%s overflowed on finite inputs and parameters grown by the updates "
 			 "since step %llu",
-			 name(a->layer), (unsigned long long)lo->step);
+			 name(a), (unsigned long long)lo->step);
 	lr_fixes(d, lo->step, rate, "loss", g);
 	return 1;
 }
@@ -769,7 +774,7 @@ static int rule_backward(const struct diag_anomaly *a, struct diagnosis *g)
 		 "the forward pass and the loss of iteration %llu were finite; %s (%s%smade %s%s) "
 		 "returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite ones",
 		 (unsigned long long)a->iteration, node, a->op ? a->op : "", a->op ? ", " : "",
-		 a->layer ? "in " : "outside any module", a->layer ? name(a->layer) : "",
+		 a->layer ? "in " : "outside any module", a->layer ? name(a) : "",
 		 (unsigned long long)a->nan, (unsigned long long)a->posinf,
 		 (unsigned long long)a->neginf);
 	if (rule_masked_where(a, g))
@@ -803,8 +808,8 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 		evidence(g,
 			 "every output was finite at step %llu; at step %llu the parameters of %s "
 			 "were non-finite: the optimizer update of step %llu wrote them",
-			 (unsigned long long)before->step, (unsigned long long)a->step,
-			 name(a->layer), (unsigned long long)before->step);
+			 (unsigned long long)before->step, (unsigned long long)a->step, name(a),
+			 (unsigned long long)before->step);
 		evidence(g, "the loss of step %llu was %.4g, %s", (unsigned long long)before->step,
 			 before->value,
 			 isfinite(before->value) ? "finite: the gradients or the step size of that "
@@ -835,7 +840,7 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 		evidence(g,
 			 "the parameters of %s were already non-finite: an earlier optimizer "
 			 "update wrote them",
-			 name(a->layer));
+			 name(a));
 	}
 	conclude(g, "nonfinite_params", 0.7);
 	clip_fix(d, g->origin_step >= 0 ? (uint64_t)g->origin_step : a->step, g, 0);
@@ -850,7 +855,7 @@ static int rule_input(const struct diag *d, struct diagnosis *g)
 	rests(g, "model_inputs");
 	evidence(g, "the model's own inputs held NaN/Inf at iteration %llu",
 		 (unsigned long long)d->first.iteration);
-	evidence(g, "first non-finite output: %s, which received them", name(d->first.layer));
+	evidence(g, "first non-finite output: %s, which received them", name(&d->first));
 	conclude(g, "bad_input_data", 0.9);
 	fix(g, "check each batch before the forward: assert torch.isfinite(x).all()");
 	fix(g, "clean or drop corrupt samples in the data pipeline");
@@ -898,6 +903,8 @@ static const char *const spread_ops[] = {"std",
 					 NULL};
 static const char *const mask_ops[] = {"masked_fill", NULL};
 static const char *const softmax_ops[] = {"softmax", NULL};
+/* what takes a mask's rows into a softmax: the softmax, or attention fused in one op */
+static const char *const attention_ops[] = {"softmax", "scaled_dot_product_attention", NULL};
 static const char *const sub_ops[] = {"sub", "rsub", NULL};
 static const char *const root_ops[] = {"sqrt", "rsqrt", NULL};
 static const char *const mean_ops[] = {"mean", NULL};
@@ -907,8 +914,8 @@ static const char *const unit_ops[] = {"acos", "asin", "atanh", NULL};
 
 /* Every op a rule looks for: what a layer's code names is kept when it is one of them. */
 static const char *const *const rule_sets[] = {
-	exp_ops,  log_ops,     underflow_ops, div_ops,	domain_ops, spread_ops,
-	mask_ops, softmax_ops, sub_ops,	      mean_ops, NULL,
+	exp_ops,  log_ops,     underflow_ops, div_ops,	domain_ops,    spread_ops,
+	mask_ops, softmax_ops, sub_ops,	      mean_ops, attention_ops, NULL,
 };
 
 /* The functional and spelled-out names of ops, as autograd names them. */
@@ -1001,6 +1008,17 @@ static const char *op_named(const struct evidence_facts *x, const char *const *s
 	return NULL;
 }
 
+/*
+ * Neither the call's ops (autograd) nor its code's names have a softmax: a bool mask's
+ * all-true row (True masks, as key_padding_mask) hides no softmax's whole row here. True may
+ * as well mean "keep" (positions that are valid), and every position of a row kept is the
+ * usual case. Not ruled out where either is not known.
+ */
+static int softmax_ruled_out(const struct evidence_facts *x)
+{
+	return ops_known(x) && code_known(x) && !op_named(x, attention_ops);
+}
+
 /* "operations of X, from its output back: log, gather, softmax" */
 static void ops_evidence(const struct diag_anomaly *a, const struct evidence_facts *x,
 			 struct diagnosis *g)
@@ -1010,7 +1028,7 @@ static void ops_evidence(const struct diag_anomaly *a, const struct evidence_fac
 
 	if (!ops_known(x))
 		return;
-	list_begin(&l, "operations of %s, from its output back (autograd):", name(a->layer));
+	list_begin(&l, "operations of %s, from its output back (autograd):", name(a));
 	for (i = 0; i < x->nops && i < EVIDENCE_MAX_OPS; i++)
 		list_add(&l, " %s", x->ops[i][0] ? x->ops[i] : "?");
 	if (x->ops_more)
@@ -1032,7 +1050,7 @@ static void code_evidence(const struct diag_anomaly *a, const struct evidence_fa
 	list_begin(&l,
 		   "operations the code of %s (%s.forward) names, where autograd did not "
 		   "record them all:",
-		   name(a->layer), a->module ? a->module : "?");
+		   name(a), a->module ? a->module : "?");
 	for (i = 0; i < x->ncode && i < EVIDENCE_MAX_OPS; i++)
 		list_add(&l, " %s", x->code_ops[i]);
 	list_send(&l, g);
@@ -1129,7 +1147,7 @@ static void out_counts(const struct diag_anomaly *a, struct diagnosis *g)
 	evidence(g,
 		 "%s (%s) returned %llu NaN, %llu +Inf, %llu -Inf from finite inputs and "
 		 "parameters",
-		 name(a->layer), a->module ? a->module : "?", (unsigned long long)a->nan,
+		 name(a), a->module ? a->module : "?", (unsigned long long)a->nan,
 		 (unsigned long long)a->posinf, (unsigned long long)a->neginf);
 }
 
@@ -1239,7 +1257,7 @@ static void verdict_underflow_log(const struct diag_anomaly *a, const struct evi
 	evidence(g,
 		 "%s takes %s of what %s made: a probability that underflowed to 0 (a logit "
 		 "far below its row's maximum) gives log(0) = -Inf",
-		 name(a->layer), x->ops[log_at], x->ops[under_at]);
+		 name(a), x->ops[log_at], x->ops[under_at]);
 	conclude(g, "loss_log_zero", agree(2, 0));
 	log_fixes(g);
 }
@@ -1579,10 +1597,15 @@ static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x
 		verdict_masked(a, s, 1, g);
 		return 1;
 	}
-	if (s->masked) {
+	if (s->masked && (s->masked->neginf_rows || !softmax_ruled_out(x))) {
 		verdict_masked(a, s, 0, g);
 		return 1;
 	}
+	if (s->masked)
+		rows_fact(s->masked, s->masked->true_rows,
+			  "all true, but no softmax takes them (a mask of positions to keep, all "
+			  "kept?)",
+			  g);
 	no_exp_taken(x, s, g);
 	if (s->exp) {
 		evidence(g, "exp of it is +Inf, and Inf/Inf or Inf-Inf after it is NaN");
@@ -1660,7 +1683,7 @@ static int rule_fp16(const struct diag *d, const struct diag_anomaly *a, struct 
 	rests(g, "output_values");
 	if (x)
 		rests(g, "input_values");
-	evidence(g, "float16 output of %s overflowed from finite inputs", name(a->layer));
+	evidence(g, "float16 output of %s overflowed from finite inputs", name(a));
 	if (a->finite_max_abs > 0)
 		evidence(g, "largest finite |value| %g against the float16 maximum %g",
 			 a->finite_max_abs, max);
@@ -1739,7 +1762,7 @@ static int rule_cast(const struct diag *d, const struct diag_anomaly *a, struct 
 	evidence(g,
 		 "%s casts %s (%s, largest |value| %.4g) to %s, whose largest finite value is "
 		 "%g: the cast makes it Inf",
-		 name(a->layer), big->name, big->dtype, big->max_abs, a->dtype, max);
+		 name(a), big->name, big->dtype, big->max_abs, a->dtype, max);
 	start = diverging(d, a->iteration, &end);
 	if (start >= 0)
 		evidence(g,
@@ -1917,7 +1940,7 @@ static int conclude_rules(struct diag *d, struct diagnosis *out)
 	evidence(out,
 		 "the first non-finite output, of %s, had inputs that were non-finite or "
 		 "could not be read, from outside any module seen",
-		 name(a->layer));
+		 name(a));
 	rests(out, "output_values");
 	conclude(out, "unknown", 0.2);
 	return 0;

@@ -52,6 +52,7 @@ struct diag_anomaly {
 	int inputs_finite;     /* 1, 0, -1 unknown */
 	int params_finite;
 	uint32_t depth;	      /* 1: the outermost module */
+	int outside_model;    /* an outermost module known not to be the model (a loss module) */
 	const char *node;     /* phase backward: the autograd node's class, may be NULL */
 	const char *op;	      /* ... its forward op in words ("sqrt"), may be NULL */
 	const char *upstream; /* ... the node that fed it its gradient, may be NULL */

@@ -115,6 +115,8 @@ static void int_value(struct tensor_facts *f, struct row *r, const struct elem *
 		r->trues++;
 	if (v < 0)
 		f->negatives++;
+	if (v && v != 1)
+		f->kind = EVIDENCE_INT;
 }
 
 static void end_row(struct tensor_facts *f, const struct row *r, uint64_t len, double eps)
@@ -195,5 +197,8 @@ int evidence__scan(const void *data, uint64_t bytes, const char *dtype, const __
 	}
 	if (ndim >= 2)
 		f->const_cols = const_columns(data, e, f->rows, f->row_len);
+	/* a row of token ids or indices all 0 (padding) or non-zero is no mask's row */
+	if (f->kind == EVIDENCE_INT)
+		f->zero_rows = f->true_rows = 0;
 	return 0;
 }

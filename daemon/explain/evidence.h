@@ -22,7 +22,9 @@ enum evidence_role {
 
 enum evidence_kind {
 	EVIDENCE_FLOAT = 0, /* float16, bfloat16, float32, float64 */
-	EVIDENCE_BOOL = 1,  /* bool, or an integer tensor read as 0 / non-zero (a mask) */
+	EVIDENCE_BOOL = 1,  /* bool, or an integer tensor of 0s and 1s alone (a mask) */
+	EVIDENCE_INT = 2,   /* an integer tensor with other values (indices, token ids, counts):
+			     * no rows of it count as masked or zero */
 };
 
 struct tensor_facts {

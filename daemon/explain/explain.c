@@ -27,6 +27,7 @@ static void note_params(struct explain *x, uint64_t root, uint64_t module)
 static void observe(struct explain *x, const struct finding *f, int params)
 {
 	int loss = f->phase == FINDING_PHASE_LOSS, bwd = f->phase == FINDING_BACKWARD;
+	uint64_t model = !loss && f->layer && !*f->layer && x->model ? x->model(x->params_ctx) : 0;
 	struct diag_anomaly a = {
 		.step = f->step,
 		.step_source = f->step_source,
@@ -49,6 +50,7 @@ static void observe(struct explain *x, const struct finding *f, int params)
 		.upstream = bwd ? f->upstream : NULL,
 		.layer = f->module_class ? f->layer : NULL,
 		.module = f->module_class,
+		.outside_model = model && f->module && f->module != model,
 	};
 
 	if (diagnose__observe(&x->diag, &a))

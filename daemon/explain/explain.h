@@ -69,6 +69,9 @@ struct explain {
 	explain_params_fn set_params;
 	explain_module_fn new_module; /* NULL: none */
 	explain_steps_fn step_starts; /* NULL: late parameter checks count as after a step */
+	/* the model's object address, 0 not known (an outermost module that is not it is named
+	 * so); NULL: never known */
+	explain_steps_fn model;
 	/* take the gradients still queued, before a pass is closed; NULL: none queue */
 	void (*take_grads)(void *ctx);
 	void *params_ctx;

@@ -221,6 +221,13 @@ static uint64_t step_starts(void *ctx)
 	return c[NW_C_STEP_STARTS];
 }
 
+static uint64_t model(void *ctx)
+{
+	struct session *s = ctx;
+
+	return s->p ? probe__model(s->p) : 0;
+}
+
 /* The captured call's autograd nodes by their aten names ("log"), "" for a class not known. */
 static void name_ops(struct session *s, struct evidence_facts *x)
 {
@@ -329,6 +336,7 @@ static void setup_explain(struct session *s)
 	x->set_params = set_params;
 	x->new_module = new_module;
 	x->step_starts = step_starts;
+	x->model = model;
 	x->take_grads = take_grads;
 	x->params_ctx = s;
 	x->layout = &s->nwl;

@@ -12,7 +12,9 @@ only: the replay of the same bits is finite, and the event says `reproducible: f
 the call's ops (a div) with no zero among the captured tensors name division_by_zero.
 loss_log_zero --variant b takes the log of a probability that a softmax made exactly 0 inside a
 loss module: the live cause must come from the zeros being probabilities (rows in [0, 1] that
-sum to 1), and the replay must name aten::log.
+sum to 1), and the replay must name aten::log; the evidence must call that loss module,
+outermost but not the model, a module called outside the model (the hooks' first anomaly says
+which an outermost module is).
 
 LIVE_CASES check the live cause alone, where no layer made the value from finite inputs and
 parameters (nothing to replay, and no capture is taken for a first anomaly that is not an
@@ -27,6 +29,7 @@ nonfinite_params from that update).
 """
 import json
 import os
+import re
 import subprocess
 
 from nwharness import Fail, oracle_of
@@ -77,6 +80,18 @@ def check_live(events, oracle, cause):
                                                                    d["evidence"]))
     if not d["evidence"] or not 0 < d["confidence"] <= 1:
         diffs.append("no evidence or confidence: %s" % json.dumps(d))
+    if first["layer"] == "" and "outside_model" in oracle:
+        # an outermost module is named as what it is: the model, or one called outside it
+        text = " ".join(d["evidence"])
+        outside = "a module called outside the model"
+        as_model = re.search(r"(?<!outside )the model \(%s\)" % re.escape(first["module"]), text)
+        if oracle["outside_model"] and (as_model or outside not in text):
+            diffs.append("the evidence calls %s %r, not %r: %s" % (
+                first["module"], "the model" if as_model else "nothing", outside,
+                d["evidence"]))
+        elif not oracle["outside_model"] and outside in text:
+            diffs.append("the evidence calls the model %s %r: %s" % (
+                first["module"], outside, d["evidence"]))
     if diffs:
         raise Fail("live diagnosis differs: " + "; ".join(diffs))
     return d

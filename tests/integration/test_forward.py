@@ -340,7 +340,7 @@ def case_checkpointed(ctx):
 test_checkpointed = case_test(case_checkpointed, envs=HOST_AND_ROOTS)
 
 
-def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=()):
+def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     """A fault whose cause the diagnosis must read from the call (its docstring says it): the
     oracle's first anomaly is the layer, an origin; the daemon names it with the hooks' counts,
     then every anomaly of that iteration with their verdicts, and one diagnosis with the
@@ -354,12 +354,16 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=()):
     entropy_bonus: -(p * log p) of a softmax over logits so far apart that some p is exactly 0:
     0 * log(0), not a log of negatives (the negatives are the logits').
     arcface_margin: acos of a cosine made as a dot product over norms, a collapsed embedding's
-    rounding past 1: the domain [-1, 1], not the negatives a cosine may hold."""
-    oracle, trace = oracle_of(ctx, name)
+    rounding past 1: the domain [-1, 1], not the negatives a cosine may hold.
+    token_pool: the log of a length of -1 in a pooling layer that also takes the token ids
+    (int64, a sequence of padding alone: no mask) or, --variant keep, a bool mask of the
+    positions to keep (rows all true where every token is valid, and no softmax: no fully
+    masked attention)."""
+    oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
                    (name, oracle and describe(oracle), layer))
-    events = watch(ctx, name, trace)
+    events = watch(ctx, name, trace, trainer_args=args)
     check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
     d = [ev for ev in events if ev["event"] == "diagnosis"][0]
     wrong = ["evidence without %r" % w for w in said if not any(w in e for e in d["evidence"])]
@@ -382,6 +386,11 @@ test_entropy_bonus = case_test(case_origin_cause, "entropy_bonus", "",
 test_arcface_margin = case_test(case_origin_cause, "arcface_margin", "head",
                                 ("outside [-1, 1]",), ("negative values reach it",),
                                 envs=HOST_ONLY)
+test_token_pool_ids = case_test(case_origin_cause, "token_pool", "pool", (), ("masked",),
+                                envs=HOST_ONLY)
+test_token_pool_keep = case_test(case_origin_cause, "token_pool", "pool",
+                                 ("no softmax takes them",), ("every position masked",), (),
+                                 ("--variant", "keep"), envs=HOST_ONLY)
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)

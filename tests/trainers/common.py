@@ -284,7 +284,8 @@ class Oracle:
                 print("oracle: warning: %s %s is not contiguous (the daemon skips it)" %
                       (layer, tensor), file=sys.stderr)
             if self.first is None:
-                self.first = dict(entry)
+                # an outermost module that is not the model: a loss module called on its own
+                self.first = dict(entry, outside_model=layer == "" and module is not self.root)
         return None
 
     def path_in(self, outer, module):

@@ -65,6 +65,23 @@ static void test_scan_half_and_mask(void **state)
 	assert_int_equal(f.kind, EVIDENCE_BOOL);
 	assert_int_equal(f.true_rows, 1);
 	assert_int_equal(f.zero_rows, 1);
+	/* int64 0s and 1s are a mask (an attention_mask); token ids (a row of padding 0s, one
+	 * of ids above 1) are not, and no row of theirs counts */
+	{
+		const int64_t am[] = {1, 1, 0, 0, 0, 0}, ids[] = {0, 0, 0, 7, 3, 9};
+		__u64 is[2] = {2, 3};
+
+		memset(&f, 0, sizeof(f));
+		assert_int_equal(evidence__scan(am, sizeof(am), "int64", is, 2, &f), 0);
+		assert_int_equal(f.kind, EVIDENCE_BOOL);
+		assert_int_equal(f.zero_rows, 1);
+		memset(&f, 0, sizeof(f));
+		assert_int_equal(evidence__scan(ids, sizeof(ids), "int64", is, 2, &f), 0);
+		assert_int_equal(f.kind, EVIDENCE_INT);
+		assert_int_equal(f.zero_rows, 0);
+		assert_int_equal(f.true_rows, 0);
+		assert_int_equal(f.zeros, 3);
+	}
 	assert_int_equal(evidence__scan(mask, 5, "bool", ms, 2, &f), -EINVAL);
 	assert_int_equal(evidence__scan(mask, 6, "complex64", ms, 2, &f), -EINVAL);
 }
@@ -730,6 +747,38 @@ static void test_nan_acos_and_log_sigmoid(void **state)
 	assert_true(strstr(g.fixes[0], "F.logsigmoid") != NULL);
 }
 
+/*
+ * A bool mask of positions to keep (True: valid; every position of a full row kept) into a
+ * call whose ops and code have no softmax: its all-true rows are no fully masked attention;
+ * the log of a negative length is the fault. With a softmax in the code, they decide again.
+ */
+static void test_keep_mask_without_softmax(void **state)
+{
+	const uint8_t keep[] = {1, 1, 1, 1, 1, 0};
+	const float len[] = {3, -1};
+	const float h[] = {0.1f, -0.2f, 0.3f, 0.4f};
+	struct evidence_facts fx = {.n = 3};
+	struct diag_anomaly a = origin("LengthPool", 8, 0, 0);
+	__u64 ks[2] = {2, 3}, ls[1] = {2};
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], h, 2, 2, "input[0]", EVIDENCE_INPUT);
+	assert_int_equal(evidence__scan(keep, sizeof(keep), "bool", ks, 2, &fx.t[1]), 0);
+	snprintf(fx.t[1].name, sizeof(fx.t[1].name), "input[1]");
+	assert_int_equal(evidence__scan(len, sizeof(len), "float32", ls, 1, &fx.t[2]), 0);
+	snprintf(fx.t[2].name, sizeof(fx.t[2].name), "input[2]");
+	with_ops(&fx, (const char *const[]){"mul", "div", "sum", "mul", NULL});
+	fx.ops_partial = 1;
+	with_code(&fx, (const char *const[]){"log", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	assert_true(said(&g, "no softmax takes them"));
+	with_code(&fx, (const char *const[]){"log", "softmax", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "attention_fully_masked");
+	with_code(&fx, (const char *const[]){"scaled_dot_product_attention", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "attention_fully_masked");
+}
+
 static void test_ops_mask_and_cast(void **state)
 {
 	/* a 0/1 integer mask (1: attend) with a sample of no tokens, filled before a softmax */
@@ -822,6 +871,7 @@ int main(void)
 		cmocka_unit_test(test_ops_mask_and_cast),
 		cmocka_unit_test(test_code_op_names),
 		cmocka_unit_test(test_code_ops_of_a_first_layer),
+		cmocka_unit_test(test_keep_mask_without_softmax),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
