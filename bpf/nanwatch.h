@@ -187,8 +187,9 @@ enum nw_counter {
 	NW_C_FORKS_CLEANED, /* the daemon's cleanings of them (never counted in BPF) */
 	NW_C_SKIP_DTYPE,    /* tensors not scanned: NW_SKIP_DTYPE */
 	NW_C_BWD_NESTED,    /* backward passes run inside another's: no loss (bpf/loss.bpf.c) */
-	NW_C_PARKED,	    /* the session closed and opened again: another watch's removal was slow
-		      * (never counted in BPF, see attach/probe.c) */
+	/* the session closed and opened again, another watch's removal being slow (never
+	 * counted in BPF, see attach/probe.c) */
+	NW_C_PARKED,
 	NW_C_MAX,
 };
 

@@ -161,20 +161,26 @@ static void *close_parked(void *arg)
 	return NULL;
 }
 
-/* q's session link closed on a thread of its own, counted as a removal; under sessions_lock. */
-static void park(struct probe *q)
+/* fn(arg) on a detached thread of its own; 0 when none could be started. */
+static int spawn_detached(void *(*fn)(void *), void *arg)
 {
 	pthread_attr_t attr;
 	pthread_t t;
 	int spawned = 0;
 
-	if (q->session_fd < 0 || pthread_attr_init(&attr))
-		return;
+	if (pthread_attr_init(&attr))
+		return 0;
 	if (!pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED))
-		spawned = !pthread_create(&t, &attr, close_parked, (void *)(intptr_t)q->session_fd);
+		spawned = !pthread_create(&t, &attr, fn, arg);
 	pthread_attr_destroy(&attr);
+	return spawned;
+}
+
+/* q's session link closed on a thread of its own, counted as a removal; under sessions_lock. */
+static void park(struct probe *q)
+{
 	/* no thread: the link stays (a close here would wait holding the lock) */
-	if (!spawned)
+	if (q->session_fd < 0 || !spawn_detached(close_parked, (void *)(intptr_t)q->session_fd))
 		return;
 	removals++;
 	q->session_fd = -1;
@@ -217,9 +223,7 @@ static void *pauser(void *arg)
 /* One removal begins (on 1) or ends (on 0). */
 static void removal(int begins)
 {
-	pthread_attr_t attr;
-	pthread_t t;
-	int spawned = 0, any;
+	int any;
 
 	pthread_mutex_lock(&sessions_lock);
 	if (begins)
@@ -229,13 +233,8 @@ static void removal(int begins)
 	any = sessions != NULL;
 	pthread_mutex_unlock(&sessions_lock);
 	/* no session in this process (the default return probe): nothing to pause */
-	if (!begins || !any || pthread_attr_init(&attr))
-		return;
-	if (!pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED))
-		spawned = !pthread_create(&t, &attr, pauser, (void *)1);
-	pthread_attr_destroy(&attr);
-	if (!spawned) /* no thread to wait with: pause at once */
-		pauser(NULL);
+	if (begins && any && !spawn_detached(pauser, (void *)1))
+		pauser(NULL); /* no thread to wait with: pause at once */
 }
 
 static int session_attach_type(void);
