@@ -43,11 +43,29 @@ __noinline int check_input(__u64 obj)
 }
 
 /*
+ * Is obj an object that keeps its attributes in an instance dict, and neither a tensor nor a
+ * dict (a dataclass, a torch.distributions object)? Its attribute table into w, and 1 into
+ * *attrs.
+ */
+static __always_inline int attrs_of(__u64 obj, struct dict_walk *w, __u32 *attrs)
+{
+	__u64 keys, values;
+
+	*attrs = D.on && obj && !is_tensor_obj(obj) && attr_table(obj, &keys, &values) &&
+		 dict_walk(keys, values, w);
+	return *attrs;
+}
+
+/*
  * The items of obj if it is a tuple or list (or of a subclass: a namedtuple), or the values
- * of a dict (or of a subclass: a ModelOutput) and their keys, deleted entries left out, into
- * s->items[which]: how many, or -1 if obj is none of these. Those past MAX_ITEMS are counted:
- * an output's in skipped.items, an argument's as an input not known. Global: verified once,
- * one walk for the three kinds and for outputs and arguments.
+ * of a dict (or of a subclass: a ModelOutput) and their keys, or the values of another
+ * object's attributes and their names (a dataclass), deleted entries and attributes not set
+ * left out, into s->items[which]: how many, or -1 if obj is none of these. A tuple's, list's
+ * or dict's items past MAX_ITEMS are counted: an output's in skipped.items, an argument's as
+ * an input not known; an object's attributes past them in skipped.items for an output, and
+ * not at all for an argument (a module or a config object passed along has many, and no
+ * tensor among them). Global: verified once, one walk for the four kinds and for outputs and
+ * arguments.
  */
 __noinline int walk_items(__u64 obj, __u32 which)
 {
@@ -60,6 +78,7 @@ __noinline int walk_items(__u64 obj, __u32 which)
 	if (!s || which > ITEMS_ARG)
 		return -1;
 	l = &s->items[which & 1];
+	l->attrs = 0;
 	if (seq_items_of(obj, &items, &n, 1)) {
 		__builtin_memset(l->key, 0, sizeof(l->key));
 		for (i = 0; i < MAX_ITEMS; i++) {
@@ -68,14 +87,14 @@ __noinline int walk_items(__u64 obj, __u32 which)
 			l->val[i] = read_u64(items + 8 * i);
 			got++;
 		}
-	} else if (dict_items(obj, &w)) {
+	} else if (dict_items(obj, &w) || attrs_of(obj, &w, &l->attrs)) {
 		n = w.n;
 		for (i = 0; i < MAX_ITEMS; i++) {
 			if (i >= n)
 				break;
 			dict_entry(&w, i, &k, &v);
 			if (!k || !v)
-				continue; /* a deleted entry */
+				continue; /* a deleted entry, an attribute not set */
 			l->key[got & (MAX_ITEMS - 1)] = k;
 			l->val[got & (MAX_ITEMS - 1)] = v;
 			got++;
@@ -85,7 +104,7 @@ __noinline int walk_items(__u64 obj, __u32 which)
 	}
 	if (n > MAX_ITEMS && which == ITEMS_RESULT)
 		count(NW_C_SKIP_ITEMS, n - MAX_ITEMS);
-	else if (n > MAX_ITEMS)
+	else if (n > MAX_ITEMS && !l->attrs)
 		s->ev.inputs_skipped++;
 	return got;
 }
@@ -612,11 +631,13 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1, __u64 key)
 /*
  * Walk a module's return value: a tensor, a tuple/list of them nested one level, or a dict
  * (or of a dict subclass: a ModelOutput) of them, its values as output[place] with their
- * key in the event. Entries past MAX_ITEMS: skipped.items.
+ * key in the event, or another object's attributes (a dataclass), as output[place] with
+ * NW_ATTR_INDEX and their names. Entries past MAX_ITEMS: skipped.items.
  */
 __noinline int check_result(__u64 ret)
 {
 	struct scratch *s = get_scratch();
+	__u32 attr;
 	int i, j, n;
 
 	if (!s)
@@ -627,6 +648,7 @@ __noinline int check_result(__u64 ret)
 		return 0;
 	}
 	n = walk_items(ret, ITEMS_RESULT);
+	attr = s->items[ITEMS_RESULT].attrs ? NW_ATTR_INDEX : 0;
 	for (i = 0; i < MAX_ITEMS; i++) {
 		__u64 obj, key, sub = 0, m = 0;
 
@@ -636,7 +658,7 @@ __noinline int check_result(__u64 ret)
 		key = s->items[ITEMS_RESULT].key[i];
 		if (is_tensor_obj(obj)) {
 			note_grad_fn(obj);
-			check_output(obj, i, NW_NO_INDEX, key);
+			check_output(obj, i | attr, NW_NO_INDEX, key);
 		} else if (seq_items_of(obj, &sub, &m, 1)) {
 			if (m > MAX_ITEMS)
 				count(NW_C_SKIP_ITEMS, m - MAX_ITEMS);
@@ -647,7 +669,7 @@ __noinline int check_result(__u64 ret)
 					break;
 				o = read_u64(sub + 8 * j);
 				if (is_tensor_obj(o))
-					check_output(o, i, j, key);
+					check_output(o, i | attr, j, key);
 			}
 		}
 	}

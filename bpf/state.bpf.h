@@ -241,10 +241,16 @@ struct attr_find {
 	int which;   /* enum attr_name */
 };
 
-/* A tuple's, list's or dict's items as walk_items() found them (check.bpf.h). */
+/*
+ * A tuple's, list's or dict's items, or an object's attributes, as walk_items() found them
+ * (check.bpf.h).
+ */
 struct item_list {
-	__u64 key[MAX_ITEMS]; /* a dict's keys (str objects); 0 for a tuple's or list's items */
+	__u64 key[MAX_ITEMS]; /* a dict's keys, an object's attribute names (str objects); 0 for
+			       * a tuple's or list's items */
 	__u64 val[MAX_ITEMS];
+	__u32 attrs; /* 1: an object's attributes */
+	__u32 pad;
 };
 
 enum {

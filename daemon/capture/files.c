@@ -133,6 +133,18 @@ static const char *kwarg_key(const struct nw_cap_tensor *d, char *buf, size_t le
 	return buf;
 }
 
+/* An output's place in what the call returned (a tuple, a list, a dict, an object's attributes). */
+static unsigned int out_place(unsigned int pos0)
+{
+	return pos0 == NW_NO_INDEX ? pos0 : pos0 & ~NW_ATTR_INDEX;
+}
+
+/* Is an output's pos0 a place among an object's attributes (NW_ATTR_INDEX)? */
+static int out_attr(const struct nw_cap_tensor *d)
+{
+	return d->role == NW_CAP_OUTPUT && d->pos0 != NW_NO_INDEX && (d->pos0 & NW_ATTR_INDEX);
+}
+
 int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, const char *name)
 {
 	char safe[96];
@@ -165,9 +177,9 @@ int capture__filename(char *buf, size_t len, const struct nw_cap_tensor *d, cons
 		if (d->pos0 == NW_NO_INDEX)
 			n = snprintf(buf, len, "output.npy");
 		else if (d->pos1 == NW_NO_INDEX)
-			n = snprintf(buf, len, "output%u.npy", d->pos0);
+			n = snprintf(buf, len, "output%u.npy", out_place(d->pos0));
 		else
-			n = snprintf(buf, len, "output%u_%u.npy", d->pos0, d->pos1);
+			n = snprintf(buf, len, "output%u_%u.npy", out_place(d->pos0), d->pos1);
 		break;
 	default:
 		return -EINVAL;
@@ -371,10 +383,12 @@ static int write_tensor(int dirfd, struct json *j, const struct pending *p,
 
 		json__string(j, "key", kwarg_key(d, key, sizeof(key)));
 	}
+	if (d->role == NW_CAP_OUTPUT)
+		json__bool(j, "attribute", out_attr(d));
 	json__array_begin(j, "index");
 	if (d->role != NW_CAP_PARAM && d->role != NW_CAP_BUFFER) {
 		if (d->pos0 != NW_NO_INDEX)
-			json__uint(j, NULL, d->pos0);
+			json__uint(j, NULL, out_place(d->pos0));
 		if (d->pos1 != NW_NO_INDEX)
 			json__uint(j, NULL, d->pos1);
 	}

@@ -17,9 +17,10 @@
 _Static_assert(FINDING_MAX_DIMS == NW_MAX_DIMS, "a finding keeps every shape entry");
 _Static_assert(FINDING_CLASS_LEN == NW_NAME_LEN, "a finding keeps the whole class name");
 _Static_assert(TPATH_NONE == NW_NO_INDEX, "one index means none");
+_Static_assert(TPATH_ATTR == NW_ATTR_INDEX, "one flag means an attribute");
 
-/* Tensor path: "output", "output[1]", "output[1][0]", "output['logits']", "loss", "grad[0]",
- * "parameters". */
+/* Tensor path: "output", "output[1]", "output[1][0]", "output['logits']", "output.logits",
+ * "loss", "grad[0]", "parameters". */
 static void tensor_name(const struct nw_event *ev, char *buf, size_t len)
 {
 	if (ev->phase == NW_PHASE_BACKWARD)

@@ -20,14 +20,36 @@ static size_t plain_key(const char *key, size_t key_len)
 	return n;
 }
 
+/* The key's length if it is an ASCII identifier, else 0. */
+static size_t ident_key(const char *key, size_t key_len)
+{
+	size_t n = plain_key(key, key_len), i;
+
+	for (i = 0; i < n; i++) {
+		char c = key[i];
+
+		if (!(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') && c != '_' &&
+		    (!i || !(c >= '0' && c <= '9')))
+			return 0;
+	}
+	return n;
+}
+
 void tpath__format(char *buf, size_t len, const char *base, unsigned int idx0, unsigned int idx1,
 		   const char *key, size_t key_len)
 {
-	size_t n = idx0 == TPATH_NONE ? 0 : plain_key(key, key_len);
+	int attr = idx0 != TPATH_NONE && idx0 >= TPATH_ATTR && idx0 < 0xfe;
+	size_t n = idx0 == TPATH_NONE ? 0
+		   : attr	      ? ident_key(key, key_len)
+				      : plain_key(key, key_len);
 	int at;
 
 	if (idx0 == TPATH_NONE)
 		at = snprintf(buf, len, "%s", base);
+	else if (attr && n)
+		at = snprintf(buf, len, "%s.%.*s", base, (int)n, key);
+	else if (attr)
+		at = snprintf(buf, len, "%s.<%u>", base, idx0 & ~TPATH_ATTR);
 	else if (n)
 		at = snprintf(buf, len, "%s['%.*s']", base, (int)n, key);
 	else

@@ -233,12 +233,12 @@ def check_reproduced(ctx, inside, oracle, *args):
         raise Fail("repro result %s; %s" % (json.dumps(result), "; ".join(diffs)))
 
 
-def capture_case(ctx, name):
-    oracle, trace = oracle_of(ctx, name)
+def capture_case(ctx, name, *trainer_args):
+    oracle, trace = oracle_of(ctx, name, *trainer_args)
     if oracle is None or not oracle["origin"] or oracle["capture"] is None:
         raise Fail("%s --oracle has no origin anomaly first (the trainer lost its fault)" % name)
     dirpath, inside_dir = capture_dir(ctx)
-    events, pid = watch_capture(ctx, name, trace, dirpath)
+    events, pid = watch_capture(ctx, name, trace, dirpath, trainer_args=trainer_args)
     check_anomalies(events, oracle, pid)
     path, man = find_capture(ctx, dirpath, events, pid, oracle)
     check_manifest(man, oracle, pid)
@@ -272,6 +272,21 @@ def test_capture_custom(ctx):
         raise Fail("repro without the class exited %d:\n%s" % (r.returncode, r.stdout[-500:]))
     check_reproduced(ctx, inside, oracle, "--class-from",
                      os.path.join(ctx.env.trainers, "div_zero.py"))
+
+
+@environments("host", "forky")
+def test_capture_attribute(ctx):
+    """A layer that returns a dataclass (dict_output --variant head): its logits field is
+    captured as output.logits, the manifest says it is an attribute, and nanwatch-repro,
+    given the class, picks that field of the rebuilt layer's output and reproduces the ±Inf."""
+    oracle, path, inside, man = capture_case(ctx, "dict_output", "--variant", "head")
+    out = [e for e in man["tensors"] if e["role"] == "output"]
+    if man["tensor"] != "output.logits" or [(e["name"], e["attribute"], e["index"], e["file"])
+                                            for e in out] != [("output.logits", True, [1],
+                                                               "output1.npy")]:
+        raise Fail("tensor %r, outputs %s" % (man["tensor"], json.dumps(out)))
+    check_reproduced(ctx, inside, oracle, "--class-from",
+                     os.path.join(ctx.env.trainers, "dict_output.py"))
 
 
 @environments(*HOST_AND_ROOTS)

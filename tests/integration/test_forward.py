@@ -281,13 +281,14 @@ def case_many_args(ctx, variant):
 
 def case_dict_output(ctx, variant):
     """tests/trainers/dict_output.py: the model returns a dict (plain, or of an OrderedDict
-    subclass, as a ModelOutput is) or a namedtuple, its logits divided by a temperature that
-    reaches zero; the loss module takes the dict. The model is named first, output['logits']
-    (output[1]), an origin, with the hooks' counts, then every anomaly of that iteration in
-    order with the hooks' verdicts (the loss modules' input, the dict or namedtuple, read: not
-    finite), and the diagnosis the trainer's."""
+    subclass, as a ModelOutput is), a namedtuple or a dataclass, its logits divided by a
+    temperature that reaches zero; the loss module takes what it returned. The model is named
+    first, output['logits'] (output[1], output.logits), an origin, with the hooks' counts, then
+    every anomaly of that iteration in order with the hooks' verdicts (the loss modules'
+    input, the dict, namedtuple or dataclass, read: not finite), and the diagnosis the
+    trainer's."""
     oracle, trace = oracle_of(ctx, "dict_output", "--variant", variant)
-    want = "output[1]" if variant == "named" else "output['logits']"
+    want = {"named": "output[1]", "fields": "output.logits"}.get(variant, "output['logits']")
     if oracle is None or oracle["tensor"] != want or oracle["origin"] is not True:
         raise Fail("dict_output --variant %s --oracle: %s, want the model's %s first, an "
                    "origin" % (variant, oracle and describe(oracle), want))
@@ -396,5 +397,7 @@ test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)
 test_dict_output_ordered = case_test(case_dict_output, "ordered", envs=HOST_ONLY)
 test_namedtuple_output = case_test(case_dict_output, "named", envs=HOST_ONLY)
+# an object that is no dict: its attributes read where 3.11, 3.13 and 3.14 keep them
+test_dataclass_output = case_test(case_dict_output, "fields", envs=HOST_AND_ROOTS)
 test_many_args = case_test(case_many_args, "args", envs=HOST_AND_ROOTS)
 test_many_list_items = case_test(case_many_args, "list", envs=HOST_ONLY)

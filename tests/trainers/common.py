@@ -122,6 +122,22 @@ def item_name(i, key):
     return "output[%d]" % i
 
 
+def attr_name(i, key):
+    """output.key for an object's attribute whose name the daemon writes, else output.<i>."""
+    if 0 < len(key) < 32 and key.isascii() and key.isidentifier():
+        return "output.%s" % key
+    return "output.<%d>" % i
+
+
+def attributes(obj):
+    """An object's attributes, if it keeps them in a __dict__ and is no tensor, tuple, list
+    or dict (a dataclass, a torch.distributions object); else None."""
+    if isinstance(obj, (torch.Tensor, tuple, list, dict)):
+        return None
+    d = getattr(obj, "__dict__", None)
+    return d if isinstance(d, dict) else None
+
+
 def output_tensors(out):
     """(name, tensor) for the tensors of a module output, walked the way the daemon walks it."""
     if isinstance(out, torch.Tensor):
@@ -131,6 +147,8 @@ def output_tensors(out):
         items = [(item_name(i, k), v) for i, (k, v) in enumerate(out.items())]
     elif isinstance(out, (tuple, list)):
         items = [("output[%d]" % i, v) for i, v in enumerate(out)]
+    elif attributes(out) is not None:
+        items = [(attr_name(i, k), v) for i, (k, v) in enumerate(attributes(out).items())]
     else:
         return
     for name, item in items:
@@ -143,9 +161,11 @@ def output_tensors(out):
 
 
 def arg_tensors(args):
-    """The tensors among a call's arguments, one level into tuples, lists and dicts."""
+    """The tensors among a call's arguments, one level into tuples, lists, dicts and other
+    objects' attributes."""
     for a in args:
-        items = a.values() if isinstance(a, dict) else a if isinstance(a, (tuple, list)) else (a,)
+        items = a.values() if isinstance(a, dict) else a if isinstance(a, (tuple, list)) else \
+            attributes(a).values() if attributes(a) is not None else (a,)
         yield from (t for t in items if isinstance(t, torch.Tensor))
 
 

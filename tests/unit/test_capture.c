@@ -340,6 +340,15 @@ static void test_names(void **state)
 	d.pos1 = 0;
 	assert_int_equal(capture__filename(buf, sizeof(buf), &d, NULL), 0);
 	assert_string_equal(buf, "output1_0.npy");
+	/* a dataclass's field: its place among the attributes, named by its name */
+	d.pos0 = NW_ATTR_INDEX | 1;
+	d.pos1 = NW_NO_INDEX;
+	snprintf(d.key, sizeof(d.key), "%s", "logits");
+	assert_int_equal(capture__filename(buf, sizeof(buf), &d, NULL), 0);
+	assert_string_equal(buf, "output1.npy");
+	capture__tensor_name(buf, sizeof(buf), &d, NULL);
+	assert_string_equal(buf, "output.logits");
+	memset(d.key, 0, sizeof(d.key));
 
 	/* a keyword argument: its key is the target's bytes, maybe unterminated */
 	d.role = NW_CAP_KWARG;

@@ -180,6 +180,45 @@ static void test_forward_dict_key(void **state)
 	assert_string_equal(f.tensor, "loss[1]");
 }
 
+/*
+ * An attribute of an object output (a dataclass's field): named output.key when the key is
+ * an ASCII identifier, else by its place, output.<i>; never the target's other bytes.
+ */
+static void test_forward_attribute(void **state)
+{
+	static const struct {
+		const char *key;
+		unsigned int index1;
+		const char *want;
+	} cases[] = {
+		{"logits", NW_NO_INDEX, "output.logits"},
+		{"_h0", 2, "output._h0[2]"},
+		{"", NW_NO_INDEX, "output.<1>"},
+		{"0x", NW_NO_INDEX, "output.<1>"},
+		{"a-b", 0, "output.<1>[0]"},
+		{"it's", NW_NO_INDEX, "output.<1>"},
+		{"\x1b[31m", NW_NO_INDEX, "output.<1>"},
+	};
+	struct nw_event ev;
+	struct finding f;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		forward_record(&ev);
+		ev.index0 = NW_ATTR_INDEX | 1;
+		ev.index1 = cases[i].index1;
+		snprintf(ev.key, sizeof(ev.key), "%s", cases[i].key);
+		assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+		assert_string_equal(f.tensor, cases[i].want);
+	}
+	forward_record(&ev);
+	ev.index0 = NW_ATTR_INDEX | 7;
+	memset(ev.key, 'k', sizeof(ev.key)); /* no NUL */
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_string_equal(f.tensor, "output.<7>");
+}
+
 /* The loss: no module, no verdicts; its value record. */
 static void test_loss(void **state)
 {
@@ -305,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_forward),
 		cmocka_unit_test(test_forward_unknowns),
 		cmocka_unit_test(test_forward_dict_key),
+		cmocka_unit_test(test_forward_attribute),
 		cmocka_unit_test(test_loss),
 		cmocka_unit_test(test_backward),
 		cmocka_unit_test(test_other_kinds),
