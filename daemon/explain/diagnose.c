@@ -905,6 +905,8 @@ static const char *const mask_ops[] = {"masked_fill", NULL};
 static const char *const softmax_ops[] = {"softmax", NULL};
 /* what takes a mask's rows into a softmax: the softmax, or attention fused in one op */
 static const char *const attention_ops[] = {"softmax", "scaled_dot_product_attention", NULL};
+/* weight normalization: each slice of weight_v divided by its norm (nn.utils.weight_norm) */
+static const char *const vnorm_ops[] = {"weight_norm_interface", NULL};
 static const char *const sub_ops[] = {"sub", "rsub", NULL};
 static const char *const root_ops[] = {"sqrt", "rsqrt", NULL};
 static const char *const mean_ops[] = {"mean", NULL};
@@ -1584,6 +1586,36 @@ static int rule_zero_scalar(const struct evidence_facts *x, struct diagnosis *g)
 	return 1;
 }
 
+/*
+ * A parameter with all-zero rows into weight normalization (nn.utils.weight_norm computes the
+ * weight in the call, as g * v / ||v||): the norm of an all-zero slice of v is 0, and 0/0 is
+ * NaN. Rows of a parameter are no sign alone (zeros are an ordinary start), so only with the
+ * op seen.
+ */
+static int rule_weight_norm(const struct evidence_facts *x, struct diagnosis *g)
+{
+	const struct tensor_facts *t = NULL;
+	int i, at = op_in(x, vnorm_ops);
+
+	for (i = 0; at >= 0 && i < x->n && !t; i++)
+		if (x->t[i].role == EVIDENCE_PARAM && x->t[i].kind == EVIDENCE_FLOAT &&
+		    x->t[i].zero_rows)
+			t = &x->t[i];
+	if (!t)
+		return 0;
+	rows_fact(t, t->zero_rows, "all zero", g);
+	evidence(g,
+		 "the call normalizes a weight (%s): each slice of it is divided by its norm, "
+		 "which is 0 for an all-zero slice, and 0/0 is NaN",
+		 x->ops[at]);
+	conclude(g, "division_by_zero", agree(2, 0));
+	fix(g, "keep every slice of the direction parameter (weight_v) away from all zero: "
+	       "initialise it at random, and prune or zero the magnitude (weight_g) instead");
+	fix(g, "where slices may be zero, normalize with an epsilon (v / v.norm(dim=1, "
+	       "keepdim=True).clamp_min(1e-12)) in place of nn.utils.weight_norm");
+	return 1;
+}
+
 /* Output with NaN (and no Inf) from finite inputs. */
 static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x, struct signs *s,
 		    struct diagnosis *g)
@@ -1612,6 +1644,8 @@ static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x
 		verdict_exp(a, s, 1 + (op_in(x, exp_ops) >= 0), g);
 		return 1;
 	}
+	if (rule_weight_norm(x, g))
+		return 1;
 	if (s->zero_rows && rule_zero_spread(a, x, s, g))
 		return 1;
 	if (s->zero_rows) {

@@ -359,7 +359,11 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     token_pool: the log of a length of -1 in a pooling layer that also takes the token ids
     (int64, a sequence of padding alone: no mask) or, --variant keep, a bool mask of the
     positions to keep (rows all true where every token is valid, and no softmax: no fully
-    masked attention)."""
+    masked attention).
+    weight_norm: a row of weight_v pruned to zero under nn.utils.weight_norm: the weight's
+    normalization divides it by its norm, 0 (the layer's inputs and parameters all finite, a
+    zero row of a parameter no sign alone); --variant param, torch 2's parametrization: the
+    row is the _WeightNorm module's input."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -392,6 +396,15 @@ test_token_pool_ids = case_test(case_origin_cause, "token_pool", "pool", (), ("m
 test_token_pool_keep = case_test(case_origin_cause, "token_pool", "pool",
                                  ("no softmax takes them",), ("every position masked",), (),
                                  ("--variant", "keep"), envs=HOST_ONLY)
+test_weight_norm = case_test(case_origin_cause, "weight_norm", "fc",
+                             ("weight_v (float32): 1 of 4 rows", "divided by its norm"),
+                             ("negative values reach it",), ("weight_g",),
+                             envs=("host", "trixie"))
+# torch 2.1 and later: the weight made by a parametrization module called from the layer
+test_weight_norm_param = case_test(case_origin_cause, "weight_norm",
+                                   "fc.parametrizations.weight.0", ("1 of 4 rows",),
+                                   ("negative values reach it",), (), ("--variant", "param"),
+                                   envs=("trixie",))
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)

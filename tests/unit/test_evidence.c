@@ -779,6 +779,39 @@ static void test_keep_mask_without_softmax(void **state)
 	assert_string_equal(conclude_with(&g, &a, &fx), "attention_fully_masked");
 }
 
+/*
+ * nn.utils.weight_norm with a row of weight_v all zero: the weight's normalization divides it
+ * by its norm, 0. A zero row of a parameter is no sign without that op (a zero-initialised
+ * layer is an ordinary start), and then the negatives decide nothing better than weakly.
+ */
+static void test_weight_norm_zero_row(void **state)
+{
+	const float x[] = {0.5f, -0.2f, 0.3f, -0.4f};
+	const float v[] = {0.3f, -0.1f, 0, 0};
+	const float gain[] = {1.2f, 0.8f};
+	struct evidence_facts fx = {.n = 3};
+	struct diag_anomaly a = origin("Linear", 4, 0, 0);
+	__u64 two[2] = {2, 2}, one[1] = {2};
+	struct diagnosis g;
+
+	(void)state;
+	assert_int_equal(evidence__scan(x, sizeof(x), "float32", two, 2, &fx.t[0]), 0);
+	snprintf(fx.t[0].name, sizeof(fx.t[0].name), "input[0]");
+	assert_int_equal(evidence__scan(gain, sizeof(gain), "float32", one, 1, &fx.t[1]), 0);
+	snprintf(fx.t[1].name, sizeof(fx.t[1].name), "weight_g");
+	fx.t[1].role = EVIDENCE_PARAM;
+	assert_int_equal(evidence__scan(v, sizeof(v), "float32", two, 2, &fx.t[2]), 0);
+	snprintf(fx.t[2].name, sizeof(fx.t[2].name), "weight_v");
+	fx.t[2].role = EVIDENCE_PARAM;
+	with_ops(&fx, (const char *const[]){"addmm", "t", "weight_norm_interface", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "parameter weight_v (float32): 1 of 2 rows"));
+	assert_true(said(&g, "divided by its norm"));
+	with_ops(&fx, (const char *const[]){"addmm", "t", NULL});
+	assert_string_not_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_false(said(&g, "divided by its norm"));
+}
+
 static void test_ops_mask_and_cast(void **state)
 {
 	/* a 0/1 integer mask (1: attend) with a sample of no tokens, filled before a softmax */
@@ -872,6 +905,7 @@ int main(void)
 		cmocka_unit_test(test_code_op_names),
 		cmocka_unit_test(test_code_ops_of_a_first_layer),
 		cmocka_unit_test(test_keep_mask_without_softmax),
+		cmocka_unit_test(test_weight_norm_zero_row),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
