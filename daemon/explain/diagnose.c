@@ -905,6 +905,8 @@ static const char *const mask_ops[] = {"masked_fill", NULL};
 static const char *const softmax_ops[] = {"softmax", NULL};
 /* what takes a mask's rows into a softmax: the softmax, or attention fused in one op */
 static const char *const attention_ops[] = {"softmax", "scaled_dot_product_attention", NULL};
+/* a mean over the targets it counts: of none (all ignore_index, weights of 0), 0/0 */
+static const char *const target_ops[] = {"nll_loss", "nll_loss2d", "cross_entropy", NULL};
 /* weight normalization: each slice of weight_v divided by its norm (nn.utils.weight_norm) */
 static const char *const vnorm_ops[] = {"weight_norm_interface", NULL};
 static const char *const sub_ops[] = {"sub", "rsub", NULL};
@@ -916,8 +918,8 @@ static const char *const unit_ops[] = {"acos", "asin", "atanh", NULL};
 
 /* Every op a rule looks for: what a layer's code names is kept when it is one of them. */
 static const char *const *const rule_sets[] = {
-	exp_ops,  log_ops,     underflow_ops, div_ops,	domain_ops,    spread_ops,
-	mask_ops, softmax_ops, sub_ops,	      mean_ops, attention_ops, NULL,
+	exp_ops,     log_ops, underflow_ops, div_ops,	    domain_ops, spread_ops, mask_ops,
+	softmax_ops, sub_ops, mean_ops,	     attention_ops, target_ops, NULL,
 };
 
 /* The functional and spelled-out names of ops, as autograd names them. */
@@ -1587,6 +1589,50 @@ static int rule_zero_scalar(const struct evidence_facts *x, struct diagnosis *g)
 }
 
 /*
+ * A loss over class targets (nll_loss, cross_entropy) made NaN from finite inputs: its mean
+ * divides the sum over the targets it counts by their number, or their weights' sum, and over
+ * none (every target ignore_index, -100 by default; only classes of weight 0) that is 0/0.
+ * Log-probabilities of finite logits are finite, so where nll_loss made the output that is
+ * the one way; where only the code names it, an integer input of negatives alone (every
+ * target ignored) must say so.
+ */
+static int rule_empty_mean(const struct evidence_facts *x, struct diagnosis *g)
+{
+	const struct tensor_facts *t = NULL, *w = NULL;
+	const char *op = op_named(x, target_ops);
+	int i, made = op_in(x, target_ops) == 0;
+
+	for (i = 0; op && i < x->n; i++) {
+		const struct tensor_facts *f = &x->t[i];
+
+		if (!t && f->role == EVIDENCE_INPUT && f->kind == EVIDENCE_INT && f->numel &&
+		    f->negatives == f->numel)
+			t = f;
+		if (!w && f->role != EVIDENCE_INPUT && f->kind == EVIDENCE_FLOAT && f->zeros &&
+		    strstr(f->name, "weight"))
+			w = f;
+	}
+	if (!made && !t)
+		return 0;
+	if (t)
+		evidence(g,
+			 "%s%s (%s): all %llu values are negative: targets of ignore_index (-100 "
+			 "by default), which count for nothing",
+			 role_of(t), t->name, t->dtype, (unsigned long long)t->numel);
+	if (w)
+		zeros_fact(w, g);
+	evidence(g,
+		 "%s with reduction='mean' divides its sum over the targets it counts by their "
+		 "number (or their class weights' sum): over none, 0/0 is NaN",
+		 op);
+	conclude(g, "division_by_zero", agree(1 + made + !!(t || w), 0));
+	fix(g, "skip a batch whose targets are all ignored ((y != ignore_index).any()), or take "
+	       "reduction='sum' and divide by the number of counted targets clamped to at least 1");
+	fix(g, "look for what left a batch without labels (all padding, a filter, truncation)");
+	return 1;
+}
+
+/*
  * A parameter with all-zero rows into weight normalization (nn.utils.weight_norm computes the
  * weight in the call, as g * v / ||v||): the norm of an all-zero slice of v is 0, and 0/0 is
  * NaN. Rows of a parameter are no sign alone (zeros are an ordinary start), so only with the
@@ -1633,6 +1679,8 @@ static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x
 		verdict_masked(a, s, 0, g);
 		return 1;
 	}
+	if (rule_empty_mean(x, g))
+		return 1;
 	if (s->masked)
 		rows_fact(s->masked, s->masked->true_rows,
 			  "all true, but no softmax takes them (a mask of positions to keep, all "

@@ -363,7 +363,10 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     weight_norm: a row of weight_v pruned to zero under nn.utils.weight_norm: the weight's
     normalization divides it by its norm, 0 (the layer's inputs and parameters all finite, a
     zero row of a parameter no sign alone); --variant param, torch 2's parametrization: the
-    row is the _WeightNorm module's input."""
+    row is the _WeightNorm module's input.
+    ignored_targets: a token-level cross-entropy over a batch whose labels are all -100
+    (ignore_index): its mean over no counted target is 0/0, not a log's domain (the logits
+    have negatives); --variant module, an nn.CrossEntropyLoss held by the loss module."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -405,6 +408,13 @@ test_weight_norm_param = case_test(case_origin_cause, "weight_norm",
                                    "fc.parametrizations.weight.0", ("1 of 4 rows",),
                                    ("negative values reach it",), (), ("--variant", "param"),
                                    envs=("trixie",))
+test_ignored_targets = case_test(case_origin_cause, "ignored_targets", "",
+                                 ("all 24 values are negative", "0/0 is NaN"),
+                                 ("negative values reach it",), ("ignore_index",),
+                                 envs=HOST_ONLY)
+test_ignored_targets_module = case_test(case_origin_cause, "ignored_targets", "ce",
+                                        ("nll_loss with reduction='mean'",), (), (),
+                                        ("--variant", "module"), envs=("trixie",))
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)

@@ -812,6 +812,44 @@ static void test_weight_norm_zero_row(void **state)
 	assert_false(said(&g, "divided by its norm"));
 }
 
+/*
+ * A cross-entropy over targets all ignored (-100): 0/0 of its mean. nll_loss making the output
+ * decides it; the code's name alone only with the targets negative throughout.
+ */
+static void test_empty_mean(void **state)
+{
+	const float logits[] = {0.5f, -1.2f, 0.3f, -0.4f, 2.0f, -3.0f};
+	const int64_t all_ignored[] = {-100, -100};
+	const int64_t some[] = {-100, 2};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("CrossEntropyLoss", 1, 0, 0);
+	__u64 ls[2] = {2, 3}, ts[1] = {2};
+	struct diagnosis g;
+
+	(void)state;
+	assert_int_equal(evidence__scan(logits, sizeof(logits), "float32", ls, 2, &fx.t[0]), 0);
+	snprintf(fx.t[0].name, sizeof(fx.t[0].name), "input[0]");
+	assert_int_equal(evidence__scan(all_ignored, sizeof(all_ignored), "int64", ts, 1, &fx.t[1]),
+			 0);
+	snprintf(fx.t[1].name, sizeof(fx.t[1].name), "input[1]");
+	with_ops(&fx, (const char *const[]){"nll_loss", "log_softmax", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "input[1] (int64): all 2 values are negative"));
+	assert_true(said(&g, "0/0 is NaN"));
+	/* no autograd: the code names cross_entropy; the targets decide */
+	with_ops(&fx, (const char *const[]){NULL});
+	with_code(&fx, (const char *const[]){"cross_entropy", "flatten", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_int_equal(evidence__scan(some, sizeof(some), "int64", ts, 1, &fx.t[1]), 0);
+	snprintf(fx.t[1].name, sizeof(fx.t[1].name), "input[1]");
+	conclude_with(&g, &a, &fx);
+	assert_false(said(&g, "reduction='mean'"));
+	/* a sum the loss made after nll_loss: the NaN may be another term's */
+	with_ops(&fx, (const char *const[]){"add", "nll_loss", "log_softmax", "log", NULL});
+	conclude_with(&g, &a, &fx);
+	assert_false(said(&g, "reduction='mean'"));
+}
+
 static void test_ops_mask_and_cast(void **state)
 {
 	/* a 0/1 integer mask (1: attend) with a sample of no tokens, filled before a softmax */
@@ -906,6 +944,7 @@ int main(void)
 		cmocka_unit_test(test_code_ops_of_a_first_layer),
 		cmocka_unit_test(test_keep_mask_without_softmax),
 		cmocka_unit_test(test_weight_norm_zero_row),
+		cmocka_unit_test(test_empty_mean),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
