@@ -60,6 +60,39 @@ static __always_inline int nested_backward(__u32 tid)
  * tensors to differentiate. A log(0) in a hand-written loss shows here, at
  * the step it happens, before the optimizer spreads it into the weights.
  */
+/*
+ * The autograd node that made the loss, and the next two along its one input each where a
+ * node has one that needs a gradient (a loss divided by the accumulation steps, scaled by a
+ * constant): their vtable pointers into
+ * the event's node_vptr, consumer_vptr and parent, for the daemon to name the op that made
+ * the loss under that arithmetic. Global: verified once.
+ */
+__noinline int loss_nodes(__u64 obj)
+{
+	struct scratch *s = get_scratch();
+	__u64 node, v[2] = {}, vp[3] = {};
+	int i;
+
+	if (!s)
+		return 0;
+	node = tensor_grad_fn(tensor_impl(obj), BL.impl_autograd_meta, BL.meta_grad_fn);
+	for (i = 0; i < 3 && node; i++) {
+		vp[i] = read_u64(node);
+		if (i == 2 ||
+		    bpf_probe_read_user(v, sizeof(v), (void *)(node + BL.node_next_edges)))
+			break;
+		/* one input that needs a gradient: a second edge to no node is a constant's */
+		if (v[1] - v[0] != (__u64)BL.edge_size &&
+		    (v[1] - v[0] != 2 * (__u64)BL.edge_size || read_u64(v[0] + BL.edge_size)))
+			break;
+		node = read_u64(v[0]); /* Edge.function: a shared_ptr<Node>, its pointer first */
+	}
+	s->ev.node_vptr = vp[0];
+	s->ev.consumer_vptr = vp[1];
+	s->ev.parent = vp[2];
+	return 0;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 {
@@ -119,6 +152,7 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 		s->more_args = 0;
 		s->hold = 0; /* a module return's, should one have slept with the scratch */
 		s->defer = 0;
+		loss_nodes(obj);
 		check_output(obj, n > 1 ? i : NW_NO_INDEX, NW_NO_INDEX, 0);
 		if (i == 0)
 			send_loss(s);

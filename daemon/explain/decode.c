@@ -33,6 +33,33 @@ static void tensor_name(const struct nw_event *ev, char *buf, size_t len)
 		tpath__format(buf, len, "output", ev->index0, ev->index1, ev->key, sizeof(ev->key));
 }
 
+/*
+ * The op that made the loss, for the diagnosis alone: the first of the nodes BPF followed
+ * from the loss along single inputs (node_vptr, consumer_vptr, parent) that is no arithmetic
+ * with a constant or a reshape (a loss divided by the accumulation steps); NULL if none is
+ * named.
+ */
+static const char *loss_op(const struct nw_event *ev, struct backward *bwd, char *buf, size_t len)
+{
+	static const char *const carry[] = {"div",  "mul",	     "neg",	"add",
+					    "sub",  "rsub",	     "clone",	"to_copy",
+					    "view", "reshape_alias", "squeeze", "unsqueeze"};
+	const __u64 vptr[] = {ev->node_vptr, ev->consumer_vptr, ev->parent};
+	size_t i, k;
+
+	for (i = 0; i < sizeof(vptr) / sizeof(vptr[0]) && vptr[i]; i++) {
+		int through = 0;
+
+		if (backward__op_name(backward__class(bwd, vptr[i]), buf, len))
+			return NULL;
+		for (k = 0; k < sizeof(carry) / sizeof(carry[0]); k++)
+			through |= !strcmp(buf, carry[k]);
+		if (!through)
+			return buf;
+	}
+	return NULL;
+}
+
 /* The module's class as type(m).__name__. */
 static const char *class_of(const struct nw_event *ev, struct finding *f)
 {
@@ -211,6 +238,8 @@ int explain__decode(const void *data, size_t size, struct names *names, struct b
 		f->consumer = backward__class(bwd, ev.consumer_vptr);
 		f->upstream = ev.parent ? backward__class(bwd, ev.parent) : NULL;
 		f->op = backward__op_name(f->node, f->op_buf, sizeof(f->op_buf)) ? NULL : f->op_buf;
+	} else if (f->kind == FINDING_ANOMALY && f->phase == FINDING_PHASE_LOSS) {
+		f->op = loss_op(&ev, bwd, f->op_buf, sizeof(f->op_buf));
 	}
 	name_module(&ev, names, f);
 	tensor_fields(&ev, f);

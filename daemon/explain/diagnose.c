@@ -709,21 +709,6 @@ static int rule_lr(const struct diag *d, const struct diag_anomaly *a, struct di
 	return 1;
 }
 
-static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
-{
-	/* in mode loss no module output was checked: a NaN from any layer looks the same */
-	if (!a->phase || strcmp(a->phase, "loss") || d->loss_only)
-		return 0;
-	rests(g, "loss_value");
-	evidence(g, "every module output of iteration %llu was finite; the loss was not",
-		 (unsigned long long)a->iteration);
-	evidence(g, "loss: %llu NaN, %llu +Inf, %llu -Inf", (unsigned long long)a->nan,
-		 (unsigned long long)a->posinf, (unsigned long long)a->neginf);
-	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);
-	log_fixes(g);
-	return 1;
-}
-
 /* Ops whose derivative is infinite or undefined at points where the op itself is finite. */
 static int singular_op(const char *op)
 {
@@ -906,7 +891,8 @@ static const char *const softmax_ops[] = {"softmax", NULL};
 /* what takes a mask's rows into a softmax: the softmax, or attention fused in one op */
 static const char *const attention_ops[] = {"softmax", "scaled_dot_product_attention", NULL};
 /* a mean over the targets it counts: of none (all ignore_index, weights of 0), 0/0 */
-static const char *const target_ops[] = {"nll_loss", "nll_loss2d", "cross_entropy", NULL};
+static const char *const target_ops[] = {"nll_loss", "nll_loss2d", "nll_loss2_d", "cross_entropy",
+					 NULL};
 /* weight normalization: each slice of weight_v divided by its norm (nn.utils.weight_norm) */
 static const char *const vnorm_ops[] = {"weight_norm_interface", NULL};
 static const char *const sub_ops[] = {"sub", "rsub", NULL};
@@ -964,6 +950,41 @@ int diagnose__code_op(const char *name, char *op, size_t len)
 		if (in_set(base, rule_sets[j]))
 			return snprintf(op, len, "%s", base) < (int)len;
 	return 0;
+}
+
+/* A mean over class targets of which none counted. */
+static void ignored_fixes(struct diagnosis *g)
+{
+	fix(g, "skip a batch whose targets are all ignored ((y != ignore_index).any()), or take "
+	       "reduction='sum' and divide by the number of counted targets clamped to at least 1");
+	fix(g, "look for what left a batch without labels (all padding, a filter, truncation)");
+}
+
+static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
+{
+	/* in mode loss no module output was checked: a NaN from any layer looks the same */
+	if (!a->phase || strcmp(a->phase, "loss") || d->loss_only)
+		return 0;
+	rests(g, "loss_value");
+	evidence(g, "every module output of iteration %llu was finite; the loss was not",
+		 (unsigned long long)a->iteration);
+	evidence(g, "loss: %llu NaN, %llu +Inf, %llu -Inf", (unsigned long long)a->nan,
+		 (unsigned long long)a->posinf, (unsigned long long)a->neginf);
+	if (a->op && in_set(a->op, target_ops) && a->nan && !a->posinf && !a->neginf) {
+		/* log-probabilities of finite logits are finite: NaN only from an empty mean */
+		rests(g, "operations");
+		evidence(g,
+			 "%s made the loss (its autograd graph): over finite log-probabilities it "
+			 "is NaN only as a mean over no counted target (every target "
+			 "ignore_index, -100 by default), 0/0",
+			 a->op);
+		conclude(g, "division_by_zero", 0.75);
+		ignored_fixes(g);
+		return 1;
+	}
+	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);
+	log_fixes(g);
+	return 1;
 }
 
 static int ops_known(const struct evidence_facts *x)
@@ -1626,9 +1647,7 @@ static int rule_empty_mean(const struct evidence_facts *x, struct diagnosis *g)
 		 "number (or their class weights' sum): over none, 0/0 is NaN",
 		 op);
 	conclude(g, "division_by_zero", agree(1 + made + !!(t || w), 0));
-	fix(g, "skip a batch whose targets are all ignored ((y != ignore_index).any()), or take "
-	       "reduction='sum' and divide by the number of counted targets clamped to at least 1");
-	fix(g, "look for what left a batch without labels (all padding, a filter, truncation)");
+	ignored_fixes(g);
 	return 1;
 }
 

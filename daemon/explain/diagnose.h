@@ -54,7 +54,8 @@ struct diag_anomaly {
 	uint32_t depth;	      /* 1: the outermost module */
 	int outside_model;    /* an outermost module known not to be the model (a loss module) */
 	const char *node;     /* phase backward: the autograd node's class, may be NULL */
-	const char *op;	      /* ... its forward op in words ("sqrt"), may be NULL */
+	const char *op;	      /* ... its forward op in words ("sqrt"), may be NULL; phase
+			       * loss: the op that made the loss ("nll_loss"), may be NULL */
 	const char *upstream; /* ... the node that fed it its gradient, may be NULL */
 	int step_source;      /* enum nw_step_source of step */
 };

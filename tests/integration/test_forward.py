@@ -366,7 +366,9 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     row is the _WeightNorm module's input.
     ignored_targets: a token-level cross-entropy over a batch whose labels are all -100
     (ignore_index): its mean over no counted target is 0/0, not a log's domain (the logits
-    have negatives); --variant module, an nn.CrossEntropyLoss held by the loss module."""
+    have negatives); --variant module, an nn.CrossEntropyLoss held by the loss module;
+    --variant loop, F.cross_entropy in a plain function divided by the accumulation steps:
+    the loss itself is the first anomaly, and nll_loss, under the division, made it."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -415,6 +417,9 @@ test_ignored_targets = case_test(case_origin_cause, "ignored_targets", "",
 test_ignored_targets_module = case_test(case_origin_cause, "ignored_targets", "ce",
                                         ("nll_loss with reduction='mean'",), (), (),
                                         ("--variant", "module"), envs=("trixie",))
+test_ignored_targets_loop = case_test(case_origin_cause, "ignored_targets", None,
+                                      ("nll_loss made the loss",), (), ("ignore_index",),
+                                      ("--variant", "loop"), envs=("host", "forky"))
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)

@@ -5,8 +5,11 @@ prompts alone. The mean over no counted target is 0/0: NaN, from finite logits.
 
 --variant functional: the loss module calls F.cross_entropy(..., ignore_index=-100).
 --variant module: the loss module holds an nn.CrossEntropyLoss (layer "ce").
+--variant loop: a plain function calls F.cross_entropy, as a training loop does: no module
+makes the loss.
 Expected first anomaly: the loss module ("" for functional, "ce" for module) at step 4, NaN,
-inputs finite: origin. Cause: division_by_zero, not a log's domain.
+inputs finite: origin; for loop, the loss itself (phase loss), every module output finite.
+Cause: division_by_zero, not a log's domain (nor, for loop, a log of 0).
 """
 import torch
 import torch.nn as nn
@@ -34,6 +37,11 @@ class TokenLoss(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
 
 
+def token_loss(logits, labels):
+    """The loss as a training loop computes it, outside any module."""
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+
 class HeldLoss(nn.Module):
     def __init__(self):
         super().__init__()
@@ -53,6 +61,8 @@ class IgnoredTargets(common.Trainer):
         return TinyLM()
 
     def loss(self):
+        if self.variant == "loop":
+            return token_loss
         return HeldLoss() if self.variant == "module" else TokenLoss()
 
     def batch(self, step, micro, gen):

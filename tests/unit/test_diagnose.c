@@ -175,6 +175,19 @@ static void test_params_and_loss(void **state)
 	assert_string_equal(cause_of(&g, as, 1, 0), "nonfinite_params");
 	assert_string_equal(cause_of(&g, &loss, 1, 0), "loss_log_zero");
 	assert_string_equal(g.layer, "");
+	/* a NaN loss nll_loss made: a mean over targets all ignored, not a log of 0 */
+	loss.posinf = 0;
+	loss.nan = 1;
+	loss.op = "nll_loss";
+	assert_string_equal(cause_of(&g, &loss, 1, 0), "division_by_zero");
+	/* +Inf from nll_loss is a log-probability of -Inf: a log of 0 */
+	loss.nan = 0;
+	loss.posinf = 1;
+	assert_string_equal(cause_of(&g, &loss, 1, 0), "loss_log_zero");
+	loss.nan = 1;
+	loss.posinf = 0;
+	loss.op = "sum";
+	assert_string_equal(cause_of(&g, &loss, 1, 0), "loss_log_zero");
 }
 
 static void test_unknown_and_sample_mode(void **state)
