@@ -61,25 +61,24 @@ static __always_inline int nested_backward(__u32 tid)
  * the step it happens, before the optimizer spreads it into the weights.
  */
 /*
- * The autograd node that made the loss, and the next two along its one input each where a
- * node has one that needs a gradient (a loss divided by the accumulation steps, scaled by a
- * constant): their vtable pointers into
- * the event's node_vptr, consumer_vptr and parent, for the daemon to name the op that made
- * the loss under that arithmetic. Global: verified once.
+ * The autograd node that made the loss, and the next ones along its one input each where a
+ * node has one that needs a gradient (a loss divided by the accumulation steps, a masked mean
+ * by hand): their vtable pointers into the event's modules[1..NW_LOSS_NODES] (a loss event
+ * has no module stack), for the daemon to name the op that made the loss under that
+ * arithmetic. Global: verified once.
  */
 __noinline int loss_nodes(__u64 obj)
 {
 	struct scratch *s = get_scratch();
-	__u64 node, v[2] = {}, vp[3] = {};
+	__u64 node, v[2] = {};
 	int i;
 
 	if (!s)
 		return 0;
 	node = tensor_grad_fn(tensor_impl(obj), BL.impl_autograd_meta, BL.meta_grad_fn);
-	for (i = 0; i < 3 && node; i++) {
-		vp[i] = read_u64(node);
-		if (i == 2 ||
-		    bpf_probe_read_user(v, sizeof(v), (void *)(node + BL.node_next_edges)))
+	for (i = 0; i < NW_LOSS_NODES && node; i++) {
+		s->ev.modules[1 + i] = read_u64(node);
+		if (bpf_probe_read_user(v, sizeof(v), (void *)(node + BL.node_next_edges)))
 			break;
 		/* one input that needs a gradient: a second edge to no node is a constant's */
 		if (v[1] - v[0] != (__u64)BL.edge_size &&
@@ -87,9 +86,6 @@ __noinline int loss_nodes(__u64 obj)
 			break;
 		node = read_u64(v[0]); /* Edge.function: a shared_ptr<Node>, its pointer first */
 	}
-	s->ev.node_vptr = vp[0];
-	s->ev.consumer_vptr = vp[1];
-	s->ev.parent = vp[2];
 	return 0;
 }
 

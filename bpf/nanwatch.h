@@ -84,6 +84,7 @@ enum nw_step_source {
 #define NW_MAG_BINADES 4     /* a new magnitude mark every 2^4 = 16x */
 #define NW_PARAMS_INDEX 0xfe /* index0 of a magnitude event about the module's parameters */
 #define NW_PARAMS_KEY 1ULL   /* or-ed into a module's address: its parameters' mark */
+#define NW_LOSS_NODES 6	     /* autograd nodes a loss event names, from the loss down */
 /* index0 | NW_ATTR_INDEX: the place among the attributes of an object output (a dataclass)
  * that is no tuple, list or dict, the key its name */
 #define NW_ATTR_INDEX 0x80
@@ -323,10 +324,11 @@ struct nw_addrs {
  * called from modules[0] (the outermost). Largest fields first.
  */
 struct nw_event {
-	__u64 time_ns;	 /* bpf_ktime_get_ns */
-	__u64 step;	 /* optimizer steps completed */
-	__u64 iteration; /* outermost-module forward passes (0-based) */
-	__u64 modules[NW_MAX_DEPTH];
+	__u64 time_ns;		     /* bpf_ktime_get_ns */
+	__u64 step;		     /* optimizer steps completed */
+	__u64 iteration;	     /* outermost-module forward passes (0-based) */
+	__u64 modules[NW_MAX_DEPTH]; /* phase loss: [1..NW_LOSS_NODES] the vtable pointers of
+				      * the nodes that made the loss (bpf/loss.bpf.c) */
 	union {
 		__u64 shape[NW_MAX_DIMS];
 		/* NW_EV_MODULE: where its caller (parent) holds it, a C string: its key in the

@@ -17,6 +17,7 @@
 _Static_assert(FINDING_MAX_DIMS == NW_MAX_DIMS, "a finding keeps every shape entry");
 _Static_assert(FINDING_CLASS_LEN == NW_NAME_LEN, "a finding keeps the whole class name");
 _Static_assert(TPATH_NONE == NW_NO_INDEX, "one index means none");
+_Static_assert(NW_LOSS_NODES < NW_MAX_DEPTH, "a loss event's nodes fit beside modules[0]");
 _Static_assert(TPATH_ATTR == NW_ATTR_INDEX, "one flag means an attribute");
 
 /* Tensor path: "output", "output[1]", "output[1][0]", "output['logits']", "output.logits",
@@ -33,31 +34,54 @@ static void tensor_name(const struct nw_event *ev, char *buf, size_t len)
 		tpath__format(buf, len, "output", ev->index0, ev->index1, ev->key, sizeof(ev->key));
 }
 
+static int one_of(const char *op, const char *const *set, size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		if (!strcmp(op, set[k]))
+			return 1;
+	return 0;
+}
+
 /*
- * The op that made the loss, for the diagnosis alone: the first of the nodes BPF followed
- * from the loss along single inputs (node_vptr, consumer_vptr, parent) that is no arithmetic
- * with a constant or a reshape (a loss divided by the accumulation steps); NULL if none is
- * named.
+ * The op that made the loss, for the diagnosis alone, from the nodes BPF followed from the
+ * loss along single inputs (modules[1..NW_LOSS_NODES]): the first that is no
+ * arithmetic with a constant or a reshape (a loss divided by the accumulation steps), or a
+ * log below it (a log of 0 made the NaN there). A sum or mean only where the walk saw a
+ * known op below it other than a product (a product of two tensors that need a gradient may
+ * hold a log's -Inf the walk did not follow). NULL if none is named.
  */
 static const char *loss_op(const struct nw_event *ev, struct backward *bwd, char *buf, size_t len)
 {
 	static const char *const carry[] = {"div",  "mul",	     "neg",	"add",
 					    "sub",  "rsub",	     "clone",	"to_copy",
 					    "view", "reshape_alias", "squeeze", "unsqueeze"};
-	const __u64 vptr[] = {ev->node_vptr, ev->consumer_vptr, ev->parent};
-	size_t i, k;
+	static const char *const logs[] = {"log", "log2", "log10", "log1p", "xlogy"};
+	static const char *const reduce[] = {"sum", "mean"};
+	const __u64 *vptr = ev->modules + 1;
+	char names[NW_LOSS_NODES][32];
+	size_t n, i, first;
 
-	for (i = 0; i < sizeof(vptr) / sizeof(vptr[0]) && vptr[i]; i++) {
-		int through = 0;
-
-		if (backward__op_name(backward__class(bwd, vptr[i]), buf, len))
+	for (n = 0; n < NW_LOSS_NODES && vptr[n]; n++)
+		if (backward__op_name(backward__class(bwd, vptr[n]), names[n], sizeof(names[n])))
+			break;
+	for (first = 0; first < n && one_of(names[first], carry, sizeof(carry) / sizeof(carry[0]));
+	     first++)
+		;
+	if (first == n)
+		return NULL;
+	for (i = first; i < n; i++)
+		if (one_of(names[i], logs, sizeof(logs) / sizeof(logs[0])))
+			return snprintf(buf, len, "%s", names[i]) < (int)len ? buf : NULL;
+	if (one_of(names[first], reduce, sizeof(reduce) / sizeof(reduce[0]))) {
+		for (i = first + 1; i < n; i++)
+			if (!one_of(names[i], carry, sizeof(carry) / sizeof(carry[0])))
+				break;
+		if (i == n)
 			return NULL;
-		for (k = 0; k < sizeof(carry) / sizeof(carry[0]); k++)
-			through |= !strcmp(buf, carry[k]);
-		if (!through)
-			return buf;
 	}
-	return NULL;
+	return snprintf(buf, len, "%s", names[first]) < (int)len ? buf : NULL;
 }
 
 /* The module's class as type(m).__name__. */
@@ -239,6 +263,8 @@ int explain__decode(const void *data, size_t size, struct names *names, struct b
 		f->upstream = ev.parent ? backward__class(bwd, ev.parent) : NULL;
 		f->op = backward__op_name(f->node, f->op_buf, sizeof(f->op_buf)) ? NULL : f->op_buf;
 	} else if (f->kind == FINDING_ANOMALY && f->phase == FINDING_PHASE_LOSS) {
+		/* the node that made the loss, and the op under its arithmetic: the diagnosis's */
+		f->node = ev.modules[1] ? backward__class(bwd, ev.modules[1]) : NULL;
 		f->op = loss_op(&ev, bwd, f->op_buf, sizeof(f->op_buf));
 	}
 	name_module(&ev, names, f);

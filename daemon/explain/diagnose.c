@@ -890,6 +890,8 @@ static const char *const mask_ops[] = {"masked_fill", NULL};
 static const char *const softmax_ops[] = {"softmax", NULL};
 /* what takes a mask's rows into a softmax: the softmax, or attention fused in one op */
 static const char *const attention_ops[] = {"softmax", "scaled_dot_product_attention", NULL};
+/* a loss's reduction, which a masked mean divides by a count */
+static const char *const reduce_ops[] = {"sum", "mean", NULL};
 /* a mean over the targets it counts: of none (all ignore_index, weights of 0), 0/0 */
 static const char *const target_ops[] = {"nll_loss", "nll_loss2d", "nll_loss2_d", "cross_entropy",
 					 NULL};
@@ -980,6 +982,21 @@ static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct 
 			 a->op);
 		conclude(g, "division_by_zero", 0.75);
 		ignored_fixes(g);
+		return 1;
+	}
+	if (a->op && in_set(a->op, reduce_ops) && a->node && !strncmp(a->node, "DivBackward", 11) &&
+	    a->nan && !a->posinf && !a->neginf) {
+		/* a sum of finite values is finite or ±Inf: the NaN is the division's, 0/0 */
+		rests(g, "operations");
+		evidence(g,
+			 "the loss is a %s divided by a value (its autograd graph: div of %s): of "
+			 "finite values a %s is not NaN, but 0/0 is (a masked mean whose mask "
+			 "selected nothing: (x * mask).sum() / mask.sum())",
+			 a->op, a->op, a->op);
+		conclude(g, "division_by_zero", 0.6);
+		denominator_fix(g);
+		fix(g, "look for a batch whose mask or count is empty (all padding, no positive "
+		       "label)");
 		return 1;
 	}
 	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);

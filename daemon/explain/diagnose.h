@@ -53,7 +53,8 @@ struct diag_anomaly {
 	int params_finite;
 	uint32_t depth;	      /* 1: the outermost module */
 	int outside_model;    /* an outermost module known not to be the model (a loss module) */
-	const char *node;     /* phase backward: the autograd node's class, may be NULL */
+	const char *node;     /* phase backward: the autograd node's class, may be NULL; phase
+			       * loss: the class of the node that made the loss */
 	const char *op;	      /* ... its forward op in words ("sqrt"), may be NULL; phase
 			       * loss: the op that made the loss ("nll_loss"), may be NULL */
 	const char *upstream; /* ... the node that fed it its gradient, may be NULL */

@@ -45,7 +45,7 @@ static void observe(struct explain *x, const struct finding *f, int params)
 		.params_finite = loss || bwd ? -1 : params,
 		.depth = loss || bwd ? 0 : f->depth,
 		.module_id = loss || bwd ? 0 : f->module,
-		.node = bwd ? f->node : NULL,
+		.node = bwd || loss ? f->node : NULL,
 		.op = bwd || loss ? f->op : NULL,
 		.upstream = bwd ? f->upstream : NULL,
 		.layer = f->module_class ? f->layer : NULL,

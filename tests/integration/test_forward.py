@@ -368,7 +368,9 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     (ignore_index): its mean over no counted target is 0/0, not a log's domain (the logits
     have negatives); --variant module, an nn.CrossEntropyLoss held by the loss module;
     --variant loop, F.cross_entropy in a plain function divided by the accumulation steps:
-    the loss itself is the first anomaly, and nll_loss, under the division, made it."""
+    the loss itself is the first anomaly, and nll_loss, under the division, made it;
+    --variant masked, the mean over counted tokens by hand, (loss * mask).sum() / mask.sum():
+    a sum divided, 0/0."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -420,6 +422,9 @@ test_ignored_targets_module = case_test(case_origin_cause, "ignored_targets", "c
 test_ignored_targets_loop = case_test(case_origin_cause, "ignored_targets", None,
                                       ("nll_loss made the loss",), (), ("ignore_index",),
                                       ("--variant", "loop"), envs=("host", "forky"))
+test_ignored_targets_masked = case_test(case_origin_cause, "ignored_targets", None,
+                                        ("a masked mean whose mask selected nothing",), (),
+                                        ("empty",), ("--variant", "masked"), envs=HOST_ONLY)
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)

@@ -188,6 +188,11 @@ static void test_params_and_loss(void **state)
 	loss.posinf = 0;
 	loss.op = "sum";
 	assert_string_equal(cause_of(&g, &loss, 1, 0), "loss_log_zero");
+	/* a sum divided by a count (a masked mean by hand): 0/0 */
+	loss.node = "DivBackward0";
+	assert_string_equal(cause_of(&g, &loss, 1, 0), "division_by_zero");
+	loss.op = "log";
+	assert_string_equal(cause_of(&g, &loss, 1, 0), "loss_log_zero");
 }
 
 static void test_unknown_and_sample_mode(void **state)

@@ -791,18 +791,12 @@ static void test_weight_norm_zero_row(void **state)
 	const float gain[] = {1.2f, 0.8f};
 	struct evidence_facts fx = {.n = 3};
 	struct diag_anomaly a = origin("Linear", 4, 0, 0);
-	__u64 two[2] = {2, 2}, one[1] = {2};
 	struct diagnosis g;
 
 	(void)state;
-	assert_int_equal(evidence__scan(x, sizeof(x), "float32", two, 2, &fx.t[0]), 0);
-	snprintf(fx.t[0].name, sizeof(fx.t[0].name), "input[0]");
-	assert_int_equal(evidence__scan(gain, sizeof(gain), "float32", one, 1, &fx.t[1]), 0);
-	snprintf(fx.t[1].name, sizeof(fx.t[1].name), "weight_g");
-	fx.t[1].role = EVIDENCE_PARAM;
-	assert_int_equal(evidence__scan(v, sizeof(v), "float32", two, 2, &fx.t[2]), 0);
-	snprintf(fx.t[2].name, sizeof(fx.t[2].name), "weight_v");
-	fx.t[2].role = EVIDENCE_PARAM;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	scan_f32(&fx.t[1], gain, 1, 2, "weight_g", EVIDENCE_PARAM);
+	scan_f32(&fx.t[2], v, 2, 2, "weight_v", EVIDENCE_PARAM);
 	with_ops(&fx, (const char *const[]){"addmm", "t", "weight_norm_interface", NULL});
 	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
 	assert_true(said(&g, "parameter weight_v (float32): 1 of 2 rows"));
@@ -823,12 +817,11 @@ static void test_empty_mean(void **state)
 	const int64_t some[] = {-100, 2};
 	struct evidence_facts fx = {.n = 2};
 	struct diag_anomaly a = origin("CrossEntropyLoss", 1, 0, 0);
-	__u64 ls[2] = {2, 3}, ts[1] = {2};
+	__u64 ts[1] = {2};
 	struct diagnosis g;
 
 	(void)state;
-	assert_int_equal(evidence__scan(logits, sizeof(logits), "float32", ls, 2, &fx.t[0]), 0);
-	snprintf(fx.t[0].name, sizeof(fx.t[0].name), "input[0]");
+	scan_f32(&fx.t[0], logits, 2, 3, "input[0]", EVIDENCE_INPUT);
 	assert_int_equal(evidence__scan(all_ignored, sizeof(all_ignored), "int64", ts, 1, &fx.t[1]),
 			 0);
 	snprintf(fx.t[1].name, sizeof(fx.t[1].name), "input[1]");

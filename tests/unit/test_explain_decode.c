@@ -132,6 +132,30 @@ static void test_forward_unknowns(void **state)
 	assert_int_equal(f.params_finite, 0);
 }
 
+/* A key an output's value came with, and the tensor path it must be named by. */
+struct key_case {
+	const char *key;
+	unsigned int index1;
+	const char *want;
+};
+
+/* Each case decoded as output[index0][index1] with its key. */
+static void check_keys(const struct key_case *cases, size_t n, unsigned int index0)
+{
+	struct nw_event ev;
+	struct finding f;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		forward_record(&ev);
+		ev.index0 = index0;
+		ev.index1 = cases[i].index1;
+		snprintf(ev.key, sizeof(ev.key), "%s", cases[i].key);
+		assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+		assert_string_equal(f.tensor, cases[i].want);
+	}
+}
+
 /*
  * A value of a dict output: named by its key when that is plain text, else by its place; a
  * key filling the field without its NUL, or with a quote, a backslash or a control character
@@ -139,11 +163,7 @@ static void test_forward_unknowns(void **state)
  */
 static void test_forward_dict_key(void **state)
 {
-	static const struct {
-		const char *key;
-		unsigned int index1;
-		const char *want;
-	} cases[] = {
+	static const struct key_case cases[] = {
 		{"logits", NW_NO_INDEX, "output['logits']"},
 		{"past_key_values", 3, "output['past_key_values'][3]"},
 		{"", NW_NO_INDEX, "output[1]"},
@@ -156,16 +176,9 @@ static void test_forward_dict_key(void **state)
 	};
 	struct nw_event ev;
 	struct finding f;
-	size_t i;
 
 	(void)state;
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		forward_record(&ev);
-		ev.index1 = cases[i].index1;
-		snprintf(ev.key, sizeof(ev.key), "%s", cases[i].key);
-		assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
-		assert_string_equal(f.tensor, cases[i].want);
-	}
+	check_keys(cases, sizeof(cases) / sizeof(cases[0]), 1);
 	forward_record(&ev);
 	memset(ev.key, 'k', sizeof(ev.key)); /* no NUL */
 	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
@@ -186,11 +199,7 @@ static void test_forward_dict_key(void **state)
  */
 static void test_forward_attribute(void **state)
 {
-	static const struct {
-		const char *key;
-		unsigned int index1;
-		const char *want;
-	} cases[] = {
+	static const struct key_case cases[] = {
 		{"logits", NW_NO_INDEX, "output.logits"},
 		{"_h0", 2, "output._h0[2]"},
 		{"", NW_NO_INDEX, "output.<1>"},
@@ -201,17 +210,9 @@ static void test_forward_attribute(void **state)
 	};
 	struct nw_event ev;
 	struct finding f;
-	size_t i;
 
 	(void)state;
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		forward_record(&ev);
-		ev.index0 = NW_ATTR_INDEX | 1;
-		ev.index1 = cases[i].index1;
-		snprintf(ev.key, sizeof(ev.key), "%s", cases[i].key);
-		assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
-		assert_string_equal(f.tensor, cases[i].want);
-	}
+	check_keys(cases, sizeof(cases) / sizeof(cases[0]), NW_ATTR_INDEX | 1);
 	forward_record(&ev);
 	ev.index0 = NW_ATTR_INDEX | 7;
 	memset(ev.key, 'k', sizeof(ev.key)); /* no NUL */
