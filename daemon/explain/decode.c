@@ -48,9 +48,7 @@ static int one_of(const char *op, const char *const *set, size_t n)
  * The op that made the loss, for the diagnosis alone, from the nodes BPF followed from the
  * loss along single inputs (modules[1..NW_LOSS_NODES]): the first that is no
  * arithmetic with a constant or a reshape (a loss divided by the accumulation steps), or a
- * log below it (a log of 0 made the NaN there). A sum or mean only where the walk saw a
- * known op below it other than a product (a product of two tensors that need a gradient may
- * hold a log's -Inf the walk did not follow). NULL if none is named.
+ * log below it (a log of 0 made the NaN there). NULL if none is named.
  */
 static const char *loss_op(const struct nw_event *ev, struct backward *bwd, char *buf, size_t len)
 {
@@ -58,7 +56,6 @@ static const char *loss_op(const struct nw_event *ev, struct backward *bwd, char
 					    "sub",  "rsub",	     "clone",	"to_copy",
 					    "view", "reshape_alias", "squeeze", "unsqueeze"};
 	static const char *const logs[] = {"log", "log2", "log10", "log1p", "xlogy"};
-	static const char *const reduce[] = {"sum", "mean"};
 	const __u64 *vptr = ev->modules + 1;
 	char names[NW_LOSS_NODES][32];
 	size_t n, i, first;
@@ -74,13 +71,6 @@ static const char *loss_op(const struct nw_event *ev, struct backward *bwd, char
 	for (i = first; i < n; i++)
 		if (one_of(names[i], logs, sizeof(logs) / sizeof(logs[0])))
 			return snprintf(buf, len, "%s", names[i]) < (int)len ? buf : NULL;
-	if (one_of(names[first], reduce, sizeof(reduce) / sizeof(reduce[0]))) {
-		for (i = first + 1; i < n; i++)
-			if (!one_of(names[i], carry, sizeof(carry) / sizeof(carry[0])))
-				break;
-		if (i == n)
-			return NULL;
-	}
 	return snprintf(buf, len, "%s", names[first]) < (int)len ? buf : NULL;
 }
 
@@ -263,8 +253,7 @@ int explain__decode(const void *data, size_t size, struct names *names, struct b
 		f->upstream = ev.parent ? backward__class(bwd, ev.parent) : NULL;
 		f->op = backward__op_name(f->node, f->op_buf, sizeof(f->op_buf)) ? NULL : f->op_buf;
 	} else if (f->kind == FINDING_ANOMALY && f->phase == FINDING_PHASE_LOSS) {
-		/* the node that made the loss, and the op under its arithmetic: the diagnosis's */
-		f->node = ev.modules[1] ? backward__class(bwd, ev.modules[1]) : NULL;
+		/* the op under the loss's arithmetic: the diagnosis's */
 		f->op = loss_op(&ev, bwd, f->op_buf, sizeof(f->op_buf));
 	}
 	name_module(&ev, names, f);

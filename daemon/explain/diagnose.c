@@ -194,6 +194,56 @@ int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iter
 	return 0;
 }
 
+/* Is outer the path of a module that holds the module at inner ("" holds every other)? */
+static int holds(const char *outer, const char *inner)
+{
+	size_t n = strlen(outer);
+
+	if (!strcmp(outer, inner))
+		return 0;
+	return !n || (!strncmp(outer, inner, n) && inner[n] == '.');
+}
+
+/* A later anomaly of the iteration that made the first's non-finite input: struct diag_maker. */
+static void note_maker(struct diag *d, const struct diag_anomaly *a)
+{
+	const struct diag_anomaly *f = &d->first;
+	struct diag_maker *m = &d->maker;
+
+	if (m->known || f->inputs_finite != 0 || !f->layer || !a->layer || !a->phase ||
+	    strcmp(a->phase, "forward") || strcmp(f->phase, "forward") || a->inputs_finite != 1 ||
+	    a->params_finite != 1 || a->depth >= f->depth || !holds(a->layer, f->layer))
+		return;
+	m->known = 1;
+	m->module_id = a->module_id;
+	m->outside_model = a->outside_model;
+	copy(m->layer, sizeof(m->layer), a->layer);
+	copy(m->module, sizeof(m->module), a->module);
+	m->nan = a->nan;
+	m->posinf = a->posinf;
+	m->neginf = a->neginf;
+}
+
+uint64_t diagnose__maker(const struct diag *d)
+{
+	return d->maker.known ? d->maker.module_id : 0;
+}
+
+int diagnose__maker_name(const char *name, void *ctx)
+{
+	struct diag_maker *m = &((struct diag *)ctx)->maker;
+	char op[EVIDENCE_OP_LEN];
+	int i;
+
+	if (m->ncode >= EVIDENCE_MAX_OPS || !diagnose__code_op(name, op, sizeof(op)))
+		return 0;
+	for (i = 0; i < m->ncode; i++)
+		if (!strcmp(m->code_ops[i], op))
+			return 0;
+	memcpy(m->code_ops[m->ncode++], op, sizeof(op));
+	return 0;
+}
+
 int diagnose__observe(struct diag *d, const struct diag_anomaly *a)
 {
 	if (d->done)
@@ -218,6 +268,7 @@ int diagnose__observe(struct diag *d, const struct diag_anomaly *a)
 	}
 	if (a->iteration != d->first.iteration)
 		return 1; /* the incident's iteration is over */
+	note_maker(d, a);
 	/*
 	 * The first outermost module to return is the model (a loss module returns
 	 * after it): its inputs are the batch itself.
@@ -311,6 +362,12 @@ static void log_fixes(struct diagnosis *g)
 	fix(g, "compute log-probabilities with log_softmax (or F.cross_entropy / F.nll_loss) "
 	       "instead of log(softmax(x))");
 	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
+}
+
+static void masked_fixes(struct diagnosis *g)
+{
+	fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
+	fix(g, "mask with a large negative finite value instead of -inf");
 }
 
 static void exp_fixes(struct diagnosis *g)
@@ -890,8 +947,6 @@ static const char *const mask_ops[] = {"masked_fill", NULL};
 static const char *const softmax_ops[] = {"softmax", NULL};
 /* what takes a mask's rows into a softmax: the softmax, or attention fused in one op */
 static const char *const attention_ops[] = {"softmax", "scaled_dot_product_attention", NULL};
-/* a loss's reduction, which a masked mean divides by a count */
-static const char *const reduce_ops[] = {"sum", "mean", NULL};
 /* a mean over the targets it counts: of none (all ignore_index, weights of 0), 0/0 */
 static const char *const target_ops[] = {"nll_loss", "nll_loss2d", "nll_loss2_d", "cross_entropy",
 					 NULL};
@@ -980,23 +1035,8 @@ static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct 
 			 "is NaN only as a mean over no counted target (every target "
 			 "ignore_index, -100 by default), 0/0",
 			 a->op);
-		conclude(g, "division_by_zero", 0.75);
+		conclude(g, "division_by_zero", 0.7);
 		ignored_fixes(g);
-		return 1;
-	}
-	if (a->op && in_set(a->op, reduce_ops) && a->node && !strncmp(a->node, "DivBackward", 11) &&
-	    a->nan && !a->posinf && !a->neginf) {
-		/* a sum of finite values is finite or ±Inf: the NaN is the division's, 0/0 */
-		rests(g, "operations");
-		evidence(g,
-			 "the loss is a %s divided by a value (its autograd graph: div of %s): of "
-			 "finite values a %s is not NaN, but 0/0 is (a masked mean whose mask "
-			 "selected nothing: (x * mask).sum() / mask.sum())",
-			 a->op, a->op, a->op);
-		conclude(g, "division_by_zero", 0.6);
-		denominator_fix(g);
-		fix(g, "look for a batch whose mask or count is empty (all padding, no positive "
-		       "label)");
 		return 1;
 	}
 	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);
@@ -1386,8 +1426,7 @@ static void verdict_masked(const struct diag_anomaly *a, const struct signs *s, 
 		rows_fact(s->mask_zero_rows, s->mask_zero_rows->zero_rows,
 			  "all 0 (every position masked where 0 masks)", g);
 	conclude(g, "attention_fully_masked", agree(1 + ops, named(a, "Attention", "Attn")));
-	fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
-	fix(g, "mask with a large negative finite value instead of -inf");
+	masked_fixes(g);
 }
 
 /*
@@ -1977,6 +2016,77 @@ void diagnose__scaler(struct diag *d, uint64_t skips, uint64_t from_step, double
 	d->scaler_scale = scale;
 }
 
+/* The cause each set of ops a code may name makes of finite values, in the order tried. */
+static const struct {
+	const char *const *ops;
+	const char *cause;
+} code_causes[] = {
+	{exp_ops, "exp_overflow"},
+	{div_ops, "division_by_zero"},
+	{spread_ops, "norm_zero_variance"},
+	{domain_ops, "invalid_domain"},
+	{mask_ops, "attention_fully_masked"},
+};
+
+/*
+ * The first anomaly's non-finite input was made by the code of a module holding it, between
+ * its calls to its children (struct diag_maker): that module is named, and the ops its
+ * forward's code names decide the cause where they fit one cause alone.
+ */
+static int rule_maker(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const struct diag_maker *m = &d->maker;
+	struct diag_anomaly who = {.layer = m->layer, .outside_model = m->outside_model};
+	const char *cause = NULL;
+	char names[EVIDENCE_MAX_OPS * (EVIDENCE_OP_LEN + 2)] = "";
+	size_t c, at = 0;
+	int i, fits = 0;
+
+	if (!m->known)
+		return 0;
+	evidence(g,
+		 "the first non-finite output, of %s (%s), had non-finite inputs that no "
+		 "module returned",
+		 name(a), a->module ? a->module : "?");
+	evidence(g,
+		 "the code of %s (%s) made them between its calls to its children: it was "
+		 "given finite inputs and parameters, and returned %llu NaN, %llu +Inf, %llu -Inf",
+		 name(&who), m->module, (unsigned long long)m->nan, (unsigned long long)m->posinf,
+		 (unsigned long long)m->neginf);
+	for (i = 0; i < m->ncode && at < sizeof(names); i++)
+		at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s", i ? ", " : "",
+				       m->code_ops[i]);
+	for (c = 0; c < sizeof(code_causes) / sizeof(code_causes[0]); c++) {
+		int hit = 0;
+
+		for (i = 0; i < m->ncode; i++)
+			hit |= in_set(m->code_ops[i], code_causes[c].ops);
+		if (hit) {
+			fits++;
+			cause = code_causes[c].cause;
+		}
+	}
+	rests(g, "operations_code");
+	if (m->ncode)
+		evidence(g, "operations the code of %s.forward names: %s", m->module, names);
+	if (fits != 1) {
+		conclude(g, "unknown", 0.3);
+	} else {
+		conclude(g, cause, 0.45);
+		if (!strcmp(cause, "exp_overflow"))
+			exp_fixes(g);
+		else if (!strcmp(cause, "division_by_zero"))
+			denominator_fix(g);
+		else if (!strcmp(cause, "invalid_domain"))
+			domain_fix(g);
+		else if (!strcmp(cause, "attention_fully_masked"))
+			masked_fixes(g);
+	}
+	fix(g, "look at what the forward of that module computes itself, between its calls to "
+	       "its children: the value is made there, in no module of its own");
+	return 1;
+}
+
 /*
  * A scaler that keeps skipping: the overflow it backs off from is not one of scale. The
  * other rules said what made the first gradient non-finite (their evidence and fixes
@@ -2053,7 +2163,8 @@ static int conclude_rules(struct diag *d, struct diagnosis *out)
 		conclude(out, "unknown", 0.2);
 		return 0;
 	}
-	if (rule_fp16(d, a, out) || rule_values(d, a, out) || rule_output(a, out))
+	if (rule_fp16(d, a, out) || rule_values(d, a, out) || rule_output(a, out) ||
+	    rule_maker(d, a, out))
 		return 0;
 	evidence(out,
 		 "the first non-finite output, of %s, had inputs that were non-finite or "

@@ -53,12 +53,27 @@ struct diag_anomaly {
 	int params_finite;
 	uint32_t depth;	      /* 1: the outermost module */
 	int outside_model;    /* an outermost module known not to be the model (a loss module) */
-	const char *node;     /* phase backward: the autograd node's class, may be NULL; phase
-			       * loss: the class of the node that made the loss */
+	const char *node;     /* phase backward: the autograd node's class, may be NULL */
 	const char *op;	      /* ... its forward op in words ("sqrt"), may be NULL; phase
 			       * loss: the op that made the loss ("nll_loss"), may be NULL */
 	const char *upstream; /* ... the node that fed it its gradient, may be NULL */
 	int step_source;      /* enum nw_step_source of step */
+};
+
+/*
+ * An enclosing call that made the first anomaly's non-finite input itself: a later anomaly of
+ * the incident's iteration whose module holds the first's (its layer a prefix of the first's),
+ * called with finite inputs and parameters. Its code, between its calls to its children, made
+ * the value (a VAE's exp of a log-variance before its decoder).
+ */
+struct diag_maker {
+	int known;
+	uint64_t module_id;
+	char layer[256], module[64];
+	int outside_model; /* an outermost module that is not the model (a loss module) */
+	uint64_t nan, posinf, neginf;
+	char code_ops[EVIDENCE_MAX_OPS][EVIDENCE_OP_LEN]; /* as diagnose__code_op names them */
+	int ncode;
 };
 
 struct diag {
@@ -83,6 +98,7 @@ struct diag {
 	int ngrads;
 	char first_node[64];
 	char first_op[32], first_upstream[64];
+	struct diag_maker maker;
 	struct evidence_facts facts; /* of the captured origin call, if facts_known */
 	int facts_known;
 	/* a gradient scaler skipping step after step (diagnose__scaler); skips 0: none */
@@ -127,6 +143,10 @@ void diagnose__facts(struct diag *d, const struct evidence_facts *f);
  * know it by ("std", "sqrt", "native_layer_norm") into op; 0 for a name that is no such op.
  */
 int diagnose__code_op(const char *name, char *op, size_t len);
+/* The module whose own code made the first anomaly's input (struct diag_maker); 0: none. */
+uint64_t diagnose__maker(const struct diag *d);
+/* A name the code of the maker's forward uses (co_names), kept if it is an op the rules know. */
+int diagnose__maker_name(const char *name, void *d);
 /* Apply the rules to what was observed; 0, or -ENOENT if there is no incident to diagnose. */
 int diagnose__conclude(struct diag *d, struct diagnosis *out);
 

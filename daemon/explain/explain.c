@@ -45,7 +45,7 @@ static void observe(struct explain *x, const struct finding *f, int params)
 		.params_finite = loss || bwd ? -1 : params,
 		.depth = loss || bwd ? 0 : f->depth,
 		.module_id = loss || bwd ? 0 : f->module,
-		.node = bwd || loss ? f->node : NULL,
+		.node = bwd ? f->node : NULL,
 		.op = bwd || loss ? f->op : NULL,
 		.upstream = bwd ? f->upstream : NULL,
 		.layer = f->module_class ? f->layer : NULL,
@@ -88,6 +88,10 @@ int explain__diagnose(struct explain *x, uint64_t iteration)
 		x->take_grads(x->params_ctx);
 	backward__settle(x->bwd, iteration);
 	feed_grads(x);
+	/* a module whose own code made the first anomaly's input: what its forward names */
+	if (x->code_names && diagnose__maker(&x->diag))
+		x->code_names(x->params_ctx, diagnose__maker(&x->diag), diagnose__maker_name,
+			      &x->diag);
 	if (diagnose__conclude(&x->diag, &g))
 		return 0;
 	x->cause = g.cause;

@@ -72,6 +72,10 @@ struct explain {
 	/* the model's object address, 0 not known (an outermost module that is not it is named
 	 * so); NULL: never known */
 	explain_steps_fn model;
+	/* the names the code of type(module).forward uses, one cb call each (co_names), for a
+	 * module whose code made a value between its calls; NULL: not read */
+	void (*code_names)(void *ctx, uint64_t module, int (*cb)(const char *name, void *cb_ctx),
+			   void *cb_ctx);
 	/* take the gradients still queued, before a pass is closed; NULL: none queue */
 	void (*take_grads)(void *ctx);
 	void *params_ctx;

@@ -269,6 +269,16 @@ static void code_ops(struct session *s, struct evidence_facts *x)
 	pyobject__method_names(&s->remote, &pl, x->module, "forward", add_code_op, x);
 }
 
+/* The names the code of type(module).forward uses, read from the target (explain's). */
+static void code_names(void *ctx, uint64_t module, int (*cb)(const char *name, void *cb_ctx),
+		       void *cb_ctx)
+{
+	struct session *s = ctx;
+	struct pyobject_layout pl = {.l = &s->nwl, .tuple_type = s->t.tuple_type};
+
+	pyobject__method_names(&s->remote, &pl, module, "forward", cb, cb_ctx);
+}
+
 /* Capture records come before the anomaly they belong to: assemble them first. */
 static void take_capture(struct session *s)
 {
@@ -337,6 +347,7 @@ static void setup_explain(struct session *s)
 	x->new_module = new_module;
 	x->step_starts = step_starts;
 	x->model = model;
+	x->code_names = code_names;
 	x->take_grads = take_grads;
 	x->params_ctx = s;
 	x->layout = &s->nwl;

@@ -341,6 +341,31 @@ def case_checkpointed(ctx):
 test_checkpointed = case_test(case_checkpointed, envs=HOST_AND_ROOTS)
 
 
+def case_between_calls(ctx, variant, first, maker, names):
+    """tests/trainers/between_calls.py: a module's own code makes the value between its calls
+    to its children (a VAE's exp of its log-variance, an attention layer's masked softmax),
+    so the first non-finite output is a child's whose input no module returned. The first
+    anomaly and the iteration's verdicts are the hooks'; the diagnosis names the enclosing
+    module as the maker, the ops its code names, and the trainer's cause."""
+    oracle, trace = oracle_of(ctx, "between_calls", "--variant", variant)
+    made = [a for a in (oracle or {}).get("first_iteration", []) if a["origin"]]
+    if oracle is None or oracle["layer"] != first or oracle["inputs_finite"] is not False or \
+            not made or made[0]["layer"] != maker:
+        raise Fail("between_calls --variant %s --oracle: %s, want %r first, its input not "
+                   "finite, and %r the first origin" % (variant, oracle and describe(oracle),
+                                                        first, maker))
+    events = watch(ctx, "between_calls", trace, trainer_args=("--variant", variant))
+    check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
+    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
+    said = ["made them between its calls to its children", "names: " + names]
+    wrong = ["evidence without %r" % w for w in said if not any(w in e for e in d["evidence"])]
+    if wrong:
+        raise Fail("diagnosis %s: %s; evidence %s" % (d["cause"], "; ".join(wrong),
+                                                      d["evidence"]))
+    ctx.log("first %s, made by %r: %s %.2f" % (describe(oracle), maker, d["cause"],
+                                                d["confidence"]))
+
+
 def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     """A fault whose cause the diagnosis must read from the call (its docstring says it): the
     oracle's first anomaly is the layer, an origin; the daemon names it with the hooks' counts,
@@ -368,9 +393,7 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     (ignore_index): its mean over no counted target is 0/0, not a log's domain (the logits
     have negatives); --variant module, an nn.CrossEntropyLoss held by the loss module;
     --variant loop, F.cross_entropy in a plain function divided by the accumulation steps:
-    the loss itself is the first anomaly, and nll_loss, under the division, made it;
-    --variant masked, the mean over counted tokens by hand, (loss * mask).sum() / mask.sum():
-    a sum divided, 0/0."""
+    the loss itself is the first anomaly, and nll_loss, under the division, made it."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -422,9 +445,10 @@ test_ignored_targets_module = case_test(case_origin_cause, "ignored_targets", "c
 test_ignored_targets_loop = case_test(case_origin_cause, "ignored_targets", None,
                                       ("nll_loss made the loss",), (), ("ignore_index",),
                                       ("--variant", "loop"), envs=("host", "forky"))
-test_ignored_targets_masked = case_test(case_origin_cause, "ignored_targets", None,
-                                        ("a masked mean whose mask selected nothing",), (),
-                                        ("empty",), ("--variant", "masked"), envs=HOST_ONLY)
+test_between_calls_vae = case_test(case_between_calls, "vae", "dec.0", "", "exp",
+                                   envs=HOST_ONLY)
+test_between_calls_attn = case_test(case_between_calls, "attn", "attn.out", "attn",
+                                    "masked_fill, softmax", envs=("host", "forky"))
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)

@@ -7,8 +7,6 @@ prompts alone. The mean over no counted target is 0/0: NaN, from finite logits.
 --variant module: the loss module holds an nn.CrossEntropyLoss (layer "ce").
 --variant loop: a plain function calls F.cross_entropy, as a training loop does: no module
 makes the loss.
---variant masked: a plain function takes the mean of per-token losses by hand, as
-(loss * mask).sum() / mask.sum() with the mask of counted labels: 0/0.
 Expected first anomaly: the loss module ("" for functional, "ce" for module) at step 4, NaN,
 inputs finite: origin; for loop, the loss itself (phase loss), every module output finite.
 Cause: division_by_zero, not a log's domain (nor, for loop, a log of 0).
@@ -44,14 +42,6 @@ def token_loss(logits, labels):
     return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
 
 
-def masked_loss(logits, labels):
-    """A mean over the counted tokens, by hand."""
-    per_token = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none",
-                                ignore_index=-100)
-    mask = (labels.flatten() != -100).float()
-    return (per_token * mask).sum() / mask.sum()
-
-
 class HeldLoss(nn.Module):
     def __init__(self):
         super().__init__()
@@ -71,8 +61,8 @@ class IgnoredTargets(common.Trainer):
         return TinyLM()
 
     def loss(self):
-        if self.variant in ("loop", "masked"):
-            return token_loss if self.variant == "loop" else masked_loss
+        if self.variant == "loop":
+            return token_loss
         return HeldLoss() if self.variant == "module" else TokenLoss()
 
     def batch(self, step, micro, gen):

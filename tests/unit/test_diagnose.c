@@ -188,11 +188,52 @@ static void test_params_and_loss(void **state)
 	loss.posinf = 0;
 	loss.op = "sum";
 	assert_string_equal(cause_of(&g, &loss, 1, 0), "loss_log_zero");
-	/* a sum divided by a count (a masked mean by hand): 0/0 */
-	loss.node = "DivBackward0";
-	assert_string_equal(cause_of(&g, &loss, 1, 0), "division_by_zero");
 	loss.op = "log";
 	assert_string_equal(cause_of(&g, &loss, 1, 0), "loss_log_zero");
+}
+
+/*
+ * The first anomaly's input was made by the code of a module holding it (a later origin of
+ * the iteration, its path a prefix): named, and the ops its forward names decide the cause
+ * where they fit one; a sibling origin is no maker.
+ */
+static void test_made_between_calls(void **state)
+{
+	struct diag_anomaly first = fwd("dec.0", "Linear", 3, 0), sib = fwd("head", "Linear", 2, 1);
+	struct diag_anomaly vae = fwd("", "VAE", 1, 1), next = fwd("x", "Linear", 2, 1);
+	static const char *const names[][3] = {{"torch", "exp", "randn_like"},
+					       {"softmax", "masked_fill", "dec"},
+					       {"exp", "sqrt", "enc"}};
+	static const char *const want[] = {"exp_overflow", "attention_fully_masked", "unknown"};
+	struct diagnosis g;
+	struct diag d;
+	int k, i;
+
+	(void)state;
+	vae.module_id = 0x5000;
+	sib.module_id = 0x6000;
+	next.iteration = 5;
+	for (k = 0; k < 3; k++) {
+		diagnose__init(&d);
+		assert_int_equal(diagnose__observe(&d, &first), 0);
+		assert_int_equal(diagnose__observe(&d, &sib), 0);
+		assert_int_equal(diagnose__maker(&d), 0);
+		assert_int_equal(diagnose__observe(&d, &vae), 0);
+		assert_int_equal(diagnose__maker(&d), 0x5000);
+		for (i = 0; i < 3; i++)
+			diagnose__maker_name(names[k][i], &d);
+		assert_int_equal(diagnose__observe(&d, &next), 1);
+		assert_int_equal(diagnose__conclude(&d, &g), 0);
+		assert_string_equal(g.cause, want[k]);
+		assert_string_equal(g.layer, "dec.0");
+		assert_true(strstr(g.evidence[1], "the code of the model (VAE) made them") != NULL);
+	}
+	/* no maker where the first anomaly's inputs were finite */
+	first.inputs_finite = 1;
+	diagnose__init(&d);
+	assert_int_equal(diagnose__observe(&d, &first), 0);
+	assert_int_equal(diagnose__observe(&d, &vae), 0);
+	assert_int_equal(diagnose__maker(&d), 0);
 }
 
 static void test_unknown_and_sample_mode(void **state)
@@ -532,6 +573,7 @@ int main(void)
 		cmocka_unit_test(test_backward_masked_where),
 		cmocka_unit_test(test_params_and_loss),
 		cmocka_unit_test(test_unknown_and_sample_mode),
+		cmocka_unit_test(test_made_between_calls),
 		cmocka_unit_test(test_no_incident),
 		cmocka_unit_test(test_trend_micro_batches),
 		cmocka_unit_test(test_shift_to_loop_counter),

@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""A value made non-finite by a module's own code, between its calls to its children: the
+first non-finite output is a child's, whose input no module returned.
+
+--variant vae: a VAE samples z = mu + eps * exp(0.5 * logvar) in its forward; at step 4 its
+log-variance head has diverged (bias 400), exp overflows, and the decoder's first Linear is
+the first non-finite output. The code of the model (VAE) made it: exp_overflow.
+--variant attn: an attention layer with q, k, v and out Linear children computes its scores
+in its forward, masked_fill(-inf) with a key padding mask, and a softmax; at step 4 one
+sample's keys are all padding: its softmax row is NaN, and out (Linear) is the first
+non-finite output. The code of attn made it: attention_fully_masked.
+Expected first anomaly: dec.0 (vae) or attn.out (attn), inputs not finite, not an origin;
+then the enclosing module, an origin.
+"""
+import torch
+import torch.nn as nn
+
+import common
+
+
+class VAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
+        self.mu = nn.Linear(16, 4)
+        self.logvar = nn.Linear(16, 4)
+        self.dec = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
+
+    def forward(self, x):
+        h = self.enc(x)
+        mu, logvar = self.mu(h), self.logvar(h)
+        z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
+        return self.dec(z), mu, logvar
+
+
+def vae_loss(out, x):
+    recon, mu, logvar = out
+    return ((recon - x) ** 2).mean() - 0.5 * torch.mean(1 + logvar - mu ** 2 - logvar.exp())
+
+
+vae_loss.top_modules = ()
+
+
+class Attention(nn.Module):
+    def __init__(self, d=8):
+        super().__init__()
+        self.q, self.k, self.v, self.out = (nn.Linear(d, d) for _ in range(4))
+        self.scale = d ** -0.5
+
+    def forward(self, x, pad):
+        scores = self.q(x) @ self.k(x).transpose(1, 2) * self.scale
+        scores = scores.masked_fill(pad[:, None, :], float("-inf"))
+        return self.out(torch.softmax(scores, dim=-1) @ self.v(x))
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attention()
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x, pad):
+        return self.head(self.attn(x, pad))
+
+
+class BetweenCalls(common.Trainer):
+    """Trainer whose fault is made by a module's own code between its children's calls."""
+
+    variant = "vae"
+
+    @property
+    def expected_cause(self):
+        return "exp_overflow" if self.variant == "vae" else "attention_fully_masked"
+
+    def model(self):
+        return VAE() if self.variant == "vae" else Tagger()
+
+    def loss(self):
+        return vae_loss if self.variant == "vae" else nn.MSELoss()
+
+    def schedule(self, model, step):
+        if self.variant == "vae" and step == self.fault_step:
+            with torch.no_grad():
+                model.logvar.bias.fill_(400.0)  # a log-variance head gone far
+
+    def batch(self, step, micro, gen):
+        if self.variant == "vae":
+            x = torch.randn(6, 8, generator=gen)
+            return (x,), x
+        x = torch.randn(4, 5, 8, generator=gen)
+        pad = torch.zeros(4, 5, dtype=torch.bool)
+        pad[:, 4] = True
+        if step == self.fault_step:
+            pad[2] = True  # a sample of padding alone
+        return (x, pad), x.sum(dim=-1, keepdim=True)
+
+
+if __name__ == "__main__":
+    common.main(BetweenCalls())
