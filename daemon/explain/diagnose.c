@@ -229,18 +229,24 @@ uint64_t diagnose__maker(const struct diag *d)
 	return d->maker.known ? d->maker.module_id : 0;
 }
 
-int diagnose__maker_name(const char *name, void *ctx)
+void diagnose__add_code_op(char ops[][EVIDENCE_OP_LEN], int *n, const char *name)
 {
-	struct diag_maker *m = &((struct diag *)ctx)->maker;
 	char op[EVIDENCE_OP_LEN];
 	int i;
 
-	if (m->ncode >= EVIDENCE_MAX_OPS || !diagnose__code_op(name, op, sizeof(op)))
-		return 0;
-	for (i = 0; i < m->ncode; i++)
-		if (!strcmp(m->code_ops[i], op))
-			return 0;
-	memcpy(m->code_ops[m->ncode++], op, sizeof(op));
+	if (*n >= EVIDENCE_MAX_OPS || !diagnose__code_op(name, op, sizeof(op)))
+		return;
+	for (i = 0; i < *n; i++)
+		if (!strcmp(ops[i], op))
+			return;
+	memcpy(ops[(*n)++], op, sizeof(op));
+}
+
+int diagnose__maker_name(const char *name, void *ctx)
+{
+	struct diag_maker *m = &((struct diag *)ctx)->maker;
+
+	diagnose__add_code_op(m->code_ops, &m->ncode, name);
 	return 0;
 }
 
@@ -2038,8 +2044,8 @@ static int rule_maker(const struct diag *d, const struct diag_anomaly *a, struct
 	const struct diag_maker *m = &d->maker;
 	struct diag_anomaly who = {.layer = m->layer, .outside_model = m->outside_model};
 	const char *cause = NULL;
-	char names[EVIDENCE_MAX_OPS * (EVIDENCE_OP_LEN + 2)] = "";
-	size_t c, at = 0;
+	struct listing l;
+	size_t c;
 	int i, fits = 0;
 
 	if (!m->known)
@@ -2053,9 +2059,6 @@ static int rule_maker(const struct diag *d, const struct diag_anomaly *a, struct
 		 "given finite inputs and parameters, and returned %llu NaN, %llu +Inf, %llu -Inf",
 		 name(&who), m->module, (unsigned long long)m->nan, (unsigned long long)m->posinf,
 		 (unsigned long long)m->neginf);
-	for (i = 0; i < m->ncode && at < sizeof(names); i++)
-		at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s", i ? ", " : "",
-				       m->code_ops[i]);
 	for (c = 0; c < sizeof(code_causes) / sizeof(code_causes[0]); c++) {
 		int hit = 0;
 
@@ -2067,8 +2070,10 @@ static int rule_maker(const struct diag *d, const struct diag_anomaly *a, struct
 		}
 	}
 	rests(g, "operations_code");
-	if (m->ncode)
-		evidence(g, "operations the code of %s.forward names: %s", m->module, names);
+	list_begin(&l, "operations the code of %s.forward names:", m->module);
+	for (i = 0; i < m->ncode && i < EVIDENCE_MAX_OPS; i++)
+		list_add(&l, " %s", m->code_ops[i]);
+	list_send(&l, g);
 	if (fits != 1) {
 		conclude(g, "unknown", 0.3);
 	} else {

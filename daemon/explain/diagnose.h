@@ -143,6 +143,9 @@ void diagnose__facts(struct diag *d, const struct evidence_facts *f);
  * know it by ("std", "sqrt", "native_layer_norm") into op; 0 for a name that is no such op.
  */
 int diagnose__code_op(const char *name, char *op, size_t len);
+/* name as diagnose__code_op() writes it into ops (*n of EVIDENCE_MAX_OPS used), once; a name
+ * that is no such op, or a full list, leaves ops as they are. */
+void diagnose__add_code_op(char ops[][EVIDENCE_OP_LEN], int *n, const char *name);
 /* The module whose own code made the first anomaly's input (struct diag_maker); 0: none. */
 uint64_t diagnose__maker(const struct diag *d);
 /* A name the code of the maker's forward uses (co_names), kept if it is an op the rules know. */

@@ -242,15 +242,8 @@ static void name_ops(struct session *s, struct evidence_facts *x)
 static int add_code_op(const char *name, void *ctx)
 {
 	struct evidence_facts *x = ctx;
-	char op[EVIDENCE_OP_LEN];
-	int i;
 
-	if (x->ncode >= EVIDENCE_MAX_OPS || !diagnose__code_op(name, op, sizeof(op)))
-		return 0;
-	for (i = 0; i < x->ncode; i++)
-		if (!strcmp(x->code_ops[i], op))
-			return 0;
-	memcpy(x->code_ops[x->ncode++], op, sizeof(op));
+	diagnose__add_code_op(x->code_ops, &x->ncode, name);
 	return 0;
 }
 
