@@ -20,10 +20,11 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 
 /*
  * The target forked a process (a DataLoader worker, os.fork): its copy of the pages keeps the
- * frame evaluator's breakpoint. A uretprobe's is removed from it at its first hit, a uprobe
- * session's stays, and the child would trap on every Python call it makes from C: the
- * daemon removes it (attach/probe.c, clean_forks, with fork_clean below). A count the
- * daemon reads at every tick; with a session only (its autoload off otherwise).
+ * watch's breakpoints. A perf uprobe's is removed from it at its first hit, a uprobe_multi
+ * link's stays, and the child would trap at each (the frame evaluator's: on every Python call
+ * it makes from C): the daemon removes them (attach/probe.c, clean_forks, with fork_clean
+ * below). A count the daemon reads at every tick; with links only (its autoload off
+ * otherwise).
  */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
@@ -34,9 +35,9 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 }
 
 /*
- * Runs nowhere: attached at the frame evaluator for the target and detached at once, as a
- * uprobe_multi link (its expected attach type set by the daemon), so that the kernel's
- * removal of it takes the breakpoint out of the target's forked processes.
+ * Runs nowhere: attached at each of the watch's places for the target and detached at once,
+ * as a uprobe_multi link (its expected attach type set by the daemon), so that the kernel's
+ * removal of it takes the breakpoints out of the target's forked processes.
  */
 SEC("uprobe")
 int fork_clean(struct pt_regs *ctx)

@@ -35,6 +35,16 @@
 #include "resolve/target.h"
 #include "util/optval.h"
 
+#define PROBE_LINKS_MAX 8      /* uprobe_multi links a watch holds besides its session */
+#define UPROBE_MULTI_RETURN 1u /* BPF_F_UPROBE_MULTI_RETURN: this system's headers predate it */
+
+/* A place a link of the watch's sits, its forks cleaned at (see clean_forks()). */
+struct link_site {
+	const void *file; /* the target's file as resolved (told apart by it) */
+	int fd;		  /* the file (a descriptor of our own) */
+	unsigned long off;
+};
+
 _Static_assert(PROBE_RETURN_AUTO == OPTVAL_RETURN_AUTO, "--return-probe auto: one value");
 _Static_assert(sizeof(struct nw_event) == 608, "nw_event layout changed: update both sides");
 _Static_assert(sizeof(struct nw_grad) == 4176, "nw_grad layout changed: update both sides");
@@ -60,14 +70,21 @@ struct probe {
 	int parked;	    /* its link closed by park(), to be opened again (sessions_lock) */
 	uint32_t parks;	    /* ... and opened again (atomic) */
 	struct probe *next; /* in sessions (attached with a session), under sessions_lock */
-	/* with a session: the processes the target forks cleaned of its breakpoint */
+	/* with a session: its link opened again at (see unpark()) */
 	int eval_fd;		/* the evaluator's file (a descriptor of our own); -1: none */
 	unsigned long eval_off; /* ... and its offset there */
 	int pid;		/* the target */
-	uint32_t forks_seen;	/* the forks counted when the last cleaning began */
-	int cleaner_on;		/* cleaner was started and is not joined yet */
-	uint32_t cleaned;	/* cleanings done */
+	/* with links: the processes the target forks cleaned of their breakpoints */
+	struct link_site sites[PROBE_LINKS_MAX + 1]; /* where they sit, each once */
+	int nsites;
+	uint32_t forks_seen; /* the forks counted when the last cleaning began */
+	int cleaner_on;	     /* cleaner was started and is not joined yet */
+	uint32_t cleaned;    /* cleanings done */
 	pthread_t cleaner;
+	/* the uprobes as uprobe_multi links where the kernel has them (see attach_one()) */
+	int multi;		    /* the programs below were loaded for them */
+	int links[PROBE_LINKS_MAX]; /* their descriptors */
+	int nlinks;
 };
 
 /*
@@ -238,7 +255,9 @@ static void removal(int begins)
 }
 
 static int session_attach_type(void);
-static int multi_link(int prog_fd, int type, int file_fd, unsigned long offset, int pid);
+static void join_cleaner(struct probe *p);
+static int multi_link(int prog_fd, int type, int file_fd, unsigned long offset, int pid,
+		      unsigned flags);
 
 /*
  * p's session link opened again once no removal is under way (p's own thread, at its tick).
@@ -254,7 +273,7 @@ static void unpark(struct probe *p)
 	if (!go)
 		return;
 	fd = multi_link(bpf_program__fd(p->skel->progs.session_eval_frame), session_attach_type(),
-			p->eval_fd, p->eval_off, p->pid);
+			p->eval_fd, p->eval_off, p->pid, 0);
 	if (fd < 0) /* tried again at the next tick */
 		return;
 	pthread_mutex_lock(&sessions_lock);
@@ -423,15 +442,71 @@ static int set_return_probe(struct nanwatch_bpf *s, int type, int off)
 	bpf_program__set_autoload(s->progs.session_eval_frame, !off && type >= 0);
 	bpf_program__set_autoload(s->progs.uprobe_eval_frame, !off && type < 0);
 	bpf_program__set_autoload(s->progs.uretprobe_eval_frame, !off && type < 0);
-	bpf_program__set_autoload(s->progs.on_fork, !off && type >= 0);
-	bpf_program__set_autoload(s->progs.fork_clean, !off && type >= 0);
 	if (type < 0)
 		return 0;
-	if (bpf_program__set_expected_attach_type(s->progs.fork_clean,
-						  (enum bpf_attach_type)kernel_attach_type(0)))
-		return -EINVAL;
 	return bpf_program__set_expected_attach_type(s->progs.session_eval_frame,
 						     (enum bpf_attach_type)type);
+}
+
+/*
+ * The uprobes as uprobe_multi links where the kernel has them (6.6 on), as the session and
+ * fork_clean already are: a perf uprobe's removal waits for the returns pending on the node
+ * holding the kernel's trace event lock, and every perf uprobe's attach on the node takes that
+ * lock. Another tool's removal held by a long call (or another daemon's, held by a target that
+ * never returns) would then hold this daemon's attaches, and its removals, for as long: a rank
+ * attached meanwhile waited a minute. A link's removal waits holding nothing. 1 where the
+ * programs are set for links, 0 where the kernel has none, or a negative errno.
+ */
+static int set_multi(struct nanwatch_bpf *s)
+{
+	struct bpf_program *progs[] = {s->progs.uprobe_step_marker,  s->progs.uprobe_bwd_node,
+				       s->progs.uprobe_run_backward, s->progs.uprobe_scaler_update,
+				       s->progs.uprobe_eval_frame,   s->progs.uretprobe_eval_frame,
+				       s->progs.fork_clean};
+	int type = kernel_attach_type(0);
+	size_t i;
+
+	/* the forks' cleaning: with links alone (a perf uprobe's child is cleaned at its hit) */
+	bpf_program__set_autoload(s->progs.on_fork, type >= 0);
+	bpf_program__set_autoload(s->progs.fork_clean, type >= 0);
+	for (i = 0; type >= 0 && i < sizeof(progs) / sizeof(progs[0]); i++)
+		if (bpf_program__set_expected_attach_type(progs[i], (enum bpf_attach_type)type))
+			return -EINVAL;
+	return type >= 0;
+}
+
+/* The uprobe_multi links closed (each close waits as a removal does). */
+static void close_links(struct probe *p)
+{
+	while (p->nlinks > 0)
+		close(p->links[--p->nlinks]);
+}
+
+/* A link's place, for clean_forks(): once each; 0 or a negative errno. */
+static int add_site(struct probe *p, const void *file, int file_fd, unsigned long off)
+{
+	struct link_site *w;
+	int i;
+
+	for (i = 0; i < p->nsites; i++)
+		if (p->sites[i].file == file && p->sites[i].off == off)
+			return 0;
+	if (p->nsites >= (int)(sizeof(p->sites) / sizeof(p->sites[0])))
+		return -E2BIG;
+	w = &p->sites[p->nsites];
+	w->fd = fcntl(file_fd, F_DUPFD_CLOEXEC, 0);
+	if (w->fd < 0)
+		return -errno;
+	w->file = file;
+	w->off = off;
+	p->nsites++;
+	return 0;
+}
+
+static void drop_sites(struct probe *p)
+{
+	while (p->nsites > 0)
+		close(p->sites[--p->nsites].fd);
 }
 
 static int configure(struct probe *p, const struct target *t, const struct nw_layout *l,
@@ -455,8 +530,11 @@ static int configure(struct probe *p, const struct target *t, const struct nw_la
 		memcpy((void *)&s->rodata->D, o->dict, sizeof(*o->dict));
 	/* mode loss: not loaded at all, nothing of the module probes stays in the kernel */
 	ret = set_return_probe(s, p->session ? session_attach_type() : -1, o->loss_only);
-	if (ret)
+	if (!ret)
+		ret = set_multi(s);
+	if (ret < 0)
 		return ret;
+	p->multi = ret;
 	if (o->loss_only)
 		bpf_program__set_autoload(s->progs.uprobe_bwd_node, false);
 	s->rodata->capture_max_bytes = o->capture_max_bytes;
@@ -500,7 +578,9 @@ static int open_load(struct probe *p, const struct target *t, const struct nw_la
 	int ret;
 
 	if (p->skel) { /* a load again: what the last try attached goes */
+		join_cleaner(p);
 		removal(1);
+		close_links(p);
 		nanwatch_bpf__destroy(p->skel);
 		if (p->session_fd >= 0)
 			close(p->session_fd);
@@ -508,6 +588,7 @@ static int open_load(struct probe *p, const struct target *t, const struct nw_la
 	}
 	if (p->eval_fd >= 0)
 		close(p->eval_fd);
+	drop_sites(p);
 	p->eval_fd = -1;
 	p->session_fd = -1;
 	p->nprobes = 0;
@@ -528,27 +609,51 @@ struct site {
 	uint64_t offset; /* 0: the symbol is not in the file */
 };
 
-/* One uprobe (or uretprobe) at a site; the link is kept in *link. */
+/* prog at a site as a uprobe_multi link (a return probe with retprobe), kept in p->links. */
+static int attach_multi(struct probe *p, struct bpf_program *prog, const struct target *t,
+			const struct site *at, bool retprobe)
+{
+	int fd;
+
+	if (p->nlinks >= PROBE_LINKS_MAX)
+		return -E2BIG;
+	fd = multi_link(bpf_program__fd(prog), kernel_attach_type(0), elfsym__fd(at->file),
+			at->offset, t->pid, retprobe ? UPROBE_MULTI_RETURN : 0);
+	if (fd < 0)
+		return -errno;
+	p->links[p->nlinks++] = fd;
+	return add_site(p, at->file, elfsym__fd(at->file), at->offset);
+}
+
+/*
+ * One uprobe (or uretprobe) at a site: a uprobe_multi link where the programs were loaded for
+ * them (p->multi), else a perf uprobe whose link is kept in *link.
+ */
 static int attach_one(struct probe *p, struct bpf_program *prog, struct bpf_link **link,
 		      const struct target *t, const struct site *at, bool retprobe, char *err,
 		      size_t errlen)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = retprobe);
 	char self[32];
+	int ret = 0;
 
 	if (!at->file || !at->offset) {
 		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s", at->shown,
 			 at->symbol, at->file ? "no such symbol in the file" : "file not open");
 		return -ENOENT;
 	}
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", elfsym__fd(at->file));
-	*link = bpf_program__attach_uprobe_opts(prog, t->pid, self, at->offset, &uo);
-	if (!*link) {
-		int e = errno;
-
+	if (p->multi) {
+		ret = attach_multi(p, prog, t, at, retprobe);
+	} else {
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", elfsym__fd(at->file));
+		*link = bpf_program__attach_uprobe_opts(prog, t->pid, self, at->offset, &uo);
+		if (!*link)
+			ret = -errno;
+	}
+	if (ret) {
 		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s", at->shown,
-			 at->symbol, strerror(e));
-		return -e;
+			 at->symbol, strerror(-ret));
+		return ret;
 	}
 	p->nprobes++;
 	return 0;
@@ -575,10 +680,11 @@ struct multi_link_attr {
 _Static_assert(offsetof(struct multi_link_attr, pid) == 56, "uprobe_multi link_create layout");
 
 /*
- * A uprobe_multi link of prog (attach type type) at offset of the file open at file_fd, for
- * process pid alone: its descriptor, or -1 (errno set).
+ * A uprobe_multi link of prog (attach type type, flags as uprobe_multi's) at offset of the
+ * file open at file_fd, for process pid alone: its descriptor, or -1 (errno set).
  */
-static int multi_link(int prog_fd, int type, int file_fd, unsigned long offset, int pid)
+static int multi_link(int prog_fd, int type, int file_fd, unsigned long offset, int pid,
+		      unsigned flags)
 {
 	struct multi_link_attr a;
 	char self[32];
@@ -590,6 +696,7 @@ static int multi_link(int prog_fd, int type, int file_fd, unsigned long offset, 
 	a.path = (uintptr_t)self;
 	a.offsets = (uintptr_t)&offset;
 	a.cnt = 1;
+	a.multi_flags = flags;
 	a.pid = pid;
 	return (int)syscall(SYS_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 }
@@ -606,7 +713,7 @@ static int attach_session(struct probe *p, const struct target *t, const struct 
 		return -ENOENT;
 	}
 	fd = multi_link(bpf_program__fd(p->skel->progs.session_eval_frame), session_attach_type(),
-			elfsym__fd(at->file), at->offset, t->pid);
+			elfsym__fd(at->file), at->offset, t->pid, 0);
 	if (fd < 0) {
 		int e = errno;
 
@@ -618,9 +725,19 @@ static int attach_session(struct probe *p, const struct target *t, const struct 
 	p->nprobes++;
 	p->eval_fd = fcntl(elfsym__fd(at->file), F_DUPFD_CLOEXEC, 0);
 	p->eval_off = at->offset;
-	p->pid = t->pid;
+	fd = p->eval_fd < 0 ? -errno : add_site(p, at->file, p->eval_fd, at->offset);
+	if (fd < 0) {
+		snprintf(err, errlen, "failed to keep the evaluator's file: %s", strerror(-fd));
+		return fd;
+	}
+	return 0;
+}
+
+/* The target's forks counted (see clean_forks()), with links alone. */
+static int attach_fork(struct probe *p, char *err, size_t errlen)
+{
 	p->skel->links.on_fork = bpf_program__attach(p->skel->progs.on_fork);
-	if (!p->skel->links.on_fork || p->eval_fd < 0) {
+	if (!p->skel->links.on_fork) {
 		int e = errno;
 
 		snprintf(err, errlen, "failed to attach the fork tracepoint: %s", strerror(e));
@@ -630,27 +747,32 @@ static int attach_session(struct probe *p, const struct target *t, const struct 
 }
 
 /*
- * The processes the target forked keep the frame evaluator's breakpoint in their copy of the
- * pages while a uprobe session watches it (the kernel takes a uretprobe's out at a child's
- * first hit, not a session's), and would trap on every Python call they make from C. A
- * uprobe_multi link of a program that does nothing (fork_clean), at the same place for the
- * target alone, and closed: its removal has the kernel look at every process mapping the file
- * and take the breakpoint out of each one no probe wants, the children among them (the target
- * keeps the session's). Then the close waits for the returns pending on the node: a thread of
- * its own, not counted as a removal (a target that holds its returns for good keeps only its
+ * The processes the target forked keep the breakpoints of its links in their copy of the
+ * pages (the kernel takes a perf uprobe's out at a child's first hit, not a link's), and would
+ * trap at each: at every Python call they make from C, for the frame evaluator's. At each
+ * place, a uprobe_multi link of a program that does nothing (fork_clean) for the target
+ * alone, and closed: its removal has the kernel look at every process mapping the file and
+ * take the breakpoint out of each one no probe wants, the children among them (the target
+ * keeps its own). Then the close waits for the returns pending on the node: a thread of its
+ * own, not counted as a removal (a target that holds its returns for good keeps only its
  * cleaner waiting, never pauses the other watches); a link, not a perf uprobe, whose removal
  * would wait holding the kernel's trace event lock.
  */
 static void *clean_forks(void *arg)
 {
 	struct probe *p = arg;
-	int fd = multi_link(bpf_program__fd(p->skel->progs.fork_clean), kernel_attach_type(0),
-			    p->eval_fd, p->eval_off, p->pid);
+	int i, fd, done = 0;
 
-	if (fd >= 0) {
-		close(fd);
-		__atomic_add_fetch(&p->cleaned, 1, __ATOMIC_RELAXED);
+	for (i = 0; i < p->nsites; i++) {
+		fd = multi_link(bpf_program__fd(p->skel->progs.fork_clean), kernel_attach_type(0),
+				p->sites[i].fd, p->sites[i].off, p->pid, 0);
+		if (fd >= 0) {
+			close(fd);
+			done = 1;
+		}
 	}
+	if (done)
+		__atomic_add_fetch(&p->cleaned, 1, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -755,7 +877,10 @@ static int attach(struct probe *p, const struct target *t, const struct probe_op
 	 * probe first: a call entered before the entry probe is live then returns unseen,
 	 * and none entered after it can return unseen.
 	 */
+	p->pid = t->pid;
 	ret = attach_exec(p, err, errlen);
+	if (!ret && p->multi)
+		ret = attach_fork(p, err, errlen);
 	if (!ret)
 		ret = attach_torch(p, t, o, l, err, errlen);
 	if (ret || o->loss_only)
@@ -919,6 +1044,7 @@ void probe__close(struct probe *p)
 		join_cleaner(p);
 		if (fd >= 0)
 			close(fd);
+		close_links(p);
 		nanwatch_bpf__destroy(p->skel);
 		removal(0);
 	}
@@ -926,6 +1052,7 @@ void probe__close(struct probe *p)
 		close(p->stats_fd);
 	if (p->eval_fd >= 0)
 		close(p->eval_fd);
+	drop_sites(p);
 	free(p);
 }
 
@@ -945,6 +1072,7 @@ void probe__detach(struct probe *p)
 	removal(1);
 	if (fd >= 0)
 		close(fd);
+	close_links(p);
 	nanwatch_bpf__detach(p->skel);
 	removal(0);
 }
@@ -1218,6 +1346,8 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 	/* the session's program where the kernel has them, and the entry and return pair */
 	if (!ret)
 		ret = set_return_probe(s, session_attach_type(), 0);
+	if (!ret) /* as a watch loads them */
+		ret = set_multi(s) < 0 ? -EINVAL : 0;
 	bpf_program__set_autoload(s->progs.uprobe_eval_frame, true);
 	bpf_program__set_autoload(s->progs.uretprobe_eval_frame, true);
 	if (!ret)

@@ -19,12 +19,15 @@ its detach line (reason signal) and the daemon exits 0 in less than the unit's T
 (systemd's SIGKILL would lose the lines); the time is logged. Before, the detaches ran one
 after another (12.2 s for 8 targets on a slow host).
 """
+import ctypes
 import os
 import re
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -324,12 +327,53 @@ def stepped_after_park(pid):
     return pred
 
 
-def endless_exit(ctx, name, hostile_args, what, counter, third=False):
+HOLD_TRIES = 3  # ranks made to exit until one's removal was held by the endless forward
+
+
+def held_by(counter, pid):
+    """A predicate on the events: pid's stats count counter (the removal was held)."""
+    return lambda events: any(e["event"] == "stats" and e["pid"] == pid and e.get(counter)
+                              for e in events)
+
+
+def exit_held(ctx, events_path, daemon, env, procs, hostile, victim, held):
+    """victim exits (its detach line within ENDLESS_DETACH_S), until held(events) says its
+    removal was held (within 2 stats lines of the detach line). The kernel lets the endless
+    forward's return go once its task went 100 ms without a call (a loaded machine): then the
+    forward begins again ("again") and a new rank exits, HOLD_TRIES times at most. Returns the
+    seconds to the held removal's detach line."""
+    for attempt in range(HOLD_TRIES):
+        t0 = time.monotonic()
+        victim.kill()
+        wait_events(events_path, daemon, has_event("detach", victim.pid),
+                    "the exited rank's detach line", ENDLESS_DETACH_S)
+        took = time.monotonic() - t0
+        if held is None:
+            return took
+        try:
+            wait_events(events_path, daemon, held, "stats of the removal held", 2.5)
+            return took
+        except Fail:
+            ctx.log("the exited rank's removal (%.2f s) was not held: the kernel let the "
+                    "endless forward's return go; it begins again" % took)
+        hostile.send(b"again\n", close=False)
+        if hostile.wait_out(lambda l: l == b"ENDLESS\n", 60) is None:
+            raise Fail("hostile_forward never began its endless forward again")
+        victim = Proc(env + trainer_argv(ctx, "inflight", "--live", "--pace", "0.05"),
+                      stdin=True)
+        procs.append(victim)
+        wait_events(events_path, daemon, has_event("attach", victim.pid),
+                    "the attach of the next rank to exit", ATTACH_TIMEOUT)
+    raise Fail("no rank's removal was held by the endless forward in %d tries" % HOLD_TRIES)
+
+
+def endless_exit(ctx, name, hostile_args, what, counter, third=False, held=None):
     """endless_ranks' service with return_probe session (and, with third, one more paced rank
-    watched): the victim exits, its detach line must come within ENDLESS_DETACH_S, a rank
-    started after must be attached, and SIGTERM must end the daemon with every detach line.
-    Returns (seconds to that detach line, to SIGTERM's exit, the largest of the hostile rank's
-    stats counter, the events)."""
+    watched): the victim exits, its detach line must come within ENDLESS_DETACH_S (with held,
+    a predicate on the events, exit_held() until one's removal was held), a rank started
+    after must be attached, and SIGTERM must end the daemon with every detach line. Returns
+    (seconds to that detach line, to SIGTERM's exit, the largest of the hostile rank's stats
+    counter, the events)."""
     procs = []
     try:
         # from its return until the stop, the endless call holds every uprobe removal on
@@ -342,20 +386,22 @@ def endless_exit(ctx, name, hostile_args, what, counter, third=False):
             procs.append(other)
             wait_events(events_path, daemon, has_event("attach", other.pid),
                         "the third rank's attach", ATTACH_TIMEOUT)
-        t0 = time.monotonic()
-        victim.kill()
-        wait_events(events_path, daemon, has_event("detach", victim.pid),
-                    "the exited rank's detach line", ENDLESS_DETACH_S)
-        took = time.monotonic() - t0
+        took = exit_held(ctx, events_path, daemon, env, procs, hostile, victim,
+                         held and held(hostile, other if third else None))
         late = Proc(env + trainer_argv(ctx, "inflight", "--live", "--pace", "0.05"),
                     stdin=True)
         procs.append(late)
         wait_events(events_path, daemon, has_event("attach", late.pid),
                     "the attach of a rank started after", ATTACH_TIMEOUT)
         if third:
-            wait_events(events_path, daemon, stepped_after_park(other.pid),
-                        "the third rank's stats with a step after its session reopened",
-                        ENDLESS_DETACH_S)
+            try:
+                wait_events(events_path, daemon, stepped_after_park(other.pid),
+                            "the third rank's stats with a step after its session reopened",
+                            ENDLESS_DETACH_S)
+            except Fail as e:
+                raise Fail("%s\nthe third rank's stats (steps, parked): %s" % (e, [
+                    (s.get("steps"), s.get("parked")) for s in read_events(events_path)
+                    if s["event"] == "stats" and s["pid"] == other.pid][-20:]))
         rc, stop = sigterm_wait(daemon, DETACH_TIMEOUT)
     finally:
         for p in procs:
@@ -376,7 +422,8 @@ def test_security_endless_forward(ctx):
     line. A removal that takes long makes the daemon arm no return (stats.unarmed counts the
     calls), so the kernel lets the pending one go; before, the exited rank's removal, and
     every uprobe attach after it, waited as long as the forward ran."""
-    took, stop, unarmed, _ = endless_exit(ctx, "endless", (), "the endless forward", "unarmed")
+    took, stop, unarmed, _ = endless_exit(ctx, "endless", (), "the endless forward", "unarmed",
+                                          held=lambda h, o: held_by("unarmed", h.pid))
     if not unarmed > 0:
         raise Fail("the hostile rank's stats count no unarmed call")
     ctx.log("the exited rank's detach line %.2f s after its exit; SIGTERM to exit %.2f s; "
@@ -394,11 +441,96 @@ def test_security_endless_forward_third_rank(ctx):
     the reopening (parked) and steps after it, and SIGTERM must end the daemon with every
     detach line."""
     took, stop, unarmed, events = endless_exit(ctx, "endthird", (), "the endless forward",
-                                               "unarmed", third=True)
+                                               "unarmed", third=True,
+                                               held=lambda h, o: held_by("parked", o.pid))
     parked = sorted({e["pid"] for e in events if e["event"] == "stats" and e.get("parked")})
     ctx.log("the exited rank's detach line %.2f s after its exit; SIGTERM to exit %.2f s; "
             "ranks parked %s; the hostile rank's unarmed calls %d" % (took, stop, parked,
                                                                       unarmed))
+
+
+def entry_offset(path):
+    """The file offset of an ELF file's entry point (x86-64, little-endian)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        entry, phoff = struct.unpack_from("<QQ", head, 24)
+        phentsize, phnum = struct.unpack_from("<HH", head, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    for i in range(phnum):
+        kind, _, offset, vaddr, _, filesz = struct.unpack_from("<IIQQQQ", table, i * phentsize)
+        if kind == 1 and vaddr <= entry < vaddr + filesz:  # PT_LOAD
+            return entry - vaddr + offset
+    raise Fail("%s: no PT_LOAD holds its entry point" % path)
+
+
+def perf_uprobe(path, offset):
+    """A perf event of the kernel's uprobe PMU at path's offset, for every process: what a
+    tracing tool run as root (perf probe, bpftrace, a libbpf tool) opens. Its descriptor."""
+    with open("/sys/bus/event_source/devices/uprobe/type") as f:
+        pmu = int(f.read())
+    name = ctypes.create_string_buffer(path.encode())
+    attr = bytearray(112)  # struct perf_event_attr, PERF_ATTR_SIZE_VER5
+    struct.pack_into("<II", attr, 0, pmu, len(attr))
+    struct.pack_into("<QQ", attr, 56, ctypes.addressof(name), offset)  # config1, config2
+    buf = (ctypes.c_char * len(attr)).from_buffer(attr)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    # perf_event_open(attr, pid -1, cpu 0, group -1, PERF_FLAG_FD_CLOEXEC)
+    fd = libc.syscall(298, buf, -1, 0, -1, 8)
+    if fd < 0:
+        raise Fail("perf_event_open of a uprobe at %s:%#x: %s" % (
+            path, offset, os.strerror(ctypes.get_errno())))
+    return fd
+
+
+OTHER_HELD_S = 2  # the other tool's close still waiting this long: its removal is held
+
+
+@environments(*HOST_ONLY)
+def test_security_endless_forward_other_tool(ctx):
+    """With return_probe session and uid 65534's rank in its endless forward, another tool on
+    the node (root's perf uprobe, opened here as a tracer does) closes its probe: the kernel's
+    removal waits for the forward's pending returns, holding its trace event lock, for as long
+    as the forward runs (checked: the close still waits after OTHER_HELD_S). A rank started
+    meanwhile must be attached within ATTACH_TIMEOUT, SIGTERM must end the daemon with every
+    detach line, and the other tool's close must end once the daemon is gone. The daemon's
+    uprobes are uprobe_multi links, whose attach and removal take no such lock; before, the
+    rank's attach took perf uprobes, each waiting for that lock: no attach line in 60 s."""
+    procs = []
+    closer = None
+    try:
+        daemon, events_path, hostile, victim, env = endless_ranks(
+            ctx, "othertool", "stats_interval: 1\nreturn_probe: session\n", procs)
+        fd = perf_uprobe(sys.executable, entry_offset(os.path.realpath(sys.executable)))
+        closer = threading.Thread(target=os.close, args=(fd,), daemon=True)
+        closer.start()
+        closer.join(OTHER_HELD_S)
+        if not closer.is_alive():
+            raise Fail("the other tool's close did not wait: the endless forward held no "
+                       "return, and this test proves nothing")
+        t0 = time.monotonic()
+        late = Proc(env + trainer_argv(ctx, "inflight", "--live", "--pace", "0.05"),
+                    stdin=True)
+        procs.append(late)
+        wait_events(events_path, daemon, has_event("attach", late.pid),
+                    "the attach of a rank started while another tool's removal waited",
+                    ATTACH_TIMEOUT)
+        took = time.monotonic() - t0
+        rc, stop = sigterm_wait(daemon, DETACH_TIMEOUT)
+        closer.join(ENDLESS_DETACH_S)
+        if closer.is_alive():
+            raise Fail("the other tool's close still waits %d s after the daemon's exit" %
+                       ENDLESS_DETACH_S)
+    finally:
+        for p in procs:
+            p.kill()
+        if closer:
+            closer.join(ENDLESS_DETACH_S)
+    require_detached(read_events(events_path), rc, (hostile, victim, late),
+                     "another tool's removal")
+    ctx.log("a rank started while another tool's removal waited: attached in %.2f s; "
+            "SIGTERM to exit %.2f s" % (took, stop))
 
 
 @environments(*HOST_ONLY)

@@ -7,7 +7,10 @@ uprobe on the node waits for that lock.
 
 Protocol: prints "LIVE <pid>", then trains a small Linear with SGD, "STEP n" after each step
 (--pace seconds apart); the line "endless" on stdin makes the next forward loop for ever: it
-prints "ENDLESS" and calls its child (a Linear, then tanh) until killed. With --fork-every N,
+prints "ENDLESS" and calls its child (a Linear, then tanh) until killed, or until the line
+"again", which ends that forward: the next one loops for ever in its turn (a return armed
+anew, for a test whose first one the kernel let go: its task went 100 ms without a call, as
+on a loaded machine). With --fork-every N,
 that loop also forks a process every N calls, which exits at once (a fork storm while the
 returns are held: each fork asks the daemon to clean the new process of its breakpoint).
 With --in-backward, "endless" makes the next backward pass never return instead: an autograd
@@ -36,7 +39,8 @@ class Endless(nn.Module):
         if self.endless:
             print("ENDLESS", flush=True)
             calls = 0
-            while True:
+            while not (select.select([sys.stdin], [], [], 0)[0] and
+                       sys.stdin.readline().strip() == "again"):
                 x = self.child(x).tanh()
                 time.sleep(0.001)
                 calls += 1
