@@ -396,9 +396,9 @@ static long long effective_caps(void)
 }
 
 /*
- * BPF and uprobes: CAP_SYS_ADMIN, or CAP_BPF + CAP_PERFMON on kernels before 6.16 (since then,
- * and in the stable kernels of July 2025, only CAP_SYS_ADMIN creates uprobes: that failure is
- * named at the attach). CAP_SYS_PTRACE: /proc/PID/{maps,root,environ} and process_vm_readv of
+ * BPF and uprobes: CAP_SYS_ADMIN, or CAP_BPF + CAP_PERFMON where the kernel creates the uprobes
+ * for them (uprobe_multi links on 6.18; since 6.16, and in the stable kernels of July 2025, a
+ * perf uprobe only for CAP_SYS_ADMIN: that failure is named at the attach). CAP_SYS_PTRACE: /proc/PID/{maps,root,environ} and process_vm_readv of
  * another user's process. A root daemon has them all.
  */
 static int check_privileges(char *err, size_t errlen)

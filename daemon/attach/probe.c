@@ -433,6 +433,21 @@ static int session_attach_type(void)
 	return kernel_attach_type(1);
 }
 
+int probe__multi_type(void)
+{
+	return kernel_attach_type(0);
+}
+
+int probe__multi_link(int prog_fd, int file_fd, unsigned long offset, int pid, int ret)
+{
+	if (kernel_attach_type(0) < 0) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	return multi_link(prog_fd, kernel_attach_type(0), file_fd, offset, pid,
+			  ret ? UPROBE_MULTI_RETURN : 0);
+}
+
 /*
  * Which programs see the evaluator: the session's one (type: its attach type) or, with type
  * -1, the entry and return pair; none with off (mode loss).

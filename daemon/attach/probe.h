@@ -81,6 +81,15 @@ int probe__consume_grads(struct probe *p); /* ... of the gradient ring only */
 int probe__count(const struct probe *p);   /* probes attached */
 
 /*
+ * uprobe_multi links, as a watch's uprobes are where the kernel has them (probe.c, set_multi()):
+ * the attach type a program is loaded with for them (-1: the kernel has none, before 6.6),
+ * and one link of prog_fd at offset of the file open at file_fd, for process pid alone, a
+ * return probe with ret: its descriptor, or -1 (errno set).
+ */
+int probe__multi_type(void);
+int probe__multi_link(int prog_fd, int file_fd, unsigned long offset, int pid, int ret);
+
+/*
  * Records reach probe_event_fn and probe_grad_fn with the step decoded: the step
  * alone in step, where it comes from in nw_event.step_source.
  */

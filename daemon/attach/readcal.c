@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The copy-rate probe and the attach-time choice of a read method (see readcal.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "nanwatch.h"
+#include "attach/probe.h"
 #include "attach/readcal.h" /* before the skeleton: its .bss holds a struct nw_rc_run */
 #include "readcal.skel.h"
 
@@ -23,7 +25,8 @@ _Static_assert(CAL_CHUNK <= NW_RC_MAX_CHUNK, "the calibration copies the watch's
 
 struct readcal {
 	struct readcal_bpf *skel;
-	struct bpf_link *plain, *sleepable;
+	struct bpf_link *plain, *sleepable; /* perf uprobes, where the kernel has no links */
+	int plain_fd, sleepable_fd;	    /* else uprobe_multi links (-1: none) */
 };
 
 /* The function the probes sit on: it only has to be called, with its arguments in place. */
@@ -56,22 +59,45 @@ static uint64_t self_offset(uintptr_t addr)
 	return off;
 }
 
-static struct bpf_link *attach(struct bpf_program *prog, uint64_t off)
+/*
+ * prog on our own function: a uprobe_multi link where the kernel has them (in *fd), as the
+ * watch's uprobes are (a perf uprobe's removal would wait for the returns pending on the node
+ * holding the kernel's trace event lock), else a perf uprobe (in *link). 0 or -1 (errno set).
+ */
+static int attach(struct bpf_program *prog, uint64_t off, struct bpf_link **link, int *fd)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo);
+	int exe;
 
-	return bpf_program__attach_uprobe_opts(prog, getpid(), "/proc/self/exe", off, &uo);
+	if (probe__multi_type() < 0) {
+		*link = bpf_program__attach_uprobe_opts(prog, getpid(), "/proc/self/exe", off, &uo);
+		return *link ? 0 : -1;
+	}
+	exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	if (exe < 0)
+		return -1;
+	*fd = probe__multi_link(bpf_program__fd(prog), exe, off, getpid(), 0);
+	close(exe);
+	return *fd < 0 ? -1 : 0;
 }
 
 /* Load with the sleepable program where the kernel takes it, else without. */
 static struct readcal_bpf *load(int sleepable)
 {
 	struct readcal_bpf *skel = readcal_bpf__open();
+	int type = probe__multi_type();
 
 	if (!skel)
 		return NULL;
 	if (!sleepable)
 		bpf_program__set_autoload(skel->progs.uprobe_rc_sleepable, false);
+	if (type >= 0 && (bpf_program__set_expected_attach_type(skel->progs.uprobe_rc_probe,
+								(enum bpf_attach_type)type) ||
+			  bpf_program__set_expected_attach_type(skel->progs.uprobe_rc_sleepable,
+								(enum bpf_attach_type)type))) {
+		readcal_bpf__destroy(skel);
+		return NULL;
+	}
 	if (readcal_bpf__load(skel)) {
 		readcal_bpf__destroy(skel);
 		return NULL;
@@ -91,6 +117,7 @@ struct readcal *readcal__open(char *err, size_t errlen)
 		free(rc);
 		return NULL;
 	}
+	rc->plain_fd = rc->sleepable_fd = -1;
 	rc->skel = load(1);
 	if (!rc->skel)
 		rc->skel = load(0);
@@ -98,17 +125,14 @@ struct readcal *readcal__open(char *err, size_t errlen)
 		e = errno;
 		goto fail;
 	}
-	rc->plain = attach(rc->skel->progs.uprobe_rc_probe, off);
-	if (!rc->plain) {
+	if (attach(rc->skel->progs.uprobe_rc_probe, off, &rc->plain, &rc->plain_fd)) {
 		e = errno;
 		goto fail;
 	}
-	if (bpf_program__fd(rc->skel->progs.uprobe_rc_sleepable) >= 0) {
-		rc->sleepable = attach(rc->skel->progs.uprobe_rc_sleepable, off);
-		if (!rc->sleepable) {
-			e = errno;
-			goto fail;
-		}
+	if (bpf_program__fd(rc->skel->progs.uprobe_rc_sleepable) >= 0 &&
+	    attach(rc->skel->progs.uprobe_rc_sleepable, off, &rc->sleepable, &rc->sleepable_fd)) {
+		e = errno;
+		goto fail;
 	}
 	return rc;
 fail:
@@ -123,13 +147,17 @@ void readcal__close(struct readcal *rc)
 		return;
 	bpf_link__destroy(rc->sleepable);
 	bpf_link__destroy(rc->plain);
+	if (rc->sleepable_fd >= 0)
+		close(rc->sleepable_fd);
+	if (rc->plain_fd >= 0)
+		close(rc->plain_fd);
 	readcal_bpf__destroy(rc->skel);
 	free(rc);
 }
 
 int readcal__sleepable(const struct readcal *rc)
 {
-	return rc && rc->sleepable;
+	return rc && (rc->sleepable || rc->sleepable_fd >= 0);
 }
 
 /* One timed copy of len bytes at buf, chunk bytes a call, by method; *ns and *bytes its run. */
@@ -140,7 +168,7 @@ static int copy_once(struct readcal *rc, int method, uint32_t chunk, const void 
 
 	if (method < 0 || method >= NW_RC_METHODS || !chunk || chunk > NW_RC_MAX_CHUNK)
 		return -EINVAL;
-	if (method != NW_RC_PROBE && !rc->sleepable)
+	if (method != NW_RC_PROBE && !readcal__sleepable(rc))
 		return -EOPNOTSUPP;
 	memset(r, 0, sizeof(*r));
 	r->method = method;
