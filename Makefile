@@ -112,7 +112,8 @@ deps:
 test-deps:
 	$(Q)scripts/install-deps --test
 
-$(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/tests $(OUTPUT)/tools/tail $(OUTPUT)/cupti:
+# Every rule that compiles waits for one of these, so for the packages too (make -j).
+$(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/tests $(OUTPUT)/tools/tail $(OUTPUT)/cupti: | deps
 	$(Q)mkdir -p $@
 
 $(OUTPUT)/vmlinux.h: | $(OUTPUT)

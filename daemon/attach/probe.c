@@ -70,10 +70,8 @@ struct probe {
 	int parked;	    /* its link closed by park(), to be opened again (sessions_lock) */
 	uint32_t parks;	    /* ... and opened again (atomic) */
 	struct probe *next; /* in sessions (attached with a session), under sessions_lock */
-	/* with a session: its link opened again at (see unpark()) */
-	int eval_fd;		/* the evaluator's file (a descriptor of our own); -1: none */
-	unsigned long eval_off; /* ... and its offset there */
-	int pid;		/* the target */
+	int eval_site;	    /* with a session: its place in sites, opened again at (see unpark()) */
+	int pid;	    /* the target */
 	/* with links: the processes the target forks cleaned of their breakpoints */
 	struct link_site sites[PROBE_LINKS_MAX + 1]; /* where they sit, each once */
 	int nsites;
@@ -268,12 +266,12 @@ static void unpark(struct probe *p)
 	int fd, go;
 
 	pthread_mutex_lock(&sessions_lock);
-	go = p->parked && !removals;
+	go = p->parked && !removals && p->eval_site >= 0;
 	pthread_mutex_unlock(&sessions_lock);
 	if (!go)
 		return;
 	fd = multi_link(bpf_program__fd(p->skel->progs.session_eval_frame), session_attach_type(),
-			p->eval_fd, p->eval_off, p->pid, 0);
+			p->sites[p->eval_site].fd, p->sites[p->eval_site].off, p->pid, 0);
 	if (fd < 0) /* tried again at the next tick */
 		return;
 	pthread_mutex_lock(&sessions_lock);
@@ -438,14 +436,21 @@ int probe__multi_type(void)
 	return kernel_attach_type(0);
 }
 
-int probe__multi_link(int prog_fd, int file_fd, unsigned long offset, int pid, int ret)
+int probe__uprobe(struct bpf_program *prog, int file_fd, unsigned long offset, int pid, int ret,
+		  struct bpf_link **link, int *fd)
 {
-	if (kernel_attach_type(0) < 0) {
-		errno = EOPNOTSUPP;
-		return -1;
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret);
+	char path[32];
+	int type = kernel_attach_type(0);
+
+	if (type >= 0) {
+		*fd = multi_link(bpf_program__fd(prog), type, file_fd, offset, pid,
+				 ret ? UPROBE_MULTI_RETURN : 0);
+		return *fd < 0 ? -errno : 0;
 	}
-	return multi_link(prog_fd, kernel_attach_type(0), file_fd, offset, pid,
-			  ret ? UPROBE_MULTI_RETURN : 0);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", file_fd);
+	*link = bpf_program__attach_uprobe_opts(prog, pid, path, offset, &uo);
+	return *link ? 0 : -errno;
 }
 
 /*
@@ -497,7 +502,7 @@ static void close_links(struct probe *p)
 		close(p->links[--p->nlinks]);
 }
 
-/* A link's place, for clean_forks(): once each; 0 or a negative errno. */
+/* A link's place, for clean_forks() (and unpark()): once each; its index or a negative errno. */
 static int add_site(struct probe *p, const void *file, int file_fd, unsigned long off)
 {
 	struct link_site *w;
@@ -505,7 +510,7 @@ static int add_site(struct probe *p, const void *file, int file_fd, unsigned lon
 
 	for (i = 0; i < p->nsites; i++)
 		if (p->sites[i].file == file && p->sites[i].off == off)
-			return 0;
+			return i;
 	if (p->nsites >= (int)(sizeof(p->sites) / sizeof(p->sites[0])))
 		return -E2BIG;
 	w = &p->sites[p->nsites];
@@ -514,8 +519,7 @@ static int add_site(struct probe *p, const void *file, int file_fd, unsigned lon
 		return -errno;
 	w->file = file;
 	w->off = off;
-	p->nsites++;
-	return 0;
+	return p->nsites++;
 }
 
 static void drop_sites(struct probe *p)
@@ -601,10 +605,8 @@ static int open_load(struct probe *p, const struct target *t, const struct nw_la
 			close(p->session_fd);
 		removal(0);
 	}
-	if (p->eval_fd >= 0)
-		close(p->eval_fd);
 	drop_sites(p);
-	p->eval_fd = -1;
+	p->eval_site = -1;
 	p->session_fd = -1;
 	p->nprobes = 0;
 	p->skel = nanwatch_bpf__open();
@@ -624,48 +626,29 @@ struct site {
 	uint64_t offset; /* 0: the symbol is not in the file */
 };
 
-/* prog at a site as a uprobe_multi link (a return probe with retprobe), kept in p->links. */
-static int attach_multi(struct probe *p, struct bpf_program *prog, const struct target *t,
-			const struct site *at, bool retprobe)
-{
-	int fd;
-
-	if (p->nlinks >= PROBE_LINKS_MAX)
-		return -E2BIG;
-	fd = multi_link(bpf_program__fd(prog), kernel_attach_type(0), elfsym__fd(at->file),
-			at->offset, t->pid, retprobe ? UPROBE_MULTI_RETURN : 0);
-	if (fd < 0)
-		return -errno;
-	p->links[p->nlinks++] = fd;
-	return add_site(p, at->file, elfsym__fd(at->file), at->offset);
-}
-
 /*
- * One uprobe (or uretprobe) at a site: a uprobe_multi link where the programs were loaded for
- * them (p->multi), else a perf uprobe whose link is kept in *link.
+ * One uprobe (or uretprobe) at a site (see probe__uprobe()): a link's descriptor kept in
+ * p->links, its place for the forks' cleaning; a perf uprobe's link in *link.
  */
 static int attach_one(struct probe *p, struct bpf_program *prog, struct bpf_link **link,
 		      const struct target *t, const struct site *at, bool retprobe, char *err,
 		      size_t errlen)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = retprobe);
-	char self[32];
-	int ret = 0;
+	int ret, fd = -1;
 
 	if (!at->file || !at->offset) {
 		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s", at->shown,
 			 at->symbol, at->file ? "no such symbol in the file" : "file not open");
 		return -ENOENT;
 	}
-	if (p->multi) {
-		ret = attach_multi(p, prog, t, at, retprobe);
-	} else {
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", elfsym__fd(at->file));
-		*link = bpf_program__attach_uprobe_opts(prog, t->pid, self, at->offset, &uo);
-		if (!*link)
-			ret = -errno;
+	ret = p->nlinks >= PROBE_LINKS_MAX ? -E2BIG
+					   : probe__uprobe(prog, elfsym__fd(at->file), at->offset,
+							   t->pid, retprobe, link, &fd);
+	if (fd >= 0) {
+		p->links[p->nlinks++] = fd;
+		ret = add_site(p, at->file, elfsym__fd(at->file), at->offset);
 	}
-	if (ret) {
+	if (ret < 0) {
 		snprintf(err, errlen, "failed to attach uprobe to %s:%.60s: %s", at->shown,
 			 at->symbol, strerror(-ret));
 		return ret;
@@ -738,10 +721,9 @@ static int attach_session(struct probe *p, const struct target *t, const struct 
 	}
 	p->session_fd = fd;
 	p->nprobes++;
-	p->eval_fd = fcntl(elfsym__fd(at->file), F_DUPFD_CLOEXEC, 0);
-	p->eval_off = at->offset;
-	fd = p->eval_fd < 0 ? -errno : add_site(p, at->file, p->eval_fd, at->offset);
-	if (fd < 0) {
+	p->eval_site = add_site(p, at->file, elfsym__fd(at->file), at->offset);
+	if (p->eval_site < 0) {
+		fd = p->eval_site;
 		snprintf(err, errlen, "failed to keep the evaluator's file: %s", strerror(-fd));
 		return fd;
 	}
@@ -969,7 +951,7 @@ struct probe *probe__open(const struct target *t, const struct nw_layout *l,
 	p->ctx = ctx;
 	p->stats_fd = -1;
 	p->session_fd = -1;
-	p->eval_fd = -1;
+	p->eval_site = -1;
 	p->epfd = -1;
 	libbpf_set_print(o->verbose ? silent_print : quiet_print);
 	if (o->bpf_stats) {
@@ -1065,8 +1047,6 @@ void probe__close(struct probe *p)
 	}
 	if (p->stats_fd >= 0)
 		close(p->stats_fd);
-	if (p->eval_fd >= 0)
-		close(p->eval_fd);
 	drop_sites(p);
 	free(p);
 }

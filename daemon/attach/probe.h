@@ -82,12 +82,23 @@ int probe__count(const struct probe *p);   /* probes attached */
 
 /*
  * uprobe_multi links, as a watch's uprobes are where the kernel has them (probe.c, set_multi()):
- * the attach type a program is loaded with for them (-1: the kernel has none, before 6.6),
- * and one link of prog_fd at offset of the file open at file_fd, for process pid alone, a
- * return probe with ret: its descriptor, or -1 (errno set).
+ * the attach type a program is loaded with for them (-1: the kernel has none, before 6.6).
  */
 int probe__multi_type(void);
-int probe__multi_link(int prog_fd, int file_fd, unsigned long offset, int pid, int ret);
+
+struct bpf_program;
+struct bpf_link;
+
+/*
+ * One uprobe of prog (loaded with probe__multi_type()'s attach type where that is one) at
+ * offset of the file open at file_fd, for process pid alone, a return probe with ret: a
+ * uprobe_multi link where the kernel has them (its descriptor in *fd; *link untouched), else
+ * a perf uprobe (in *link; *fd untouched). A perf uprobe's removal waits for the returns
+ * pending on the node holding the kernel's trace event lock, which every perf uprobe's attach
+ * takes; a link's holds nothing. 0 or a negative errno.
+ */
+int probe__uprobe(struct bpf_program *prog, int file_fd, unsigned long offset, int pid, int ret,
+		  struct bpf_link **link, int *fd);
 
 /*
  * Records reach probe_event_fn and probe_grad_fn with the step decoded: the step

@@ -59,26 +59,18 @@ static uint64_t self_offset(uintptr_t addr)
 	return off;
 }
 
-/*
- * prog on our own function: a uprobe_multi link where the kernel has them (in *fd), as the
- * watch's uprobes are (a perf uprobe's removal would wait for the returns pending on the node
- * holding the kernel's trace event lock), else a perf uprobe (in *link). 0 or -1 (errno set).
- */
+/* prog on our own function, as the watch's uprobes are (probe__uprobe()). 0 or -1 (errno set). */
 static int attach(struct bpf_program *prog, uint64_t off, struct bpf_link **link, int *fd)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo);
-	int exe;
+	int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	int ret;
 
-	if (probe__multi_type() < 0) {
-		*link = bpf_program__attach_uprobe_opts(prog, getpid(), "/proc/self/exe", off, &uo);
-		return *link ? 0 : -1;
-	}
-	exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	if (exe < 0)
 		return -1;
-	*fd = probe__multi_link(bpf_program__fd(prog), exe, off, getpid(), 0);
+	ret = probe__uprobe(prog, exe, off, getpid(), 0, link, fd);
 	close(exe);
-	return *fd < 0 ? -1 : 0;
+	errno = -ret;
+	return ret ? -1 : 0;
 }
 
 /* Load with the sleepable program where the kernel takes it, else without. */
