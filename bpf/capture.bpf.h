@@ -207,6 +207,7 @@ static long cap_op_edge(__u32 j, void *unused)
 		c->more = 1;
 		return 1;
 	}
+	c->parent[c->nnodes & (NW_CAP_OPS - 1)] = (__u8)c->visiting;
 	c->nodes[c->nnodes++ & (NW_CAP_OPS - 1)] = node;
 	return 0;
 }
@@ -220,6 +221,7 @@ static long cap_op_visit(__u32 idx, void *unused)
 	if (!c || idx >= c->nnodes || idx >= NW_CAP_OPS)
 		return 1;
 	node = c->nodes[idx & (NW_CAP_OPS - 1)];
+	c->visiting = idx;
 	if (bpf_probe_read_user(v, sizeof(v), (void *)(node + BL.node_next_edges)) || v[1] < v[0])
 		return 0;
 	n = (v[1] - v[0]) / BL.edge_size;
@@ -253,11 +255,19 @@ static __always_inline void cap_ops(__u64 out, struct nw_cap_end *e)
 	if (!node || cap_is_stop(c, node))
 		return;
 	c->nodes[0] = node;
+	c->parent[0] = 0xff;
 	c->nnodes = 1;
 	bpf_loop(NW_CAP_OPS, cap_op_visit, NULL, 0);
 	for (i = 0; i < NW_CAP_OPS; i++)
 		if (i < c->nnodes)
 			e->ops[i] = read_u64(c->nodes[i]);
+	/* two words: both arrays sit at 8-byte offsets (a byte-wise copy costs the verifier) */
+	_Static_assert(NW_CAP_OPS == 16 &&
+			       __builtin_offsetof(struct nw_cap_end, op_parent) % 8 == 0 &&
+			       __builtin_offsetof(struct cap_state, parent) % 8 == 0,
+		       "op_parent is copied as two words");
+	((__u64 *)e->op_parent)[0] = ((const __u64 *)c->parent)[0];
+	((__u64 *)e->op_parent)[1] = ((const __u64 *)c->parent)[1];
 	e->nops = c->nnodes;
 	e->ops_more = c->more;
 	e->ops_partial = c->partial;

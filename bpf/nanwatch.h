@@ -588,6 +588,12 @@ struct nw_cap_end {
 	 */
 	__u64 ops[NW_CAP_OPS];
 	char key[NW_KEY_LEN]; /* a dict output's key, as the anomaly's (nw_event.key) */
+	/*
+	 * Each op's place in ops of the node whose edge the walk found it by (an input of that
+	 * op: exp(clamp(x)) has clamp's parent at exp), 0xff for the output's own node. A node
+	 * several ops take has the first of them.
+	 */
+	__u8 op_parent[NW_CAP_OPS];
 };
 
 /*

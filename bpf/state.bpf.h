@@ -311,10 +311,13 @@ struct cap_state {
 	__u32 nnodes; /* nodes found so far, breadth first */
 	__u32 nstops;
 	__u32 more;
-	__u32 partial; /* an edge to nothing: an input that needs no gradient */
-	__u64 nedges;  /* of the node being visited, in edges[] */
+	__u32 partial;	/* an edge to nothing: an input that needs no gradient */
+	__u32 visiting; /* the node whose edges are read (its index in nodes) */
+	__u32 pad2;
+	__u64 nedges; /* of the node being visited, in edges[] */
 	__u64 nodes[NW_CAP_OPS];
-	__u64 stops[CAP_STOPS]; /* grad_fns of the call's tensor arguments */
+	__u8 parent[NW_CAP_OPS]; /* the node whose edge found each (0xff: the output's own) */
+	__u64 stops[CAP_STOPS];	 /* grad_fns of the call's tensor arguments */
 	__u64 edges[BWD_EDGES * 4];
 };
 

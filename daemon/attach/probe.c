@@ -52,7 +52,7 @@ _Static_assert(sizeof(struct nw_grad_data) == 24, "nw_grad_data changed: update 
 _Static_assert(sizeof(struct nw_bwd_layout) == 88, "nw_bwd_layout changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_tensor) == 232, "nw_cap_tensor changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_data) == 8216, "nw_cap_data changed: update both sides");
-_Static_assert(sizeof(struct nw_cap_end) == 312, "nw_cap_end changed: update both sides");
+_Static_assert(sizeof(struct nw_cap_end) == 328, "nw_cap_end changed: update both sides");
 
 struct probe {
 	struct nanwatch_bpf *skel;

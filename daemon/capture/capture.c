@@ -191,8 +191,12 @@ static void take_facts(struct capture *c, const struct nw_cap_end *e)
 	x->module = e->module;
 	x->root = e->root;
 	x->iteration = e->iteration;
-	for (i = 0; i < NW_CAP_OPS && i < EVIDENCE_MAX_OPS && (uint32_t)i < e->nops; i++)
+	for (i = 0; i < NW_CAP_OPS && i < EVIDENCE_MAX_OPS && (uint32_t)i < e->nops; i++) {
+		/* a parent is found before its inputs: anything else is no edge */
+		x->op_parent[i] = e->op_parent[i] < i ? e->op_parent[i] : -1;
 		x->op_vptr[x->nops++] = e->ops[i];
+	}
+	x->parents = 1;
 	x->ops_more = e->ops_more || (e->nops > EVIDENCE_MAX_OPS);
 	x->ops_partial = e->ops_partial;
 	if (l && c->o.remote) {

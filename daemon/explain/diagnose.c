@@ -964,6 +964,14 @@ static const char *const mean_ops[] = {"mean", NULL};
 static const char *const mul_ops[] = {"mul", NULL};
 /* a domain of [-1, 1]: the argument is a cosine, a sine or a correlation */
 static const char *const unit_ops[] = {"acos", "asin", "atanh", NULL};
+/* what bounds its output from above: an exp of it cannot overflow from a large argument */
+static const char *const bound_ops[] = {"clamp",       "clamp_max",  "tanh", "sigmoid",
+					"log_softmax", "logsigmoid", NULL};
+/* what rounds to exactly 1 in magnitude once its argument is large: 1 - it is 0 */
+static const char *const saturate_ops[] = {"tanh", "sigmoid", "softmax", NULL};
+/* what carries a saturated value on to the subtraction: 1 - tanh(u)^2 */
+static const char *const carry_ops[] = {"pow", "mul", "abs", NULL};
+static const char *const neg_ops[] = {"neg", NULL};
 
 /* Every op a rule looks for: what a layer's code names is kept when it is one of them. */
 static const char *const *const rule_sets[] = {
@@ -1076,6 +1084,63 @@ static int op_before(const struct evidence_facts *x, const char *const *set, int
 static int op_in(const struct evidence_facts *x, const char *const *set)
 {
 	return op_before(x, set, -1);
+}
+
+/* The place of an op of set among the inputs of op i (the walk's edges), -1 if none. */
+static int input_in(const struct evidence_facts *x, int i, const char *const *set)
+{
+	int j;
+
+	for (j = i + 1; x && x->parents && j < x->nops && j < EVIDENCE_MAX_OPS; j++)
+		if (x->op_parent[j] == i && in_set(x->ops[j], set))
+			return j;
+	return -1;
+}
+
+/*
+ * Every exp the walk saw takes what an op of bound_ops made (one at least): the place of the
+ * first one's bound, else -1.
+ */
+static int exps_bounded(const struct evidence_facts *x)
+{
+	int i, b, first = -1;
+
+	for (i = 0; x && x->parents && i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
+		if (!in_set(x->ops[i], exp_ops))
+			continue;
+		b = input_in(x, i, bound_ops);
+		if (b < 0)
+			return -1;
+		if (first < 0)
+			first = b;
+	}
+	return first;
+}
+
+/*
+ * A log of 1 - v where v is what a saturating op made, directly or through a power or a
+ * product (1 - tanh(u)^2, log1p(-sigmoid(x))): the saturating op's place, the log's in
+ * *log_at; -1 if none.
+ */
+static int saturated_log(const struct evidence_facts *x, int *log_at)
+{
+	int i, d, t;
+
+	for (i = 0; x && x->parents && i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
+		if (!in_set(x->ops[i], log_ops))
+			continue;
+		d = input_in(x, i, strcmp(x->ops[i], "log1p") ? sub_ops : neg_ops);
+		if (d < 0)
+			continue;
+		t = input_in(x, d, saturate_ops);
+		if (t < 0 && input_in(x, d, carry_ops) >= 0)
+			t = input_in(x, input_in(x, d, carry_ops), saturate_ops);
+		if (t >= 0) {
+			*log_at = i;
+			return t;
+		}
+	}
+	return -1;
 }
 
 static int code_known(const struct evidence_facts *x)
@@ -1338,6 +1403,49 @@ static void no_exp_taken(const struct evidence_facts *x, struct signs *s, struct
 	s->exp = NULL;
 }
 
+/*
+ * A value above exp's threshold reached the call, but every exp it takes is of a clamp's (or
+ * another bounded op's) output: that value is no fact for an overflow.
+ */
+static void exp_bounded(const struct evidence_facts *x, struct signs *s, struct diagnosis *g)
+{
+	int b = s->exp ? exps_bounded(x) : -1;
+
+	if (b < 0)
+		return;
+	evidence(g,
+		 "%s%s reaches %.4g, above exp's overflow threshold, but the call's exp takes "
+		 "what %s made: a bounded exponent%s",
+		 role_of(s->exp), s->exp->name, s->exp->max, x->ops[b],
+		 x->ops_more || x->ops_partial ? " (of the ops seen)" : "");
+	s->exp = NULL;
+}
+
+/* A log of 1 - what a saturating op made: tanh, sigmoid or a softmax rounded to 1, log(0). */
+static void verdict_saturated_log(const struct diag_anomaly *a, const struct evidence_facts *x,
+				  int log_at, int sat_at, struct diagnosis *g)
+{
+	const char *op = x->ops[sat_at];
+
+	if (strcmp(x->ops[log_at], "log1p"))
+		evidence(g, "%s takes %s of 1 minus what %s made", name(a), x->ops[log_at], op);
+	else
+		evidence(g, "%s takes log1p of minus what %s made: log(1 - it)", name(a), op);
+	evidence(g,
+		 "%s rounds to exactly 1 in magnitude for a large argument (tanh past about 9, "
+		 "sigmoid past about 17 in float32): 1 minus it is 0, and %s(0) = -Inf",
+		 op, x->ops[log_at]);
+	conclude(g, "loss_log_zero", agree(2, 0));
+	if (!strcmp(op, "tanh"))
+		fix(g, "compute log(1 - tanh(u)^2) from u: 2 * (math.log(2) - u - "
+		       "F.softplus(-2 * u))");
+	else if (!strcmp(op, "sigmoid"))
+		fix(g, "compute log(1 - sigmoid(x)) as F.logsigmoid(-x)");
+	else
+		fix(g, "compute log(1 - p) from log-probabilities: torch.log(-torch.expm1(logp))");
+	fix(g, "clamp before the log: torch.log((1 - a).clamp_min(1e-6))");
+}
+
 /* A log of what an op of the call made: a probability or an exp that underflowed to 0. */
 static void verdict_underflow_log(const struct diag_anomaly *a, const struct evidence_facts *x,
 				  int log_at, int under_at, struct diagnosis *g)
@@ -1356,7 +1464,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 {
 	int known = ops_known(x), e_op = op_in(x, exp_ops), l_op = op_in(x, log_ops);
 	int d_op = op_in(x, div_ops), u_op = l_op >= 0 ? op_before(x, underflow_ops, l_op) : -1;
-	int only_pos = a->posinf && !a->neginf;
+	int only_pos = a->posinf && !a->neginf, sat_log = -1, sat_at = saturated_log(x, &sat_log);
 	int exp_n, div_n, log_n;
 
 	if (!(a->posinf + a->neginf))
@@ -1365,6 +1473,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	ops_evidence(a, x, g);
 	code_evidence(a, x, g);
 	no_exp_taken(x, s, g);
+	exp_bounded(x, s, g);
 	exp_n = !!s->exp + (s->exp && only_pos) + (a->finite_max_abs > NEAR_OVERFLOW) +
 		(s->exp && e_op >= 0);
 	/* zero rows hold zeros: the two count once unless they are in different tensors */
@@ -1380,6 +1489,10 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 		log_n = 0; /* no log among the ops: the probability divides */
 	if (s->exp && exp_n > div_n && exp_n > log_n) {
 		verdict_exp(a, s, exp_n, g);
+		return 1;
+	}
+	if (!s->prob_zeros && !s->zeros && sat_at >= 0) {
+		verdict_saturated_log(a, x, sat_log, sat_at, g);
 		return 1;
 	}
 	if (!s->prob_zeros && !s->zeros && u_op >= 0) {
@@ -1768,6 +1881,7 @@ static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x
 			  "kept?)",
 			  g);
 	no_exp_taken(x, s, g);
+	exp_bounded(x, s, g);
 	if (s->exp) {
 		evidence(g, "exp of it is +Inf, and Inf/Inf or Inf-Inf after it is NaN");
 		verdict_exp(a, s, 1 + (op_in(x, exp_ops) >= 0), g);

@@ -73,6 +73,13 @@ struct evidence_facts {
 	char ops[EVIDENCE_MAX_OPS][EVIDENCE_OP_LEN];
 	int nops, ops_more, ops_partial;
 	/*
+	 * The walk's edges, where parents is 1: op_parent[i] is the place in ops of an op that
+	 * takes op i's output as an input (the first the walk found it from; always before i),
+	 * -1 for the output's own op. exp(clamp(x)): clamp's parent is the exp.
+	 */
+	int op_parent[EVIDENCE_MAX_OPS];
+	int parents;
+	/*
 	 * Where that walk is not whole (ops_partial, or no autograd: nops 0), the operations
 	 * the code of the module's forward names (its co_names: "x.std(0)" names std), as
 	 * diagnose__code_op writes them, each once, in no order. A name there is no proof the op

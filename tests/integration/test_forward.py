@@ -393,7 +393,10 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     (ignore_index): its mean over no counted target is 0/0, not a log's domain (the logits
     have negatives); --variant module, an nn.CrossEntropyLoss held by the loss module;
     --variant loop, F.cross_entropy in a plain function divided by the accumulation steps:
-    the loss itself is the first anomaly, and nll_loss, under the division, made it."""
+    the loss itself is the first anomaly, and nll_loss, under the division, made it.
+    tanh_squash: a tanh-squashed policy's log(1 - tanh(u)^2) with u past 9: tanh rounds to 1,
+    log(0); the observation is above exp's threshold, but the one exp takes a clamp's output
+    (the walk's edges tell), so no exp overflow."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -426,6 +429,10 @@ test_token_pool_ids = case_test(case_origin_cause, "token_pool", "pool", (), ("m
 test_token_pool_keep = case_test(case_origin_cause, "token_pool", "pool",
                                  ("no softmax takes them",), ("every position masked",), (),
                                  ("--variant", "keep"), envs=HOST_ONLY)
+test_tanh_squash = case_test(case_origin_cause, "tanh_squash", "policy",
+                             ("takes log of 1 minus what tanh made",
+                              "what clamp made: a bounded exponent"), (),
+                             ("F.softplus(-2 * u)",), envs=HOST_ONLY)
 test_weight_norm = case_test(case_origin_cause, "weight_norm", "fc",
                              ("weight_v (float32): 1 of 4 rows", "divided by its norm"),
                              ("negative values reach it",), ("weight_g",),

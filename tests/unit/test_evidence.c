@@ -391,6 +391,17 @@ static void with_ops(struct evidence_facts *x, const char *const *ops)
 	for (i = 0; ops[i] && i < EVIDENCE_MAX_OPS; i++)
 		snprintf(x->ops[i], sizeof(x->ops[i]), "%s", ops[i]);
 	x->nops = i;
+	x->parents = 0;
+}
+
+/* The walk's edges for the ops set last: parent[i] the op that takes op i's output. */
+static void with_edges(struct evidence_facts *x, const int *parent)
+{
+	int i;
+
+	for (i = 0; i < x->nops; i++)
+		x->op_parent[i] = parent[i];
+	x->parents = 1;
 }
 
 static void test_scan_constant_columns(void **state)
@@ -748,6 +759,45 @@ static void test_nan_acos_and_log_sigmoid(void **state)
 }
 
 /*
+ * A tanh-squashed Gaussian's log-probability, log(1 - tanh(u)^2), with u past 9: tanh is 1,
+ * log(0) = -Inf (negated: +Inf). The observation reaching the policy is above exp's
+ * threshold, but its one exp takes a clamp's output (the log-std clamped). Without the walk's
+ * edges the value fact still decides for exp, as before; with an exp of a Linear's output it
+ * decides again. log1p(-sigmoid(x)) is the same log of 0.
+ */
+static void test_saturated_log_bounded_exp(void **state)
+{
+	const float obs[] = {0.3f, -1.1f, 672, 0.8f};
+	const float small[] = {0.3f, -1.1f, 4, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Policy", 0, 1, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], obs, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"sub", "log", "rsub", "pow", "exp", "clamp", "tanh",
+					    "addmm", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	with_edges(&fx, (const int[]){-1, 0, 1, 2, 0, 4, 3, 5});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "takes log of 1 minus what tanh made"));
+	assert_true(said(&g, "the call's exp takes what clamp made: a bounded exponent"));
+	assert_true(strstr(g.fixes[0], "F.softplus(-2 * u)") != NULL);
+	/* the exp takes the Linear's output: the value can reach it */
+	with_edges(&fx, (const int[]){-1, 0, 1, 2, 0, 6, 3, 4});
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	assert_false(said(&g, "a bounded exponent"));
+	/* log1p(-sigmoid(x)) */
+	a = origin("Gate", 0, 0, 2);
+	scan_f32(&fx.t[0], small, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"log1p", "neg", "sigmoid", "addmm", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "takes log1p of minus what sigmoid made: log(1 - it)"));
+	assert_true(strstr(g.fixes[0], "F.logsigmoid(-x)") != NULL);
+}
+
+/*
  * A bool mask of positions to keep (True: valid; every position of a full row kept) into a
  * call whose ops and code have no softmax: its all-true rows are no fully masked attention;
  * the log of a negative length is the fault. With a softmax in the code, they decide again.
@@ -938,6 +988,7 @@ int main(void)
 		cmocka_unit_test(test_keep_mask_without_softmax),
 		cmocka_unit_test(test_weight_norm_zero_row),
 		cmocka_unit_test(test_empty_mean),
+		cmocka_unit_test(test_saturated_log_bounded_exp),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
