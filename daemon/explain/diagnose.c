@@ -388,6 +388,17 @@ static void domain_fix(struct diagnosis *g)
 	       "x.clamp_min(1e-12) before log)");
 }
 
+/* acos, asin, atanh (op): the domain is [-1, 1] */
+static void unit_fix(struct diagnosis *g, const char *op)
+{
+	if (!strcmp(op, "atanh"))
+		fix(g, "clamp the argument into the domain first (x.clamp(-1 + 1e-7, 1 - 1e-7)); "
+		       "where it is a tanh's output, keep the value from before the tanh instead");
+	else
+		fix(g, "clamp the argument into the domain first (x.clamp(-1 + 1e-7, 1 - 1e-7)), "
+		       "or take the angle with torch.atan2 of the sine and the cosine");
+}
+
 static void denominator_fix(struct diagnosis *g)
 {
 	fix(g,
@@ -1662,9 +1673,7 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 				 "correlation as a dot product over norms can round just past 1",
 				 dv);
 		conclude(g, "invalid_domain", agree(1 + !!dv, 0));
-		fix(g,
-		    "clamp the argument into the domain first (x.clamp(-1 + 1e-7, 1 - 1e-7)), or "
-		    "take the angle with torch.atan2 of the sine and the cosine");
+		unit_fix(g, dm);
 		return 1;
 	}
 	if (dm) {
@@ -2153,6 +2162,21 @@ static const struct {
  * its calls to its children (struct diag_maker): that module is named, and the ops its
  * forward's code names decide the cause where they fit one cause alone.
  */
+/* The domain ops the maker's code names are all of [-1, 1] (acos, asin, atanh): one, else NULL. */
+static const char *units_only(const struct diag_maker *m)
+{
+	const char *unit = NULL;
+	int i;
+
+	for (i = 0; i < m->ncode && i < EVIDENCE_MAX_OPS; i++) {
+		if (in_set(m->code_ops[i], domain_ops) && !in_set(m->code_ops[i], unit_ops))
+			return NULL;
+		if (in_set(m->code_ops[i], unit_ops))
+			unit = m->code_ops[i];
+	}
+	return unit;
+}
+
 static int rule_maker(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	const struct diag_maker *m = &d->maker;
@@ -2196,6 +2220,8 @@ static int rule_maker(const struct diag *d, const struct diag_anomaly *a, struct
 			exp_fixes(g);
 		else if (!strcmp(cause, "division_by_zero"))
 			denominator_fix(g);
+		else if (!strcmp(cause, "invalid_domain") && units_only(m))
+			unit_fix(g, units_only(m));
 		else if (!strcmp(cause, "invalid_domain"))
 			domain_fix(g);
 		else if (!strcmp(cause, "attention_fully_masked"))

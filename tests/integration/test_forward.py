@@ -341,12 +341,13 @@ def case_checkpointed(ctx):
 test_checkpointed = case_test(case_checkpointed, envs=HOST_AND_ROOTS)
 
 
-def case_between_calls(ctx, variant, first, maker, names):
+def case_between_calls(ctx, variant, first, maker, names, fixed=()):
     """tests/trainers/between_calls.py: a module's own code makes the value between its calls
     to its children (a VAE's exp of its log-variance, an attention layer's masked softmax),
     so the first non-finite output is a child's whose input no module returned. The first
     anomaly and the iteration's verdicts are the hooks'; the diagnosis names the enclosing
-    module as the maker, the ops its code names, and the trainer's cause."""
+    module as the maker, the ops its code names, and the trainer's cause, with each of fixed
+    among its fixes (a critic's atanh of a stored action rounded to 1: the [-1, 1] clamp)."""
     oracle, trace = oracle_of(ctx, "between_calls", "--variant", variant)
     made = [a for a in (oracle or {}).get("first_iteration", []) if a["origin"]]
     if oracle is None or oracle["layer"] != first or oracle["inputs_finite"] is not False or \
@@ -359,6 +360,7 @@ def case_between_calls(ctx, variant, first, maker, names):
     d = [ev for ev in events if ev["event"] == "diagnosis"][0]
     said = ["made them between its calls to its children", "names: " + names]
     wrong = ["evidence without %r" % w for w in said if not any(w in e for e in d["evidence"])]
+    wrong += ["fixes without %r" % w for w in fixed if not any(w in f for f in d["fixes"])]
     if wrong:
         raise Fail("diagnosis %s: %s; evidence %s" % (d["cause"], "; ".join(wrong),
                                                       d["evidence"]))
@@ -454,6 +456,8 @@ test_ignored_targets_loop = case_test(case_origin_cause, "ignored_targets", None
                                       ("--variant", "loop"), envs=("host", "forky"))
 test_between_calls_vae = case_test(case_between_calls, "vae", "dec.0", "", "exp",
                                    envs=HOST_ONLY)
+test_between_calls_critic = case_test(case_between_calls, "critic", "q", "", "atanh",
+                                      ("x.clamp(-1 + 1e-7, 1 - 1e-7)",), envs=HOST_ONLY)
 test_between_calls_attn = case_test(case_between_calls, "attn", "attn.out", "attn",
                                     "masked_fill, softmax", envs=("host", "forky"))
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)

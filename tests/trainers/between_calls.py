@@ -9,8 +9,12 @@ the first non-finite output. The code of the model (VAE) made it: exp_overflow.
 in its forward, masked_fill(-inf) with a key padding mask, and a softmax; at step 4 one
 sample's keys are all padding: its softmax row is NaN, and out (Linear) is the first
 non-finite output. The code of attn made it: attention_fully_masked.
-Expected first anomaly: dec.0 (vae) or attn.out (attn), inputs not finite, not an origin;
-then the enclosing module, an origin.
+--variant critic: a critic takes a stored tanh-squashed action and recovers its pre-squash
+value with atanh in its forward, before its Q head; at step 4 a stored action rounded to
+exactly 1 (tanh past 9 in float32): atanh(1) = +Inf, and q is the first non-finite output.
+The code of the model (Critic) made it: invalid_domain, the fix clamping into [-1, 1].
+Expected first anomaly: dec.0 (vae), attn.out (attn) or q (critic), inputs not finite, not an
+origin; then the enclosing module, an origin.
 """
 import torch
 import torch.nn as nn
@@ -63,6 +67,16 @@ class Tagger(nn.Module):
         return self.head(self.attn(x, pad))
 
 
+class Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(10, 1)
+
+    def forward(self, obs, action):
+        u = torch.atanh(action)  # the action before the policy's tanh
+        return self.q(torch.cat([obs, u], dim=-1))
+
+
 class BetweenCalls(common.Trainer):
     """Trainer whose fault is made by a module's own code between its children's calls."""
 
@@ -70,10 +84,11 @@ class BetweenCalls(common.Trainer):
 
     @property
     def expected_cause(self):
-        return "exp_overflow" if self.variant == "vae" else "attention_fully_masked"
+        return {"vae": "exp_overflow", "critic": "invalid_domain"}.get(self.variant,
+                                                                     "attention_fully_masked")
 
     def model(self):
-        return VAE() if self.variant == "vae" else Tagger()
+        return {"vae": VAE, "critic": Critic}.get(self.variant, Tagger)()
 
     def loss(self):
         return vae_loss if self.variant == "vae" else nn.MSELoss()
@@ -87,6 +102,12 @@ class BetweenCalls(common.Trainer):
         if self.variant == "vae":
             x = torch.randn(6, 8, generator=gen)
             return (x,), x
+        if self.variant == "critic":
+            obs = torch.randn(6, 8, generator=gen)
+            action = torch.tanh(torch.randn(6, 2, generator=gen))
+            if step == self.fault_step:
+                action[3, 1] = torch.tanh(torch.tensor(12.0))  # rounds to exactly 1
+            return (obs, action), obs.sum(dim=-1, keepdim=True)
         x = torch.randn(4, 5, 8, generator=gen)
         pad = torch.zeros(4, 5, dtype=torch.bool)
         pad[:, 4] = True

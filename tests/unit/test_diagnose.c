@@ -203,8 +203,11 @@ static void test_made_between_calls(void **state)
 	struct diag_anomaly vae = fwd("", "VAE", 1, 1), next = fwd("x", "Linear", 2, 1);
 	static const char *const names[][3] = {{"torch", "exp", "randn_like"},
 					       {"softmax", "masked_fill", "dec"},
-					       {"exp", "sqrt", "enc"}};
-	static const char *const want[] = {"exp_overflow", "attention_fully_masked", "unknown"};
+					       {"exp", "sqrt", "enc"},
+					       {"atanh", "cat", "q"},
+					       {"atanh", "log", "q"}};
+	static const char *const want[] = {"exp_overflow", "attention_fully_masked", "unknown",
+					   "invalid_domain", "invalid_domain"};
 	struct diagnosis g;
 	struct diag d;
 	int k, i;
@@ -213,7 +216,7 @@ static void test_made_between_calls(void **state)
 	vae.module_id = 0x5000;
 	sib.module_id = 0x6000;
 	next.iteration = 5;
-	for (k = 0; k < 3; k++) {
+	for (k = 0; k < 5; k++) {
 		diagnose__init(&d);
 		assert_int_equal(diagnose__observe(&d, &first), 0);
 		assert_int_equal(diagnose__observe(&d, &sib), 0);
@@ -227,6 +230,10 @@ static void test_made_between_calls(void **state)
 		assert_string_equal(g.cause, want[k]);
 		assert_string_equal(g.layer, "dec.0");
 		assert_true(strstr(g.evidence[1], "the code of the model (VAE) made them") != NULL);
+		/* atanh alone: its domain is [-1, 1], and the fix clamps into it */
+		if (k >= 3)
+			assert_true((strstr(g.fixes[0], "keep the value from before the tanh") !=
+				     NULL) == (k == 3));
 	}
 	/* no maker where the first anomaly's inputs were finite */
 	first.inputs_finite = 1;
