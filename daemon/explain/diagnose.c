@@ -975,7 +975,10 @@ static const char *const mean_ops[] = {"mean", NULL};
 static const char *const mul_ops[] = {"mul", NULL};
 /* a domain of [-1, 1]: the argument is a cosine, a sine or a correlation */
 static const char *const unit_ops[] = {"acos", "asin", "atanh", NULL};
-/* what bounds its output from above: an exp of it cannot overflow from a large argument */
+/*
+ * what bounds its output from above: an exp of it cannot overflow from a large argument
+ * (clamp only where it has a max: x.clamp(min=-5) is a ClampBackward1 too, see exp_bounded())
+ */
 static const char *const bound_ops[] = {"clamp",       "clamp_max",  "tanh", "sigmoid",
 					"log_softmax", "logsigmoid", NULL};
 /* what rounds to exactly 1 in magnitude once its argument is large: 1 - it is 0 */
@@ -1416,13 +1419,16 @@ static void no_exp_taken(const struct evidence_facts *x, struct signs *s, struct
 
 /*
  * A value above exp's threshold reached the call, but every exp it takes is of a clamp's (or
- * another bounded op's) output: that value is no fact for an overflow.
+ * another bounded op's) output: that value is no fact for an overflow. A clamp's node does
+ * not say whether it had a max (the daemon does not read its saved bounds): it sets the value
+ * aside only where another rule explains the output (other).
  */
-static void exp_bounded(const struct evidence_facts *x, struct signs *s, struct diagnosis *g)
+static void exp_bounded(const struct evidence_facts *x, struct signs *s, int other,
+			struct diagnosis *g)
 {
 	int b = s->exp ? exps_bounded(x) : -1;
 
-	if (b < 0)
+	if (b < 0 || (!other && !strcmp(x->ops[b], "clamp")))
 		return;
 	evidence(g,
 		 "%s%s reaches %.4g, above exp's overflow threshold, but the call's exp takes "
@@ -1484,7 +1490,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	ops_evidence(a, x, g);
 	code_evidence(a, x, g);
 	no_exp_taken(x, s, g);
-	exp_bounded(x, s, g);
+	exp_bounded(x, s, sat_at >= 0, g);
 	exp_n = !!s->exp + (s->exp && only_pos) + (a->finite_max_abs > NEAR_OVERFLOW) +
 		(s->exp && e_op >= 0);
 	/* zero rows hold zeros: the two count once unless they are in different tensors */
@@ -1518,6 +1524,8 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 		verdict_div(a, s, div_n, g);
 		return 1;
 	}
+	if (e_op >= 0 && exps_bounded(x) >= 0 && strcmp(x->ops[exps_bounded(x)], "clamp"))
+		e_op = -1; /* its exponent is bounded: no overflow from inside the call either */
 	if (e_op >= 0 || d_op >= 0) {
 		evidence(g,
 			 "no input, parameter or buffer holds a zero or a value above exp's "
@@ -1890,7 +1898,7 @@ static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x
 			  "kept?)",
 			  g);
 	no_exp_taken(x, s, g);
-	exp_bounded(x, s, g);
+	exp_bounded(x, s, 0, g);
 	if (s->exp) {
 		evidence(g, "exp of it is +Inf, and Inf/Inf or Inf-Inf after it is NaN");
 		verdict_exp(a, s, 1 + (op_in(x, exp_ops) >= 0), g);

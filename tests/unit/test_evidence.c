@@ -783,6 +783,17 @@ static void test_saturated_log_bounded_exp(void **state)
 	assert_true(said(&g, "takes log of 1 minus what tanh made"));
 	assert_true(said(&g, "the call's exp takes what clamp made: a bounded exponent"));
 	assert_true(strstr(g.fixes[0], "F.softplus(-2 * u)") != NULL);
+	/* a clamp may have no max: with no other explanation its exp can still overflow */
+	with_ops(&fx, (const char *const[]){"sub", "exp", "clamp", "addmm", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2});
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	/* ... a clamp_max is a bound */
+	with_ops(&fx, (const char *const[]){"sub", "exp", "clamp_max", "addmm", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2});
+	assert_string_not_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	assert_true(said(&g, "what clamp_max made: a bounded exponent"));
+	with_ops(&fx, (const char *const[]){"sub", "log", "rsub", "pow", "exp", "clamp", "tanh",
+					    "addmm", NULL});
 	/* the exp takes the Linear's output: the value can reach it */
 	with_edges(&fx, (const int[]){-1, 0, 1, 2, 0, 6, 3, 4});
 	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
