@@ -1138,7 +1138,7 @@ static int exps_bounded(const struct evidence_facts *x)
  */
 static int saturated_log(const struct evidence_facts *x, int *log_at)
 {
-	int i, d, t;
+	int i, d, c, t;
 
 	for (i = 0; x && x->parents && i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
 		if (!in_set(x->ops[i], log_ops))
@@ -1147,8 +1147,9 @@ static int saturated_log(const struct evidence_facts *x, int *log_at)
 		if (d < 0)
 			continue;
 		t = input_in(x, d, saturate_ops);
-		if (t < 0 && input_in(x, d, carry_ops) >= 0)
-			t = input_in(x, input_in(x, d, carry_ops), saturate_ops);
+		c = t < 0 ? input_in(x, d, carry_ops) : -1;
+		if (c >= 0)
+			t = input_in(x, c, saturate_ops);
 		if (t >= 0) {
 			*log_at = i;
 			return t;
@@ -1418,17 +1419,27 @@ static void no_exp_taken(const struct evidence_facts *x, struct signs *s, struct
 }
 
 /*
+ * The place of the bound every exp of the call takes (exps_bounded()) where it bounds: a
+ * clamp's node does not say whether it had a max (the daemon does not read its saved
+ * bounds), so a clamp counts only where another rule explains the output (other); -1 if none.
+ */
+static int exp_bound(const struct evidence_facts *x, int other)
+{
+	int b = exps_bounded(x);
+
+	return b >= 0 && (other || strcmp(x->ops[b], "clamp")) ? b : -1;
+}
+
+/*
  * A value above exp's threshold reached the call, but every exp it takes is of a clamp's (or
- * another bounded op's) output: that value is no fact for an overflow. A clamp's node does
- * not say whether it had a max (the daemon does not read its saved bounds): it sets the value
- * aside only where another rule explains the output (other).
+ * another bounded op's) output (exp_bound()): that value is no fact for an overflow.
  */
 static void exp_bounded(const struct evidence_facts *x, struct signs *s, int other,
 			struct diagnosis *g)
 {
-	int b = s->exp ? exps_bounded(x) : -1;
+	int b = s->exp ? exp_bound(x, other) : -1;
 
-	if (b < 0 || (!other && !strcmp(x->ops[b], "clamp")))
+	if (b < 0)
 		return;
 	evidence(g,
 		 "%s%s reaches %.4g, above exp's overflow threshold, but the call's exp takes "
@@ -1524,7 +1535,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 		verdict_div(a, s, div_n, g);
 		return 1;
 	}
-	if (e_op >= 0 && exps_bounded(x) >= 0 && strcmp(x->ops[exps_bounded(x)], "clamp"))
+	if (e_op >= 0 && exp_bound(x, 0) >= 0)
 		e_op = -1; /* its exponent is bounded: no overflow from inside the call either */
 	if (e_op >= 0 || d_op >= 0) {
 		evidence(g,
@@ -2165,11 +2176,6 @@ static const struct {
 	{mask_ops, "attention_fully_masked"},
 };
 
-/*
- * The first anomaly's non-finite input was made by the code of a module holding it, between
- * its calls to its children (struct diag_maker): that module is named, and the ops its
- * forward's code names decide the cause where they fit one cause alone.
- */
 /* The domain ops the maker's code names are all of [-1, 1] (acos, asin, atanh): one, else NULL. */
 static const char *units_only(const struct diag_maker *m)
 {
@@ -2185,11 +2191,16 @@ static const char *units_only(const struct diag_maker *m)
 	return unit;
 }
 
+/*
+ * The first anomaly's non-finite input was made by the code of a module holding it, between
+ * its calls to its children (struct diag_maker): that module is named, and the ops its
+ * forward's code names decide the cause where they fit one cause alone.
+ */
 static int rule_maker(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	const struct diag_maker *m = &d->maker;
 	struct diag_anomaly who = {.layer = m->layer, .outside_model = m->outside_model};
-	const char *cause = NULL;
+	const char *cause = NULL, *unit;
 	struct listing l;
 	size_t c;
 	int i, fits = 0;
@@ -2228,8 +2239,8 @@ static int rule_maker(const struct diag *d, const struct diag_anomaly *a, struct
 			exp_fixes(g);
 		else if (!strcmp(cause, "division_by_zero"))
 			denominator_fix(g);
-		else if (!strcmp(cause, "invalid_domain") && units_only(m))
-			unit_fix(g, units_only(m));
+		else if (!strcmp(cause, "invalid_domain") && (unit = units_only(m)))
+			unit_fix(g, unit);
 		else if (!strcmp(cause, "invalid_domain"))
 			domain_fix(g);
 		else if (!strcmp(cause, "attention_fully_masked"))
