@@ -84,7 +84,7 @@ enum nw_step_source {
 #define NW_MAG_BINADES 4     /* a new magnitude mark every 2^4 = 16x */
 #define NW_PARAMS_INDEX 0xfe /* index0 of a magnitude event about the module's parameters */
 #define NW_PARAMS_KEY 1ULL   /* or-ed into a module's address: its parameters' mark */
-#define NW_LOSS_NODES 6	     /* autograd nodes a loss event names, from the loss down */
+#define NW_LOSS_NODES 10     /* autograd nodes a loss event names, from the loss down */
 /* index0 | NW_ATTR_INDEX: the place among the attributes of an object output (a dataclass)
  * that is no tuple, list or dict, the key its name */
 #define NW_ATTR_INDEX 0x80

@@ -18,6 +18,8 @@ _Static_assert(FINDING_MAX_DIMS == NW_MAX_DIMS, "a finding keeps every shape ent
 _Static_assert(FINDING_CLASS_LEN == NW_NAME_LEN, "a finding keeps the whole class name");
 _Static_assert(TPATH_NONE == NW_NO_INDEX, "one index means none");
 _Static_assert(NW_LOSS_NODES < NW_MAX_DEPTH, "a loss event's nodes fit beside modules[0]");
+_Static_assert(FINDING_CHAIN_LEN >= NW_LOSS_NODES * FINDING_LOSS_OP_LEN,
+	       "a loss's chain holds the name of each node");
 _Static_assert(TPATH_ATTR == NW_ATTR_INDEX, "one flag means an attribute");
 
 /* Tensor path: "output", "output[1]", "output[1][0]", "output['logits']", "output.logits",
@@ -48,21 +50,40 @@ static int one_of(const char *op, const char *const *set, size_t n)
  * The op that made the loss, for the diagnosis alone, from the nodes BPF followed from the
  * loss along single inputs (modules[1..NW_LOSS_NODES]): the first that is no
  * arithmetic with a constant or a reshape (a loss divided by the accumulation steps), or a
- * log below it (a log of 0 made the NaN there). NULL if none is named.
+ * log below it (a log of 0 made the NaN there). NULL if none is named. The ops of all the
+ * nodes, nearest first, go to chain (space-separated; "?" for one with no op's name, where
+ * the walk stops reading).
  */
-static const char *loss_op(const struct nw_event *ev, struct backward *bwd, char *buf, size_t len)
+static const char *loss_op(const struct nw_event *ev, struct backward *bwd, char *buf, size_t len,
+			   char *chain, size_t chain_len)
 {
 	static const char *const carry[] = {"div",  "mul",	     "neg",	"add",
 					    "sub",  "rsub",	     "clone",	"to_copy",
 					    "view", "reshape_alias", "squeeze", "unsqueeze"};
 	static const char *const logs[] = {"log", "log2", "log10", "log1p", "xlogy"};
 	const __u64 *vptr = ev->modules + 1;
-	char names[NW_LOSS_NODES][32];
-	size_t n, i, first;
+	char names[NW_LOSS_NODES][FINDING_LOSS_OP_LEN];
+	size_t n, i, first, used = 0;
 
+	chain[0] = 0;
 	for (n = 0; n < NW_LOSS_NODES && vptr[n]; n++)
 		if (backward__op_name(backward__class(bwd, vptr[n]), names[n], sizeof(names[n])))
 			break;
+	for (i = 0; i <= n && i < NW_LOSS_NODES; i++) {
+		/* a node with no op's name (a Python Function's) where the walk went on: "?" */
+		const char *op = i < n ? names[i] : vptr[i] ? "?" : NULL;
+		int w;
+
+		if (!op)
+			break;
+		w = snprintf(chain + used, chain_len - used, "%s%s", i ? " " : "", op);
+
+		if (w < 0 || (size_t)w >= chain_len - used) {
+			chain[used] = 0; /* whole names only */
+			break;
+		}
+		used += (size_t)w;
+	}
 	for (first = 0; first < n && one_of(names[first], carry, sizeof(carry) / sizeof(carry[0]));
 	     first++)
 		;
@@ -254,7 +275,7 @@ int explain__decode(const void *data, size_t size, struct names *names, struct b
 		f->op = backward__op_name(f->node, f->op_buf, sizeof(f->op_buf)) ? NULL : f->op_buf;
 	} else if (f->kind == FINDING_ANOMALY && f->phase == FINDING_PHASE_LOSS) {
 		/* the op under the loss's arithmetic: the diagnosis's */
-		f->op = loss_op(&ev, bwd, f->op_buf, sizeof(f->op_buf));
+		f->op = loss_op(&ev, bwd, f->op_buf, sizeof(f->op_buf), f->chain, sizeof(f->chain));
 	}
 	name_module(&ev, names, f);
 	tensor_fields(&ev, f);

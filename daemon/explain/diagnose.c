@@ -271,6 +271,8 @@ int diagnose__observe(struct diag *d, const struct diag_anomaly *a)
 		d->first.op = a->op ? d->first_op : NULL;
 		copy(d->first_upstream, sizeof(d->first_upstream), a->upstream);
 		d->first.upstream = a->upstream ? d->first_upstream : NULL;
+		copy(d->first_chain, sizeof(d->first_chain), a->chain);
+		d->first.chain = a->chain ? d->first_chain : NULL;
 	}
 	if (a->iteration != d->first.iteration)
 		return 1; /* the incident's iteration is over */
@@ -830,9 +832,10 @@ static int rule_backward(const struct diag_anomaly *a, struct diagnosis *g)
 		return 0;
 	rests(g, "autograd_node");
 	evidence(g,
-		 "the forward pass and the loss of iteration %llu were finite; %s (%s%smade %s%s) "
-		 "returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite ones",
-		 (unsigned long long)a->iteration, node, a->op ? a->op : "", a->op ? ", " : "",
+		 "the forward pass and the loss of this iteration (step %llu) were finite; %s "
+		 "(%s%smade %s%s) returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite "
+		 "ones",
+		 (unsigned long long)a->step, node, a->op ? a->op : "", a->op ? ", " : "",
 		 a->layer ? "in " : "outside any module", a->layer ? name(a) : "",
 		 (unsigned long long)a->nan, (unsigned long long)a->posinf,
 		 (unsigned long long)a->neginf);
@@ -912,8 +915,8 @@ static int rule_input(const struct diag *d, struct diagnosis *g)
 	if (d->root_inputs_finite != 0)
 		return 0;
 	rests(g, "model_inputs");
-	evidence(g, "the model's own inputs held NaN/Inf at iteration %llu",
-		 (unsigned long long)d->first.iteration);
+	evidence(g, "the model's own inputs held NaN/Inf at step %llu",
+		 (unsigned long long)d->first.step);
 	evidence(g, "first non-finite output: %s, which received them", name(&d->first));
 	conclude(g, "bad_input_data", 0.9);
 	fix(g, "check each batch before the forward: assert torch.isfinite(x).all()");
@@ -1045,14 +1048,216 @@ static void ignored_fixes(struct diagnosis *g)
 	fix(g, "look for what left a batch without labels (all padding, a filter, truncation)");
 }
 
+/*
+ * Ops that make no NaN from finite operands, and ±Inf only by overflow (a square, a product, a
+ * sum): what a regression loss is made of, with target_loss_ops. log_softmax of finite logits
+ * is finite.
+ */
+static const char *const plain_ops[] = {
+	"mean",	       "sum",		"pow",	   "sub",	  "rsub",    "add",
+	"mul",	       "neg",		"abs",	   "clone",	  "to_copy", "view",
+	"unsafe_view", "reshape_alias", "squeeze", "unsqueeze",	  "expand",  "t",
+	"transpose",   "permute",	"select",  "slice",	  "index",   "addmm",
+	"mm",	       "bmm",		"linear",  "log_softmax", NULL};
+/* a loss of a prediction against a target that needs no gradient */
+static const char *const target_loss_ops[] = {
+	"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
+	NULL};
+/*
+ * Where the walk stops, having passed every node of one input that needs a gradient: a node
+ * of several, which these make in a module (its output, checked finite), and the loss's own
+ * code seldom (there a sub or a mul of two such values: what feeds the other is not known).
+ */
+static const char *const module_end_ops[] = {"addmm",
+					     "mm",
+					     "bmm",
+					     "linear",
+					     "convolution",
+					     "native_layer_norm",
+					     "native_batch_norm",
+					     "native_group_norm",
+					     NULL};
+/* what takes a second operand (passed by the walk, that operand needed no gradient) */
+static const char *const operand_ops[] = {"sub", "rsub", "add", "mul", NULL};
+
+/*
+ * The ops BPF followed from the loss (a->chain): how many, and where those sets first show
+ * among the ops the walk passed (it went on to the next: the op's other operands, if any,
+ * needed no gradient). -1 where none.
+ */
+struct loss_chain {
+	char ops[NW_LOSS_NODES][FINDING_LOSS_OP_LEN];
+	int n;
+	int plain; /* every op is in plain_ops, or a div, down to a module's output */
+	int target, div, operand; /* passed: a target loss, a div of a sum, an op of operand_ops */
+};
+
+static void loss_chain(const char *chain, struct loss_chain *c)
+{
+	const char *p = chain ? chain : "";
+	int i;
+
+	memset(c, 0, sizeof(*c));
+	while (*p && c->n < NW_LOSS_NODES) {
+		size_t len = strcspn(p, " ");
+
+		if (len >= sizeof(c->ops[0]))
+			break; /* no op the rules know: the chain reads as not plain */
+		memcpy(c->ops[c->n], p, len);
+		c->ops[c->n++][len] = 0;
+		p += len;
+		p += strspn(p, " ");
+	}
+	c->plain = c->n > 0 && !*p && in_set(c->ops[c->n - 1], module_end_ops);
+	c->target = c->div = c->operand = -1;
+	for (i = 0; i < c->n; i++) {
+		int passed = i < c->n - 1;
+
+		if (!in_set(c->ops[i], plain_ops) && !in_set(c->ops[i], target_loss_ops) &&
+		    strcmp(c->ops[i], "div"))
+			c->plain = 0;
+		if (passed && c->target < 0 && in_set(c->ops[i], target_loss_ops))
+			c->target = i;
+		/* sum / count: a mean by hand (a mean over a constant is a scale: loss / 2) */
+		if (passed && c->div < 0 && !strcmp(c->ops[i], "div") &&
+		    !strcmp(c->ops[i + 1], "sum"))
+			c->div = i;
+		if (passed && c->operand < 0 && in_set(c->ops[i], operand_ops))
+			c->operand = i;
+	}
+}
+
+/* The largest |output| sampled at the anomaly's iteration (parameters apart), 0 if none. */
+static double iteration_peak(const struct diag *d, const struct diag_anomaly *a)
+{
+	double peak = 0;
+	unsigned int i;
+
+	for (i = 0; i < d->nmarks; i++) {
+		const struct diag_mark *k = mark_at(d, i);
+
+		if (k->iteration == a->iteration && !(k->module & NW_PARAMS_KEY) && k->value > peak)
+			peak = k->value;
+	}
+	return peak;
+}
+
+static void target_fixes(struct diagnosis *g)
+{
+	fix(g, "check the targets with each batch before the loss: assert torch.isfinite(y).all()");
+	fix(g, "clean or drop samples whose labels are missing or corrupt (a NaN read from the "
+	       "dataset)");
+}
+
+/* A sum divided by a count of what a mask selected. */
+static void count_fix(struct diagnosis *g)
+{
+	fix(g, "divide by the count clamped to at least 1 (x.sum() / mask.sum().clamp_min(1)), or "
+	       "skip a batch that selects nothing");
+}
+
+/*
+ * A loss made from finite module outputs by ops that make no NaN from finite values (a
+ * regression loss, arithmetic, a reshape; the walk's nodes from the loss): the non-finite
+ * value came in with what needed no gradient (the targets, a divisor or mask of the batch),
+ * or is an overflow. 0 where the ops say nothing of it (a log among them, or none named).
+ */
+static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
+{
+	struct loss_chain c;
+	char listed[FINDING_CHAIN_LEN + 16];
+	double root, peak;
+	int i, used = 0;
+
+	loss_chain(a->chain, &c);
+	if (!c.plain)
+		return 0;
+	listed[0] = 0;
+	for (i = 0; i < c.n && used < (int)sizeof(listed); i++)
+		used += snprintf(listed + used, sizeof(listed) - (size_t)used, "%s%s",
+				 i ? ", " : "", c.ops[i]);
+	root = exp(evidence__exp_limit(a->dtype) / 2);
+	peak = iteration_peak(d, a);
+	if (a->nan && (c.target >= 0 || c.div >= 0 || c.operand >= 0)) {
+		rests(g, "operations");
+		evidence(g, "ops from the loss down to a module's output: %s (no log, root or exp)",
+			 listed);
+		if (c.target >= 0) {
+			evidence(g,
+				 "%s compares what it takes with a target that needs no gradient: "
+				 "NaN in the target makes the loss NaN",
+				 c.ops[c.target]);
+			if (c.div >= 0)
+				evidence(g, "or the loss's division of a sum by a count divided 0 "
+					    "by 0");
+			conclude(g, "bad_input_data", c.div >= 0 ? 0.45 : 0.6);
+			target_fixes(g);
+			return 1;
+		}
+		if (c.div >= 0) {
+			evidence(g, "the loss divides a sum by a tensor that needs no gradient "
+				    "(a count, a mask's sum): 0/0 where it is 0, a mean over "
+				    "nothing selected");
+			conclude(g, "division_by_zero", 0.5);
+			count_fix(g);
+			return 1;
+		}
+		evidence(g,
+			 "%s takes a tensor that needs no gradient (a target, a weight or mask of "
+			 "the batch): NaN in it makes the loss NaN",
+			 c.ops[c.operand]);
+		conclude(g, "bad_input_data", 0.45);
+		target_fixes(g);
+		return 1;
+	}
+	if (a->nan || !(a->posinf + a->neginf))
+		return 0;
+	rests(g, "operations");
+	evidence(g, "ops from the loss down to a module's output: %s (no log, root or exp)",
+		 listed);
+	if (c.div >= 0) {
+		evidence(g, "the loss divides a sum by a tensor that needs no gradient (a count, a "
+			    "mask's sum): ±Inf where it is 0");
+		conclude(g, "division_by_zero", 0.5);
+		count_fix(g);
+		return 1;
+	}
+	if (root > 0 && peak >= root) {
+		evidence(
+			g,
+			"a module output of this iteration reached %.3g (sampled), past the square "
+			"root of the %s range (%.3g): a square or a product of it overflows",
+			peak, a->dtype, root);
+	} else {
+		evidence(
+			g,
+			"±Inf from finite values is an overflow of a square, a product or a "
+			"sum%s",
+			c.target >= 0 || c.operand >= 0
+				? ", or an Inf that came with a tensor that needs no gradient (the "
+				  "targets)"
+				: "");
+	}
+	conclude(g, "unknown", root > 0 && peak >= root ? 0.45 : 0.35);
+	fix(g, "find the layer whose outputs grow past the range (the warning events name each, "
+	       "with its magnitude): an initialisation or a recurrence whose gain is above 1, or "
+	       "updates too large (lower the learning rate, clip gradients)");
+	fix(g, "normalise the targets (and so the outputs) to unit scale, or compute the loss in "
+	       "float64");
+	if (c.target >= 0 || c.operand >= 0)
+		target_fixes(g);
+	return 1;
+}
+
 static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	/* in mode loss no module output was checked: a NaN from any layer looks the same */
 	if (!a->phase || strcmp(a->phase, "loss") || d->loss_only)
 		return 0;
 	rests(g, "loss_value");
-	evidence(g, "every module output of iteration %llu was finite; the loss was not",
-		 (unsigned long long)a->iteration);
+	evidence(g,
+		 "every module output of this iteration (step %llu) was finite; the loss was not",
+		 (unsigned long long)a->step);
 	evidence(g, "loss: %llu NaN, %llu +Inf, %llu -Inf", (unsigned long long)a->nan,
 		 (unsigned long long)a->posinf, (unsigned long long)a->neginf);
 	if (a->op && in_set(a->op, target_ops) && a->nan && !a->posinf && !a->neginf) {
@@ -1067,6 +1272,8 @@ static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct 
 		ignored_fixes(g);
 		return 1;
 	}
+	if (rule_loss_plain(d, a, g))
+		return 1;
 	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);
 	log_fixes(g);
 	return 1;

@@ -38,6 +38,9 @@ enum finding_step_source {
 	FINDING_STEP_LOOP = 3,	    /* the training loop's own counter (a daemon's finding only) */
 };
 
+#define FINDING_LOSS_OP_LEN 40 /* an op's name in a loss's chain, its NUL counted */
+#define FINDING_CHAIN_LEN 400  /* NW_LOSS_NODES of them, spaced */
+
 struct finding {
 	int kind;	    /* enum finding_kind */
 	int phase;	    /* enum finding_phase */
@@ -59,6 +62,9 @@ struct finding {
 	const char *upstream;	     /* the node that fed node its input 0's gradient, NULL */
 	const char *op;		     /* node's forward op in words ("sqrt"), NULL: not known */
 	char op_buf[32];
+	/* phase loss: the ops of the nodes followed from the loss along single inputs, nearest
+	 * first, space-separated ("mean pow addmm"); "" if none was named */
+	char chain[FINDING_CHAIN_LEN];
 	uint32_t input_nr, producers;
 	/* the tensor */
 	char tensor[48];	/* "output[1]", "output['key']", "loss", "grad[0]" */

@@ -368,6 +368,29 @@ def case_between_calls(ctx, variant, first, maker, names, fixed=()):
                                                 d["confidence"]))
 
 
+def case_loss_targets(ctx, variant, said, fixed=()):
+    """tests/trainers/loss_targets.py: a regression loss outside any module is the first
+    non-finite tensor, every module output finite. The diagnosis reads the ops autograd
+    recorded from the loss down: a NaN target (smooth_l1_loss passed by the walk), a sum
+    divided by a mask's sum of 0, or a square that overflowed (no log, division or exp): the
+    trainer's cause, with each of said among the evidence and each of fixed among the fixes
+    (the first two were loss_log_zero, a log of 0 the loss does not take)."""
+    oracle, trace = oracle_of(ctx, "loss_targets", "--variant", variant)
+    if oracle is None or oracle["phase"] != "loss":
+        raise Fail("loss_targets --variant %s --oracle: %s, want the loss first" %
+                   (variant, oracle and describe(oracle)))
+    events = watch(ctx, "loss_targets", trace, trainer_args=("--variant", variant))
+    check_anomalies(events, oracle, events[0]["pid"])
+    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
+    wrong = ["evidence without %r" % w for w in said if not any(w in e for e in d["evidence"])]
+    wrong += ["fixes without %r" % w for w in fixed if not any(w in f for f in d["fixes"])]
+    if wrong:
+        raise Fail("diagnosis %s: %s; evidence %s" % (d["cause"], "; ".join(wrong),
+                                                      d["evidence"]))
+    ctx.log("the loss first at step %d: %s %.2f" % (oracle["step"], d["cause"],
+                                                   d["confidence"]))
+
+
 def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     """A fault whose cause the diagnosis must read from the call (its docstring says it): the
     oracle's first anomaly is the layer, an origin; the daemon names it with the hooks' counts,
@@ -456,6 +479,15 @@ test_ignored_targets_loop = case_test(case_origin_cause, "ignored_targets", None
                                       ("--variant", "loop"), envs=("host", "forky"))
 test_between_calls_vae = case_test(case_between_calls, "vae", "dec.0", "", "exp",
                                    envs=HOST_ONLY)
+test_loss_target_nan = case_test(case_loss_targets, "label",
+                                 ("smooth_l1_loss compares what it takes with a target",),
+                                 ("assert torch.isfinite(y).all()",), envs=HOST_AND_ROOTS)
+test_loss_mask_empty = case_test(case_loss_targets, "mask",
+                                 ("divides a sum by a tensor that needs no gradient",),
+                                 ("clamp_min(1)",), envs=HOST_ONLY)
+test_loss_overflow = case_test(case_loss_targets, "overflow",
+                               ("past the square root of the float32 range",),
+                               ("normalise the targets",), envs=HOST_ONLY)
 test_between_calls_critic = case_test(case_between_calls, "critic", "q", "", "atanh",
                                       ("x.clamp(-1 + 1e-7, 1 - 1e-7)",), envs=HOST_ONLY)
 test_between_calls_attn = case_test(case_between_calls, "attn", "attn.out", "attn",

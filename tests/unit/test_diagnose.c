@@ -192,6 +192,97 @@ static void test_params_and_loss(void **state)
 	assert_string_equal(cause_of(&g, &loss, 1, 0), "loss_log_zero");
 }
 
+/* The cause of a loss anomaly whose ops from the loss down are chain. */
+static const char *loss_cause(struct diagnosis *g, const char *chain, int nan, double peak)
+{
+	struct diag_anomaly loss = {.step = 9,
+				    .iteration = 4,
+				    .nan = nan,
+				    .posinf = !nan,
+				    .phase = "loss",
+				    .dtype = "float32",
+				    .inputs_finite = -1,
+				    .params_finite = -1,
+				    .chain = chain};
+	struct diag_anomaly next = fwd("x", "Linear", 2, 1);
+	struct diag_warning w;
+	struct diag d;
+
+	diagnose__init(&d);
+	if (peak > 0) /* a module output's magnitude at the loss's iteration, and one before */
+		diagnose__mark(&d, 0x20, 9, 4, peak, 3.4e38, &w);
+	diagnose__mark(&d, 0x30, 8, 3, 1e30, 3.4e38, &w);
+	assert_int_equal(diagnose__observe(&d, &loss), 0);
+	next.iteration = 5;
+	assert_int_equal(diagnose__observe(&d, &next), 1);
+	assert_int_equal(diagnose__conclude(&d, g), 0);
+	assert_true(g->confidence > 0 && g->confidence <= 1);
+	return g->cause;
+}
+
+static int evidence_has(const struct diagnosis *g, const char *text)
+{
+	int i;
+
+	for (i = 0; i < g->nevidence; i++)
+		if (strstr(g->evidence[i], text))
+			return 1;
+	return 0;
+}
+
+/*
+ * Every module output finite, the loss not: the ops from the loss down (the walk's chain)
+ * tell a NaN target, a sum divided by a count of 0 and an overflow from a log of 0.
+ */
+static void test_loss_chain(void **state)
+{
+	struct diagnosis g;
+
+	(void)state;
+	/* a regression loss passed by the walk: its target needed no gradient */
+	assert_string_equal(loss_cause(&g, "smooth_l1_loss addmm", 1, 0), "bad_input_data");
+	assert_true(g.confidence >= 0.6);
+	assert_true(evidence_has(&g, "smooth_l1_loss compares"));
+	assert_true(evidence_has(&g, "(step 9)"));
+	/* the walk stopped there: its target needed a gradient, nothing known of it */
+	assert_string_equal(loss_cause(&g, "mse_loss", 1, 0), "loss_log_zero");
+	/* by hand: (pred - y) ** 2, its mean scaled by 2 (a mean over a constant) */
+	assert_string_equal(loss_cause(&g, "div mean pow sub addmm", 1, 0), "bad_input_data");
+	assert_true(evidence_has(&g, "sub takes a tensor"));
+	/* a sum over a mask divided by the mask's sum: 0/0 */
+	assert_string_equal(loss_cause(&g, "div sum mul pow sub addmm", 1, 0), "division_by_zero");
+	assert_string_equal(loss_cause(&g, "div sum mul pow sub addmm", 0, 0), "division_by_zero");
+	/* a regression loss under that division: the target, or the 0/0, both said */
+	assert_string_equal(loss_cause(&g, "div sum mse_loss addmm", 1, 0), "bad_input_data");
+	assert_true(g.confidence < 0.6);
+	assert_true(evidence_has(&g, "0 by 0"));
+	assert_string_equal(loss_cause(&g, "binary_cross_entropy_with_logits addmm", 1, 0),
+			    "bad_input_data");
+	/* a node with no op's name (a Python Function's) where the walk went on */
+	assert_string_equal(loss_cause(&g, "mean pow ?", 0, 4.6e36), "loss_log_zero");
+	assert_string_equal(loss_cause(&g, "smooth_l1_loss ?", 1, 0), "loss_log_zero");
+	/* the walk stopped at a sub of two values the loss's code made (exp(x) - y * x): what
+	 * fed the other is not known, an exp may have overflowed there */
+	assert_string_equal(loss_cause(&g, "mean sub", 0, 0), "loss_log_zero");
+	assert_string_equal(loss_cause(&g, "div mean pow sub addmm mul", 1, 0), "loss_log_zero");
+	/* NaN with nothing that takes a second operand: no fact against a log */
+	assert_string_equal(loss_cause(&g, "mean pow addmm", 1, 0), "loss_log_zero");
+	/* a log, a logsumexp, an op not known: as before */
+	assert_string_equal(loss_cause(&g, "mean neg log sub", 1, 0), "loss_log_zero");
+	assert_string_equal(loss_cause(&g, "neg mean logsumexp sub", 1, 0), "loss_log_zero");
+	assert_string_equal(loss_cause(&g, NULL, 1, 0), "loss_log_zero");
+	assert_string_equal(loss_cause(&g, "mean neg log sub", 0, 0), "loss_log_zero");
+	/* +Inf from a square, an output past the range's root at that iteration: an overflow */
+	assert_string_equal(loss_cause(&g, "mean pow addmm", 0, 4.6e36), "unknown");
+	assert_true(evidence_has(&g, "reached 4.6e+36"));
+	assert_true(g.confidence >= 0.45);
+	/* a magnitude of another iteration is no fact for it */
+	assert_string_equal(loss_cause(&g, "mean pow addmm", 0, 0), "unknown");
+	assert_false(evidence_has(&g, "reached"));
+	assert_true(evidence_has(&g, "overflow of a square"));
+	assert_true(g.confidence < 0.45);
+}
+
 /*
  * The first anomaly's input was made by the code of a module holding it (a later origin of
  * the iteration, its path a prefix): named, and the ops its forward names decide the cause
@@ -579,6 +670,7 @@ int main(void)
 		cmocka_unit_test(test_division_exp_domain),
 		cmocka_unit_test(test_backward_masked_where),
 		cmocka_unit_test(test_params_and_loss),
+		cmocka_unit_test(test_loss_chain),
 		cmocka_unit_test(test_unknown_and_sample_mode),
 		cmocka_unit_test(test_made_between_calls),
 		cmocka_unit_test(test_no_incident),
