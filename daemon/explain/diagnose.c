@@ -154,8 +154,8 @@ static struct diag_module *module_state(struct diag *d, uint64_t module)
 	return &d->modules[d->nmodules++];
 }
 
-int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iteration, double value,
-		   double limit, struct diag_warning *w)
+int diagnose__mark(struct diag *d, uint64_t module, const char *layer, uint64_t step,
+		   uint64_t iteration, double value, double limit, struct diag_warning *w)
 {
 	const struct diag_mark *prev = last_mark(d, module);
 	struct diag_module *m = module_state(d, module);
@@ -174,6 +174,7 @@ int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iter
 	k->step = step;
 	k->iteration = iteration;
 	k->value = value;
+	copy(k->layer, sizeof(k->layer), layer ? layer : "?");
 	if (!m)
 		return 0;
 	w->value = value;
@@ -1127,19 +1128,36 @@ static void loss_chain(const char *chain, struct loss_chain *c)
 	}
 }
 
-/* The largest |output| sampled at the anomaly's iteration (parameters apart), 0 if none. */
-static double iteration_peak(const struct diag *d, const struct diag_anomaly *a)
+/*
+ * The module outputs sampled at the anomaly's iteration (parameters apart), in the order they
+ * returned: the first whose magnitude passed root, and the largest (NULL where none passed).
+ */
+static const struct diag_mark *past_root(const struct diag *d, const struct diag_anomaly *a,
+					 double root, const struct diag_mark **largest)
 {
-	double peak = 0;
+	const struct diag_mark *first = NULL;
 	unsigned int i;
 
-	for (i = 0; i < d->nmarks; i++) {
+	*largest = NULL;
+	for (i = 0; root > 0 && i < d->nmarks; i++) {
 		const struct diag_mark *k = mark_at(d, i);
 
-		if (k->iteration == a->iteration && !(k->module & NW_PARAMS_KEY) && k->value > peak)
-			peak = k->value;
+		if (k->iteration != a->iteration || (k->module & NW_PARAMS_KEY) || k->value < root)
+			continue;
+		if (!first)
+			first = k;
+		if (!*largest || k->value > (*largest)->value)
+			*largest = k;
 	}
-	return peak;
+	return first;
+}
+
+/* A mark's module in words. */
+static const char *mark_name(const struct diag_mark *k)
+{
+	if (!strcmp(k->layer, "?"))
+		return "a module";
+	return *k->layer ? k->layer : "the model";
 }
 
 static void target_fixes(struct diagnosis *g)
@@ -1166,7 +1184,8 @@ static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, s
 {
 	struct loss_chain c;
 	char listed[FINDING_CHAIN_LEN + 16];
-	double root, peak;
+	const struct diag_mark *first, *largest;
+	double root;
 	int i, used = 0;
 
 	loss_chain(a->chain, &c);
@@ -1177,7 +1196,7 @@ static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, s
 		used += snprintf(listed + used, sizeof(listed) - (size_t)used, "%s%s",
 				 i ? ", " : "", c.ops[i]);
 	root = exp(evidence__exp_limit(a->dtype) / 2);
-	peak = iteration_peak(d, a);
+	first = past_root(d, a, root, &largest);
 	if (a->nan && (c.target >= 0 || c.div >= 0 || c.operand >= 0)) {
 		rests(g, "operations");
 		evidence(g, "ops from the loss down to a module's output: %s (no log, root or exp)",
@@ -1222,12 +1241,13 @@ static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, s
 		count_fix(g);
 		return 1;
 	}
-	if (root > 0 && peak >= root) {
-		evidence(
-			g,
-			"a module output of this iteration reached %.3g (sampled), past the square "
-			"root of the %s range (%.3g): a square or a product of it overflows",
-			peak, a->dtype, root);
+	if (first) {
+		evidence(g,
+			 "first output past the square root of the %s range (%.3g) at this "
+			 "iteration: %s, %.3g (sampled)",
+			 a->dtype, root, mark_name(first), first->value);
+		evidence(g, "largest: %s, %.3g: a square or a product of it overflows",
+			 mark_name(largest), largest->value);
 	} else {
 		evidence(
 			g,
@@ -1238,7 +1258,7 @@ static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, s
 				  "targets)"
 				: "");
 	}
-	conclude(g, "unknown", root > 0 && peak >= root ? 0.45 : 0.35);
+	conclude(g, "unknown", first ? 0.45 : 0.35);
 	fix(g, "find the layer whose outputs grow past the range (the warning events name each, "
 	       "with its magnitude): an initialisation or a recurrence whose gain is above 1, or "
 	       "updates too large (lower the learning rate, clip gradients)");

@@ -32,6 +32,7 @@ struct diag_mark {
 	uint64_t module; /* the module object's address: the key */
 	uint64_t step, iteration;
 	double value;
+	char layer[64]; /* its path, as far as it fits; "" the model; NULL kept as "?" */
 };
 
 struct diag_module {
@@ -128,12 +129,12 @@ int diagnose__observe(struct diag *d, const struct diag_anomaly *a);
 void diagnose__loss(struct diag *d, uint64_t step, int step_source, uint64_t iteration,
 		    double value);
 /*
- * A module's new magnitude mark; limit is its dtype's largest finite value.
- * Returns 1 and fills w when it deserves a warning (at most one per module
- * and reason), 0 otherwise.
+ * A module's new magnitude mark; layer is its path (NULL: not known), limit its dtype's
+ * largest finite value. Returns 1 and fills w when it deserves a warning (at most one per
+ * module and reason), 0 otherwise.
  */
-int diagnose__mark(struct diag *d, uint64_t module, uint64_t step, uint64_t iteration, double value,
-		   double limit, struct diag_warning *w);
+int diagnose__mark(struct diag *d, uint64_t module, const char *layer, uint64_t step,
+		   uint64_t iteration, double value, double limit, struct diag_warning *w);
 /* The gradient norms of the last backward passes, oldest first (replaces the ones given before). */
 void diagnose__grads(struct diag *d, const struct diag_grad *g, int n);
 /*

@@ -109,8 +109,8 @@ static int magnitude(struct explain *x, const struct finding *f)
 	uint64_t key = f->module | (f->parameters ? NW_PARAMS_KEY : 0);
 	struct diag_warning w;
 
-	if (!diagnose__mark(&x->diag, key, f->step, f->iteration, f->value, dtype__max(f->dtype),
-			    &w))
+	if (!diagnose__mark(&x->diag, key, f->layer, f->step, f->iteration, f->value,
+			    dtype__max(f->dtype), &w))
 		return 0;
 	x->warnings++;
 	return output__warning(x->e, f, &w);

@@ -209,9 +209,15 @@ static const char *loss_cause(struct diagnosis *g, const char *chain, int nan, d
 	struct diag d;
 
 	diagnose__init(&d);
-	if (peak > 0) /* a module output's magnitude at the loss's iteration, and one before */
-		diagnose__mark(&d, 0x20, 9, 4, peak, 3.4e38, &w);
-	diagnose__mark(&d, 0x30, 8, 3, 1e30, 3.4e38, &w);
+	/* module outputs' magnitudes at the loss's iteration, in the order they returned, and
+	 * one of the iteration before */
+	diagnose__mark(&d, 0x30, "prev", 8, 3, 1e30, 3.4e38, &w);
+	diagnose__mark(&d, 0x40, "body", 9, 4, 2.0, 3.4e38, &w);
+	if (peak > 0) {
+		diagnose__mark(&d, 0x20, "cell.w", 9, 4, peak / 1e16, 3.4e38, &w);
+		diagnose__mark(&d, 0x20 | 1, "cell.w", 9, 4, peak, 3.4e38, &w); /* its params */
+		diagnose__mark(&d, 0x50, "out", 9, 4, peak, 3.4e38, &w);
+	}
 	assert_int_equal(diagnose__observe(&d, &loss), 0);
 	next.iteration = 5;
 	assert_int_equal(diagnose__observe(&d, &next), 1);
@@ -274,11 +280,13 @@ static void test_loss_chain(void **state)
 	assert_string_equal(loss_cause(&g, "mean neg log sub", 0, 0), "loss_log_zero");
 	/* +Inf from a square, an output past the range's root at that iteration: an overflow */
 	assert_string_equal(loss_cause(&g, "mean pow addmm", 0, 4.6e36), "unknown");
-	assert_true(evidence_has(&g, "reached 4.6e+36"));
+	assert_true(evidence_has(&g, "range (1.84e+19) at this iteration: cell.w, 4.6e+20"));
+	assert_true(evidence_has(&g, "largest: out, 4.6e+36"));
 	assert_true(g.confidence >= 0.45);
 	/* a magnitude of another iteration is no fact for it */
 	assert_string_equal(loss_cause(&g, "mean pow addmm", 0, 0), "unknown");
-	assert_false(evidence_has(&g, "reached"));
+	assert_false(evidence_has(&g, "largest"));
+	assert_false(evidence_has(&g, "prev"));
 	assert_true(evidence_has(&g, "overflow of a square"));
 	assert_true(g.confidence < 0.45);
 }
@@ -631,22 +639,22 @@ static void test_warnings(void **state)
 	(void)state;
 	diagnose__init(&d);
 	/* the first mark of a module: nothing to compare with, far from the range */
-	assert_int_equal(diagnose__mark(&d, 0x10, 3, 3, 2.4e5, 3.4e38, &w), 0);
+	assert_int_equal(diagnose__mark(&d, 0x10, NULL, 3, 3, 2.4e5, 3.4e38, &w), 0);
 	/* x3.8e9 in one iteration: overflows in 3 */
-	assert_int_equal(diagnose__mark(&d, 0x10, 4, 4, 9.3e14, 3.4e38, &w), 1);
+	assert_int_equal(diagnose__mark(&d, 0x10, NULL, 4, 4, 9.3e14, 3.4e38, &w), 1);
 	assert_string_equal(w.reason, "growth");
 	assert_int_equal(w.iterations_left, 3);
 	assert_true(w.growth > 3e9 && w.growth < 4e9);
 	/* once per module and reason; then the square root of the range */
-	assert_int_equal(diagnose__mark(&d, 0x10, 5, 5, 1e17, 3.4e38, &w), 0);
-	assert_int_equal(diagnose__mark(&d, 0x10, 6, 6, 2e19, 3.4e38, &w), 1);
+	assert_int_equal(diagnose__mark(&d, 0x10, NULL, 5, 5, 1e17, 3.4e38, &w), 0);
+	assert_int_equal(diagnose__mark(&d, 0x10, NULL, 6, 6, 2e19, 3.4e38, &w), 1);
 	assert_string_equal(w.reason, "near_range");
-	assert_int_equal(diagnose__mark(&d, 0x10, 7, 7, 2e21, 3.4e38, &w), 0);
+	assert_int_equal(diagnose__mark(&d, 0x10, NULL, 7, 7, 2e21, 3.4e38, &w), 0);
 	/* slow growth over many iterations is no run-up */
-	assert_int_equal(diagnose__mark(&d, 0x20, 1, 1, 2e3, 3.4e38, &w), 0);
-	assert_int_equal(diagnose__mark(&d, 0x20, 50, 50, 4e4, 3.4e38, &w), 0);
+	assert_int_equal(diagnose__mark(&d, 0x20, NULL, 1, 1, 2e3, 3.4e38, &w), 0);
+	assert_int_equal(diagnose__mark(&d, 0x20, NULL, 50, 50, 4e4, 3.4e38, &w), 0);
 	/* float16: 300 is past sqrt(65504) */
-	assert_int_equal(diagnose__mark(&d, 0x30, 1, 1, 300, 65504, &w), 1);
+	assert_int_equal(diagnose__mark(&d, 0x30, NULL, 1, 1, 300, 65504, &w), 1);
 	assert_string_equal(w.reason, "near_range");
 }
 
