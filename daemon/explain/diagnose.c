@@ -1191,16 +1191,17 @@ static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, s
 	loss_chain(a->chain, &c);
 	if (!c.plain)
 		return 0;
+	/* NaN: only where something taking what needs no gradient was passed; else ±Inf */
+	if (a->nan ? c.target < 0 && c.div < 0 && c.operand < 0 : !(a->posinf + a->neginf))
+		return 0;
 	listed[0] = 0;
 	for (i = 0; i < c.n && used < (int)sizeof(listed); i++)
 		used += snprintf(listed + used, sizeof(listed) - (size_t)used, "%s%s",
 				 i ? ", " : "", c.ops[i]);
-	root = exp(evidence__exp_limit(a->dtype) / 2);
-	first = past_root(d, a, root, &largest);
-	if (a->nan && (c.target >= 0 || c.div >= 0 || c.operand >= 0)) {
-		rests(g, "operations");
-		evidence(g, "ops from the loss down to a module's output: %s (no log, root or exp)",
-			 listed);
+	rests(g, "operations");
+	evidence(g, "ops from the loss down to a module's output: %s (no log, root or exp)",
+		 listed);
+	if (a->nan) {
 		if (c.target >= 0) {
 			evidence(g,
 				 "%s compares what it takes with a target that needs no gradient: "
@@ -1229,11 +1230,6 @@ static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, s
 		target_fixes(g);
 		return 1;
 	}
-	if (a->nan || !(a->posinf + a->neginf))
-		return 0;
-	rests(g, "operations");
-	evidence(g, "ops from the loss down to a module's output: %s (no log, root or exp)",
-		 listed);
 	if (c.div >= 0) {
 		evidence(g, "the loss divides a sum by a tensor that needs no gradient (a count, a "
 			    "mask's sum): ±Inf where it is 0");
@@ -1241,6 +1237,8 @@ static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, s
 		count_fix(g);
 		return 1;
 	}
+	root = exp(evidence__exp_limit(a->dtype) / 2);
+	first = past_root(d, a, root, &largest);
 	if (first) {
 		evidence(g,
 			 "first output past the square root of the %s range (%.3g) at this "
