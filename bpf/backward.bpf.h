@@ -212,7 +212,7 @@ static long producer_edges(__u32 idx, void *ctx)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct bwd_thread *bt = bpf_map_lookup_elem(&bwd_threads, &tid);
 	struct bwd_scratch *b = get_bwd_scratch();
-	__u64 node, v[2] = {}, n, esz = BL.edge_size, len;
+	__u64 node, n, all, esz = BL.edge_size;
 	struct edge_ctx e = {};
 	__u32 slot;
 
@@ -222,15 +222,8 @@ static long producer_edges(__u32 idx, void *ctx)
 	node = bt->ring[slot];
 	if (!node || node == b->target)
 		return 0;
-	if (bpf_probe_read_user(v, sizeof(v), (void *)(node + BL.node_next_edges)) || v[1] < v[0])
-		return 0;
-	n = (v[1] - v[0]) / esz;
-	if (n > BWD_EDGES)
-		n = BWD_EDGES;
-	len = n * esz;
-	if (len > sizeof(b->edges))
-		len = sizeof(b->edges);
-	if (!n || bpf_probe_read_user(b->edges, len, (void *)v[0]))
+	n = node_edges(node, b->edges, sizeof(b->edges), &all);
+	if (!n)
 		return 0;
 	e.node = node;
 	e.n = n;

@@ -216,21 +216,14 @@ static long cap_op_edge(__u32 j, void *unused)
 static long cap_op_visit(__u32 idx, void *unused)
 {
 	struct cap_state *c = get_cap();
-	__u64 v[2] = {}, node, n, len;
+	__u64 node, n, all;
 
 	if (!c || idx >= c->nnodes || idx >= NW_CAP_OPS)
 		return 1;
 	node = c->nodes[idx & (NW_CAP_OPS - 1)];
 	c->visiting = idx;
-	if (bpf_probe_read_user(v, sizeof(v), (void *)(node + BL.node_next_edges)) || v[1] < v[0])
-		return 0;
-	n = (v[1] - v[0]) / BL.edge_size;
-	if (n > BWD_EDGES)
-		n = BWD_EDGES;
-	len = n * BL.edge_size;
-	if (len > sizeof(c->edges))
-		len = sizeof(c->edges);
-	if (!n || bpf_probe_read_user(c->edges, len, (void *)v[0]))
+	n = node_edges(node, c->edges, sizeof(c->edges), &all);
+	if (!n)
 		return 0;
 	c->nedges = n;
 	bpf_loop(BWD_EDGES, cap_op_edge, NULL, 0);

@@ -537,7 +537,8 @@ __noinline int defer_output(__u64 obj)
 
 /*
  * Check one output tensor; on NaN/±Inf fill s->ev (the caller set the module
- * stack, and the call's arguments in s->args) and send it.
+ * stack, and the call's arguments in s->args) and send it: 1. A loss's is not sent: 2, for
+ * uprobe_run_backward to add the nodes that made it.
  */
 __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1, __u64 key)
 {
@@ -623,8 +624,10 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1, __u64 key)
 	bpf_probe_read_user_str(s->ev.class_name, NW_NAME_LEN,
 				(void *)read_u64(type + L.type_name));
 	s->ev.time_ns = bpf_ktime_get_ns();
+	if (s->ev.phase == NW_PHASE_LOSS)
+		return 2; /* its autograd nodes go in first: uprobe_run_backward sends it */
 	if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
-		count_lost(s->ev.phase == NW_PHASE_LOSS ? NW_C_LOST_LOSS : NW_C_LOST_FORWARD);
+		count_lost(NW_C_LOST_FORWARD);
 	return 1;
 }
 

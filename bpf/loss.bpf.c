@@ -7,6 +7,8 @@
 #include "pyobj.bpf.h"
 #include "check.bpf.h"
 
+_Static_assert(1 + 2 * NW_LOSS_NODES <= NW_MAX_DEPTH, "a loss event's nodes fit in modules[]");
+
 #define NESTED_FRAMES 16 /* caller frames looked at for the backward pass a nested one runs in */
 
 struct nested_walk {
@@ -61,31 +63,104 @@ static __always_inline int nested_backward(__u32 tid)
  * the step it happens, before the optimizer spreads it into the weights.
  */
 /*
- * The autograd node that made the loss, and the next ones along its one input each where a
- * node has one that needs a gradient (a loss divided by the accumulation steps, a masked mean
- * by hand): their vtable pointers into the event's modules[1..NW_LOSS_NODES] (a loss event
- * has no module stack), for the daemon to name the op that made the loss under that
- * arithmetic. Global: verified once.
+ * Edge j of the node being visited (a bpf_loop callback): its node joins the walk if it is
+ * new and no parameter's AccumulateGrad, with how it was found (or, found before, that this
+ * node uses it too).
+ */
+static long loss_edge(__u32 j, void *unused)
+{
+	struct scratch *s = get_scratch();
+	struct loss_walk *lw;
+	__u64 w, node;
+	__u32 i, n;
+
+	if (!s)
+		return 1;
+	lw = &s->lw;
+	if (j >= lw->nedges)
+		return 1;
+	w = (j * (__u64)BL.edge_size) / 8; /* unsigned: BPF has no signed division */
+	if (w >= BWD_EDGES * 4)
+		return 1;
+	node = lw->edges[w]; /* Edge.function: a shared_ptr<Node>, its pointer first */
+	if (!node || (BL.acc_vptr && read_u64(node) == BL.acc_vptr))
+		return 0;
+	n = lw->n;
+	for (i = 0; i < NW_LOSS_NODES; i++) {
+		__u64 *word = &s->ev.modules[1 + NW_LOSS_NODES + i];
+
+		if (i >= n || lw->nodes[i] != node)
+			continue;
+		/* found before: the first other node that uses it too */
+		if (!(*word & NW_LOSS_ALSO) && i != lw->visiting)
+			*word |= NW_LOSS_ALSO | (__u64)(lw->visiting & 0xff) << 32 |
+				 (__u64)(j & 0xff) << 40;
+		return 0;
+	}
+	if (n >= NW_LOSS_NODES)
+		return 1;
+	s->ev.modules[1 + NW_LOSS_NODES + n] = (lw->visiting & 0xff) | (j & 0xff) << 8;
+	lw->nodes[n] = node;
+	lw->n = n + 1;
+	return 0;
+}
+
+/* Node idx of the walk (a bpf_loop callback): its vtable pointer, and its edges' nodes. */
+static long loss_visit(__u32 idx, void *unused)
+{
+	struct scratch *s = get_scratch();
+	struct loss_walk *lw;
+	__u64 node, n, all, vptr, *word;
+	__u32 k;
+
+	if (!s)
+		return 1;
+	lw = &s->lw;
+	if (idx >= lw->n || idx >= NW_LOSS_NODES)
+		return 1;
+	node = lw->nodes[idx];
+	vptr = read_u64(node);
+	s->ev.modules[1 + idx] = vptr;
+	word = &s->ev.modules[1 + NW_LOSS_NODES + idx];
+	lw->visiting = idx;
+	/* a module's output (checked as it returned): not into the model behind it */
+	for (k = 0; k < NW_LOSS_ENDS; k++)
+		if (vptr && BL.end_vptr[k] == vptr)
+			return 0;
+	n = node_edges(node, lw->edges, sizeof(lw->edges), &all);
+	*word |= (all > 0xff ? 0xff : all) << 16;
+	if (!n)
+		return 0;
+	/* one input that needs a gradient: a second edge to no node is a constant's */
+	if (n == 1 || (n == 2 && !lw->edges[((__u64)BL.edge_size / 8) & (BWD_EDGES * 4 - 1)]))
+		*word |= NW_LOSS_SINGLE;
+	lw->nedges = n;
+	bpf_loop(BWD_EDGES, loss_edge, NULL, 0);
+	return 0;
+}
+
+/*
+ * The autograd nodes that made the loss, breadth first from its grad_fn along every edge but
+ * a parameter's (the loss's own arithmetic, a masked mean by hand, an exp or a log the loss
+ * takes, then the module outputs it read): their vtable pointers into the event's
+ * modules[1..NW_LOSS_NODES] (a loss event has no module stack), and how each was found
+ * after them, for the daemon to read which ops made the loss from what: for a non-finite
+ * loss about to be reported, not each step. Global: verified once.
  */
 __noinline int loss_nodes(__u64 obj)
 {
 	struct scratch *s = get_scratch();
-	__u64 node, v[2] = {};
-	int i;
+	__u64 node;
 
-	if (!s)
+	if (!s || BL.edge_size < 16 || BL.edge_size > 32 || BL.node_next_edges < 0)
 		return 0;
 	node = tensor_grad_fn(tensor_impl(obj), BL.impl_autograd_meta, BL.meta_grad_fn);
-	for (i = 0; i < NW_LOSS_NODES && node; i++) {
-		s->ev.modules[1 + i] = read_u64(node);
-		if (bpf_probe_read_user(v, sizeof(v), (void *)(node + BL.node_next_edges)))
-			break;
-		/* one input that needs a gradient: a second edge to no node is a constant's */
-		if (v[1] - v[0] != (__u64)BL.edge_size &&
-		    (v[1] - v[0] != 2 * (__u64)BL.edge_size || read_u64(v[0] + BL.edge_size)))
-			break;
-		node = read_u64(v[0]); /* Edge.function: a shared_ptr<Node>, its pointer first */
-	}
+	if (!node)
+		return 0;
+	s->lw.nodes[0] = node;
+	s->lw.n = 1;
+	s->ev.modules[1 + NW_LOSS_NODES] = NW_LOSS_ROOT;
+	bpf_loop(NW_LOSS_NODES, loss_visit, NULL, 0);
 	return 0;
 }
 
@@ -148,8 +223,12 @@ int BPF_KPROBE(uprobe_run_backward, void *engine, void *args)
 		s->more_args = 0;
 		s->hold = 0; /* a module return's, should one have slept with the scratch */
 		s->defer = 0;
-		loss_nodes(obj);
-		check_output(obj, n > 1 ? i : NW_NO_INDEX, NW_NO_INDEX, 0);
+		/* a non-finite loss it reports: the nodes that made it, then the event */
+		if (check_output(obj, n > 1 ? i : NW_NO_INDEX, NW_NO_INDEX, 0) == 2) {
+			loss_nodes(obj);
+			if (bpf_ringbuf_output(&events, &s->ev, sizeof(s->ev), 0))
+				count_lost(NW_C_LOST_LOSS);
+		}
 		if (i == 0)
 			send_loss(s);
 	}

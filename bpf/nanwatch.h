@@ -84,7 +84,19 @@ enum nw_step_source {
 #define NW_MAG_BINADES 4     /* a new magnitude mark every 2^4 = 16x */
 #define NW_PARAMS_INDEX 0xfe /* index0 of a magnitude event about the module's parameters */
 #define NW_PARAMS_KEY 1ULL   /* or-ed into a module's address: its parameters' mark */
-#define NW_LOSS_NODES 10     /* autograd nodes a loss event names, from the loss down */
+#define NW_LOSS_NODES 15     /* autograd nodes a loss event names, from the loss down */
+/*
+ * A loss event's modules[1 + NW_LOSS_NODES + i]: how node i of the walk (breadth first from
+ * the loss) was found. Bits 0-7: the node whose edge led to it (NW_LOSS_ROOT: the loss's own);
+ * 8-15: that edge's index (the op's operand); 16-23: the node's edges (at most 255); bit 24:
+ * it has one input that needs a gradient (an edge to a node, or a second edge to none); bit
+ * 25: a second node's edge led to it too (a value the loss uses twice), that node in bits
+ * 32-39, the edge's index in 40-47.
+ */
+#define NW_LOSS_ENDS 8 /* node classes a loss's walk stops at (nw_bwd_layout.end_vptr) */
+#define NW_LOSS_ROOT 0xff
+#define NW_LOSS_SINGLE (1U << 24)
+#define NW_LOSS_ALSO (1U << 25)
 /* index0 | NW_ATTR_INDEX: the place among the attributes of an object output (a dataclass)
  * that is no tuple, list or dict, the key its name */
 #define NW_ATTR_INDEX 0x80
@@ -328,7 +340,8 @@ struct nw_event {
 	__u64 step;		     /* optimizer steps completed */
 	__u64 iteration;	     /* outermost-module forward passes (0-based) */
 	__u64 modules[NW_MAX_DEPTH]; /* phase loss: [1..NW_LOSS_NODES] the vtable pointers of
-				      * the nodes that made the loss (bpf/loss.bpf.c) */
+				      * the nodes that made the loss (bpf/loss.bpf.c), then
+				      * how each was found (NW_LOSS_ROOT) */
 	union {
 		__u64 shape[NW_MAX_DIMS];
 		/* NW_EV_MODULE: where its caller (parent) holds it, a C string: its key in the
@@ -458,6 +471,12 @@ struct nw_bwd_layout {
 	__s64 node_sequence_nr;
 	__u64 seq_modid;
 	__u64 seq_offset;
+	/*
+	 * Runtime vtable pointers of the nodes that make a module's output (AddmmBackward0,
+	 * MmBackward0, ConvolutionBackward0, a native norm's; daemon, 0: none): the loss's walk
+	 * names them and does not go past them into the model.
+	 */
+	__u64 end_vptr[NW_LOSS_ENDS];
 };
 
 #define NW_HIST_BUCKETS 1024			/* float32 exponent and the top 2 mantissa bits */

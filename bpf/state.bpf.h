@@ -258,6 +258,15 @@ enum {
 	ITEMS_ARG
 }; /* which list: a returning call's output, an argument */
 
+/* The walk of the loss's autograd nodes, breadth first (bpf/loss.bpf.c). */
+struct loss_walk {
+	__u64 nodes[NW_LOSS_NODES];
+	__u64 edges[BWD_EDGES * 4]; /* of the node being visited */
+	__u32 n;		    /* nodes found so far */
+	__u32 visiting;		    /* the node whose edges are read (its index in nodes) */
+	__u64 nedges;		    /* ... how many of them are in edges */
+};
+
 struct scratch {
 	struct nw_grad_data gd; /* right before buf: a gradient's chunk goes out as one record */
 	__u64 buf[CHUNK_WORDS];
@@ -295,6 +304,7 @@ struct scratch {
 	struct attr_find af;  /* an attribute, by name */
 	struct child_find kf; /* a child, in one _modules dict */
 	struct child_find cf; /* ... in the containers a module holds (held_key) */
+	struct loss_walk lw;
 };
 
 /* The capture in progress (bpf/capture.bpf.h). */
@@ -594,6 +604,31 @@ static __always_inline int read_sure(void *dst, __u32 size, __u64 addr)
 static __always_inline __u64 read_ref(__u64 addr)
 {
 	return read_u64(addr) & ~(__u64)L.stackref_mask;
+}
+
+/*
+ * An autograd node's Node.next_edges_ into edges (BWD_EDGES of them at most, size bytes at
+ * most): how many were read, 0 if none could be; *all: how many it has. The callers checked
+ * BL.edge_size (16 to 32 bytes).
+ */
+static __always_inline __u64 node_edges(__u64 node, __u64 *edges, __u64 size, __u64 *all)
+{
+	__u64 v[2] = {}, n, len, esz = BL.edge_size;
+
+	*all = 0;
+	if (!esz || bpf_probe_read_user(v, sizeof(v), (void *)(node + BL.node_next_edges)) ||
+	    v[1] < v[0])
+		return 0;
+	n = (v[1] - v[0]) / esz;
+	*all = n;
+	if (n > BWD_EDGES)
+		n = BWD_EDGES;
+	len = n * esz;
+	if (len > size)
+		len = size;
+	if (!n || bpf_probe_read_user(edges, len, (void *)v[0]))
+		return 0;
+	return n;
 }
 
 /* One slot of the loop's locals: the object it holds, and its first words. */

@@ -49,7 +49,7 @@ _Static_assert(PROBE_RETURN_AUTO == OPTVAL_RETURN_AUTO, "--return-probe auto: on
 _Static_assert(sizeof(struct nw_event) == 608, "nw_event layout changed: update both sides");
 _Static_assert(sizeof(struct nw_grad) == 4176, "nw_grad layout changed: update both sides");
 _Static_assert(sizeof(struct nw_grad_data) == 24, "nw_grad_data changed: update both sides");
-_Static_assert(sizeof(struct nw_bwd_layout) == 88, "nw_bwd_layout changed: update both sides");
+_Static_assert(sizeof(struct nw_bwd_layout) == 152, "nw_bwd_layout changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_tensor) == 232, "nw_cap_tensor changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_data) == 8216, "nw_cap_data changed: update both sides");
 _Static_assert(sizeof(struct nw_cap_end) == 328, "nw_cap_end changed: update both sides");
@@ -1321,6 +1321,7 @@ int probe__verifier_stats(const struct nw_layout *l, const struct nw_bwd_layout 
 	memcpy((void *)&s->rodata->L, l, sizeof(*l));
 	memcpy((void *)&s->rodata->BL, bl, sizeof(*bl));
 	s->rodata->BL.acc_vptr = 4ULL << 40;
+	s->rodata->BL.end_vptr[0] = 5ULL << 40;
 	s->rodata->BL.seq_modid = 1; /* the creator search on: its programs are verified too */
 	s->rodata->BL.node_sequence_nr = 24;
 	memcpy((void *)&s->rodata->RS, rs, sizeof(*rs));

@@ -17,9 +17,9 @@
 _Static_assert(FINDING_MAX_DIMS == NW_MAX_DIMS, "a finding keeps every shape entry");
 _Static_assert(FINDING_CLASS_LEN == NW_NAME_LEN, "a finding keeps the whole class name");
 _Static_assert(TPATH_NONE == NW_NO_INDEX, "one index means none");
-_Static_assert(NW_LOSS_NODES < NW_MAX_DEPTH, "a loss event's nodes fit beside modules[0]");
-_Static_assert(FINDING_CHAIN_LEN >= NW_LOSS_NODES * FINDING_LOSS_OP_LEN,
-	       "a loss's chain holds the name of each node");
+_Static_assert(1 + 2 * NW_LOSS_NODES <= NW_MAX_DEPTH, "a loss event's nodes fit beside modules[0]");
+_Static_assert(FINDING_LOSS_NODES == NW_LOSS_NODES && FINDING_LOSS_ROOT == NW_LOSS_ROOT,
+	       "a finding keeps every node of a loss");
 _Static_assert(TPATH_ATTR == NW_ATTR_INDEX, "one flag means an attribute");
 
 /* Tensor path: "output", "output[1]", "output[1][0]", "output['logits']", "output.logits",
@@ -47,52 +47,73 @@ static int one_of(const char *op, const char *const *set, size_t n)
 }
 
 /*
- * The op that made the loss, for the diagnosis alone, from the nodes BPF followed from the
- * loss along single inputs (modules[1..NW_LOSS_NODES]): the first that is no
- * arithmetic with a constant or a reshape (a loss divided by the accumulation steps), or a
- * log below it (a log of 0 made the NaN there). NULL if none is named. The ops of all the
- * nodes, nearest first, go to chain (space-separated; "?" for one with no op's name, where
- * the walk stops reading).
+ * The nodes BPF walked from the loss (modules[1..NW_LOSS_NODES], how each was found after
+ * them) into l: the op of each ("?" where it has no op's name), and the line of single inputs
+ * from the loss (as far as a named node goes on to the next).
  */
-static const char *loss_op(const struct nw_event *ev, struct backward *bwd, char *buf, size_t len,
-			   char *chain, size_t chain_len)
+static void loss_nodes(const struct nw_event *ev, struct backward *bwd, struct finding_loss *l)
+{
+	const __u64 *vptr = ev->modules + 1, *word = ev->modules + 1 + NW_LOSS_NODES;
+	unsigned int i;
+	int named;
+
+	memset(l, 0, sizeof(*l));
+	for (i = 0; i < NW_LOSS_NODES && vptr[i]; i++) {
+		unsigned int parent = word[i] & 0xff;
+
+		/* found from a node before it, or the loss's own: else the record is not a walk's */
+		if (i ? parent >= i : parent != NW_LOSS_ROOT)
+			break;
+		if (backward__op_name(backward__class(bwd, vptr[i]), l->op[i], sizeof(l->op[i])))
+			snprintf(l->op[i], sizeof(l->op[i]), "?");
+		l->parent[i] = (unsigned char)parent;
+		l->input[i] = (unsigned char)(word[i] >> 8);
+		l->also[i] = NW_LOSS_ROOT;
+		if (word[i] & NW_LOSS_ALSO) {
+			l->also[i] = (unsigned char)(word[i] >> 32);
+			l->also_input[i] = (unsigned char)(word[i] >> 40);
+		}
+		l->n = i + 1;
+	}
+	for (i = 0; i < l->n; i++)
+		if (l->also[i] != NW_LOSS_ROOT && l->also[i] >= l->n)
+			l->also[i] = NW_LOSS_ROOT; /* a node the event does not hold */
+	/* the line: node i + 1 is node i's one input while i is named and has one */
+	named = l->n && strcmp(l->op[0], "?");
+	for (i = 0; i < l->n; i++) {
+		l->line = i + 1;
+		if (!named || !(word[i] & NW_LOSS_SINGLE) || i + 1 >= l->n || l->parent[i + 1] != i)
+			break;
+		named = strcmp(l->op[i + 1], "?") != 0;
+	}
+}
+
+/*
+ * The op that made the loss, for the diagnosis alone, from the loss's line of single inputs:
+ * the first that is no arithmetic with a constant or a reshape (a loss divided by the
+ * accumulation steps), or a log below it (a log of 0 made the NaN there). NULL if none is
+ * named.
+ */
+static const char *loss_op(const struct finding_loss *l, char *buf, size_t len)
 {
 	static const char *const carry[] = {"div",  "mul",	     "neg",	"add",
 					    "sub",  "rsub",	     "clone",	"to_copy",
 					    "view", "reshape_alias", "squeeze", "unsqueeze"};
 	static const char *const logs[] = {"log", "log2", "log10", "log1p", "xlogy"};
-	const __u64 *vptr = ev->modules + 1;
-	char names[NW_LOSS_NODES][FINDING_LOSS_OP_LEN];
-	size_t n, i, first, used = 0;
+	size_t n = l->line, i, first;
 
-	chain[0] = 0;
-	for (n = 0; n < NW_LOSS_NODES && vptr[n]; n++)
-		if (backward__op_name(backward__class(bwd, vptr[n]), names[n], sizeof(names[n])))
-			break;
-	for (i = 0; i <= n && i < NW_LOSS_NODES; i++) {
-		/* a node with no op's name (a Python Function's) where the walk went on: "?" */
-		const char *op = i < n ? names[i] : vptr[i] ? "?" : NULL;
-		int w;
-
-		if (!op)
-			break;
-		w = snprintf(chain + used, chain_len - used, "%s%s", i ? " " : "", op);
-
-		if (w < 0 || (size_t)w >= chain_len - used) {
-			chain[used] = 0; /* whole names only */
-			break;
-		}
-		used += (size_t)w;
-	}
-	for (first = 0; first < n && one_of(names[first], carry, sizeof(carry) / sizeof(carry[0]));
+	/* a "?" ends the line: no op past it is named */
+	if (n && !strcmp(l->op[n - 1], "?"))
+		n--;
+	for (first = 0; first < n && one_of(l->op[first], carry, sizeof(carry) / sizeof(carry[0]));
 	     first++)
 		;
 	if (first == n)
 		return NULL;
 	for (i = first; i < n; i++)
-		if (one_of(names[i], logs, sizeof(logs) / sizeof(logs[0])))
-			return snprintf(buf, len, "%s", names[i]) < (int)len ? buf : NULL;
-	return snprintf(buf, len, "%s", names[first]) < (int)len ? buf : NULL;
+		if (one_of(l->op[i], logs, sizeof(logs) / sizeof(logs[0])))
+			return snprintf(buf, len, "%s", l->op[i]) < (int)len ? buf : NULL;
+	return snprintf(buf, len, "%s", l->op[first]) < (int)len ? buf : NULL;
 }
 
 /* The module's class as type(m).__name__. */
@@ -275,7 +296,8 @@ int explain__decode(const void *data, size_t size, struct names *names, struct b
 		f->op = backward__op_name(f->node, f->op_buf, sizeof(f->op_buf)) ? NULL : f->op_buf;
 	} else if (f->kind == FINDING_ANOMALY && f->phase == FINDING_PHASE_LOSS) {
 		/* the op under the loss's arithmetic: the diagnosis's */
-		f->op = loss_op(&ev, bwd, f->op_buf, sizeof(f->op_buf), f->chain, sizeof(f->chain));
+		loss_nodes(&ev, bwd, &f->loss);
+		f->op = loss_op(&f->loss, f->op_buf, sizeof(f->op_buf));
 	}
 	name_module(&ev, names, f);
 	tensor_fields(&ev, f);

@@ -272,8 +272,9 @@ int diagnose__observe(struct diag *d, const struct diag_anomaly *a)
 		d->first.op = a->op ? d->first_op : NULL;
 		copy(d->first_upstream, sizeof(d->first_upstream), a->upstream);
 		d->first.upstream = a->upstream ? d->first_upstream : NULL;
-		copy(d->first_chain, sizeof(d->first_chain), a->chain);
-		d->first.chain = a->chain ? d->first_chain : NULL;
+		if (a->loss)
+			d->first_loss = *a->loss;
+		d->first.loss = a->loss ? &d->first_loss : NULL;
 	}
 	if (a->iteration != d->first.iteration)
 		return 1; /* the incident's iteration is over */
@@ -1082,34 +1083,25 @@ static const char *const module_end_ops[] = {"addmm",
 static const char *const operand_ops[] = {"sub", "rsub", "add", "mul", NULL};
 
 /*
- * The ops BPF followed from the loss (a->chain): how many, and where those sets first show
+ * The loss's line of single inputs (a->loss): how many, and where those sets first show
  * among the ops the walk passed (it went on to the next: the op's other operands, if any,
  * needed no gradient). -1 where none.
  */
 struct loss_chain {
-	char ops[NW_LOSS_NODES][FINDING_LOSS_OP_LEN];
+	const char *ops[FINDING_LOSS_NODES];
 	int n;
 	int plain; /* every op is in plain_ops, or a div, down to a module's output */
 	int target, div, operand; /* passed: a target loss, a div of a sum, an op of operand_ops */
 };
 
-static void loss_chain(const char *chain, struct loss_chain *c)
+static void loss_chain(const struct finding_loss *l, struct loss_chain *c)
 {
-	const char *p = chain ? chain : "";
 	int i;
 
 	memset(c, 0, sizeof(*c));
-	while (*p && c->n < NW_LOSS_NODES) {
-		size_t len = strcspn(p, " ");
-
-		if (len >= sizeof(c->ops[0]))
-			break; /* no op the rules know: the chain reads as not plain */
-		memcpy(c->ops[c->n], p, len);
-		c->ops[c->n++][len] = 0;
-		p += len;
-		p += strspn(p, " ");
-	}
-	c->plain = c->n > 0 && !*p && in_set(c->ops[c->n - 1], module_end_ops);
+	for (i = 0; l && i < (int)l->line && i < FINDING_LOSS_NODES; i++)
+		c->ops[c->n++] = l->op[i];
+	c->plain = c->n > 0 && in_set(c->ops[c->n - 1], module_end_ops);
 	c->target = c->div = c->operand = -1;
 	for (i = 0; i < c->n; i++) {
 		int passed = i < c->n - 1;
@@ -1183,12 +1175,12 @@ static void count_fix(struct diagnosis *g)
 static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	struct loss_chain c;
-	char listed[FINDING_CHAIN_LEN + 16];
+	char listed[FINDING_LOSS_NODES * FINDING_LOSS_OP_LEN + 16];
 	const struct diag_mark *first, *largest;
 	double root;
 	int i, used = 0;
 
-	loss_chain(a->chain, &c);
+	loss_chain(a->loss, &c);
 	if (!c.plain)
 		return 0;
 	/* NaN: only where something taking what needs no gradient was passed; else ±Inf */
@@ -1267,6 +1259,302 @@ static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, s
 	return 1;
 }
 
+/*
+ * What an exp among the loss's nodes does to the loss: where its value goes, through ops that
+ * carry a 0 or an Inf on (a power, a product, a reshape).
+ */
+enum exp_use {
+	EXP_NONE,
+	EXP_OVER,    /* summed, subtracted, multiplied: an Inf past exp's threshold is the loss's */
+	EXP_SOFTMAX, /* divided by a sum of exps, or that sum (a softmax by hand): Inf/Inf NaN */
+	EXP_UNDER,   /* a divisor, or a log's argument: 0 below exp's floor gives ±Inf */
+	EXP_SATURATE, /* 1 minus it a divisor or a log's argument: a sigmoid rounded to 1 */
+};
+
+/*
+ * what the loss's exp rule reads: exp; the cosh or sinh that overflow as it does; the softplus
+ * or sigmoid that are 0 where it is (a divisor, a log's argument)
+ */
+static const char *const exp_rule_ops[] = {"exp", "cosh", "sinh", "softplus", "sigmoid", NULL};
+static const char *const overflow_only_ops[] = {"cosh", "sinh", NULL};
+/* ops that carry an exp's 0 or Inf on to what uses it */
+static const char *const exp_carry_ops[] = {
+	"pow",		 "mul",	  "neg",	 "abs",	   "sqrt",	"clone",
+	"to_copy",	 "view",  "unsafe_view", "expand", "squeeze",	"unsqueeze",
+	"select",	 "slice", "index",	 "t",	   "transpose", "permute",
+	"reshape_alias", "cat",	  "stack",	 NULL};
+/* a value the op cannot take past exp's range: an exp of it neither overflows nor is 0 */
+static const char *const exp_safe_ops[] = {"clamp",   "clamp_min", "clamp_max", "tanh",
+					   "sigmoid", "softplus",  NULL};
+
+/* Does node i of l lie under the loss's own code: no module's output between it and the loss? */
+static int loss_own(const struct finding_loss *l, unsigned int i)
+{
+	unsigned int j = l->parent[i], hops;
+
+	for (hops = 0; j != FINDING_LOSS_ROOT && j < l->n && hops < FINDING_LOSS_NODES; hops++) {
+		if (in_set(l->op[j], module_end_ops))
+			return 0;
+		j = l->parent[j];
+	}
+	return 1;
+}
+
+/* Is an exp's value among the nodes under node i (its input side)? */
+static int exp_under(const struct finding_loss *l, unsigned int i)
+{
+	unsigned int k, j, hops;
+
+	for (k = i + 1; k < l->n; k++) {
+		if (!in_set(l->op[k], exp_ops))
+			continue;
+		for (j = l->parent[k], hops = 0;
+		     j != FINDING_LOSS_ROOT && j < l->n && hops < FINDING_LOSS_NODES;
+		     j = l->parent[j], hops++)
+			if (j == i)
+				return 1;
+	}
+	return 0;
+}
+
+/*
+ * The node that uses a value node j takes as its operand *input, past ops that carry it on
+ * (*input: as which operand); -1 where the loss is it.
+ */
+static int value_use(const struct finding_loss *l, unsigned int j, unsigned int *input)
+{
+	unsigned int hops;
+
+	for (hops = 0; j != FINDING_LOSS_ROOT && j < l->n && hops < FINDING_LOSS_NODES; hops++) {
+		if (!in_set(l->op[j], exp_carry_ops))
+			return (int)j;
+		*input = l->input[j];
+		j = l->parent[j];
+	}
+	return -1;
+}
+
+/* Node i's operand k (the node its edge k found), -1 if none was walked. */
+static int operand(const struct finding_loss *l, unsigned int i, unsigned int k)
+{
+	unsigned int j;
+
+	for (j = i + 1; j < l->n; j++)
+		if (l->parent[j] == i && l->input[j] == k)
+			return (int)j;
+	return -1;
+}
+
+/* Is node i an exp, or a sum of exps (a softmax's or a logsumexp's normaliser)? */
+static int exps_of(const struct finding_loss *l, int i)
+{
+	if (i < 0)
+		return 0;
+	if (in_set(l->op[i], exp_ops))
+		return 1;
+	return !strcmp(l->op[i], "sum") && exp_under(l, (unsigned int)i);
+}
+
+/* Is node j a division by its operand input, or a log of it: what an exp's 0 makes ±Inf? */
+static int zero_hurts(const struct finding_loss *l, int j, unsigned int input)
+{
+	if (j < 0)
+		return 0;
+	return (!strcmp(l->op[j], "div") && input == 1) || !strcmp(l->op[j], "reciprocal") ||
+	       (in_set(l->op[j], log_ops) && strcmp(l->op[j], "log1p"));
+}
+
+/* An exp's value that node j takes as its operand input: what its overflow or 0 does there. */
+static enum exp_use exp_use_at(const struct finding_loss *l, unsigned int j, unsigned int input,
+			       int *at)
+{
+	int k = value_use(l, j, &input);
+
+	*at = k;
+	if (k >= 0 && !strcmp(l->op[k], "sum")) {
+		/* a sum of exps dividing or under a log: a softmax or a logsumexp by hand */
+		unsigned int in = l->input[k];
+		int m = value_use(l, l->parent[k], &in);
+
+		if (zero_hurts(l, m, in) && strcmp(l->op[m], "reciprocal")) {
+			*at = m;
+			return EXP_SOFTMAX;
+		}
+	}
+	if (k < 0)
+		return EXP_OVER;
+	if (!strcmp(l->op[k], "rsub")) {
+		/* 1 - it, dividing or under a log (log(1 - sigmoid(x)), a cross-entropy by hand) */
+		unsigned int in = l->input[k];
+		int m = value_use(l, l->parent[k], &in);
+
+		if (zero_hurts(l, m, in)) {
+			*at = m;
+			return EXP_SATURATE;
+		}
+	}
+	if (!strcmp(l->op[k], "div") && input == 0 && exps_of(l, operand(l, (unsigned int)k, 1)))
+		return EXP_SOFTMAX;
+	return zero_hurts(l, k, input) ? EXP_UNDER : EXP_OVER;
+}
+
+/* Is use u at node at stronger than use at node before: a softmax, a divisor, an Inf? */
+static int stronger(const struct finding_loss *l, enum exp_use u, int at, enum exp_use before,
+		    int at_before)
+{
+	if (u != before)
+		return u > before;
+	/* of two divisors or logs, the division (the log's -Inf comes with it) */
+	return u == EXP_UNDER && at >= 0 && !strcmp(l->op[at], "div") &&
+	       (at_before < 0 || strcmp(l->op[at_before], "div"));
+}
+
+/*
+ * How node e, an exp, reaches the loss, by the node that found it and by another that uses
+ * it too; *at: the node that uses it (-1: the loss is it).
+ */
+static enum exp_use exp_use(const struct finding_loss *l, unsigned int e, int *at)
+{
+	enum exp_use u;
+	int j = operand(l, e, 0), k;
+
+	*at = -1;
+	if (j >= 0 && in_set(l->op[j], exp_safe_ops))
+		return EXP_NONE; /* the exp of a bounded value */
+	u = exp_use_at(l, l->parent[e], l->input[e], at);
+	if (l->also[e] != FINDING_LOSS_ROOT) {
+		enum exp_use v = exp_use_at(l, l->also[e], l->also_input[e], &k);
+
+		if (stronger(l, v, k, u, *at)) {
+			u = v;
+			*at = k;
+		}
+	}
+	return u;
+}
+
+/* A log of a sigmoid, or of 1 minus it, written out. */
+static void sigmoid_fixes(struct diagnosis *g)
+{
+	fix(g, "take F.logsigmoid(x) for log(sigmoid(x)) and F.logsigmoid(-x) for "
+	       "log(1 - sigmoid(x)), or F.binary_cross_entropy_with_logits on the logits");
+	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
+}
+
+/*
+ * A loss made from finite module outputs through an exp the loss takes (the walk's nodes,
+ * breadth first): where the exp's value goes tells whether its overflow (past the threshold,
+ * summed or subtracted; Inf/Inf in a softmax by hand) or its underflow to 0 (a divisor, a
+ * log's argument: a scale parameterised as exp of a log-scale) made the loss non-finite.
+ * 0 where no exp of the loss's own explains it.
+ */
+static int rule_loss_exp(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const struct finding_loss *l = a->loss;
+	enum exp_use use = EXP_NONE;
+	unsigned int i;
+	int at = -1, e = -1;
+	double limit = evidence__exp_limit(a->dtype), floor = evidence__exp_floor(a->dtype);
+
+	for (i = 0; l && i < l->n; i++) {
+		int k;
+		unsigned int in = l->input[i];
+		enum exp_use u;
+
+		/* exp, whose floor and threshold are said (not exp2's, expm1's) */
+		if (!in_set(l->op[i], exp_rule_ops) || !loss_own(l, i))
+			continue;
+		u = exp_use(l, i, &k);
+		if (u != EXP_NONE && in_set(l->op[i], overflow_only_ops)) {
+			u = EXP_OVER; /* past exp's threshold by log 2, and never 0 */
+			k = value_use(l, l->parent[i], &in);
+		} else if (u == EXP_SATURATE && strcmp(l->op[i], "sigmoid")) {
+			u = EXP_OVER; /* 1 - exp(x): its Inf (a sigmoid's 1 alone is 1 minus 0) */
+		} else if (u != EXP_UNDER && u != EXP_SATURATE && strcmp(l->op[i], "exp")) {
+			u = EXP_NONE; /* a softplus or sigmoid is finite: only its 0 tells */
+		}
+		/* a softmax first: its NaN is Inf/Inf; then a divisor's 0, then an Inf */
+		if (stronger(l, u, k, use, at)) {
+			use = u;
+			at = k;
+			e = (int)i;
+		}
+	}
+	/* +Inf through a softmax by hand: a probability's 0 under the log (the rule after) */
+	if (use == EXP_NONE || (use == EXP_SOFTMAX && !a->nan) || limit <= 0)
+		return 0;
+	rests(g, "operations");
+	if (use == EXP_SATURATE) {
+		int div = at >= 0 && !in_set(l->op[at], log_ops);
+		double eps = evidence__eps(a->dtype);
+
+		evidence(g,
+			 "the loss %s 1 - sigmoid: sigmoid(x) rounds to 1 for x above %.4g in %s, "
+			 "and %s",
+			 div ? "divides by" : "takes the log of", eps > 0 ? log(2 / eps) : 0,
+			 a->dtype, div ? "x/0 is ±Inf" : "log(0) is -Inf");
+		conclude(g, div ? "division_by_zero" : "loss_log_zero", 0.6);
+		sigmoid_fixes(g);
+		return 1;
+	}
+	if (use == EXP_UNDER) {
+		int div = at >= 0 && !in_set(l->op[at], log_ops);
+
+		evidence(g, "the loss %s a%s %s: %s(x) is 0 for x below %.4g in %s, %s",
+			 div ? "divides by" : "takes the log of",
+			 strcmp(l->op[e], "exp") ? "" : "n", l->op[e], l->op[e], floor, a->dtype,
+			 div ? "x/0 is ±Inf, and Inf - Inf NaN" : "and log(0) is -Inf");
+		conclude(g, div ? "division_by_zero" : "loss_log_zero", 0.5);
+		if (!strcmp(l->op[e], "sigmoid") && !div) {
+			sigmoid_fixes(g);
+			return 1;
+		}
+		if (strcmp(l->op[e], "exp")) {
+			fix(g,
+			    "add an epsilon to it: F.softplus(x) + 1e-6, or clamp it away from 0 "
+			    "(.clamp_min(1e-6))");
+			return 1;
+		}
+		fix(g, "keep the scale in log space: where its log is taken, take the log-scale s "
+		       "itself, and multiply by torch.exp(-s) rather than divide by torch.exp(s)");
+		fix(g, "bound the log-scale before the exp (s.clamp(-10, 10)), or make the scale "
+		       "F.softplus(x) + 1e-6");
+		return 1;
+	}
+	if (use == EXP_SOFTMAX)
+		evidence(g,
+			 "the loss takes a sum of exps (a softmax or a logsumexp by hand): exp(x) "
+			 "is Inf for x above %.4g in %s, and Inf/Inf or Inf - Inf NaN",
+			 limit, a->dtype);
+	else
+		evidence(g, "the loss takes a%s %s%s%s: %s(x) is Inf for %s above %.4g in %s",
+			 strcmp(l->op[e], "exp") ? "" : "n", l->op[e],
+			 at >= 0 ? " and uses it in " : "", at >= 0 ? l->op[at] : "", l->op[e],
+			 strcmp(l->op[e], "exp") ? "|x|" : "x",
+			 strcmp(l->op[e], "exp") ? limit + log(2) : limit, a->dtype);
+	/* an Inf made NaN only beside another (Inf - Inf) or a 0 (0 * Inf): less sure */
+	if (use == EXP_OVER && a->nan)
+		evidence(g, "the loss is NaN: an Inf of the exp met another (Inf - Inf) or a 0");
+	conclude(g, "exp_overflow", use == EXP_OVER && a->nan ? 0.4 : 0.55);
+	if (use == EXP_SOFTMAX) {
+		fix(g, "take log-probabilities with log_softmax or logsumexp (F.cross_entropy for "
+		       "an InfoNCE or a classifier): they subtract the row maximum first");
+		fix(g, "where the probabilities themselves are needed: torch.softmax, not exp over "
+		       "a sum of exps");
+		return 1;
+	}
+	if (strcmp(l->op[e], "exp"))
+		fix(g,
+		    "compute log(cosh(x)) as |x| + F.softplus(-2 * |x|) - log(2), which does not "
+		    "overflow, or take F.huber_loss");
+	else
+		fix(g, "bound the exponent: torch.exp(x.clamp(max=20)) (a count model: predict the "
+		       "log-rate and clamp it), or keep the value in log space");
+	fix(g, "find what made the exp's argument large at this step (the warning events name "
+	       "outputs that grew): lower the learning rate, or clip gradients");
+	return 1;
+}
+
 static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	/* in mode loss no module output was checked: a NaN from any layer looks the same */
@@ -1290,7 +1578,7 @@ static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct 
 		ignored_fixes(g);
 		return 1;
 	}
-	if (rule_loss_plain(d, a, g))
+	if (rule_loss_plain(d, a, g) || rule_loss_exp(a, g))
 		return 1;
 	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);
 	log_fixes(g);

@@ -58,10 +58,8 @@ struct diag_anomaly {
 	const char *op;	      /* ... its forward op in words ("sqrt"), may be NULL; phase
 			       * loss: the op that made the loss ("nll_loss"), may be NULL */
 	const char *upstream; /* ... the node that fed it its gradient, may be NULL */
-	const char *chain;    /* phase loss: the ops of the nodes followed from the loss along
-			       * single inputs, nearest first, space-separated ("mean pow
-			       * addmm"); may be NULL */
-	int step_source;      /* enum nw_step_source of step */
+	const struct finding_loss *loss; /* phase loss: the nodes that made it; NULL: none */
+	int step_source;		 /* enum nw_step_source of step */
 };
 
 /*
@@ -102,7 +100,7 @@ struct diag {
 	int ngrads;
 	char first_node[64];
 	char first_op[32], first_upstream[64];
-	char first_chain[FINDING_CHAIN_LEN];
+	struct finding_loss first_loss;
 	struct diag_maker maker;
 	struct evidence_facts facts; /* of the captured origin call, if facts_known */
 	int facts_known;

@@ -51,6 +51,21 @@ double evidence__exp_limit(const char *dtype)
 	return e && e->kind == EVIDENCE_FLOAT ? log(e->largest) : 0;
 }
 
+double evidence__eps(const char *dtype)
+{
+	const struct elem *e = elem_of(dtype);
+
+	return e && e->kind == EVIDENCE_FLOAT ? e->eps : 0;
+}
+
+double evidence__exp_floor(const char *dtype)
+{
+	const struct elem *e = elem_of(dtype);
+
+	/* the least normal is 4 / largest (IEEE, emin = 1 - emax), the least subnormal eps of it */
+	return e && e->kind == EVIDENCE_FLOAT ? log(4 * e->eps / e->largest) : 0;
+}
+
 static uint64_t bits_at(const unsigned char *p, uint32_t size)
 {
 	uint64_t v = 0;

@@ -98,5 +98,9 @@ int evidence__scan(const void *data, uint64_t bytes, const char *dtype, const __
 
 /* exp's overflow threshold in a floating dtype (88.72 for float32); 0 if not one. */
 double evidence__exp_limit(const char *dtype);
+/* The spacing of dtype's values at 1, 0 if no float. */
+double evidence__eps(const char *dtype);
+/* The argument below which exp is 0 in dtype (log of its least subnormal), 0 if no float. */
+double evidence__exp_floor(const char *dtype);
 
 #endif /* __EVIDENCE_H */

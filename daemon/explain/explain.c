@@ -48,7 +48,7 @@ static void observe(struct explain *x, const struct finding *f, int params)
 		.node = bwd ? f->node : NULL,
 		.op = bwd || loss ? f->op : NULL,
 		.upstream = bwd ? f->upstream : NULL,
-		.chain = loss && f->chain[0] ? f->chain : NULL,
+		.loss = loss && f->loss.n ? &f->loss : NULL,
 		.layer = f->module_class ? f->layer : NULL,
 		.module = f->module_class,
 		.outside_model = model && f->module && f->module != model,

@@ -38,8 +38,24 @@ enum finding_step_source {
 	FINDING_STEP_LOOP = 3,	    /* the training loop's own counter (a daemon's finding only) */
 };
 
-#define FINDING_LOSS_OP_LEN 40 /* an op's name in a loss's chain, its NUL counted */
-#define FINDING_CHAIN_LEN 400  /* NW_LOSS_NODES of them, spaced */
+#define FINDING_LOSS_OP_LEN 40 /* an op's name among a loss's nodes, its NUL counted */
+#define FINDING_LOSS_NODES 15  /* NW_LOSS_NODES */
+#define FINDING_LOSS_ROOT 0xff /* a loss node's parent: none, the loss's own node */
+
+/*
+ * Phase loss: the autograd nodes BPF walked from the loss, breadth first along every edge but
+ * a parameter's. The first `line` of them are the loss's nodes along single inputs (each but
+ * the last has one input that needs a gradient, and the next is that input's), as far as
+ * each is named.
+ */
+struct finding_loss {
+	unsigned int n, line;
+	char op[FINDING_LOSS_NODES][FINDING_LOSS_OP_LEN]; /* "?": a node with no op's name */
+	unsigned char parent[FINDING_LOSS_NODES]; /* the node whose edge found it; _ROOT: none */
+	unsigned char input[FINDING_LOSS_NODES];  /* that edge's index: which operand it made */
+	unsigned char also[FINDING_LOSS_NODES];	  /* another node using it; _ROOT: none known */
+	unsigned char also_input[FINDING_LOSS_NODES]; /* ... as that operand */
+};
 
 struct finding {
 	int kind;	    /* enum finding_kind */
@@ -62,9 +78,7 @@ struct finding {
 	const char *upstream;	     /* the node that fed node its input 0's gradient, NULL */
 	const char *op;		     /* node's forward op in words ("sqrt"), NULL: not known */
 	char op_buf[32];
-	/* phase loss: the ops of the nodes followed from the loss along single inputs, nearest
-	 * first, space-separated ("mean pow addmm"); "" if none was named */
-	char chain[FINDING_CHAIN_LEN];
+	struct finding_loss loss; /* phase loss: the nodes that made it (n 0: none named) */
 	uint32_t input_nr, producers;
 	/* the tensor */
 	char tensor[48];	/* "output[1]", "output['key']", "loss", "grad[0]" */

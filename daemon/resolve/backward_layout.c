@@ -10,6 +10,35 @@
 
 #define SEQ_PEEK "_ZN2at15sequence_number4peekEv"
 
+/*
+ * The vtable pointers of the nodes that make a module's output, for the loss's walk to stop
+ * at; a class the library lacks is left out (0).
+ */
+static void end_nodes(struct elfsym *torch_cpu, uint64_t bias, struct nw_bwd_layout *bl)
+{
+	static const char *const ends[] = {
+		"AddmmBackward0",
+		"MmBackward0",
+		"BmmBackward0",
+		"ConvolutionBackward0",
+		"NativeLayerNormBackward0",
+		"NativeBatchNormBackward0",
+		"NativeGroupNormBackward0",
+		"LinearBackward0",
+	};
+	char sym[96];
+	uint64_t addr;
+	size_t i, n = 0;
+
+	_Static_assert(sizeof(ends) / sizeof(ends[0]) <= NW_LOSS_ENDS, "each end has a slot");
+	for (i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+		snprintf(sym, sizeof(sym), "_ZTVN5torch8autograd9generated%zu%sE", strlen(ends[i]),
+			 ends[i]);
+		if (!elfsym__find(torch_cpu, sym, &addr))
+			bl->end_vptr[n++] = bias + addr;
+	}
+}
+
 int backward__layout(const struct layout *tl, struct elfsym *torch_cpu, uint64_t base,
 		     struct nw_bwd_layout *out, char *sym, size_t symlen, char *err, size_t errlen)
 {
@@ -44,6 +73,7 @@ int backward__layout(const struct layout *tl, struct elfsym *torch_cpu, uint64_t
 		return ret;
 	}
 	bl.acc_vptr = base - first + addr + voff;
+	end_nodes(torch_cpu, base - first + voff, &bl);
 	strcpy(sym, node);
 	*out = bl;
 	return 0;

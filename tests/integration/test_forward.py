@@ -368,18 +368,25 @@ def case_between_calls(ctx, variant, first, maker, names, fixed=()):
                                                 d["confidence"]))
 
 
-def case_loss_targets(ctx, variant, said, fixed=()):
-    """tests/trainers/loss_targets.py: a regression loss outside any module is the first
-    non-finite tensor, every module output finite. The diagnosis reads the ops autograd
-    recorded from the loss down: a NaN target (smooth_l1_loss passed by the walk), a sum
-    divided by a mask's sum of 0, or a square that overflowed (no log, division or exp): the
-    trainer's cause, with each of said among the evidence and each of fixed among the fixes
-    (the first two were loss_log_zero, a log of 0 the loss does not take)."""
-    oracle, trace = oracle_of(ctx, "loss_targets", "--variant", variant)
+def case_loss_made(ctx, trainer, variant, said, fixed=()):
+    """A loss outside any module is the first non-finite tensor, every module output finite;
+    the diagnosis reads the ops autograd recorded from the loss down (breadth first) and
+    gives the trainer's cause, with each of said among the evidence and each of fixed among
+    the fixes.
+
+    loss_targets.py, a regression loss: a NaN target (smooth_l1_loss passed by the walk), a
+    sum divided by a mask's sum of 0, or a square that overflowed (no log, division or exp).
+    The first two were loss_log_zero, a log of 0 the loss does not take.
+    loss_exp.py, an exp the loss takes: a softmax by hand whose exps overflow (Inf/Inf), a
+    scale that is exp of a log-scale underflowing to 0 (divided by, logged), a Poisson rate
+    exp(log_rate) overflowing; all three were loss_log_zero (the walk stopped at the first
+    node of two inputs, before the exp). And a cross-entropy by hand whose 1 - sigmoid is 0
+    (loss_log_zero before too, with log_softmax's fixes and no word of the sigmoid)."""
+    oracle, trace = oracle_of(ctx, trainer, "--variant", variant)
     if oracle is None or oracle["phase"] != "loss":
-        raise Fail("loss_targets --variant %s --oracle: %s, want the loss first" %
-                   (variant, oracle and describe(oracle)))
-    events = watch(ctx, "loss_targets", trace, trainer_args=("--variant", variant))
+        raise Fail("%s --variant %s --oracle: %s, want the loss first" %
+                   (trainer, variant, oracle and describe(oracle)))
+    events = watch(ctx, trainer, trace, trainer_args=("--variant", variant))
     check_anomalies(events, oracle, events[0]["pid"])
     d = [ev for ev in events if ev["event"] == "diagnosis"][0]
     wrong = ["evidence without %r" % w for w in said if not any(w in e for e in d["evidence"])]
@@ -479,16 +486,28 @@ test_ignored_targets_loop = case_test(case_origin_cause, "ignored_targets", None
                                       ("--variant", "loop"), envs=("host", "forky"))
 test_between_calls_vae = case_test(case_between_calls, "vae", "dec.0", "", "exp",
                                    envs=HOST_ONLY)
-test_loss_target_nan = case_test(case_loss_targets, "label",
+test_loss_target_nan = case_test(case_loss_made, "loss_targets", "label",
                                  ("smooth_l1_loss compares what it takes with a target",),
                                  ("assert torch.isfinite(y).all()",), envs=HOST_AND_ROOTS)
-test_loss_mask_empty = case_test(case_loss_targets, "mask",
+test_loss_mask_empty = case_test(case_loss_made, "loss_targets", "mask",
                                  ("divides a sum by a tensor that needs no gradient",),
                                  ("clamp_min(1)",), envs=HOST_ONLY)
-test_loss_overflow = case_test(case_loss_targets, "overflow",
+test_loss_overflow = case_test(case_loss_made, "loss_targets", "overflow",
                                ("past the square root of the float32 range (1.84e+19) at "
                                 "this iteration: head,",),
                                ("normalise the targets",), envs=HOST_ONLY)
+test_loss_exp_softmax = case_test(case_loss_made, "loss_exp", "softmax",
+                                  ("takes a sum of exps",), ("log_softmax",),
+                                  envs=HOST_AND_ROOTS)
+test_loss_exp_scale = case_test(case_loss_made, "loss_exp", "scale",
+                                ("the loss divides by an exp", "below -103.3 in float32"),
+                                ("torch.exp(-s)",), envs=HOST_ONLY)
+test_loss_sigmoid_one = case_test(case_loss_made, "loss_exp", "logit",
+                                  ("takes the log of 1 - sigmoid",), ("F.logsigmoid(-x)",),
+                                  envs=HOST_ONLY)
+test_loss_exp_rate = case_test(case_loss_made, "loss_exp", "rate",
+                               ("takes an exp and uses it in sub",),
+                               ("clamp(max=20)",), envs=HOST_ONLY)
 test_between_calls_critic = case_test(case_between_calls, "critic", "q", "", "atanh",
                                       ("x.clamp(-1 + 1e-7, 1 - 1e-7)",), envs=HOST_ONLY)
 test_between_calls_attn = case_test(case_between_calls, "attn", "attn.out", "attn",

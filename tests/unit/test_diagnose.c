@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 #include "explain/diagnose.h"
@@ -192,9 +193,115 @@ static void test_params_and_loss(void **state)
 	assert_string_equal(cause_of(&g, &loss, 1, 0), "loss_log_zero");
 }
 
-/* The cause of a loss anomaly whose ops from the loss down are chain. */
-static const char *loss_cause(struct diagnosis *g, const char *chain, int nan, double peak)
+/*
+ * A loss's nodes as BPF walks them (breadth first), from the ops written from the loss down:
+ * "mean pow addmm" is a line (each the next's only operand), "div(exp mm, sum exp mm)" a node
+ * with operands, one line each, in their order, and "^exp" the node written before as "exp"
+ * (a value used twice: found once, the other use kept as its also).
+ */
+struct tree {
+	char op[FINDING_LOSS_NODES][FINDING_LOSS_OP_LEN];
+	int kid[FINDING_LOSS_NODES][4], nkids[FINDING_LOSS_NODES], n;
+};
+
+static int parse_line(struct tree *t, const char **p);
+
+static int parse_node(struct tree *t, const char **p)
 {
+	int i, ref = **p == '^';
+	size_t len;
+
+	*p += ref;
+	len = strcspn(*p, " (),");
+	assert_true(len > 0 && len < FINDING_LOSS_OP_LEN);
+	if (ref) {
+		for (i = t->n - 1; i >= 0; i--)
+			if (strlen(t->op[i]) == len && !memcmp(t->op[i], *p, len))
+				break;
+		assert_true(i >= 0);
+		*p += len;
+		return i;
+	}
+	i = t->n++;
+	assert_true(i < FINDING_LOSS_NODES);
+	memcpy(t->op[i], *p, len);
+	t->op[i][len] = 0;
+	t->nkids[i] = 0;
+	*p += len;
+	if (**p == '(') {
+		do {
+			(*p)++;
+			*p += strspn(*p, " ");
+			t->kid[i][t->nkids[i]++] = parse_line(t, p);
+		} while (**p == ',');
+		assert_true(**p == ')');
+		(*p)++;
+	}
+	return i;
+}
+
+static int parse_line(struct tree *t, const char **p)
+{
+	int head = parse_node(t, p), last = head;
+
+	while (**p == ' ' && t->nkids[last] == 0) {
+		int next;
+
+		*p += strspn(*p, " ");
+		next = parse_node(t, p);
+		t->kid[last][0] = next;
+		t->nkids[last] = 1;
+		last = next;
+	}
+	return head;
+}
+
+static void loss_of(const char *ops, struct finding_loss *l)
+{
+	struct tree t = {.n = 0};
+	int order[FINDING_LOSS_NODES], place[FINDING_LOSS_NODES], i, k;
+	const char *p = ops;
+
+	memset(l, 0, sizeof(*l));
+	memset(l->also, FINDING_LOSS_ROOT, sizeof(l->also));
+	parse_line(&t, &p);
+	assert_true(*p == 0);
+	for (i = 0; i < t.n; i++)
+		place[i] = -1;
+	order[0] = 0;
+	place[0] = 0;
+	l->parent[0] = FINDING_LOSS_ROOT;
+	l->n = 1;
+	for (i = 0; i < (int)l->n; i++) {
+		snprintf(l->op[i], sizeof(l->op[i]), "%s", t.op[order[i]]);
+		for (k = 0; k < t.nkids[order[i]]; k++) {
+			int kid = t.kid[order[i]][k];
+
+			if (place[kid] >= 0) {
+				if (l->also[place[kid]] == FINDING_LOSS_ROOT) {
+					l->also[place[kid]] = (unsigned char)i;
+					l->also_input[place[kid]] = (unsigned char)k;
+				}
+				continue;
+			}
+			place[kid] = (int)l->n;
+			l->parent[l->n] = (unsigned char)i;
+			l->input[l->n] = (unsigned char)k;
+			order[l->n++] = kid;
+		}
+	}
+	/* the line: each node of one operand, then the next, as far as a node is named */
+	for (i = 0; i < (int)l->n; i++) {
+		l->line = (unsigned int)i + 1;
+		if (t.nkids[order[i]] != 1 || !strcmp(l->op[i], "?"))
+			break;
+	}
+}
+
+/* The cause of a loss anomaly whose ops from the loss down are ops (loss_of). */
+static const char *loss_cause(struct diagnosis *g, const char *ops, int nan, double peak)
+{
+	struct finding_loss l;
 	struct diag_anomaly loss = {.step = 9,
 				    .iteration = 4,
 				    .nan = nan,
@@ -202,12 +309,15 @@ static const char *loss_cause(struct diagnosis *g, const char *chain, int nan, d
 				    .phase = "loss",
 				    .dtype = "float32",
 				    .inputs_finite = -1,
-				    .params_finite = -1,
-				    .chain = chain};
+				    .params_finite = -1};
 	struct diag_anomaly next = fwd("x", "Linear", 2, 1);
 	struct diag_warning w;
 	struct diag d;
 
+	if (ops) {
+		loss_of(ops, &l);
+		loss.loss = &l;
+	}
 	diagnose__init(&d);
 	/* module outputs' magnitudes at the loss's iteration, in the order they returned, and
 	 * one of the iteration before */
@@ -289,6 +399,78 @@ static void test_loss_chain(void **state)
 	assert_false(evidence_has(&g, "prev"));
 	assert_true(evidence_has(&g, "overflow of a square"));
 	assert_true(g.confidence < 0.45);
+}
+
+/*
+ * Every module output finite, the loss not, an exp among the loss's own nodes (the walk,
+ * breadth first): where its value goes tells its overflow from its underflow to 0.
+ */
+static void test_loss_exp(void **state)
+{
+	static const char *const infonce =
+		"neg mean log div(exp div sum mul(addmm, addmm), sum exp div mm)";
+	/* sigma = exp(log_sigma) once, logged and divided by: found under the log first */
+	static const char *const mdn =
+		"mean add(log exp slice addmm, mul pow div(sub slice addmm, ^exp))";
+	struct diagnosis g;
+
+	(void)state;
+	/* a softmax by hand: NaN is Inf/Inf; +Inf a probability's 0 under the log */
+	assert_string_equal(loss_cause(&g, infonce, 1, 0), "exp_overflow");
+	assert_true(evidence_has(&g, "takes a sum of exps"));
+	assert_true(evidence_has(&g, "above 88.72 in float32"));
+	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "log_softmax"));
+	assert_string_equal(loss_cause(&g, infonce, 0, 0), "loss_log_zero");
+	/* a logsumexp by hand */
+	assert_string_equal(loss_cause(&g, "mean sub(log sum exp addmm, gather addmm)", 1, 0),
+			    "exp_overflow");
+	/* a scale as exp of a log-scale, divided by and logged: its 0 */
+	assert_string_equal(loss_cause(&g, mdn, 1, 0), "division_by_zero");
+	assert_true(evidence_has(&g, "divides by an exp"));
+	assert_true(evidence_has(&g, "below -103.3 in float32"));
+	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "torch.exp(-s)"));
+	/* a reciprocal of it divides too; an exp2's floor is not exp's: nothing said of it */
+	assert_string_equal(loss_cause(&g, "mean mul(sub addmm, reciprocal exp addmm)", 1, 0),
+			    "division_by_zero");
+	assert_true(evidence_has(&g, "divides by an exp"));
+	assert_string_equal(loss_cause(&g, "mean mul(sub addmm, reciprocal exp2 addmm)", 1, 0),
+			    "loss_log_zero");
+	assert_false(evidence_has(&g, "exp2"));
+	/* only its log */
+	assert_string_equal(loss_cause(&g, "mean neg log exp addmm", 0, 0), "loss_log_zero");
+	assert_true(evidence_has(&g, "takes the log of an exp"));
+	/* exp(log_rate) - y * log_rate: an overflow, +Inf or Inf - Inf */
+	assert_string_equal(loss_cause(&g, "mean sub(exp addmm, mul addmm)", 0, 0), "exp_overflow");
+	assert_true(evidence_has(&g, "takes an exp and uses it in sub"));
+	assert_string_equal(loss_cause(&g, "mean sub(exp addmm, mul addmm)", 1, 0), "exp_overflow");
+	/* a log-cosh loss by hand: cosh overflows past exp's threshold and log 2; never 0 */
+	assert_string_equal(loss_cause(&g, "mean log cosh sub addmm", 0, 0), "exp_overflow");
+	assert_true(evidence_has(
+		&g, "takes a cosh and uses it in log: cosh(x) is Inf for |x| above 89.42"));
+	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "F.softplus(-2 * |x|)"));
+	/* a softplus or sigmoid is 0 where exp is: a divisor or a log's argument alone */
+	assert_string_equal(loss_cause(&g, "mean div(pow sub addmm, softplus addmm)", 1, 0),
+			    "division_by_zero");
+	assert_true(evidence_has(&g, "divides by a softplus: softplus(x) is 0 for x below -103.3"));
+	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "F.softplus(x) + 1e-6"));
+	assert_string_equal(
+		loss_cause(&g, "neg mean add(mul log sigmoid addmm, mul log rsub ^sigmoid)", 0, 0),
+		"loss_log_zero");
+	assert_true(evidence_has(&g, "takes the log of 1 - sigmoid: sigmoid(x) rounds to 1 for x "
+				     "above 16.64 in float32"));
+	assert_true(g.confidence >= 0.6);
+	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "F.logsigmoid(-x)"));
+	assert_string_equal(loss_cause(&g, "neg mean log sigmoid addmm", 0, 0), "loss_log_zero");
+	assert_true(evidence_has(&g, "takes the log of a sigmoid"));
+	assert_true(g.confidence < 0.6);
+	assert_string_equal(loss_cause(&g, "mean sub(softplus addmm, mul addmm)", 0, 0),
+			    "loss_log_zero");
+	assert_false(evidence_has(&g, "softplus"));
+	/* the exp of a bounded value, or one inside a module (under its output): no fact */
+	assert_string_equal(loss_cause(&g, "mean sub(exp clamp addmm, mul addmm)", 0, 0),
+			    "loss_log_zero");
+	assert_string_equal(loss_cause(&g, "mean pow sub(addmm(exp mm, t), mul)", 1, 0),
+			    "loss_log_zero");
 }
 
 /*
@@ -679,6 +861,7 @@ int main(void)
 		cmocka_unit_test(test_backward_masked_where),
 		cmocka_unit_test(test_params_and_loss),
 		cmocka_unit_test(test_loss_chain),
+		cmocka_unit_test(test_loss_exp),
 		cmocka_unit_test(test_unknown_and_sample_mode),
 		cmocka_unit_test(test_made_between_calls),
 		cmocka_unit_test(test_no_incident),

@@ -220,6 +220,15 @@ static void test_forward_attribute(void **state)
 	assert_string_equal(f.tensor, "output.<7>");
 }
 
+/* An anomaly of the loss backward() starts from: no module stack, no nodes named. */
+static void loss_record(struct nw_event *ev)
+{
+	forward_record(ev);
+	ev->phase = NW_PHASE_LOSS;
+	ev->index0 = NW_NO_INDEX;
+	memset(ev->modules, 0, sizeof(ev->modules));
+}
+
 /* The loss: no module, no verdicts; its value record. */
 static void test_loss(void **state)
 {
@@ -227,9 +236,7 @@ static void test_loss(void **state)
 	struct finding f;
 
 	(void)state;
-	forward_record(&ev);
-	ev.phase = NW_PHASE_LOSS;
-	ev.index0 = NW_NO_INDEX;
+	loss_record(&ev);
 	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
 	assert_int_equal(f.phase, FINDING_PHASE_LOSS);
 	assert_string_equal(f.tensor, "loss");
@@ -241,6 +248,45 @@ static void test_loss(void **state)
 	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
 	assert_int_equal(f.kind, FINDING_LOSS);
 	assert_true(f.value == 1.5);
+}
+
+/*
+ * The loss's nodes as BPF walked them: how each was found, a second user, the line of single
+ * inputs (no names here: the line ends at the first node, "?"); a record that is no walk's
+ * ends them.
+ */
+static void test_loss_nodes(void **state)
+{
+	__u64 *word;
+	struct nw_event ev;
+	struct finding f;
+
+	(void)state;
+	loss_record(&ev);
+	word = ev.modules + 1 + NW_LOSS_NODES;
+	ev.modules[1] = ev.modules[2] = ev.modules[3] = ev.modules[4] = 0x7000;
+	word[0] = NW_LOSS_ROOT | NW_LOSS_SINGLE | 1 << 16;
+	word[1] = 0 | 2 << 16;
+	word[2] = 1 | 1 << 8 | NW_LOSS_ALSO | 1ULL << 32 | 0ULL << 40;
+	word[3] = 2 | NW_LOSS_ALSO | 9ULL << 32; /* a user the event does not hold */
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.loss.n, 4);
+	assert_int_equal(f.loss.line, 1);
+	assert_string_equal(f.loss.op[0], "?");
+	assert_int_equal(f.loss.parent[0], FINDING_LOSS_ROOT);
+	assert_int_equal(f.loss.parent[2], 1);
+	assert_int_equal(f.loss.input[2], 1);
+	assert_int_equal(f.loss.also[2], 1);
+	assert_int_equal(f.loss.also[1], FINDING_LOSS_ROOT);
+	assert_int_equal(f.loss.also[3], FINDING_LOSS_ROOT);
+	assert_null(f.op);
+	/* node 2 found from a node after it: no walk's record, the nodes end before it */
+	word[2] = 3;
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.loss.n, 2);
+	word[0] = 0; /* the first is the loss's own */
+	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
+	assert_int_equal(f.loss.n, 0);
 }
 
 /* A gradient: the maker module when known, the producers' verdict; no vtable names here. */
@@ -347,6 +393,7 @@ int main(void)
 		cmocka_unit_test(test_forward_dict_key),
 		cmocka_unit_test(test_forward_attribute),
 		cmocka_unit_test(test_loss),
+		cmocka_unit_test(test_loss_nodes),
 		cmocka_unit_test(test_backward),
 		cmocka_unit_test(test_other_kinds),
 		cmocka_unit_test(test_module_record_names),
