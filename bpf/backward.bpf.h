@@ -212,7 +212,7 @@ static long producer_edges(__u32 idx, void *ctx)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct bwd_thread *bt = bpf_map_lookup_elem(&bwd_threads, &tid);
 	struct bwd_scratch *b = get_bwd_scratch();
-	__u64 node, n, all, esz = BL.edge_size;
+	__u64 node, n, esz = BL.edge_size;
 	struct edge_ctx e = {};
 	__u32 slot;
 
@@ -222,7 +222,7 @@ static long producer_edges(__u32 idx, void *ctx)
 	node = bt->ring[slot];
 	if (!node || node == b->target)
 		return 0;
-	n = node_edges(node, b->edges, sizeof(b->edges), &all);
+	n = node_edges(node, b->edges, sizeof(b->edges));
 	if (!n)
 		return 0;
 	e.node = node;

@@ -216,13 +216,13 @@ static long cap_op_edge(__u32 j, void *unused)
 static long cap_op_visit(__u32 idx, void *unused)
 {
 	struct cap_state *c = get_cap();
-	__u64 node, n, all;
+	__u64 node, n;
 
 	if (!c || idx >= c->nnodes || idx >= NW_CAP_OPS)
 		return 1;
 	node = c->nodes[idx & (NW_CAP_OPS - 1)];
 	c->visiting = idx;
-	n = node_edges(node, c->edges, sizeof(c->edges), &all);
+	n = node_edges(node, c->edges, sizeof(c->edges));
 	if (!n)
 		return 0;
 	c->nedges = n;

@@ -110,7 +110,7 @@ static long loss_visit(__u32 idx, void *unused)
 {
 	struct scratch *s = get_scratch();
 	struct loss_walk *lw;
-	__u64 node, n, all, vptr, *word;
+	__u64 node, n, vptr, *word;
 	__u32 k;
 
 	if (!s)
@@ -127,8 +127,7 @@ static long loss_visit(__u32 idx, void *unused)
 	for (k = 0; k < NW_LOSS_ENDS; k++)
 		if (vptr && BL.end_vptr[k] == vptr)
 			return 0;
-	n = node_edges(node, lw->edges, sizeof(lw->edges), &all);
-	*word |= (all > 0xff ? 0xff : all) << 16;
+	n = node_edges(node, lw->edges, sizeof(lw->edges));
 	if (!n)
 		return 0;
 	/* one input that needs a gradient: a second edge to no node is a constant's */

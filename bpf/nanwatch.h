@@ -88,7 +88,7 @@ enum nw_step_source {
 /*
  * A loss event's modules[1 + NW_LOSS_NODES + i]: how node i of the walk (breadth first from
  * the loss) was found. Bits 0-7: the node whose edge led to it (NW_LOSS_ROOT: the loss's own);
- * 8-15: that edge's index (the op's operand); 16-23: the node's edges (at most 255); bit 24:
+ * 8-15: that edge's index (the op's operand); bit 24:
  * it has one input that needs a gradient (an edge to a node, or a second edge to none); bit
  * 25: a second node's edge led to it too (a value the loss uses twice), that node in bits
  * 32-39, the edge's index in 40-47.

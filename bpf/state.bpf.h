@@ -608,19 +608,17 @@ static __always_inline __u64 read_ref(__u64 addr)
 
 /*
  * An autograd node's Node.next_edges_ into edges (BWD_EDGES of them at most, size bytes at
- * most): how many were read, 0 if none could be; *all: how many it has. The callers checked
- * BL.edge_size (16 to 32 bytes).
+ * most): how many were read, 0 if none could be. The callers checked BL.edge_size (16 to 32
+ * bytes).
  */
-static __always_inline __u64 node_edges(__u64 node, __u64 *edges, __u64 size, __u64 *all)
+static __always_inline __u64 node_edges(__u64 node, __u64 *edges, __u64 size)
 {
 	__u64 v[2] = {}, n, len, esz = BL.edge_size;
 
-	*all = 0;
 	if (!esz || bpf_probe_read_user(v, sizeof(v), (void *)(node + BL.node_next_edges)) ||
 	    v[1] < v[0])
 		return 0;
 	n = (v[1] - v[0]) / esz;
-	*all = n;
 	if (n > BWD_EDGES)
 		n = BWD_EDGES;
 	len = n * esz;

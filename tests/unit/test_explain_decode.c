@@ -265,8 +265,8 @@ static void test_loss_nodes(void **state)
 	loss_record(&ev);
 	word = ev.modules + 1 + NW_LOSS_NODES;
 	ev.modules[1] = ev.modules[2] = ev.modules[3] = ev.modules[4] = 0x7000;
-	word[0] = NW_LOSS_ROOT | NW_LOSS_SINGLE | 1 << 16;
-	word[1] = 0 | 2 << 16;
+	word[0] = NW_LOSS_ROOT | NW_LOSS_SINGLE;
+	word[1] = 0;
 	word[2] = 1 | 1 << 8 | NW_LOSS_ALSO | 1ULL << 32 | 0ULL << 40;
 	word[3] = 2 | NW_LOSS_ALSO | 9ULL << 32; /* a user the event does not hold */
 	assert_int_equal(explain__decode(&ev, sizeof(ev), NULL, NULL, &f), 0);
