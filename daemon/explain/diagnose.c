@@ -826,33 +826,75 @@ static int rule_masked_where(const struct diag_anomaly *a, struct diagnosis *g)
 }
 
 /* Forward and loss finite, a gradient not: the derivative left its domain. */
-static int rule_backward(const struct diag_anomaly *a, struct diagnosis *g)
+static int rule_backward(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	const char *node = a->node ? a->node : "an autograd node";
+	/* --backward norms: only the parameters' gradients were checked */
+	double sure = d->grads_all ? 0.6 : 0.4;
 
 	if (!a->phase || strcmp(a->phase, "backward"))
 		return 0;
 	rests(g, "autograd_node");
 	evidence(g,
 		 "the forward pass and the loss of this iteration (step %llu) were finite; %s "
-		 "(%s%smade %s%s) returned %llu NaN, %llu +Inf, %llu -Inf gradients from finite "
-		 "ones",
+		 "(%s%smade %s%s) returned %llu NaN, %llu +Inf, %llu -Inf gradients%s",
 		 (unsigned long long)a->step, node, a->op ? a->op : "", a->op ? ", " : "",
-		 a->layer ? "in " : "outside any module", a->layer ? name(a) : "",
-		 (unsigned long long)a->nan, (unsigned long long)a->posinf,
-		 (unsigned long long)a->neginf);
+		 a->layer	? "in "
+		 : d->grads_all ? "outside any module"
+				: "in a layer not known",
+		 a->layer ? name(a) : "", (unsigned long long)a->nan, (unsigned long long)a->posinf,
+		 (unsigned long long)a->neginf,
+		 d->grads_all ? " from finite ones" : " for a parameter");
+	if (!d->grads_all)
+		evidence(g, "--backward norms checks the parameters' gradients alone: an earlier "
+			    "node of this pass may have made the value (a sqrt or a norm at 0 in "
+			    "the loss); --backward on names that node and its layer");
 	if (rule_masked_where(a, g))
 		return 1;
 	if (a->posinf + a->neginf && !a->nan) {
-		conclude(g, "division_by_zero", 0.6);
+		conclude(g, "division_by_zero", sure);
 		fix(g, "the derivative is infinite where the forward value is finite (sqrt at 0, "
 		       "pow with exponent < 1 at 0): add an epsilon inside the op");
 	} else {
-		conclude(g, "invalid_domain", 0.6);
+		conclude(g, "invalid_domain", sure);
 		fix(g, "an op evaluated where its derivative does not exist (sqrt/log/norm at 0, "
 		       "a masked branch of torch.where): clamp its argument or mask before the op");
 	}
+	if (!d->grads_all)
+		fix(g, "attach with --backward on to name the node that made the gradient "
+		       "non-finite, and its layer");
 	fix(g, "reproduce with torch.autograd.detect_anomaly() around this step");
+	return 1;
+}
+
+/*
+ * torch's Embedding reads only the rows its indices select: a non-finite row was written by
+ * some update since it was last looked up, not by the last one alone. A row looked up for the
+ * first time in a while had gradients of 0 at every step between: Adam's moments of 0, and an
+ * eps of 0 (or one that is 0 in float16), make its update 0/0.
+ */
+static int rule_params_rows(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const struct diag_loss *before = loss_before(d, a->iteration);
+
+	if (!a->module || (strcmp(a->module, "Embedding") && strcmp(a->module, "EmbeddingBag")))
+		return 0;
+	evidence(g,
+		 "the parameters of %s were non-finite at step %llu; %s (%s) reads only the rows "
+		 "its indices select, so any update since a row was last looked up may have "
+		 "written it%s",
+		 name(a), (unsigned long long)a->step, name(a), a->module,
+		 before && before->step < a->step ? ", not only the last" : "");
+	if (before)
+		evidence(g, "the loss of step %llu was %.4g", (unsigned long long)before->step,
+			 before->value);
+	evidence(g, "a row whose gradient was 0 at every step (a token absent so far) has Adam's "
+		    "moments 0: with eps 0, or an eps that is 0 in float16, its update is 0/0");
+	conclude(g, "nonfinite_params", 0.5);
+	fix(g, "check the optimizer's eps: Adam's 1e-8 is 0 in float16 state; keep the "
+	       "optimizer state in float32 or take eps=1e-6 or more");
+	fix(g, "look for the update that wrote the row: check the embedding weight with "
+	       "torch.isfinite(emb.weight).all(1) after each optimizer step");
 	return 1;
 }
 
@@ -865,6 +907,8 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 	if (a->params_finite != 0)
 		return 0;
 	rests(g, "parameters");
+	if (rule_params_rows(d, a, g))
+		return 1;
 	before = loss_before(d, a->iteration);
 	if (before && before->step < a->step) {
 		/* every output of that iteration was finite (this is the first anomaly) */
@@ -1071,6 +1115,7 @@ static const char *const target_loss_ops[] = {
  * code seldom (there a sub or a mul of two such values: what feeds the other is not known).
  */
 static const char *const module_end_ops[] = {"addmm",
+					     "embedding",
 					     "mm",
 					     "bmm",
 					     "linear",
@@ -1555,6 +1600,213 @@ static int rule_loss_exp(const struct diag_anomaly *a, struct diagnosis *g)
 	return 1;
 }
 
+/* what a loss's divisor may be 0 from: a root, a norm, a spread, a sum it computed */
+static const char *const zero_divisor_ops[] = {"sqrt", "rsqrt", "norm",	    "linalg_vector_norm",
+					       "std",  "var",	"std_mean", "var_mean",
+					       "sum",  NULL};
+/* log|det| of a singular matrix: -Inf */
+static const char *const logdet_ops[] = {"linalg_slogdet", "logdet", "slogdet", NULL};
+
+static void logdet_fix(struct diagnosis *g)
+{
+	fix(g, "keep the matrix invertible: parameterise it so (an LU decomposition with an "
+	       "exp'd diagonal, as Glow's invertible 1x1 convolution), or add eps * I");
+}
+
+/* Is node j under node i (found through it, by its edges, however deep)? */
+static int found_under(const struct finding_loss *l, unsigned int i, unsigned int j)
+{
+	unsigned int hops;
+
+	for (hops = 0; j != FINDING_LOSS_ROOT && j < l->n && hops < FINDING_LOSS_NODES; hops++) {
+		if (j == i)
+			return 1;
+		j = l->parent[j];
+	}
+	return 0;
+}
+
+/* The first of the loss's own nodes (no module output between it and the loss) in set; -1. */
+static int own_op(const struct finding_loss *l, const char *const *set)
+{
+	unsigned int i;
+
+	for (i = 0; l && i < l->n; i++)
+		if (in_set(l->op[i], set) && loss_own(l, i))
+			return (int)i;
+	return -1;
+}
+
+/* How many of node i's edges the walk followed. */
+static unsigned int walked_edges(const struct finding_loss *l, unsigned int i)
+{
+	unsigned int j, n = 0;
+
+	for (j = i + 1; j < l->n; j++)
+		n += l->parent[j] == i;
+	return n;
+}
+
+/*
+ * Is the divisor node d kept away from 0 on its way from what it divides by: a clamp (as
+ * F.normalize clamps a norm), or an add of a value that needs no gradient (an epsilon)?
+ */
+static int guarded(const struct finding_loss *l, unsigned int d)
+{
+	static const char *const clamps[] = {"clamp", "clamp_min", NULL};
+	unsigned int j;
+
+	for (j = d; j < l->n; j++) {
+		if (!found_under(l, d, j))
+			continue;
+		if (in_set(l->op[j], clamps))
+			return 1;
+		if (!strcmp(l->op[j], "add") && walked_edges(l, j) == 1)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * A div of the loss's own whose divisor it computed from what needs a gradient (a norm, a
+ * spread, a sum: what is 0 where the predictions are constant or zero); *zero: the node of
+ * zero_divisor_ops under it, -1 where none was walked. -1 where no div has such a divisor.
+ */
+static int own_divisor(const struct finding_loss *l, int *zero)
+{
+	unsigned int i, j;
+	int best = -1;
+
+	*zero = -1;
+	for (i = 0; l && i < l->n; i++) {
+		int d;
+
+		if (strcmp(l->op[i], "div") || !loss_own(l, i))
+			continue;
+		d = operand(l, i, 1);
+		if (d < 0)
+			continue; /* a divisor that needs no gradient: rule_loss_plain's */
+		if (guarded(l, (unsigned int)d))
+			continue; /* kept from 0: F.normalize's clamp_min, an epsilon added */
+		if (best < 0)
+			best = (int)i;
+		for (j = (unsigned int)d; j < l->n; j++)
+			if (in_set(l->op[j], zero_divisor_ops) &&
+			    found_under(l, (unsigned int)d, j) && loss_own(l, j)) {
+				*zero = (int)j;
+				return (int)i;
+			}
+	}
+	return best;
+}
+
+/* The loss's own ops the walk named, from the loss down, as evidence. */
+static void own_ops_evidence(const struct finding_loss *l, struct diagnosis *g)
+{
+	char listed[FINDING_LOSS_NODES * FINDING_LOSS_OP_LEN + 16];
+	unsigned int i;
+	int used = 0, any = 0;
+
+	listed[0] = 0;
+	for (i = 0; l && i < l->n && used < (int)sizeof(listed); i++) {
+		if (!strcmp(l->op[i], "?") || !loss_own(l, i))
+			continue;
+		used += snprintf(listed + used, sizeof(listed) - (size_t)used, "%s%s",
+				 any ? ", " : "", l->op[i]);
+		any = 1;
+	}
+	if (any)
+		evidence(g, "ops the loss took, from the loss down (autograd, breadth first): %s%s",
+			 listed, l->n >= FINDING_LOSS_NODES ? " ..." : "");
+}
+
+/*
+ * A loss that takes an op with a domain or a divisor of its own (no exp explains it): acos
+ * or asin past ±1 (a cosine that rounded past 1), atanh at ±1, log|det| of a singular matrix,
+ * a division by a norm or spread it computed (a correlation or a cosine by hand over
+ * constant predictions), a root of a negative. 0 where none of those, or a log, explains it.
+ */
+static int rule_loss_domain(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const struct finding_loss *l = a->loss;
+	int u = own_op(l, unit_ops), det = own_op(l, logdet_ops), zero, div, root, arg;
+	int infs = a->posinf + a->neginf > 0;
+
+	if (!l || !l->n)
+		return 0;
+	div = own_divisor(l, &zero);
+	root = own_op(l, root_ops);
+	if (u >= 0 && (a->nan || !strcmp(l->op[u], "atanh"))) {
+		int cosine = own_op(l, div_ops) >= 0 || own_op(l, zero_divisor_ops) >= 0;
+
+		rests(g, "operations");
+		own_ops_evidence(l, g);
+		if (!strcmp(l->op[u], "atanh"))
+			evidence(g,
+				 "the loss takes atanh: atanh(x) is ±Inf at ±1 and NaN past it "
+				 "(a norm or a tanh's output that reached 1, a clamp to max=1.0)");
+		else
+			evidence(g, "the loss takes %s: NaN for |x| above 1%s", l->op[u],
+				 cosine ? ", and a cosine as a dot product over norms rounds just "
+					  "past 1"
+					: "");
+		if (a->nan && div >= 0 && zero >= 0)
+			evidence(g,
+				 "or the %s the cosine divides by was 0 (a prediction of zeros): "
+				 "0/0 gave it NaN",
+				 l->op[zero]);
+		conclude(g, "invalid_domain",
+			 (cosine || infs) && !(a->nan && div >= 0 && zero >= 0) ? 0.65 : 0.55);
+		unit_fix(g, l->op[u]);
+		if (a->nan && div >= 0 && zero >= 0)
+			denominator_fix(g);
+		return 1;
+	}
+	if (det >= 0 && a->neginf + a->posinf) {
+		rests(g, "operations");
+		own_ops_evidence(l, g);
+		evidence(g, "the loss takes %s: log|det| of a singular matrix is -Inf", l->op[det]);
+		conclude(g, "loss_log_zero", 0.5);
+		logdet_fix(g);
+		return 1;
+	}
+	if (div >= 0 && own_op(l, log_ops) < 0) {
+		rests(g, "operations");
+		own_ops_evidence(l, g);
+		if (zero >= 0)
+			evidence(g,
+				 "the loss divides by a %s it computed (a correlation or a cosine "
+				 "by "
+				 "hand): 0 where the values under it are all %s, and %s",
+				 l->op[zero],
+				 has(l->op[zero], "norm") ? "zero (a prediction of zeros)"
+							  : "equal (a constant prediction) or zero",
+				 a->nan ? "0/0 is NaN" : "x/0 is ±Inf");
+		else
+			evidence(g, "the loss divides by a value it computed: %s where that is 0",
+				 a->nan ? "0/0 is NaN" : "x/0 is ±Inf");
+		conclude(g, "division_by_zero", zero >= 0 ? 0.55 : 0.45);
+		fix(g, "add an epsilon to the denominator: a / (b + 1e-8), or b.clamp_min(1e-8) "
+		       "(F.cosine_similarity and torch.corrcoef guard it)");
+		fix(g, "look for what made the values under it constant: a collapsed output (all "
+		       "predictions equal), a batch of one, or a dead layer");
+		return 1;
+	}
+	if (root >= 0 && a->nan && own_op(l, log_ops) < 0 &&
+	    (arg = operand(l, (unsigned int)root, 0)) >= 0 && in_set(l->op[arg], sub_ops)) {
+		rests(g, "operations");
+		own_ops_evidence(l, g);
+		evidence(g,
+			 "the loss takes %s of a %s: NaN of a negative, and a difference of close "
+			 "values (E[x^2] - E[x]^2, a variance by hand) can round below 0",
+			 l->op[root], l->op[arg]);
+		conclude(g, "invalid_domain", 0.45);
+		domain_fix(g);
+		return 1;
+	}
+	return 0;
+}
+
 static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	/* in mode loss no module output was checked: a NaN from any layer looks the same */
@@ -1578,8 +1830,10 @@ static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct 
 		ignored_fixes(g);
 		return 1;
 	}
-	if (rule_loss_plain(d, a, g) || rule_loss_exp(a, g))
+	if (rule_loss_plain(d, a, g) || rule_loss_exp(a, g) || rule_loss_domain(a, g))
 		return 1;
+	/* a log of what needs no gradient (a target's) leaves no node: the rule of old */
+	own_ops_evidence(a->loss, g);
 	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);
 	log_fixes(g);
 	return 1;
@@ -1669,6 +1923,42 @@ static int saturated_log(const struct evidence_facts *x, int *log_at)
 		}
 	}
 	return -1;
+}
+
+/* what is exactly 0 for a range of finite arguments: a log of it is -Inf there */
+static const char *const zero_ops[] = {"relu", "threshold", "hardtanh", NULL};
+
+/* The call's log (not log1p) of what a zero_ops op made (the walk's edges): that op's index. */
+static int zero_log(const struct evidence_facts *x, int *log_at)
+{
+	int i, z;
+
+	for (i = 0; x && x->parents && i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
+		if (!in_set(x->ops[i], log_ops) || !strcmp(x->ops[i], "log1p"))
+			continue;
+		z = input_in(x, i, zero_ops);
+		if (z >= 0) {
+			*log_at = i;
+			return z;
+		}
+	}
+	return -1;
+}
+
+/* Does a div of the call take what a softmax's scores are (the walk's edges: softmax(x / t))? */
+static int scaled_softmax(const struct evidence_facts *x)
+{
+	static const char *const softmaxes[] = {"softmax", "log_softmax", NULL};
+	int i, p;
+
+	for (i = 0; x && x->parents && i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
+		if (strcmp(x->ops[i], "div"))
+			continue;
+		p = x->op_parent[i];
+		if (p >= 0 && p < x->nops && in_set(x->ops[p], softmaxes))
+			return 1;
+	}
+	return 0;
 }
 
 static int code_known(const struct evidence_facts *x)
@@ -2006,7 +2296,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	int known = ops_known(x), e_op = op_in(x, exp_ops), l_op = op_in(x, log_ops);
 	int d_op = op_in(x, div_ops), u_op = l_op >= 0 ? op_before(x, underflow_ops, l_op) : -1;
 	int only_pos = a->posinf && !a->neginf, sat_log = -1, sat_at = saturated_log(x, &sat_log);
-	int exp_n, div_n, log_n;
+	int exp_n, div_n, log_n, z_op, z_log = -1;
 
 	if (!(a->posinf + a->neginf))
 		return 0;
@@ -2028,12 +2318,32 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	div_n += s->prob_zeros && s->other_zeros;
 	if (ops_whole(x) && s->prob_zeros && l_op < 0 && d_op >= 0)
 		log_n = 0; /* no log among the ops: the probability divides */
+	if (a->neginf && !a->posinf && op_in(x, logdet_ops) >= 0) {
+		/* -Inf alone where the call takes a log-determinant: a zero row or column is its
+		 * singular matrix, no divisor */
+		evidence(g, "the call takes %s: log|det| of a singular matrix is -Inf%s",
+			 x->ops[op_in(x, logdet_ops)],
+			 s->zeros ? " (a zero row or column makes one)" : "");
+		conclude(g, "loss_log_zero", agree(1 + !!s->zeros, 0));
+		logdet_fix(g);
+		return 1;
+	}
 	if (s->exp && exp_n > div_n && exp_n > log_n) {
 		verdict_exp(a, s, exp_n, g);
 		return 1;
 	}
 	if (!s->prob_zeros && !s->zeros && sat_at >= 0) {
 		verdict_saturated_log(a, x, sat_log, sat_at, g);
+		return 1;
+	}
+	if (!s->prob_zeros && a->neginf && (z_op = zero_log(x, &z_log)) >= 0) {
+		evidence(g,
+			 "%s takes %s of what %s made: %s is 0 wherever its argument is at or "
+			 "below 0, and log(0) = -Inf",
+			 name(a), x->ops[z_log], x->ops[z_op], x->ops[z_op]);
+		conclude(g, "loss_log_zero", agree(2, 0));
+		fix(g, "keep the log's argument above 0: torch.log(torch.relu(x) + 1e-6), or "
+		       "F.softplus(x) in place of the relu (positive everywhere)");
 		return 1;
 	}
 	if (!s->prob_zeros && !s->zeros && u_op >= 0) {
@@ -2229,6 +2539,18 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		if (sub >= 0)
 			fix(g, "compute a variance as the mean of squared deviations ((x - "
 			       "x.mean()) ** 2).mean(), or torch.var, not E[x^2] - E[x]^2");
+		return 1;
+	}
+	if (dv && scaled_softmax(x)) {
+		evidence(g,
+			 "the call divides (%s) the scores of a softmax: a divisor of 0 (a "
+			 "temperature annealed to 0; a Python number is not captured) makes them "
+			 "±Inf, and a softmax of ±Inf is NaN",
+			 dv);
+		conclude(g, "division_by_zero", agree(ops_whole(x), 0));
+		fix(g, "keep the temperature above a floor (tau = max(tau, 0.1)), or anneal "
+		       "towards a positive value");
+		denominator_fix(g);
 		return 1;
 	}
 	if (dv) {
@@ -2828,7 +3150,7 @@ static int conclude_rules(struct diag *d, struct diagnosis *out)
 	out->origin_step = -1;
 	trend(d, out);
 	if (rule_input(d, out) || rule_cast(d, a, out) || rule_lr(d, a, out) ||
-	    rule_loss(d, a, out) || rule_backward(a, out) || rule_params(d, a, out))
+	    rule_loss(d, a, out) || rule_backward(d, a, out) || rule_params(d, a, out))
 		return 0;
 	if (d->top_only) {
 		evidence(out,

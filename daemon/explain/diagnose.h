@@ -87,6 +87,7 @@ struct diag {
 	int root_seen;
 	int top_only;  /* mode sample: only outermost outputs were checked */
 	int loss_only; /* mode loss: only the loss was checked */
+	int grads_all; /* --backward on: every gradient was checked, not only the parameters' */
 	struct diag_loss losses[DIAG_MAX_LOSSES]; /* ring, oldest first from loss_head */
 	unsigned int nlosses, loss_head;
 	/* the first DIAG_WINDOW finite losses of the watch: a divergence over the long run */

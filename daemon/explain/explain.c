@@ -24,6 +24,17 @@ static void note_params(struct explain *x, uint64_t root, uint64_t module)
 	}
 }
 
+/*
+ * A gradient's inputs were finite where every gradient the engine handed on before it was
+ * checked (--backward on); with the parameters' alone, not known.
+ */
+static int inputs_finite(const struct explain *x, const struct finding *f)
+{
+	if (f->phase == FINDING_BACKWARD && !x->grads_all)
+		return -1;
+	return f->inputs_finite;
+}
+
 static void observe(struct explain *x, const struct finding *f, int params)
 {
 	int loss = f->phase == FINDING_PHASE_LOSS, bwd = f->phase == FINDING_BACKWARD;
@@ -41,7 +52,7 @@ static void observe(struct explain *x, const struct finding *f, int params)
 			       : "forward",
 		.dtype = f->dtype_name ? f->dtype_name : "",
 		/* a call nested too deep to be checked may have made it: not this layer's */
-		.inputs_finite = loss || f->nested_unchecked ? -1 : f->inputs_finite,
+		.inputs_finite = loss || f->nested_unchecked ? -1 : inputs_finite(x, f),
 		.params_finite = loss || bwd ? -1 : params,
 		.depth = loss || bwd ? 0 : f->depth,
 		.module_id = loss || bwd ? 0 : f->module,
@@ -151,8 +162,8 @@ static int origin(const struct explain *x, const struct finding *f, int params)
 
 	if (f->phase == FINDING_PHASE_LOSS)
 		return x->loss_only ? -1 : fresh; /* module outputs were not checked */
-	if (f->phase == FINDING_BACKWARD)
-		return f->producers > 0 && fresh;
+	if (f->phase == FINDING_BACKWARD)	  /* with the parameters' alone, not known */
+		return x->grads_all ? f->producers > 0 && fresh : -1;
 	if (f->nested_unchecked)
 		return -1;
 	return f->inputs_finite == 1 && params != 0;
@@ -162,7 +173,8 @@ static int anomaly(struct explain *x, const struct finding *f)
 {
 	int late = f->phase == FINDING_FORWARD && f->module && !f->params_known;
 	int params = late ? late_params(x, f) : f->params_finite;
-	struct output_verdict v = {.params_finite = params, .params_late = late};
+	struct output_verdict v = {
+		.inputs_finite = inputs_finite(x, f), .params_finite = params, .params_late = late};
 
 	observe(x, f, params);
 	v.origin = origin(x, f, params);

@@ -91,6 +91,7 @@ struct explain {
 	double first_time;    /* the first anomaly's time, its line's (Unix seconds); 0: none */
 	uint64_t undiagnosed; /* anomaly lines written before the diagnosis */
 	int loss_only;	      /* mode loss: module outputs are not checked */
+	int grads_all;	      /* --backward on: every gradient is checked, not the parameters' */
 	uint64_t modules;     /* distinct (root, module) pairs seen */
 	uint64_t lost_reported;
 	uint64_t unnamed;	  /* anomalies whose module is not under its root's tree */

@@ -121,7 +121,7 @@ int output__anomaly(struct emitter *e, const struct finding *f, const struct out
 		json__string(j, "module", f->module_class);
 		tensor_fields(j, f);
 	}
-	tristate(j, "inputs_finite", f->inputs_finite);
+	tristate(j, "inputs_finite", v->inputs_finite);
 	tristate(j, "params_finite", v->params_finite);
 	tristate(j, "params_late", fwd ? v->params_late : -1);
 	tristate(j, "origin", v->origin);

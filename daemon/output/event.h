@@ -15,6 +15,7 @@ const char *output__step_source(int source);
 
 /* What the explain stage concluded about an anomaly; tristates: 1, 0, -1 null. */
 struct output_verdict {
+	int inputs_finite; /* 1, 0, -1: not known */
 	int params_finite;
 	int params_late; /* the daemon checked the parameters (phase forward) */
 	int origin;

@@ -131,7 +131,7 @@ struct diagnosis {
 	double confidence;
 	char layer[256];
 	char module[64];
-	char evidence[DIAG_MAX_EVIDENCE][160];
+	char evidence[DIAG_MAX_EVIDENCE][256]; /* a line, whole */
 	const char *fixes[DIAG_MAX_FIXES];
 	int nevidence, nfixes;
 	int64_t origin_step; /* the optimizer step whose update began it; -1: none found */

@@ -333,6 +333,7 @@ static void setup_explain(struct session *s)
 	x->sc.scale = NAN;
 	x->diag.top_only = s->o.top_only;
 	x->diag.loss_only = x->loss_only = s->o.loss_only;
+	x->diag.grads_all = x->grads_all = s->o.backward == 2;
 	x->e = &s->e;
 	x->names = s->names;
 	x->remote = &s->remote;

@@ -197,6 +197,37 @@ def test_backward_off(ctx):
         raise Fail("backward output with --backward off")
 
 
+@environments(*HOST_ONLY)
+def test_backward_norms_partial(ctx):
+    """--backward norms (the default) checks the parameters' gradients alone: the first
+    non-finite one names the node that handed it to AccumulateGrad, which may only have
+    passed the value on, so its origin and inputs_finite are null and the diagnosis says so,
+    with --backward on among the fixes (it claimed "from finite ones", origin true)."""
+    name = "backward_sqrt_zero"
+    oracle, _, trace, _ = backward_oracles(ctx, name)
+    events = watch(ctx, name, trace)
+    if events[0].get("backward") != "norms":
+        raise Fail("attach says backward %r by default" % events[0].get("backward"))
+    bad = [ev for ev in events if ev["event"] == "anomaly"]
+    if not bad or bad[0]["phase"] != "backward" or bad[0]["step"] != oracle["step"]:
+        raise Fail("first anomaly %s, want a gradient at step %d" %
+                   (bad and describe(bad[0]), oracle["step"]))
+    first = bad[0]
+    if first["consumer"] != "AccumulateGrad" or first["origin"] is not None or \
+            first["inputs_finite"] is not None:
+        raise Fail("first gradient: consumer %r origin %r inputs_finite %r, want "
+                   "AccumulateGrad, null, null" %
+                   (first["consumer"], first["origin"], first["inputs_finite"]))
+    d = [ev for ev in events if ev["event"] == "diagnosis"]
+    if len(d) != 1 or not any("checks the parameters' gradients alone" in e
+                              for e in d[0]["evidence"]) or \
+            not any("--backward on" in f for f in d[0]["fixes"]) or \
+            any("from finite ones" in e for e in d[0]["evidence"]):
+        raise Fail("diagnosis %s: want the partial check said" % json.dumps(d))
+    ctx.log("node %s for a parameter (the hooks: %s); %s %.2f" % (
+        first["node"], oracle["node"], d[0]["cause"], d[0]["confidence"]))
+
+
 test_backward_sqrt_zero = case_test(case_backward, "backward_sqrt_zero", envs=EVERYWHERE)
 test_backward_where_log = case_test(case_backward, "backward_where_log", envs=HOST_AND_ROOTS)
 test_backward_sqrt_inf = case_test(case_backward, "backward_sqrt_inf", envs=HOST_AND_ROOTS)

@@ -175,6 +175,28 @@ test_trainer_loss_log_zero = case_test(case_trainer, "loss_log_zero", envs=EVERY
 test_trainer_exp_overflow = case_test(case_trainer, "exp_overflow", envs=EVERYWHERE)
 test_trainer_invalid_domain = case_test(case_trainer, "invalid_domain", envs=EVERYWHERE)
 test_trainer_nonfinite_params = case_test(case_trainer, "nonfinite_params", envs=EVERYWHERE)
+
+
+@environments(*HOST_ONLY)
+def test_embedding_rows(ctx):
+    """nonfinite_params --variant c: an Embedding's rows written NaN by Adam with eps 0 while
+    no batch looked them up; the first anomaly is the Embedding, its parameters non-finite.
+    The diagnosis names no origin step (it named the last update, with the learning rate's
+    fixes) and says the eps."""
+    args = ("--variant", "c")
+    oracle, trace = oracle_of(ctx, "nonfinite_params", *args)
+    if oracle is None or oracle["module"] != "Embedding" or oracle["params_finite"] is not False:
+        raise Fail("--oracle: %s, want the Embedding first with non-finite parameters" %
+                   (oracle and describe(oracle)))
+    events = watch(ctx, "nonfinite_params", trace, trainer_args=args)
+    check_anomalies(events, oracle, events[0]["pid"])
+    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
+    if d["origin_step"] is not None or \
+            not any("reads only the rows its indices select" in e for e in d["evidence"]) or \
+            not any("eps" in f for f in d["fixes"]):
+        raise Fail("diagnosis: origin_step %r, evidence %s, fixes %s" %
+                   (d["origin_step"], d["evidence"], d["fixes"]))
+    ctx.log("first %s: %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
 test_trainer_lr_too_high = case_test(case_trainer, "lr_too_high", envs=EVERYWHERE)
 test_trainer_inplace_parent = case_test(case_trainer, "inplace_parent", envs=EVERYWHERE)
 test_trainer_many_modules = case_test(case_trainer, "many_modules", envs=EVERYWHERE)
@@ -381,7 +403,10 @@ def case_loss_made(ctx, trainer, variant, said, fixed=()):
     scale that is exp of a log-scale underflowing to 0 (divided by, logged), a Poisson rate
     exp(log_rate) overflowing; all three were loss_log_zero (the walk stopped at the first
     node of two inputs, before the exp). And a cross-entropy by hand whose 1 - sigmoid is 0
-    (loss_log_zero before too, with log_softmax's fixes and no word of the sigmoid)."""
+    (loss_log_zero before too, with log_softmax's fixes and no word of the sigmoid).
+    loss_domain.py, an op with a domain or a divisor the loss computed: a correlation by hand
+    over a constant prediction (0/0), acos of a cosine past 1, atanh of a norm clamped to 1;
+    all three were loss_log_zero with log_softmax's fixes, a log the loss does not take."""
     oracle, trace = oracle_of(ctx, trainer, "--variant", variant)
     if oracle is None or oracle["phase"] != "loss":
         raise Fail("%s --variant %s --oracle: %s, want the loss first" %
@@ -508,6 +533,25 @@ test_loss_sigmoid_one = case_test(case_loss_made, "loss_exp", "logit",
 test_loss_exp_rate = case_test(case_loss_made, "loss_exp", "rate",
                                ("takes an exp and uses it in sub",),
                                ("clamp(max=20)",), envs=HOST_ONLY)
+test_loss_correlation = case_test(case_loss_made, "loss_domain", "corr",
+                                  ("the loss divides by a sqrt it computed", "0/0 is NaN"),
+                                  ("1e-8",), envs=HOST_AND_ROOTS)
+test_loss_acos = case_test(case_loss_made, "loss_domain", "angle",
+                           ("the loss takes acos", "rounds just past 1"), ("atan2",),
+                           envs=HOST_ONLY)
+test_loss_atanh = case_test(case_loss_made, "loss_domain", "hyper",
+                            ("the loss takes atanh: atanh(x) is ±Inf at ±1",),
+                            ("x.clamp(-1 + 1e-7, 1 - 1e-7)",), envs=HOST_ONLY)
+test_logdet_singular = case_test(case_origin_cause, "loss_domain", "inv",
+                                 ("takes linalg_slogdet: log|det| of a singular matrix",), (),
+                                 ("LU decomposition",), ("--variant", "logdet"), envs=HOST_ONLY)
+test_log_relu = case_test(case_origin_cause, "loss_domain", "feat",
+                          ("takes log of what relu made",), (), ("F.softplus(x)",),
+                          ("--variant", "logrelu"), envs=HOST_ONLY)
+test_gumbel_temperature = case_test(case_origin_cause, "loss_domain", "samp",
+                                    ("divides (div) the scores of a softmax",), (),
+                                    ("temperature above a floor",), ("--variant", "gumbel"),
+                                    envs=HOST_ONLY)
 test_between_calls_critic = case_test(case_between_calls, "critic", "q", "", "atanh",
                                       ("x.clamp(-1 + 1e-7, 1 - 1e-7)",), envs=HOST_ONLY)
 test_between_calls_attn = case_test(case_between_calls, "attn", "attn.out", "attn",

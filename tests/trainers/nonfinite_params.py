@@ -12,6 +12,13 @@ step 4 (the update that wrote the weights).
   SGD weight decay taken from a helper whose schedule yields 3e38 at step 4: the decay term of
   the scale, 2 x 3e38, is past the float32 range (the gradients themselves stay ordinary). Expected first anomaly:
   "0" (Affine) at step 5, params_finite false, origin step 4.
+--variant c: an Embedding under Adam whose eps becomes 0 at step 2 (as an eps of 1e-8 is in
+  float16 optimizer state); tokens 14 and 15 occur from step 4 only, so their rows (and any
+  row not looked up before step 2) had gradients of 0 at every step: Adam's moments are 0 and
+  the update of step 2 is 0/0, NaN. No output is non-finite until a batch looks one up.
+  Expected first anomaly: "0" (Embedding) at step 4 at the latest, params_finite false; no
+  origin step (an Embedding reads only the rows it looks up: the last update did not
+  necessarily write them).
 """
 import torch
 import torch.nn as nn
@@ -41,26 +48,41 @@ class NonfiniteParams(common.Trainer):
     """Trainer whose optimizer settings spike at step 4."""
 
     expected_cause = "nonfinite_params"  # what the daemon's diagnosis must say
-    expected_origin = "params_bad"  # origin step: the update that wrote the non-finite weights
     variant = "a"
+
+    @property
+    def expected_origin(self):
+        # origin step: the update that wrote the non-finite weights; none for an Embedding's
+        return None if self.variant == "c" else "params_bad"
 
     def model(self):
         if self.variant == "a":
             return nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 1))
+        if self.variant == "c":
+            return nn.Sequential(nn.Embedding(16, 6), nn.Linear(6, 1))
         return nn.Sequential(Affine(6), nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1))
 
     def optimizer(self, params):
-        self.opt = torch.optim.SGD(params, lr=0.05)
+        if self.variant == "c":
+            self.opt = torch.optim.Adam(params, lr=0.01)
+        else:
+            self.opt = torch.optim.SGD(params, lr=0.05)
         return self.opt
 
     def schedule(self, model, step):
         for group in self.opt.param_groups:
             if self.variant == "a":
                 group["lr"] = 3e38 if step == self.fault_step else 0.05
+            elif self.variant == "c":
+                group["eps"] = 0.0 if step >= 2 else 1e-8
             else:
                 group["weight_decay"] = decay_at(step, self.fault_step)
 
     def batch(self, step, micro, gen):
+        if self.variant == "c":
+            ids = torch.randint(0, 16 if step >= self.fault_step else 14, (8, 1),
+                                generator=gen)
+            return (ids,), (ids % 3).float()
         x = torch.randn(8, 6, generator=gen)
         return (x,), 10 * x[:, :1]
 

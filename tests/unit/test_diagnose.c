@@ -31,14 +31,19 @@ static struct diag_anomaly fwd(const char *layer, const char *module, uint32_t d
 }
 
 /* Feed anomalies of iteration 4, then one of iteration 5, and conclude. */
-static const char *cause_of(struct diagnosis *g, struct diag_anomaly *as, int n, int top_only)
+/* cause_of's mode: every gradient checked (--backward on), not only the parameters' */
+#define ALL_GRADS 2
+
+/* mode: 1 (top_only, mode sample), ALL_GRADS */
+static const char *cause_of(struct diagnosis *g, struct diag_anomaly *as, int n, int mode)
 {
 	struct diag_anomaly next = fwd("x", "Linear", 2, 1);
 	struct diag d;
 	int i;
 
 	diagnose__init(&d);
-	d.top_only = top_only;
+	d.top_only = mode & 1;
+	d.grads_all = !!(mode & ALL_GRADS);
 	for (i = 0; i < n; i++)
 		assert_int_equal(diagnose__observe(&d, &as[i]), 0);
 	next.iteration = 5;
@@ -48,6 +53,16 @@ static const char *cause_of(struct diagnosis *g, struct diag_anomaly *as, int n,
 	assert_true(g->confidence > 0 && g->confidence <= 1);
 	assert_int_equal(diagnose__conclude(&d, g), -ENOENT); /* once per incident */
 	return g->cause;
+}
+
+static int evidence_has(const struct diagnosis *g, const char *text)
+{
+	int i;
+
+	for (i = 0; i < g->nevidence; i++)
+		if (strstr(g->evidence[i], text))
+			return 1;
+	return 0;
 }
 
 static void test_bad_input(void **state)
@@ -132,7 +147,7 @@ static void test_backward_masked_where(void **state)
 	as[0].node = "SqrtBackward0";
 	as[0].op = "sqrt";
 	as[0].upstream = "WhereBackward0";
-	assert_string_equal(cause_of(&g, as, 1, 0), "invalid_domain");
+	assert_string_equal(cause_of(&g, as, 1, ALL_GRADS), "invalid_domain");
 	assert_string_equal(g.layer, "blocks.1.gate");
 	for (i = 0; i < g.nevidence; i++)
 		named += strstr(g.evidence[i], "WhereBackward0") != NULL;
@@ -156,7 +171,28 @@ static void test_backward_masked_where(void **state)
 	as[0].op = "sqrt";
 	as[0].nan = 0;
 	as[0].posinf = 4;
-	assert_string_equal(cause_of(&g, as, 1, 0), "division_by_zero");
+	assert_string_equal(cause_of(&g, as, 1, ALL_GRADS), "division_by_zero");
+	assert_true(g.confidence >= 0.6);
+	assert_true(evidence_has(&g, "gradients from finite ones"));
+	/* --backward norms: a parameter's gradient, whose node may not have made the value */
+	as[0].layer = NULL;
+	as[0].node = "AddmmBackward0";
+	as[0].op = "addmm";
+	as[0].upstream = "ViewBackward0";
+	as[0].nan = 8;
+	as[0].posinf = 0;
+	assert_string_equal(cause_of(&g, as, 1, 0), "invalid_domain");
+	assert_true(g.confidence < 0.6);
+	assert_true(evidence_has(&g, "made in a layer not known) returned 8 NaN"));
+	assert_true(evidence_has(&g, "gradients for a parameter"));
+	assert_true(evidence_has(&g, "--backward norms checks the parameters' gradients alone"));
+	assert_false(evidence_has(&g, "from finite ones"));
+	for (i = fixed = 0; i < g.nfixes; i++)
+		fixed += strstr(g.fixes[i], "--backward on") != NULL;
+	assert_int_equal(fixed, 1);
+	/* every gradient checked: a node made outside any module call */
+	assert_string_equal(cause_of(&g, as, 1, ALL_GRADS), "invalid_domain");
+	assert_true(evidence_has(&g, "made outside any module) returned 8 NaN"));
 }
 
 static void test_params_and_loss(void **state)
@@ -174,6 +210,11 @@ static void test_params_and_loss(void **state)
 	(void)state;
 	as[0].params_finite = 0;
 	assert_string_equal(cause_of(&g, as, 1, 0), "nonfinite_params");
+	/* an Embedding reads the rows it looks up: no last update named, Adam's eps said */
+	assert_true(evidence_has(&g, "reads only the rows its indices select"));
+	assert_true(evidence_has(&g, "with eps 0"));
+	assert_int_equal(g.origin_step, -1);
+	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "eps"));
 	assert_string_equal(cause_of(&g, &loss, 1, 0), "loss_log_zero");
 	assert_string_equal(g.layer, "");
 	/* a NaN loss nll_loss made: a mean over targets all ignored, not a log of 0 */
@@ -336,16 +377,6 @@ static const char *loss_cause(struct diagnosis *g, const char *ops, int nan, dou
 	return g->cause;
 }
 
-static int evidence_has(const struct diagnosis *g, const char *text)
-{
-	int i;
-
-	for (i = 0; i < g->nevidence; i++)
-		if (strstr(g->evidence[i], text))
-			return 1;
-	return 0;
-}
-
 /*
  * Every module output finite, the loss not: the ops from the loss down (the walk's chain)
  * tell a NaN target, a sum divided by a count of 0 and an overflow from a log of 0.
@@ -402,6 +433,76 @@ static void test_loss_chain(void **state)
 }
 
 /*
+ * Every module output finite, the loss not, no exp: an op with a domain, or a divisor, the
+ * loss computed itself.
+ */
+static void test_loss_domain(void **state)
+{
+	/* 1 - r, r a correlation by hand: the prediction's spread over the target's */
+	static const char *const pearson =
+		"rsub div(sum mul sub(squeeze addmm, mean ^squeeze), mul sqrt sum pow ^sub)";
+	struct diagnosis g;
+
+	(void)state;
+	assert_string_equal(loss_cause(&g, pearson, 1, 0), "division_by_zero");
+	assert_true(evidence_has(&g, "divides by a sqrt it computed"));
+	assert_true(evidence_has(&g, "0/0 is NaN"));
+	assert_true(evidence_has(&g, "from the loss down (autograd, breadth first): rsub, div"));
+	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "1e-8"));
+	/* a divisor of the loss's own that is no root, norm or sum: less sure */
+	assert_string_equal(loss_cause(&g, "mean div(addmm, mul addmm)", 0, 0), "division_by_zero");
+	assert_true(g.confidence < 0.55);
+	/* a log beside the division: the log's rule */
+	assert_string_equal(loss_cause(&g, "mean neg log div(addmm, sum addmm)", 0, 0),
+			    "loss_log_zero");
+	/* an angle by acos of a cosine made by hand: past 1 by rounding */
+	assert_string_equal(
+		loss_cause(&g, "mean acos sum mul div(addmm, clamp_min norm ^addmm)", 1, 0),
+		"invalid_domain");
+	assert_true(evidence_has(&g, "rounds just past 1"));
+	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "atan2"));
+	assert_true(g.confidence >= 0.65);
+	assert_false(evidence_has(&g, "0/0 gave it NaN")); /* F.normalize clamps the norm */
+	/* normalised by hand: the norm of a zero prediction is 0, and 0/0 is said too */
+	assert_string_equal(loss_cause(&g, "mean acos sum mul div(addmm, norm ^addmm)", 1, 0),
+			    "invalid_domain");
+	assert_true(evidence_has(&g, "or the norm the cosine divides by was 0"));
+	assert_true(g.confidence < 0.65);
+	/* a divisor kept from 0 (a clamp, an epsilon added) is no division by 0 */
+	assert_string_equal(loss_cause(&g, "mean div(addmm, clamp_min norm ^addmm)", 1, 0),
+			    "loss_log_zero");
+	assert_string_equal(loss_cause(&g, "mean div(addmm, add sqrt sum pow ^addmm)", 1, 0),
+			    "loss_log_zero");
+	assert_string_equal(loss_cause(&g, "mean div(addmm, sqrt sum pow ^addmm)", 1, 0),
+			    "division_by_zero");
+	/* a Poincare distance: atanh of a norm clamped to 1 is +Inf */
+	assert_string_equal(
+		loss_cause(&g,
+			   "mean add(mul atanh clamp norm embedding, mul atanh clamp norm "
+			   "embedding)",
+			   0, 0),
+		"invalid_domain");
+	assert_true(evidence_has(&g, "atanh(x) is ±Inf at ±1"));
+	/* an embedding's output is a module's: what made its input is not the loss's */
+	assert_string_equal(loss_cause(&g, "mean acos sum embedding acos addmm", 1, 0),
+			    "invalid_domain");
+	assert_true(evidence_has(&g, "breadth first): mean, acos, sum, embedding"));
+	assert_false(evidence_has(&g, "embedding, acos"));
+	/* a flow's log-determinant of a matrix that went singular */
+	assert_string_equal(
+		loss_cause(&g, "mean sub(mul sum pow addmm, linalg_slogdet addmm)", 0, 0),
+		"loss_log_zero");
+	assert_true(evidence_has(&g, "singular matrix"));
+	/* a standard deviation by hand, E[x^2] - E[x]^2 under a sqrt */
+	assert_string_equal(loss_cause(&g, "mean sqrt sub(mean pow addmm, pow mean ^addmm)", 1, 0),
+			    "invalid_domain");
+	assert_true(evidence_has(&g, "round below 0"));
+	/* its +Inf is no NaN of a negative: the rules before */
+	assert_string_equal(loss_cause(&g, "mean sqrt sub(mean pow addmm, pow mean ^addmm)", 0, 0),
+			    "loss_log_zero");
+}
+
+/*
  * Every module output finite, the loss not, an exp among the loss's own nodes (the walk,
  * breadth first): where its value goes tells its overflow from its underflow to 0.
  */
@@ -435,7 +536,7 @@ static void test_loss_exp(void **state)
 	assert_true(evidence_has(&g, "divides by an exp"));
 	assert_string_equal(loss_cause(&g, "mean mul(sub addmm, reciprocal exp2 addmm)", 1, 0),
 			    "loss_log_zero");
-	assert_false(evidence_has(&g, "exp2"));
+	assert_false(evidence_has(&g, "exp2(x)"));
 	/* only its log */
 	assert_string_equal(loss_cause(&g, "mean neg log exp addmm", 0, 0), "loss_log_zero");
 	assert_true(evidence_has(&g, "takes the log of an exp"));
@@ -465,7 +566,7 @@ static void test_loss_exp(void **state)
 	assert_true(g.confidence < 0.6);
 	assert_string_equal(loss_cause(&g, "mean sub(softplus addmm, mul addmm)", 0, 0),
 			    "loss_log_zero");
-	assert_false(evidence_has(&g, "softplus"));
+	assert_false(evidence_has(&g, "softplus(x)"));
 	/* the exp of a bounded value, or one inside a module (under its output): no fact */
 	assert_string_equal(loss_cause(&g, "mean sub(exp clamp addmm, mul addmm)", 0, 0),
 			    "loss_log_zero");
@@ -657,6 +758,13 @@ static void test_lr_too_high(void **state)
 	/* a stable loss: the update of the last clean step wrote the parameters */
 	assert_string_equal(with_losses(&g, stable, 5, &a), "nonfinite_params");
 	assert_int_equal(g.origin_step, 4);
+	assert_false(evidence_has(&g, "reads only the rows"));
+	/* an Embedding's row may have been written by any update since it was looked up */
+	a.module = "Embedding";
+	assert_string_equal(with_losses(&g, stable, 5, &a), "nonfinite_params");
+	assert_int_equal(g.origin_step, -1);
+	assert_true(evidence_has(&g, "not only the last"));
+	a.module = "Linear";
 	/* rising, but not two steps in a row by 100x: not a divergence */
 	a.params_finite = 1;
 	assert_string_equal(with_losses(&g, noisy, 5, &a), "division_by_zero");
@@ -862,6 +970,7 @@ int main(void)
 		cmocka_unit_test(test_params_and_loss),
 		cmocka_unit_test(test_loss_chain),
 		cmocka_unit_test(test_loss_exp),
+		cmocka_unit_test(test_loss_domain),
 		cmocka_unit_test(test_unknown_and_sample_mode),
 		cmocka_unit_test(test_made_between_calls),
 		cmocka_unit_test(test_no_incident),

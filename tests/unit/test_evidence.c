@@ -809,6 +809,58 @@ static void test_saturated_log_bounded_exp(void **state)
 }
 
 /*
+ * A NaN from finite inputs whose call divides what it made: 0/0 of a count; or, where the div
+ * takes a softmax's scores (gumbel_softmax at tau 0), a temperature of 0.
+ */
+static void test_div_made(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Sampler", 8, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"softmax", "div", "add", "addmm", "t", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "by a value it made itself"));
+	with_edges(&fx, (const int[]){-1, 0, 1, 2, 3});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "divides (div) the scores of a softmax"));
+	assert_true(strstr(g.fixes[0], "temperature") != NULL);
+	/* a softmax over what a div fed elsewhere: the count's 0/0 */
+	with_ops(&fx, (const char *const[]){"div", "sum", "softmax", "addmm", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "by a value it made itself"));
+}
+
+/*
+ * log(relu(Linear(x))): the relu is 0 wherever its argument is at or below 0, and log(0) is
+ * -Inf; no input holds a zero (the relu made it). Without the walk's edges: unknown.
+ */
+static void test_log_of_relu(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("LogFeat", 0, 0, 32);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"log", "relu", "addmm", "t", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "unknown");
+	with_edges(&fx, (const int[]){-1, 0, 1, 2});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "takes log of what relu made: relu is 0 wherever"));
+	assert_true(strstr(g.fixes[0], "F.softplus(x)") != NULL);
+	/* log1p(relu(x)) is 0 there, finite: no fact */
+	with_ops(&fx, (const char *const[]){"log1p", "relu", "addmm", "t", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2});
+	assert_string_equal(conclude_with(&g, &a, &fx), "unknown");
+}
+
+/*
  * A bool mask of positions to keep (True: valid; every position of a full row kept) into a
  * call whose ops and code have no softmax: its all-true rows are no fully masked attention;
  * the log of a negative length is the fault. With a softmax in the code, they decide again.
@@ -1000,6 +1052,8 @@ int main(void)
 		cmocka_unit_test(test_weight_norm_zero_row),
 		cmocka_unit_test(test_empty_mean),
 		cmocka_unit_test(test_saturated_log_bounded_exp),
+		cmocka_unit_test(test_log_of_relu),
+		cmocka_unit_test(test_div_made),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
