@@ -1637,6 +1637,29 @@ static int own_op(const struct finding_loss *l, const char *const *set)
 	return -1;
 }
 
+/* Node i's operand k, found by its edge or as a node another found first; -1 if neither. */
+static int operand_seen(const struct finding_loss *l, unsigned int i, unsigned int k)
+{
+	int j = operand(l, i, k);
+	unsigned int m;
+
+	for (m = 0; j < 0 && m < l->n; m++)
+		if (l->also[m] == i && l->also_input[m] == k)
+			j = (int)m;
+	return j;
+}
+
+/* Is node r a sqrt of a sum (or mean) of squares of a difference: a spread by hand? */
+static int centred_root(const struct finding_loss *l, int r)
+{
+	static const char *const sums[] = {"sum", "mean", NULL};
+	int k = r >= 0 && !strcmp(l->op[r], "sqrt") ? operand_seen(l, (unsigned int)r, 0) : -1;
+	int p = k >= 0 && in_set(l->op[k], sums) ? operand_seen(l, (unsigned int)k, 0) : -1;
+	int c = p >= 0 && !strcmp(l->op[p], "pow") ? operand_seen(l, (unsigned int)p, 0) : -1;
+
+	return c >= 0 && in_set(l->op[c], sub_ops);
+}
+
 /* How many of node i's edges the walk followed. */
 static unsigned int walked_edges(const struct finding_loss *l, unsigned int i)
 {
@@ -1771,17 +1794,23 @@ static int rule_loss_domain(const struct diag_anomaly *a, struct diagnosis *g)
 		return 1;
 	}
 	if (div >= 0 && own_op(l, log_ops) < 0) {
+		int spread =
+			zero >= 0 && (centred_root(l, zero) || in_set(l->op[zero], spread_ops));
+
 		rests(g, "operations");
 		own_ops_evidence(l, g);
-		if (zero >= 0)
+		if (spread)
+			evidence(
+				g,
+				"the loss divides by a spread it computed (a %s of deviations from "
+				"a mean: a correlation or a standardisation by hand): 0 where the "
+				"values are all equal (a constant prediction), and %s",
+				l->op[zero], a->nan ? "0/0 is NaN" : "x/0 is ±Inf");
+		else if (zero >= 0)
 			evidence(g,
-				 "the loss divides by a %s it computed (a correlation or a cosine "
-				 "by "
-				 "hand): 0 where the values under it are all %s, and %s",
-				 l->op[zero],
-				 has(l->op[zero], "norm") ? "zero (a prediction of zeros)"
-							  : "equal (a constant prediction) or zero",
-				 a->nan ? "0/0 is NaN" : "x/0 is ±Inf");
+				 "the loss divides by a %s it computed (a cosine by hand): 0 where "
+				 "the values under it are all zero (a prediction of zeros), and %s",
+				 l->op[zero], a->nan ? "0/0 is NaN" : "x/0 is ±Inf");
 		else
 			evidence(g, "the loss divides by a value it computed: %s where that is 0",
 				 a->nan ? "0/0 is NaN" : "x/0 is ±Inf");
@@ -1959,6 +1988,34 @@ static int scaled_softmax(const struct evidence_facts *x)
 			return 1;
 	}
 	return 0;
+}
+
+/*
+ * A sqrt of a sum or mean of a pow (the walk's edges): a norm or a spread by hand, whose
+ * argument is no negative. Its index, -1 where none, or where another op with a domain is
+ * among the call's ops.
+ */
+static int root_of_squares(const struct evidence_facts *x, int *centred)
+{
+	static const char *const sums[] = {"sum", "mean", NULL};
+	static const char *const squares[] = {"pow", NULL};
+	int i, r, sq = -1, root = -1;
+
+	for (i = 0; x && x->parents && i < x->nops && i < EVIDENCE_MAX_OPS && root < 0; i++) {
+		if (strcmp(x->ops[i], "sqrt"))
+			continue;
+		r = input_in(x, i, sums);
+		sq = r >= 0 ? input_in(x, r, squares) : -1;
+		if (sq >= 0)
+			root = i;
+	}
+	/* the squares of deviations from a mean: a spread */
+	*centred = sq >= 0 && input_in(x, sq, sub_ops) >= 0;
+	/* no other op with a domain: a log, a second root, a pow that is not the square */
+	for (i = 0; root >= 0 && i < x->nops && i < EVIDENCE_MAX_OPS; i++)
+		if (in_set(x->ops[i], domain_ops) && i != root && i != sq)
+			return -1;
+	return root;
 }
 
 static int code_known(const struct evidence_facts *x)
@@ -2412,7 +2469,7 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 	const char *dm = op_named(x, domain_ops), *dv = op_named(x, div_ops);
 	const char *un = op_named(x, underflow_ops);
 	const struct tensor_facts *bad_var = NULL;
-	int dm_at = op_in(x, domain_ops), i;
+	int dm_at = op_in(x, domain_ops), i, centred = 0;
 	/* a subtraction on the input side of the domain op, in the walk's order */
 	int sub = dm_at >= 0 ? op_before(x, sub_ops, dm_at) : -1;
 
@@ -2516,6 +2573,22 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 				 dv);
 		conclude(g, "invalid_domain", agree(1 + !!dv, 0));
 		unit_fix(g, dm);
+		return 1;
+	}
+	if (dm && dv && root_of_squares(x, &centred) >= 0) {
+		/* sqrt(sum(x ** 2)) is no NaN of a negative: the division by it is 0/0 */
+		evidence(g,
+			 "the call divides (%s) by a sqrt of a sum of squares it made (%s): 0 "
+			 "where those values are all %s, and 0/0 is NaN",
+			 dv,
+			 centred ? "of deviations from a mean: a spread by hand"
+				 : "a norm, or a spread by hand",
+			 centred ? "equal" : "zero (all equal, if they were centred)");
+		conclude(g, "division_by_zero", agree(1 + ops_whole(x), 0));
+		fix(g, "add an epsilon to the denominator: a / (b + 1e-8), or b.clamp_min(1e-8) "
+		       "(F.normalize and F.cosine_similarity guard it)");
+		fix(g, "look for what made those values constant: a collapsed output, a dead "
+		       "layer, an all-zero row");
 		return 1;
 	}
 	if (dm) {

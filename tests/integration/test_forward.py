@@ -534,7 +534,7 @@ test_loss_exp_rate = case_test(case_loss_made, "loss_exp", "rate",
                                ("takes an exp and uses it in sub",),
                                ("clamp(max=20)",), envs=HOST_ONLY)
 test_loss_correlation = case_test(case_loss_made, "loss_domain", "corr",
-                                  ("the loss divides by a sqrt it computed", "0/0 is NaN"),
+                                  ("the loss divides by a spread it computed", "0/0 is NaN"),
                                   ("1e-8",), envs=HOST_AND_ROOTS)
 test_loss_acos = case_test(case_loss_made, "loss_domain", "angle",
                            ("the loss takes acos", "rounds just past 1"), ("atan2",),
@@ -548,6 +548,9 @@ test_logdet_singular = case_test(case_origin_cause, "loss_domain", "inv",
 test_log_relu = case_test(case_origin_cause, "loss_domain", "feat",
                           ("takes log of what relu made",), (), ("F.softplus(x)",),
                           ("--variant", "logrelu"), envs=HOST_ONLY)
+test_loss_in_model = case_test(case_origin_cause, "loss_domain", "",
+                               ("by a sqrt of a sum of squares it made",), ("outside its domain",),
+                               ("1e-8",), ("--variant", "corrmodel"), envs=HOST_ONLY)
 test_gumbel_temperature = case_test(case_origin_cause, "loss_domain", "samp",
                                     ("divides (div) the scores of a softmax",), (),
                                     ("temperature above a floor",), ("--variant", "gumbel"),

@@ -19,6 +19,9 @@ inv, an origin (loss_log_zero: a log of 0).
 --variant logrelu: a front end returns log-compressed features, log(relu(Linear(x))); at step
 4 one unit's bias is set to -50, its relu is 0 for every sample and the log -Inf. Expected
 first anomaly: that layer, feat, an origin (loss_log_zero).
+--variant corrmodel: the model computes the correlation loss itself (as a Hugging Face model
+given labels does) and returns it: the first anomaly is the model, an origin, whose ops hold a
+sqrt of a sum of squares, no root of a negative (division_by_zero).
 --variant gumbel: a sampler draws F.gumbel_softmax(logits, tau) with tau a Python number
 annealed to 0 at step 4: the scores divided by 0 are ±Inf, the softmax NaN. Expected first
 anomaly: that layer, samp, an origin (division_by_zero: the temperature, not a count).
@@ -29,9 +32,10 @@ import torch.nn.functional as F
 
 import common
 
-VARIANTS = ("corr", "angle", "hyper", "logdet", "logrelu", "gumbel")
+VARIANTS = ("corr", "angle", "hyper", "logdet", "logrelu", "gumbel", "corrmodel")
 CAUSES = {"corr": "division_by_zero", "angle": "invalid_domain", "hyper": "invalid_domain",
-          "logdet": "loss_log_zero", "logrelu": "loss_log_zero", "gumbel": "division_by_zero"}
+          "logdet": "loss_log_zero", "logrelu": "loss_log_zero", "gumbel": "division_by_zero",
+          "corrmodel": "division_by_zero"}
 
 
 class Encoder(nn.Module):
@@ -100,6 +104,17 @@ class Relaxed(nn.Module):
         return self.head(self.samp(x))
 
 
+class Correlated(nn.Module):
+    """An Encoder that returns its own loss, 1 - the correlation of its prediction with y."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = Encoder(1)
+
+    def forward(self, x, y):
+        return correlation(self.enc(x), y)
+
+
 class Flow(nn.Module):
     def __init__(self):
         super().__init__()
@@ -130,7 +145,11 @@ def flow_nll(out, y):
     return 0.5 * z.pow(2).sum(1).mean() - logdet
 
 
-for fn in (correlation, angle, hyperbolic, flow_nll):
+def own_loss(out, y):
+    return out
+
+
+for fn in (correlation, angle, hyperbolic, flow_nll, own_loss):
     fn.top_modules = ()
 
 
@@ -153,11 +172,15 @@ class LossDomain(common.Trainer):
             return Featurized()
         if self.variant == "gumbel":
             return Relaxed()
+        if self.variant == "corrmodel":
+            return Correlated()
         return Encoder({"corr": 1, "angle": 3, "hyper": 4}[self.variant])
 
     def loss(self):
         if self.variant in ("logrelu", "gumbel"):
             return nn.MSELoss()
+        if self.variant == "corrmodel":
+            return own_loss
         return {"corr": correlation, "angle": angle, "hyper": hyperbolic,
                 "logdet": flow_nll}[self.variant]
 
@@ -174,8 +197,9 @@ class LossDomain(common.Trainer):
             if self.variant == "gumbel":
                 model.samp.tau = 0.0  # annealed all the way
                 return
-            model.head.weight.zero_()
-            model.head.bias.zero_()
+            head = model.enc.head if self.variant == "corrmodel" else model.head
+            head.weight.zero_()
+            head.bias.zero_()
             if self.variant == "angle":
                 model.head.bias[0] = 1.0  # along the target
             elif self.variant == "hyper":
@@ -188,7 +212,10 @@ class LossDomain(common.Trainer):
             if step == self.fault_step:
                 y = torch.tensor([[1.000001, 0.0, 0.0]]).expand(8, 3).clone()
             return (x,), y
-        return (x,), x[:, :1] * 0.5 + 0.1 * torch.randn(8, 1, generator=gen)
+        y = x[:, :1] * 0.5 + 0.1 * torch.randn(8, 1, generator=gen)
+        if self.variant == "corrmodel":
+            return (x, y), y
+        return (x,), y
 
 
 if __name__ == "__main__":

@@ -445,7 +445,7 @@ static void test_loss_domain(void **state)
 
 	(void)state;
 	assert_string_equal(loss_cause(&g, pearson, 1, 0), "division_by_zero");
-	assert_true(evidence_has(&g, "divides by a sqrt it computed"));
+	assert_true(evidence_has(&g, "divides by a spread it computed (a sqrt of deviations"));
 	assert_true(evidence_has(&g, "0/0 is NaN"));
 	assert_true(evidence_has(&g, "from the loss down (autograd, breadth first): rsub, div"));
 	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "1e-8"));

@@ -836,6 +836,46 @@ static void test_div_made(void **state)
 }
 
 /*
+ * A model computing its own loss, 1 - a correlation by hand: sqrt(sum((p - mean p) ** 2)) is
+ * no root of a negative, the division by it 0/0 for a constant prediction. The sqrt of a sub
+ * (E[x^2] - E[x]^2) stays a domain.
+ */
+static void test_root_of_squares(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Model", 1, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	/* rsub div(sum mul sub(addmm, mean), mul sqrt sum pow [the sub, found first]) */
+	with_ops(&fx, (const char *const[]){"rsub", "div", "sum", "mul", "mul", "sqrt", "sub",
+					    "sum", "mean", "pow", "addmm", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	with_edges(&fx, (const int[]){-1, 0, 1, 1, 2, 3, 4, 5, 6, 7, 6});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(
+		&g, "divides (div) by a sqrt of a sum of squares it made (a norm, or a spread"));
+	assert_true(strstr(g.fixes[0], "1e-8") != NULL);
+	/* the squares of a sub: a spread by hand */
+	with_ops(&fx, (const char *const[]){"div", "addmm", "sqrt", "mean", "pow", "sub", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 0, 2, 3, 4});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "of deviations from a mean: a spread by hand"));
+	/* a log beside it: the domain rule */
+	with_ops(&fx, (const char *const[]){"div", "log", "sqrt", "sum", "pow", "addmm", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 0, 2, 3, 4});
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	/* E[x^2] - E[x]^2 under the sqrt: a difference rounded below 0 */
+	with_ops(&fx, (const char *const[]){"div", "sqrt", "sub", "mean", "pow", "pow", "mean",
+					    "addmm", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2, 3, 2, 5, 0});
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	assert_true(said(&g, "sqrt's argument comes from a subtraction"));
+}
+
+/*
  * log(relu(Linear(x))): the relu is 0 wherever its argument is at or below 0, and log(0) is
  * -Inf; no input holds a zero (the relu made it). Without the walk's edges: unknown.
  */
@@ -1054,6 +1094,7 @@ int main(void)
 		cmocka_unit_test(test_saturated_log_bounded_exp),
 		cmocka_unit_test(test_log_of_relu),
 		cmocka_unit_test(test_div_made),
+		cmocka_unit_test(test_root_of_squares),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
