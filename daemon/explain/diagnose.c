@@ -1345,20 +1345,27 @@ static int loss_own(const struct finding_loss *l, unsigned int i)
 	return 1;
 }
 
+/* Is node j under node i (found through it, by its edges, however deep)? */
+static int found_under(const struct finding_loss *l, unsigned int i, unsigned int j)
+{
+	unsigned int hops;
+
+	for (hops = 0; j != FINDING_LOSS_ROOT && j < l->n && hops < FINDING_LOSS_NODES; hops++) {
+		if (j == i)
+			return 1;
+		j = l->parent[j];
+	}
+	return 0;
+}
+
 /* Is an exp's value among the nodes under node i (its input side)? */
 static int exp_under(const struct finding_loss *l, unsigned int i)
 {
-	unsigned int k, j, hops;
+	unsigned int k;
 
-	for (k = i + 1; k < l->n; k++) {
-		if (!in_set(l->op[k], exp_ops))
-			continue;
-		for (j = l->parent[k], hops = 0;
-		     j != FINDING_LOSS_ROOT && j < l->n && hops < FINDING_LOSS_NODES;
-		     j = l->parent[j], hops++)
-			if (j == i)
-				return 1;
-	}
+	for (k = i + 1; k < l->n; k++)
+		if (in_set(l->op[k], exp_ops) && found_under(l, i, l->parent[k]))
+			return 1;
 	return 0;
 }
 
@@ -1613,19 +1620,6 @@ static void logdet_fix(struct diagnosis *g)
 	       "exp'd diagonal, as Glow's invertible 1x1 convolution), or add eps * I");
 }
 
-/* Is node j under node i (found through it, by its edges, however deep)? */
-static int found_under(const struct finding_loss *l, unsigned int i, unsigned int j)
-{
-	unsigned int hops;
-
-	for (hops = 0; j != FINDING_LOSS_ROOT && j < l->n && hops < FINDING_LOSS_NODES; hops++) {
-		if (j == i)
-			return 1;
-		j = l->parent[j];
-	}
-	return 0;
-}
-
 /* The first of the loss's own nodes (no module output between it and the loss) in set; -1. */
 static int own_op(const struct finding_loss *l, const char *const *set)
 {
@@ -1753,12 +1747,14 @@ static int rule_loss_domain(const struct diag_anomaly *a, struct diagnosis *g)
 {
 	const struct finding_loss *l = a->loss;
 	int u = own_op(l, unit_ops), det = own_op(l, logdet_ops), zero, div, root, arg;
-	int infs = a->posinf + a->neginf > 0;
+	int infs = a->posinf + a->neginf > 0, logged = own_op(l, log_ops) >= 0, zero_div;
 
 	if (!l || !l->n)
 		return 0;
 	div = own_divisor(l, &zero);
 	root = own_op(l, root_ops);
+	/* a NaN the unit op may have been given: 0/0 of a norm it divides by */
+	zero_div = a->nan && div >= 0 && zero >= 0;
 	if (u >= 0 && (a->nan || !strcmp(l->op[u], "atanh"))) {
 		int cosine = own_op(l, div_ops) >= 0 || own_op(l, zero_divisor_ops) >= 0;
 
@@ -1773,15 +1769,14 @@ static int rule_loss_domain(const struct diag_anomaly *a, struct diagnosis *g)
 				 cosine ? ", and a cosine as a dot product over norms rounds just "
 					  "past 1"
 					: "");
-		if (a->nan && div >= 0 && zero >= 0)
+		if (zero_div)
 			evidence(g,
 				 "or the %s the cosine divides by was 0 (a prediction of zeros): "
 				 "0/0 gave it NaN",
 				 l->op[zero]);
-		conclude(g, "invalid_domain",
-			 (cosine || infs) && !(a->nan && div >= 0 && zero >= 0) ? 0.65 : 0.55);
+		conclude(g, "invalid_domain", (cosine || infs) && !zero_div ? 0.65 : 0.55);
 		unit_fix(g, l->op[u]);
-		if (a->nan && div >= 0 && zero >= 0)
+		if (zero_div)
 			denominator_fix(g);
 		return 1;
 	}
@@ -1793,7 +1788,7 @@ static int rule_loss_domain(const struct diag_anomaly *a, struct diagnosis *g)
 		logdet_fix(g);
 		return 1;
 	}
-	if (div >= 0 && own_op(l, log_ops) < 0) {
+	if (div >= 0 && !logged) {
 		int spread =
 			zero >= 0 && (centred_root(l, zero) || in_set(l->op[zero], spread_ops));
 
@@ -1821,8 +1816,8 @@ static int rule_loss_domain(const struct diag_anomaly *a, struct diagnosis *g)
 		       "predictions equal), a batch of one, or a dead layer");
 		return 1;
 	}
-	if (root >= 0 && a->nan && own_op(l, log_ops) < 0 &&
-	    (arg = operand(l, (unsigned int)root, 0)) >= 0 && in_set(l->op[arg], sub_ops)) {
+	if (root >= 0 && a->nan && !logged && (arg = operand(l, (unsigned int)root, 0)) >= 0 &&
+	    in_set(l->op[arg], sub_ops)) {
 		rests(g, "operations");
 		own_ops_evidence(l, g);
 		evidence(g,
@@ -2353,7 +2348,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	int known = ops_known(x), e_op = op_in(x, exp_ops), l_op = op_in(x, log_ops);
 	int d_op = op_in(x, div_ops), u_op = l_op >= 0 ? op_before(x, underflow_ops, l_op) : -1;
 	int only_pos = a->posinf && !a->neginf, sat_log = -1, sat_at = saturated_log(x, &sat_log);
-	int exp_n, div_n, log_n, z_op, z_log = -1;
+	int exp_n, div_n, log_n, z_op, z_log = -1, det = op_in(x, logdet_ops);
 
 	if (!(a->posinf + a->neginf))
 		return 0;
@@ -2375,12 +2370,11 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	div_n += s->prob_zeros && s->other_zeros;
 	if (ops_whole(x) && s->prob_zeros && l_op < 0 && d_op >= 0)
 		log_n = 0; /* no log among the ops: the probability divides */
-	if (a->neginf && !a->posinf && op_in(x, logdet_ops) >= 0) {
+	if (a->neginf && !a->posinf && det >= 0) {
 		/* -Inf alone where the call takes a log-determinant: a zero row or column is its
 		 * singular matrix, no divisor */
 		evidence(g, "the call takes %s: log|det| of a singular matrix is -Inf%s",
-			 x->ops[op_in(x, logdet_ops)],
-			 s->zeros ? " (a zero row or column makes one)" : "");
+			 x->ops[det], s->zeros ? " (a zero row or column makes one)" : "");
 		conclude(g, "loss_log_zero", agree(1 + !!s->zeros, 0));
 		logdet_fix(g);
 		return 1;
