@@ -206,6 +206,24 @@ static void test_anomaly_backward_node(void **state)
 	assert_non_null(strstr(got, "node LogBackward0 (made outside any module)  grad[0]"));
 }
 
+/* --backward norms: a parameter's gradient, whose origin and layer are not known */
+static void test_anomaly_backward_norms(void **state)
+{
+	const char *got;
+
+	got = fmt(state, 0,
+		  "{\"event\":\"anomaly\"," COMMON ",\"step\":4,\"iteration\":4,"
+		  "\"phase\":\"backward\",\"layer\":null,\"module\":null,"
+		  "\"node\":\"AddmmBackward0\",\"tensor\":\"grad[0]\","
+		  "\"dtype\":\"float32\",\"shape\":[8],\"nan\":8,\"posinf\":0,"
+		  "\"neginf\":0,\"finite_min\":null,\"finite_max\":null,"
+		  "\"inputs_finite\":null,\"origin\":null,\"first\":true,"
+		  "\"cause\":null,\"skipped\":null}");
+	assert_non_null(strstr(got, "node AddmmBackward0 (its layer not known)  grad[0]"));
+	assert_non_null(strstr(got, "an earlier node may have made (--backward on names it)"));
+	assert_null(strstr(got, "from finite ones"));
+}
+
 /* The loss: no layer to name; the first-anomaly block points at the loss computation. */
 static void test_anomaly_loss_first(void **state)
 {
@@ -491,6 +509,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_anomaly_device, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_loss_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_anomaly_backward_node, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_anomaly_backward_norms, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats_small_and_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_detach_error, setup, teardown),

@@ -219,7 +219,10 @@ static void tf__layer(FILE *out, const struct jv *ev)
 		fputs("node ", out);
 		tf__field(out, ev, "node");
 		if (jv__is_null(layer)) {
-			fputs(" (made outside any module)", out);
+			/* --backward norms (origin null): the maker is named only for an output */
+			fputs(jv__is_null(jv__get(ev, "origin")) ? " (its layer not known)"
+								 : " (made outside any module)",
+			      out);
 			return;
 		}
 		fputs(" of ", out);
@@ -325,9 +328,13 @@ static void tf__first(const struct tailfmt *t, FILE *out, const struct jv *ev)
 
 	if (phase && !strcmp(phase, "loss"))
 		why = "every module output was finite: look at how the loss is computed";
-	else if (phase && !strcmp(phase, "backward"))
+	else if (phase && !strcmp(phase, "backward") && tf__is_true(jv__get(ev, "origin")))
 		why = "the forward pass and the loss were finite: this autograd node made a "
 		      "non-finite gradient from finite ones";
+	else if (phase && !strcmp(phase, "backward"))
+		why = "the forward pass and the loss were finite: this node handed a parameter "
+		      "a non-finite gradient, which an earlier node may have made (--backward on "
+		      "names it)";
 	else if (tf__is_true(jv__get(ev, "origin")))
 		why = "this layer created it (its inputs were finite)";
 	else if (tf__is_true(jv__get(ev, "inputs_finite")) &&
