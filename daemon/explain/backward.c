@@ -80,6 +80,21 @@ const char *backward__class(struct backward *b, uint64_t vptr)
 	return b ? vtable__class(b->vt, vptr) : NULL;
 }
 
+static int is_upper(char c)
+{
+	return c >= 'A' && c <= 'Z';
+}
+
+static int is_lower(char c)
+{
+	return c >= 'a' && c <= 'z';
+}
+
+static int is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
 int backward__op_name(const char *name, char *out, size_t len)
 {
 	const char *end, *p;
@@ -93,11 +108,24 @@ int backward__op_name(const char *name, char *out, size_t len)
 	for (p = end + strlen("Backward"); *p; p++) /* "Backward0", "Backward1", ... */
 		if (*p < '0' || *p > '9')
 			return -EINVAL;
+	/*
+	 * torch names a node by title-casing its op's words, which also capitalises a letter
+	 * after a digit: log1p is Log1P, max_pool2d_with_indices MaxPool2DWithIndices, but
+	 * smooth_l1_loss SmoothL1Loss. A capital starts a word after a small letter; after a
+	 * digit, where a small letter follows it (L1Loss); after a capital that came after a
+	 * digit (2DWith). (im2col's Im2Col reads as im2_col: no op a rule knows.)
+	 */
 	for (p = name; p < end; p++) {
-		int upper = *p >= 'A' && *p <= 'Z';
-		int after_lower = p > name && ((p[-1] >= 'a' && p[-1] <= 'z') ||
-					       (p[-1] >= '0' && p[-1] <= '9'));
+		int upper = is_upper(*p), after_lower = 0;
 
+		if (p > name && upper) {
+			if (is_lower(p[-1]))
+				after_lower = 1;
+			else if (is_digit(p[-1]))
+				after_lower = p + 1 < end && is_lower(p[1]);
+			else
+				after_lower = p - 1 > name && is_upper(p[-1]) && is_digit(p[-2]);
+		}
 		if (o + 2 + (upper && after_lower) > len)
 			return -EINVAL;
 		if (upper && after_lower)

@@ -243,11 +243,42 @@ void diagnose__add_code_op(char ops[][EVIDENCE_OP_LEN], int *n, const char *name
 	memcpy(ops[(*n)++], op, sizeof(op));
 }
 
+/*
+ * Names a module's own code may divide by, with "/" (which names no op): a sum into groups or
+ * a count (0 for a group nothing reached), a distance (0 between equal points). Not "norm",
+ * "dist" nor "mean": attributes (self.norm) and modules go by those names too.
+ */
+static const char *const group_names[] = {"index_add",	  "scatter_add",    "scatter_reduce",
+					  "index_reduce", "segment_reduce", "bincount",
+					  "sum",	  "count_nonzero",  NULL};
+static const char *const distance_names[] = {"cdist",	    "pdist",	   "pairwise_distance",
+					     "vector_norm", "matrix_norm", NULL};
+
+static int in_set(const char *op, const char *const *set);
+
+/* name, less an in-place variant's "_", into op if it is in set and op is still empty */
+static void keep_name(char *op, size_t len, const char *name, const char *const *set)
+{
+	char base[EVIDENCE_OP_LEN];
+	size_t n = strlen(name);
+
+	if (n && name[n - 1] == '_')
+		n--;
+	if (op[0] || !n || n >= sizeof(base))
+		return;
+	memcpy(base, name, n);
+	base[n] = 0;
+	if (in_set(base, set))
+		snprintf(op, len, "%s", base);
+}
+
 int diagnose__maker_name(const char *name, void *ctx)
 {
 	struct diag_maker *m = &((struct diag *)ctx)->maker;
 
 	diagnose__add_code_op(m->code_ops, &m->ncode, name);
+	keep_name(m->group_op, sizeof(m->group_op), name, group_names);
+	keep_name(m->distance_op, sizeof(m->distance_op), name, distance_names);
 	return 0;
 }
 
@@ -1461,11 +1492,28 @@ static int stronger(const struct finding_loss *l, enum exp_use u, int at, enum e
 	       (at_before < 0 || strcmp(l->op[at_before], "div"));
 }
 
+/* what adds an exp's value to others: its Inf stays Inf there, or meets another (Inf - Inf) */
+static const char *const exp_add_ops[] = {"add", "sub", "rsub", "sum", "mean", NULL};
+
+/*
+ * An exp whose value goes both to a log and to a sum or difference, in a NaN loss (a Poisson
+ * loss by hand, rate - y * log(rate)): its overflow makes both Inf, and Inf - Inf NaN; its
+ * 0 would make the log -Inf and the difference +Inf, NaN only beside a target of 0.
+ */
+static int over_beside_log(const struct finding_loss *l, enum exp_use u, int at, enum exp_use v,
+			   int at_v)
+{
+	if (u == EXP_UNDER && v == EXP_OVER) /* the sum or difference first */
+		return over_beside_log(l, v, at_v, u, at);
+	return u == EXP_OVER && at >= 0 && in_set(l->op[at], exp_add_ops) && v == EXP_UNDER &&
+	       at_v >= 0 && in_set(l->op[at_v], log_ops);
+}
+
 /*
  * How node e, an exp, reaches the loss, by the node that found it and by another that uses
- * it too; *at: the node that uses it (-1: the loss is it).
+ * it too; *at: the node that uses it (-1: the loss is it). nan: the loss is NaN.
  */
-static enum exp_use exp_use(const struct finding_loss *l, unsigned int e, int *at)
+static enum exp_use exp_use(const struct finding_loss *l, unsigned int e, int nan, int *at)
 {
 	enum exp_use u;
 	int j = operand(l, e, 0), k;
@@ -1477,7 +1525,12 @@ static enum exp_use exp_use(const struct finding_loss *l, unsigned int e, int *a
 	if (l->also[e] != FINDING_LOSS_ROOT) {
 		enum exp_use v = exp_use_at(l, l->also[e], l->also_input[e], &k);
 
-		if (stronger(l, v, k, u, *at)) {
+		if (nan && over_beside_log(l, u, *at, v, k)) {
+			if (u != EXP_OVER) {
+				u = v;
+				*at = k;
+			}
+		} else if (stronger(l, v, k, u, *at)) {
 			u = v;
 			*at = k;
 		}
@@ -1516,7 +1569,7 @@ static int rule_loss_exp(const struct diag_anomaly *a, struct diagnosis *g)
 		/* exp, whose floor and threshold are said (not exp2's, expm1's) */
 		if (!in_set(l->op[i], exp_rule_ops) || !loss_own(l, i))
 			continue;
-		u = exp_use(l, i, &k);
+		u = exp_use(l, i, a->nan > 0, &k);
 		if (u != EXP_NONE && in_set(l->op[i], overflow_only_ops)) {
 			u = EXP_OVER; /* past exp's threshold by log 2, and never 0 */
 			k = value_use(l, l->parent[i], &in);
@@ -1969,6 +2022,25 @@ static int zero_log(const struct evidence_facts *x, int *log_at)
 	return -1;
 }
 
+/*
+ * Does a div of the call divide an exp by a sum of exps (the walk's edges: the div takes a sum
+ * and an exp, or a sum of an exp): a softmax written by hand?
+ */
+static int softmax_by_hand(const struct evidence_facts *x)
+{
+	static const char *const sums[] = {"sum", NULL};
+	int i, sum;
+
+	for (i = 0; x && x->parents && i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
+		if (strcmp(x->ops[i], "div"))
+			continue;
+		sum = input_in(x, i, sums);
+		if (sum >= 0 && (input_in(x, i, exp_ops) >= 0 || input_in(x, sum, exp_ops) >= 0))
+			return 1;
+	}
+	return 0;
+}
+
 /* Does a div of the call take what a softmax's scores are (the walk's edges: softmax(x / t))? */
 static int scaled_softmax(const struct evidence_facts *x)
 {
@@ -2316,8 +2388,8 @@ static void verdict_saturated_log(const struct diag_anomaly *a, const struct evi
 		evidence(g, "%s takes log1p of minus what %s made: log(1 - it)", name(a), op);
 	evidence(g,
 		 "%s rounds to exactly 1 in magnitude for a large argument (tanh past about 9, "
-		 "sigmoid past about 17 in float32): 1 minus it is 0, and %s(0) = -Inf",
-		 op, x->ops[log_at]);
+		 "sigmoid past about 17 in float32): 1 minus it is 0, and %s(%s) = -Inf",
+		 op, x->ops[log_at], strcmp(x->ops[log_at], "log1p") ? "0" : "-1");
 	conclude(g, "loss_log_zero", agree(2, 0));
 	if (!strcmp(op, "tanh"))
 		fix(g, "compute log(1 - tanh(u)^2) from u: 2 * (math.log(2) - u - "
@@ -2342,6 +2414,36 @@ static void verdict_underflow_log(const struct diag_anomaly *a, const struct evi
 }
 
 /* Output with ±Inf from finite inputs: an exp past its threshold, or a division by 0. */
+/*
+ * -Inf alone, and the last op of the call fills a mask (masked_fill(mask, -inf) returned as it
+ * is: masked scores or logits). The -Inf are meant; what reads them is what goes wrong: a
+ * softmax over a row masked whole is NaN, and a loss that gives a masked class weight (label
+ * smoothing, soft targets) takes its log-probability of -Inf.
+ */
+static void masked_fill_inf(const struct diag_anomaly *a, const struct signs *s,
+			    struct diagnosis *g)
+{
+	evidence(g,
+		 "%s's last op fills a mask (masked_fill) and it returned -Inf alone: the -Inf "
+		 "are the fill, meant to give those positions a probability of 0",
+		 name(a));
+	if (s->masked) {
+		evidence(g, "a row of %s%s hides every position: a softmax over it is NaN",
+			 role_of(s->masked), s->masked->name);
+		conclude(g, "attention_fully_masked", agree(2, 0));
+		masked_fixes(g);
+		return;
+	}
+	evidence(g, "what reads them next goes non-finite where it gives a masked position "
+		    "weight: a log-probability of -Inf times a label-smoothing or soft target "
+		    "(±Inf, or NaN times 0), a softmax over a row masked whole (NaN)");
+	conclude(g, "loss_log_zero", 0.4);
+	fix(g, "fill with a large finite negative instead of -inf "
+	       "(torch.finfo(scores.dtype).min), or give masked classes no weight in the target "
+	       "(spread label smoothing over the allowed classes alone)");
+	fix(g, "handle rows whose positions are all masked (drop them, or unmask one)");
+}
+
 static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x, struct signs *s,
 		    struct diagnosis *g)
 {
@@ -2377,6 +2479,12 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 			 x->ops[det], s->zeros ? " (a zero row or column makes one)" : "");
 		conclude(g, "loss_log_zero", agree(1 + !!s->zeros, 0));
 		logdet_fix(g);
+		return 1;
+	}
+	if (a->neginf && !a->posinf && !a->nan && x->nops > 0 &&
+	    !strcmp(x->ops[0], "masked_fill")) {
+		/* -Inf alone, the fill of a mask the call returns as it is: the mask's own */
+		masked_fill_inf(a, s, g);
 		return 1;
 	}
 	if (s->exp && exp_n > div_n && exp_n > log_n) {
@@ -2606,6 +2714,23 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		if (sub >= 0)
 			fix(g, "compute a variance as the mean of squared deviations ((x - "
 			       "x.mean()) ** 2).mean(), or torch.var, not E[x^2] - E[x]^2");
+		return 1;
+	}
+	if (dv && softmax_by_hand(x)) {
+		evidence(g,
+			 "the call divides an exp by a sum of exps (a softmax by hand, with no "
+			 "maximum subtracted): exp(x) is Inf above %.4g in %s, and Inf/Inf is NaN",
+			 evidence__exp_limit(a->dtype), a->dtype);
+		evidence(g,
+			 "(a row whose exps all underflow to 0 gives 0/0 as well: its scores "
+			 "are all below -%.4g)",
+			 -evidence__exp_floor(a->dtype));
+		conclude(g, "exp_overflow", agree(1 + ops_whole(x), 0));
+		fix(g, "take torch.softmax(scores, dim) (or log_softmax), which subtracts the row "
+		       "maximum first");
+		fix(g, "find what made the scores large at this step (the warning events name "
+		       "outputs that grew): scale them (by 1/sqrt(d) in attention), lower the "
+		       "learning rate, or clip gradients");
 		return 1;
 	}
 	if (dv && scaled_softmax(x)) {
@@ -3133,7 +3258,30 @@ static int rule_maker(const struct diag *d, const struct diag_anomaly *a, struct
 	for (i = 0; i < m->ncode && i < EVIDENCE_MAX_OPS; i++)
 		list_add(&l, " %s", m->code_ops[i]);
 	list_send(&l, g);
-	if (fits != 1) {
+	if (!fits && m->distance_op[0]) {
+		/* a "/" names no op: what the code divides by is its distance */
+		evidence(g,
+			 "the code names %s: a distance is 0 between equal points, and a division "
+			 "by it (written with /, which names no op) is ±Inf there, 0/0 NaN",
+			 m->distance_op);
+		conclude(g, "division_by_zero", 0.4);
+		fix(g, "keep the distance away from 0 before dividing by it: 1 / (d + 1e-6), or "
+		       "d.clamp_min(1e-6)");
+		fix(g, "look for points that coincide (duplicates, padding at the origin), and "
+		       "mask a point's distance to itself");
+	} else if (!fits && m->group_op[0] && m->nan && !m->posinf && !m->neginf) {
+		/* NaN alone, and no op named that makes it: 0/0 of a sum over a count */
+		evidence(g,
+			 "the code names %s and returned NaN alone, with no op named that makes "
+			 "NaN of finite values: a sum divided by a count (written with /, which "
+			 "names no op) is 0/0 for a group nothing reached",
+			 m->group_op);
+		conclude(g, "division_by_zero", 0.35);
+		fix(g, "divide by the count clamped to at least 1 (s / n.clamp_min(1)), or add an "
+		       "epsilon to it");
+		fix(g, "look for empty groups: a node with no neighbours, a segment or a sequence "
+		       "with no element, an all-padding row");
+	} else if (fits != 1) {
 		conclude(g, "unknown", 0.3);
 	} else {
 		conclude(g, cause, 0.45);

@@ -76,6 +76,8 @@ struct diag_maker {
 	uint64_t nan, posinf, neginf;
 	char code_ops[EVIDENCE_MAX_OPS][EVIDENCE_OP_LEN]; /* as diagnose__code_op names them */
 	int ncode;
+	/* the first name of its code that sums into groups or counts, and that is a distance */
+	char group_op[EVIDENCE_OP_LEN], distance_op[EVIDENCE_OP_LEN];
 };
 
 struct diag {

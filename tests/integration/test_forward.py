@@ -363,13 +363,16 @@ def case_checkpointed(ctx):
 test_checkpointed = case_test(case_checkpointed, envs=HOST_AND_ROOTS)
 
 
-def case_between_calls(ctx, variant, first, maker, names, fixed=()):
+def case_between_calls(ctx, variant, first, maker, names, fixed=(), said=()):
     """tests/trainers/between_calls.py: a module's own code makes the value between its calls
     to its children (a VAE's exp of its log-variance, an attention layer's masked softmax),
     so the first non-finite output is a child's whose input no module returned. The first
     anomaly and the iteration's verdicts are the hooks'; the diagnosis names the enclosing
-    module as the maker, the ops its code names, and the trainer's cause, with each of fixed
-    among its fixes (a critic's atanh of a stored action rounded to 1: the [-1, 1] clamp)."""
+    module as the maker, the ops its code names (names; None where it names none a rule reads:
+    a "/" is no name), and the trainer's cause, with each of fixed among its fixes (a critic's
+    atanh of a stored action rounded to 1: the [-1, 1] clamp) and each of said among its
+    evidence (a mean over neighbours by hand divided by a count of 0, an inverse distance of
+    coinciding atoms: what the code names, index_add or cdist, tells the division)."""
     oracle, trace = oracle_of(ctx, "between_calls", "--variant", variant)
     made = [a for a in (oracle or {}).get("first_iteration", []) if a["origin"]]
     if oracle is None or oracle["layer"] != first or oracle["inputs_finite"] is not False or \
@@ -380,7 +383,8 @@ def case_between_calls(ctx, variant, first, maker, names, fixed=()):
     events = watch(ctx, "between_calls", trace, trainer_args=("--variant", variant))
     check_anomalies(events, oracle, events[0]["pid"], verdicts=True)
     d = [ev for ev in events if ev["event"] == "diagnosis"][0]
-    said = ["made them between its calls to its children", "names: " + names]
+    said = ["made them between its calls to its children"] + list(said)
+    said += ["names: " + names] if names is not None else []
     wrong = ["evidence without %r" % w for w in said if not any(w in e for e in d["evidence"])]
     wrong += ["fixes without %r" % w for w in fixed if not any(w in f for f in d["fixes"])]
     if wrong:
@@ -402,7 +406,9 @@ def case_loss_made(ctx, trainer, variant, said, fixed=()):
     loss_exp.py, an exp the loss takes: a softmax by hand whose exps overflow (Inf/Inf), a
     scale that is exp of a log-scale underflowing to 0 (divided by, logged), a Poisson rate
     exp(log_rate) overflowing; all three were loss_log_zero (the walk stopped at the first
-    node of two inputs, before the exp). And a cross-entropy by hand whose 1 - sigmoid is 0
+    node of two inputs, before the exp). The same rate logged, rate - y * log(rate), NaN: its
+    overflow (Inf - Inf), where it was the log of an exp that underflowed. And a cross-entropy
+    by hand whose 1 - sigmoid is 0
     (loss_log_zero before too, with log_softmax's fixes and no word of the sigmoid).
     loss_domain.py, an op with a domain or a divisor the loss computed: a correlation by hand
     over a constant prediction (0/0), acos of a cosine past 1, atanh of a norm clamped to 1;
@@ -533,6 +539,10 @@ test_loss_sigmoid_one = case_test(case_loss_made, "loss_exp", "logit",
 test_loss_exp_rate = case_test(case_loss_made, "loss_exp", "rate",
                                ("takes an exp and uses it in sub",),
                                ("clamp(max=20)",), envs=HOST_ONLY)
+test_loss_exp_rate_log = case_test(case_loss_made, "loss_exp", "ratelog",
+                                   ("takes an exp and uses it in sub",
+                                    "an Inf of the exp met another"),
+                                   ("clamp(max=20)",), envs=HOST_ONLY)
 test_loss_correlation = case_test(case_loss_made, "loss_domain", "corr",
                                   ("the loss divides by a spread it computed", "0/0 is NaN"),
                                   ("1e-8",), envs=HOST_AND_ROOTS)
@@ -559,6 +569,26 @@ test_between_calls_critic = case_test(case_between_calls, "critic", "q", "", "at
                                       ("x.clamp(-1 + 1e-7, 1 - 1e-7)",), envs=HOST_ONLY)
 test_between_calls_attn = case_test(case_between_calls, "attn", "attn.out", "attn",
                                     "masked_fill, softmax", envs=("host", "forky"))
+test_between_calls_scatter = case_test(case_between_calls, "scatter", "conv.lin", "conv", None,
+                                       ("n.clamp_min(1)",),
+                                       ("the code names index_add and returned NaN alone",),
+                                       envs=HOST_AND_ROOTS)
+test_between_calls_invdist = case_test(case_between_calls, "invdist", "pair.lin", "pair", None,
+                                       ("1 / (d + 1e-6)",),
+                                       ("the code names cdist: a distance is 0",),
+                                       envs=HOST_ONLY)
+test_softmax_by_hand = case_test(case_origin_cause, "softmax_overflow", "attn",
+                                 ("divides an exp by a sum of exps (a softmax by hand",), (),
+                                 ("torch.softmax(scores, dim)",), ("--variant", "c"),
+                                 envs=HOST_AND_ROOTS)
+test_log1p_sigmoid = case_test(case_origin_cause, "loss_domain", "",
+                               ("takes log1p of minus what sigmoid made", "log1p(-1) = -Inf"),
+                               (), ("F.logsigmoid(-x)",), ("--variant", "survival"),
+                               envs=HOST_AND_ROOTS)
+test_masked_logits = case_test(case_origin_cause, "loss_domain", "",
+                               ("last op fills a mask (masked_fill) and it returned -Inf alone",),
+                               (), ("torch.finfo(scores.dtype).min",), ("--variant", "masked"),
+                               envs=HOST_ONLY)
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)

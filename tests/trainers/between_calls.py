@@ -13,8 +13,16 @@ non-finite output. The code of attn made it: attention_fully_masked.
 value with atanh in its forward, before its Q head; at step 4 a stored action rounded to
 exactly 1 (tanh past 9 in float32): atanh(1) = +Inf, and q is the first non-finite output.
 The code of the model (Critic) made it: invalid_domain, the fix clamping into [-1, 1].
-Expected first anomaly: dec.0 (vae), attn.out (attn) or q (critic), inputs not finite, not an
-origin; then the enclosing module, an origin.
+--variant scatter: a graph layer averages its neighbours by hand, a sum into each node
+(index_add_) divided by its in-degree (a count, with "/"), before its Linear; at step 4 one
+node of the batch's graph has no incoming edge: 0/0 is NaN, and conv.lin is the first
+non-finite output. The code of conv made it: division_by_zero (the count clamped to 1).
+--variant invdist: a pair layer weighs atoms by their inverse distance, 1 / cdist(pos, pos)
+(the diagonal kept off), before its Linear; at step 4 two atoms of a molecule coincide: the
+distance is 0, its inverse +Inf, and pair.lin is the first non-finite output. The code of
+pair made it: division_by_zero (an epsilon on the distance).
+Expected first anomaly: dec.0 (vae), attn.out (attn), q (critic), conv.lin (scatter) or
+pair.lin (invdist), inputs not finite, not an origin; then the enclosing module, an origin.
 """
 import torch
 import torch.nn as nn
@@ -77,6 +85,53 @@ class Critic(nn.Module):
         return self.q(torch.cat([obs, u], dim=-1))
 
 
+class MeanConv(nn.Module):
+    """A graph convolution averaging each node's neighbours by hand."""
+
+    def __init__(self, d=8):
+        super().__init__()
+        self.lin = nn.Linear(d, d)
+
+    def forward(self, x, edges):
+        src, dst = edges[0], edges[1]
+        total = torch.zeros_like(x).index_add_(0, dst, x[src])
+        count = torch.zeros(x.shape[0]).index_add_(0, dst, torch.ones(dst.shape[0]))
+        return torch.relu(self.lin(total / count[:, None]))
+
+
+class Graph(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = MeanConv()
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x, edges):
+        return self.head(self.conv(x, edges))
+
+
+class Pairs(nn.Module):
+    """Atom features weighed by the inverse of the atoms' distances."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 4)
+
+    def forward(self, pos):
+        eye = torch.eye(pos.shape[1])
+        inv = 1.0 / (torch.cdist(pos, pos) + eye) - eye
+        return self.lin(inv @ pos)
+
+
+class Molecule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pair = Pairs()
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, pos):
+        return self.head(self.pair(pos)).sum(dim=1)
+
+
 class BetweenCalls(common.Trainer):
     """Trainer whose fault is made by a module's own code between its children's calls."""
 
@@ -84,11 +139,15 @@ class BetweenCalls(common.Trainer):
 
     @property
     def expected_cause(self):
-        return {"vae": "exp_overflow", "critic": "invalid_domain"}.get(self.variant,
-                                                                     "attention_fully_masked")
+        return {"vae": "exp_overflow", "critic": "invalid_domain",
+                "scatter": "division_by_zero",
+                "invdist": "division_by_zero"}.get(self.variant, "attention_fully_masked")
 
     def model(self):
-        return {"vae": VAE, "critic": Critic}.get(self.variant, Tagger)()
+        if self.variant == "invdist":
+            self.lr = 0.001  # inverse distances of close atoms are large: a gentle step
+        return {"vae": VAE, "critic": Critic, "scatter": Graph,
+                "invdist": Molecule}.get(self.variant, Tagger)()
 
     def loss(self):
         return vae_loss if self.variant == "vae" else nn.MSELoss()
@@ -108,6 +167,19 @@ class BetweenCalls(common.Trainer):
             if step == self.fault_step:
                 action[3, 1] = torch.tanh(torch.tensor(12.0))  # rounds to exactly 1
             return (obs, action), obs.sum(dim=-1, keepdim=True)
+        if self.variant == "scatter":
+            x = torch.randn(6, 8, generator=gen)
+            src = torch.arange(6)
+            dst = (src + 1) % 6  # a ring, both ways: every node has two neighbours
+            edges = torch.stack([torch.cat([src, dst]), torch.cat([dst, src])])
+            if step == self.fault_step:
+                edges = edges[:, edges[1] != 2]  # node 2 has no incoming edge
+            return (x, edges), x[:, :1]
+        if self.variant == "invdist":
+            pos = torch.randn(3, 5, 3, generator=gen)
+            if step == self.fault_step:
+                pos[1, 3] = pos[1, 0]  # two atoms in one place
+            return (pos,), pos.pow(2).mean(dim=(1, 2)).unsqueeze(1)
         x = torch.randn(4, 5, 8, generator=gen)
         pad = torch.zeros(4, 5, dtype=torch.bool)
         pad[:, 4] = True

@@ -22,6 +22,14 @@ first anomaly: that layer, feat, an origin (loss_log_zero).
 --variant corrmodel: the model computes the correlation loss itself (as a Hugging Face model
 given labels does) and returns it: the first anomaly is the model, an origin, whose ops hold a
 sqrt of a sum of squares, no root of a negative (division_by_zero).
+--variant survival: a hazard model returns log survival, log1p(-sigmoid(logit)); at step 4 the
+logit head's bias is set to 60: the sigmoid rounds to exactly 1, and log1p(-1) is -Inf.
+Expected first anomaly: the model, an origin (loss_log_zero: F.logsigmoid(-x)).
+--variant masked: a classifier masks the classes not allowed with -inf in its forward
+(masked_fill of a registered bool buffer) and the loss is a label-smoothed cross-entropy by
+hand; at step 4 two classes are disallowed: the model returns -Inf alone (the fill), and the
+smoothing's weight on them times a log-probability of -Inf makes the loss +Inf. Expected first
+anomaly: the model, an origin (loss_log_zero: a finite fill, or no target weight on them).
 --variant gumbel: a sampler draws F.gumbel_softmax(logits, tau) with tau a Python number
 annealed to 0 at step 4: the scores divided by 0 are ±Inf, the softmax NaN. Expected first
 anomaly: that layer, samp, an origin (division_by_zero: the temperature, not a count).
@@ -32,10 +40,12 @@ import torch.nn.functional as F
 
 import common
 
-VARIANTS = ("corr", "angle", "hyper", "logdet", "logrelu", "gumbel", "corrmodel")
+VARIANTS = ("corr", "angle", "hyper", "logdet", "logrelu", "gumbel", "corrmodel", "survival",
+            "masked")
 CAUSES = {"corr": "division_by_zero", "angle": "invalid_domain", "hyper": "invalid_domain",
           "logdet": "loss_log_zero", "logrelu": "loss_log_zero", "gumbel": "division_by_zero",
-          "corrmodel": "division_by_zero"}
+          "corrmodel": "division_by_zero", "survival": "loss_log_zero",
+          "masked": "loss_log_zero"}
 
 
 class Encoder(nn.Module):
@@ -104,6 +114,35 @@ class Relaxed(nn.Module):
         return self.head(self.samp(x))
 
 
+class Hazard(nn.Module):
+    """log P(survive) = log(1 - sigmoid(logit)), written with log1p."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = Encoder(1)
+
+    def forward(self, x):
+        return torch.log1p(-torch.sigmoid(self.enc(x)))
+
+
+class Allowed(nn.Module):
+    """Logits of the classes allowed; the others masked with -inf."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = Encoder(5)
+        self.register_buffer("allowed", torch.ones(5, dtype=torch.bool))
+
+    def forward(self, x):
+        return self.enc(x).masked_fill(~self.allowed, float("-inf"))
+
+
+def smoothed(logits, y):
+    target = torch.full_like(logits, 0.1 / logits.shape[1])
+    target[:, 0] += 0.9
+    return -(target * F.log_softmax(logits, dim=1)).sum(1).mean()
+
+
 class Correlated(nn.Module):
     """An Encoder that returns its own loss, 1 - the correlation of its prediction with y."""
 
@@ -149,7 +188,7 @@ def own_loss(out, y):
     return out
 
 
-for fn in (correlation, angle, hyperbolic, flow_nll, own_loss):
+for fn in (correlation, angle, hyperbolic, flow_nll, own_loss, smoothed):
     fn.top_modules = ()
 
 
@@ -174,13 +213,19 @@ class LossDomain(common.Trainer):
             return Relaxed()
         if self.variant == "corrmodel":
             return Correlated()
+        if self.variant == "survival":
+            return Hazard()
+        if self.variant == "masked":
+            return Allowed()
         return Encoder({"corr": 1, "angle": 3, "hyper": 4}[self.variant])
 
     def loss(self):
-        if self.variant in ("logrelu", "gumbel"):
+        if self.variant in ("logrelu", "gumbel", "survival"):
             return nn.MSELoss()
         if self.variant == "corrmodel":
             return own_loss
+        if self.variant == "masked":
+            return smoothed
         return {"corr": correlation, "angle": angle, "hyper": hyperbolic,
                 "logdet": flow_nll}[self.variant]
 
@@ -196,6 +241,12 @@ class LossDomain(common.Trainer):
                 return
             if self.variant == "gumbel":
                 model.samp.tau = 0.0  # annealed all the way
+                return
+            if self.variant == "masked":
+                model.allowed[3:] = False  # two classes no longer allowed
+                return
+            if self.variant == "survival":
+                model.enc.head.bias.fill_(60.0)  # sigmoid(60) is 1 in float32
                 return
             head = model.enc.head if self.variant == "corrmodel" else model.head
             head.weight.zero_()

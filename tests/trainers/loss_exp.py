@@ -12,6 +12,10 @@ log-scale, log(sigma) + ((y - mu) / sigma) ** 2 / 2; at step 4 the log-scale's b
 0 (the loss's division by the exp): division_by_zero.
 --variant rate: a Poisson loss by hand, exp(log_rate) - y * log_rate; at step 4 the head's
 bias is set to 120, exp overflows: +Inf. exp_overflow.
+--variant ratelog: the same Poisson loss written from the rate, rate - y * log(rate) with rate
+= exp(log_rate): the exp's value goes both to a log and to a difference; at step 4 the bias is
+120 again, exp overflows, log(Inf) is Inf and Inf - Inf NaN. exp_overflow (a NaN loss is the
+overflow's Inf - Inf, not the log of an exp that underflowed).
 --variant logit: a binary cross-entropy by hand over a sigmoid the model returns,
 -(y * log(p) + (1 - y) * log(1 - p)); at step 4 the head's bias is set to 40, the sigmoid
 rounds to 1 and log(1 - p) is -Inf: loss_log_zero (F.logsigmoid(-x) for the fix).
@@ -22,9 +26,9 @@ import torch.nn as nn
 
 import common
 
-VARIANTS = ("softmax", "scale", "rate", "logit")
+VARIANTS = ("softmax", "scale", "rate", "ratelog", "logit")
 CAUSES = {"softmax": "exp_overflow", "scale": "division_by_zero", "rate": "exp_overflow",
-          "logit": "loss_log_zero"}
+          "ratelog": "exp_overflow", "logit": "loss_log_zero"}
 
 
 class Encoder(nn.Module):
@@ -57,11 +61,16 @@ def poisson_nll(log_rate, y):
     return (torch.exp(log_rate) - y * log_rate).mean()
 
 
+def poisson_nll_rate(log_rate, y):
+    rate = torch.exp(log_rate)
+    return (rate - y * torch.log(rate)).mean()
+
+
 def bce(p, y):
     return -(y * torch.log(p) + (1 - y) * torch.log(1 - p)).mean()
 
 
-for fn in (info_nce, gaussian_nll, poisson_nll, bce):
+for fn in (info_nce, gaussian_nll, poisson_nll, poisson_nll_rate, bce):
     fn.top_modules = ()
 
 
@@ -78,12 +87,12 @@ class LossExp(common.Trainer):
     def model(self):
         if self.variant not in VARIANTS:
             raise SystemExit("loss_exp: --variant is one of %s" % ", ".join(VARIANTS))
-        return Encoder({"softmax": 8, "scale": 4, "rate": 3, "logit": 1}[self.variant],
+        return Encoder({"softmax": 8, "scale": 4, "rate": 3, "ratelog": 3, "logit": 1}[self.variant],
                        squash=self.variant == "logit")
 
     def loss(self):
         return {"softmax": info_nce, "scale": gaussian_nll, "rate": poisson_nll,
-                "logit": bce}[self.variant]
+                "ratelog": poisson_nll_rate, "logit": bce}[self.variant]
 
     def schedule(self, model, step):
         if step != self.fault_step:

@@ -5,6 +5,9 @@ anywhere, nothing masked, whatever the class is called.
 
 --variant a: ScoreAttention, exp written inline.
 --variant b: Router, exp inside a helper.
+--variant c: QKAttention, scores made inside the layer by its own q and k Linears, whose
+weights grow 60x at step 4: no value the layer receives is near the threshold, its ops (a div
+of an exp by a sum of exps) say it.
 Expected first anomaly: attn at step 4, NaN, inputs finite: origin.
 """
 import torch
@@ -34,10 +37,20 @@ class Router(nn.Module):
         return softmax_by_hand(s)
 
 
+class QKAttention(nn.Module):
+    def __init__(self, d=6):
+        super().__init__()
+        self.q, self.k = nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, s):
+        e = torch.exp(self.q(s) @ self.k(s).t())
+        return e / e.sum(dim=-1, keepdim=True) @ s
+
+
 class Net(nn.Module):
     def __init__(self, variant):
         super().__init__()
-        self.attn = ScoreAttention() if variant == "a" else Router()
+        self.attn = {"a": ScoreAttention, "c": QKAttention}.get(variant, Router)()
         self.head = nn.Linear(6, 1)
 
     def forward(self, s):
@@ -55,9 +68,15 @@ class SoftmaxOverflow(common.Trainer):
     def model(self):
         return Net(self.variant)
 
+    def schedule(self, model, step):
+        if self.variant == "c" and step == self.fault_step:
+            with torch.no_grad():
+                model.attn.q.weight.mul_(60.0)  # scores in the thousands
+                model.attn.k.weight.mul_(60.0)
+
     def batch(self, step, micro, gen):
         s = torch.randn(4, 6, generator=gen)
-        if step == self.fault_step:
+        if step == self.fault_step and self.variant != "c":
             s[1, 3] = 104.25
         return (s,), torch.zeros(4, 1)
 

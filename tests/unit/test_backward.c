@@ -54,6 +54,13 @@ static void test_op_name(void **state)
 		{"AddmmBackward0", "addmm"},
 		{"TBackward0", "t"},
 		{"Log2Backward0", "log2"},
+		{"Log1PBackward0", "log1p"},
+		{"Expm1Backward0", "expm1"},
+		{"MaxPool2DWithIndicesBackward0", "max_pool2d_with_indices"},
+		{"SmoothL1LossBackward0", "smooth_l1_loss"},
+		{"L1LossBackward0", "l1_loss"},
+		{"Conv3DBackward0", "conv3d"},
+		{"FftC2CBackward0", "fft_c2c"},
 		{"SoftmaxBackward1", "softmax"},
 		{"CopySlicesBackward", "copy_slices"},
 	};

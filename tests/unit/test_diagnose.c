@@ -544,6 +544,17 @@ static void test_loss_exp(void **state)
 	assert_string_equal(loss_cause(&g, "mean sub(exp addmm, mul addmm)", 0, 0), "exp_overflow");
 	assert_true(evidence_has(&g, "takes an exp and uses it in sub"));
 	assert_string_equal(loss_cause(&g, "mean sub(exp addmm, mul addmm)", 1, 0), "exp_overflow");
+	/*
+	 * rate = exp(o); rate - y * log(rate), by hand: NaN is Inf - Inf of its overflow; +Inf
+	 * the log's -Inf of its 0
+	 */
+	assert_string_equal(loss_cause(&g, "mean sub(exp addmm, mul log ^exp)", 1, 0),
+			    "exp_overflow");
+	assert_true(evidence_has(&g, "takes an exp and uses it in sub"));
+	assert_string_equal(loss_cause(&g, "mean sub(exp addmm, mul log ^exp)", 0, 0),
+			    "loss_log_zero");
+	/* a log of it and a division by it stay its 0 */
+	assert_string_equal(loss_cause(&g, mdn, 1, 0), "division_by_zero");
 	/* a log-cosh loss by hand: cosh overflows past exp's threshold and log 2; never 0 */
 	assert_string_equal(loss_cause(&g, "mean log cosh sub addmm", 0, 0), "exp_overflow");
 	assert_true(evidence_has(
@@ -583,13 +594,21 @@ static void test_made_between_calls(void **state)
 {
 	struct diag_anomaly first = fwd("dec.0", "Linear", 3, 0), sib = fwd("head", "Linear", 2, 1);
 	struct diag_anomaly vae = fwd("", "VAE", 1, 1), next = fwd("x", "Linear", 2, 1);
-	static const char *const names[][3] = {{"torch", "exp", "randn_like"},
-					       {"softmax", "masked_fill", "dec"},
-					       {"exp", "sqrt", "enc"},
-					       {"atanh", "cat", "q"},
-					       {"atanh", "log", "q"}};
-	static const char *const want[] = {"exp_overflow", "attention_fully_masked", "unknown",
-					   "invalid_domain", "invalid_domain"};
+	/*
+	 * A "/" names no op: a sum into groups or a count (a mean aggregation by hand, NaN
+	 * alone), a distance (an inverse distance); "norm" may be an attribute (self.norm)
+	 */
+	static const char *const names[][3] = {
+		{"torch", "exp", "randn_like"}, {"softmax", "masked_fill", "dec"},
+		{"exp", "sqrt", "enc"},		{"atanh", "cat", "q"},
+		{"atanh", "log", "q"},		{"zeros_like", "index_add_", "lin"},
+		{"cdist", "eye", "out"},	{"sum", "log", "lin"},
+		{"norm", "emb", "out"},		{"sum", "lin", "x"}};
+	static const char *const want[] = {"exp_overflow",     "attention_fully_masked",
+					   "unknown",	       "invalid_domain",
+					   "invalid_domain",   "division_by_zero",
+					   "division_by_zero", "invalid_domain",
+					   "unknown",	       "unknown"};
 	struct diagnosis g;
 	struct diag d;
 	int k, i;
@@ -598,7 +617,9 @@ static void test_made_between_calls(void **state)
 	vae.module_id = 0x5000;
 	sib.module_id = 0x6000;
 	next.iteration = 5;
-	for (k = 0; k < 5; k++) {
+	for (k = 0; k < 10; k++) {
+		/* the last: a sum, but an Inf beside the NaN is no 0/0 alone */
+		vae.posinf = k == 9;
 		diagnose__init(&d);
 		assert_int_equal(diagnose__observe(&d, &first), 0);
 		assert_int_equal(diagnose__observe(&d, &sib), 0);
@@ -613,9 +634,16 @@ static void test_made_between_calls(void **state)
 		assert_string_equal(g.layer, "dec.0");
 		assert_true(strstr(g.evidence[1], "the code of the model (VAE) made them") != NULL);
 		/* atanh alone: its domain is [-1, 1], and the fix clamps into it */
-		if (k >= 3)
+		if (k == 3 || k == 4)
 			assert_true((strstr(g.fixes[0], "keep the value from before the tanh") !=
 				     NULL) == (k == 3));
+		if (k == 5)
+			assert_true(evidence_has(&g, "the code names index_add and returned NaN "
+						     "alone") &&
+				    strstr(g.fixes[0], "n.clamp_min(1)"));
+		if (k == 6)
+			assert_true(evidence_has(&g, "the code names cdist: a distance is 0") &&
+				    strstr(g.fixes[0], "1 / (d + 1e-6)"));
 	}
 	/* no maker where the first anomaly's inputs were finite */
 	first.inputs_finite = 1;

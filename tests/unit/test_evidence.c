@@ -836,6 +836,75 @@ static void test_div_made(void **state)
 }
 
 /*
+ * exp(scores) / exp(scores).sum(-1, keepdim=True) in a layer's own code: Inf/Inf of an exp's
+ * overflow, by the walk's edges (the div takes the exp and the sum, or the sum takes it).
+ */
+static void test_softmax_by_hand(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Attn", 2, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"bmm", "div", "exp", "sum", "bmm", "addmm", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 1, 2, 4});
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	assert_true(said(&g, "divides an exp by a sum of exps (a softmax by hand"));
+	assert_true(said(&g, "above 88.72 in float32, and Inf/Inf is NaN"));
+	assert_true(strstr(g.fixes[0], "torch.softmax") != NULL);
+	/* the exp reached through a view first: the sum takes it */
+	with_ops(&fx, (const char *const[]){"div", "view", "sum", "exp", "bmm", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 0, 2, 3});
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	/* a sum divided, with no exp under it: a count's 0/0 */
+	with_ops(&fx, (const char *const[]){"div", "sum", "bmm", "exp", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+}
+
+/*
+ * logits.masked_fill(~allowed, -inf) returned as they are: -Inf alone, the mask's own fill.
+ * What reads them goes wrong (a label-smoothed loss: loss_log_zero); with a mask row hiding
+ * every position among the inputs, a softmax over it (attention_fully_masked). A masked_fill
+ * that is not the last op, or NaN beside the -Inf, is judged as before.
+ */
+static void test_masked_fill_inf(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f};
+	const uint8_t hide[] = {1, 1, 0, 1};
+	__u64 ms[2] = {2, 2};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("LM", 0, 0, 320);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"masked_fill", "addmm", "tanh", "embedding", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "last op fills a mask (masked_fill) and it returned -Inf alone"));
+	assert_true(strstr(g.fixes[0], "torch.finfo(scores.dtype).min") != NULL);
+	/* a mask row hiding every position reached it */
+	memset(&fx.t[1], 0, sizeof(fx.t[1]));
+	assert_int_equal(evidence__scan(hide, sizeof(hide), "bool", ms, 2, &fx.t[1]), 0);
+	snprintf(fx.t[1].name, sizeof(fx.t[1].name), "input[1]");
+	fx.t[1].role = EVIDENCE_INPUT;
+	fx.n = 2;
+	assert_string_equal(conclude_with(&g, &a, &fx), "attention_fully_masked");
+	assert_true(said(&g, "hides every position"));
+	/* NaN beside it, or a masked_fill that is not the last op: not the mask's own fill */
+	fx.n = 1;
+	a.nan = 3;
+	conclude_with(&g, &a, &fx);
+	assert_false(said(&g, "last op fills a mask"));
+	a.nan = 0;
+	with_ops(&fx, (const char *const[]){"add", "masked_fill", "addmm", NULL});
+	conclude_with(&g, &a, &fx);
+	assert_false(said(&g, "last op fills a mask"));
+}
+
+/*
  * A model computing its own loss, 1 - a correlation by hand: sqrt(sum((p - mean p) ** 2)) is
  * no root of a negative, the division by it 0/0 for a constant prediction. The sqrt of a sub
  * (E[x^2] - E[x]^2) stays a domain.
@@ -1087,6 +1156,8 @@ int main(void)
 		cmocka_unit_test(test_nan_acos_and_log_sigmoid),
 		cmocka_unit_test(test_ops_mask_and_cast),
 		cmocka_unit_test(test_code_op_names),
+		cmocka_unit_test(test_softmax_by_hand),
+		cmocka_unit_test(test_masked_fill_inf),
 		cmocka_unit_test(test_code_ops_of_a_first_layer),
 		cmocka_unit_test(test_keep_mask_without_softmax),
 		cmocka_unit_test(test_weight_norm_zero_row),
