@@ -1307,6 +1307,21 @@ static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, s
 	}
 	root = exp(evidence__exp_limit(a->dtype) / 2);
 	first = past_root(d, a, root, &largest);
+	for (i = 0; i < c.n - 1 && !first; i++) {
+		if (strcmp(c.ops[i], "div"))
+			continue;
+		/* no output near the range: the divisor, a number or what needs no gradient */
+		evidence(g,
+			 "no module output of this iteration came near the range's square root "
+			 "(%.3g); the loss divides by what it did not compute from them (a number: "
+			 "accumulation steps, a count), ±Inf where it is 0",
+			 root);
+		conclude(g, "division_by_zero", 0.45);
+		fix(g, "check what the loss is divided by where it is set (gradient accumulation "
+		       "steps, a count of samples or tokens): it must not be 0");
+		fix(g, "divide by a count clamped to at least 1 (loss / max(n, 1))");
+		return 1;
+	}
 	if (first) {
 		evidence(g,
 			 "first output past the square root of the %s range (%.3g) at this "
@@ -2002,6 +2017,39 @@ static int saturated_log(const struct evidence_facts *x, int *log_at)
 	return -1;
 }
 
+/*
+ * The call takes a log of 1 minus a value it received (log <- rsub, or log1p <- neg, by the
+ * walk's edges: a cross-entropy by hand over probabilities a sigmoid made outside it), and an
+ * input's finite values lie in (0, 1] and reach exactly 1 (a sigmoid rounded to 1; none is 0,
+ * as 0/1 targets hold): that input, the log's place in *log_at; NULL if none.
+ */
+static const struct tensor_facts *one_under_log(const struct evidence_facts *x, int *log_at)
+{
+	static const char *const rsub[] = {"rsub", NULL};
+	const struct tensor_facts *t, *found = NULL;
+	int i, j;
+
+	for (i = 0; x && x->parents && i < x->nops && i < EVIDENCE_MAX_OPS && !found; i++) {
+		if (!in_set(x->ops[i], log_ops) ||
+		    input_in(x, i, strcmp(x->ops[i], "log1p") ? rsub : neg_ops) < 0)
+			continue;
+		for (j = 0; j < x->n; j++) {
+			t = &x->t[j];
+			if (t->role != EVIDENCE_INPUT || t->kind != EVIDENCE_FLOAT ||
+			    !t->has_finite || t->min < 0 || t->max != 1.0 || t->zeros)
+				continue;
+			found = t;
+			break;
+		}
+		if (found)
+			*log_at = i;
+	}
+	return found;
+}
+
+/* a norm the call takes: 0 for a row of zeros */
+static const char *const norm_ops[] = {"norm", "linalg_vector_norm", "frobenius_norm", NULL};
+
 /* what is exactly 0 for a range of finite arguments: a log of it is -Inf there */
 static const char *const zero_ops[] = {"relu", "threshold", "hardtanh", NULL};
 
@@ -2414,6 +2462,21 @@ static void verdict_underflow_log(const struct diag_anomaly *a, const struct evi
 }
 
 /* Output with ±Inf from finite inputs: an exp past its threshold, or a division by 0. */
+/* An input probability of exactly 1 under log(1 - p): see one_under_log. */
+static void verdict_one_under_log(const struct diag_anomaly *a, const struct evidence_facts *x,
+				  const struct tensor_facts *t, int log_at, struct diagnosis *g)
+{
+	evidence(g,
+		 "%s takes %s of 1 minus a value it received, and %s%s (%s) lies in [0, 1] and "
+		 "reaches exactly 1: a probability rounded to 1 (a sigmoid past about 17 in "
+		 "float32)",
+		 name(a), x->ops[log_at], role_of(t), t->name, t->dtype);
+	evidence(g, "1 minus it is 0 and its log -Inf%s",
+		 a->nan ? "; a target of 0 times it (y * log(1 - p) by hand) is NaN" : "");
+	conclude(g, "loss_log_zero", agree(2, 0));
+	sigmoid_fixes(g);
+}
+
 /*
  * -Inf alone, and the last op of the call fills a mask (masked_fill(mask, -inf) returned as it
  * is: masked scores or logits). The -Inf are meant; what reads them is what goes wrong: a
@@ -2450,7 +2513,8 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	int known = ops_known(x), e_op = op_in(x, exp_ops), l_op = op_in(x, log_ops);
 	int d_op = op_in(x, div_ops), u_op = l_op >= 0 ? op_before(x, underflow_ops, l_op) : -1;
 	int only_pos = a->posinf && !a->neginf, sat_log = -1, sat_at = saturated_log(x, &sat_log);
-	int exp_n, div_n, log_n, z_op, z_log = -1, det = op_in(x, logdet_ops);
+	int exp_n, div_n, log_n, z_op, z_log = -1, det = op_in(x, logdet_ops), one_log = -1;
+	const struct tensor_facts *one;
 
 	if (!(a->posinf + a->neginf))
 		return 0;
@@ -2495,6 +2559,10 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 		verdict_saturated_log(a, x, sat_log, sat_at, g);
 		return 1;
 	}
+	if (!s->prob_zeros && (one = one_under_log(x, &one_log))) {
+		verdict_one_under_log(a, x, one, one_log, g);
+		return 1;
+	}
 	if (!s->prob_zeros && a->neginf && (z_op = zero_log(x, &z_log)) >= 0) {
 		evidence(g,
 			 "%s takes %s of what %s made: %s is 0 wherever its argument is at or "
@@ -2511,6 +2579,20 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	}
 	if (log_n > div_n) {
 		verdict_log(s, log_n, g);
+		return 1;
+	}
+	if (a->neginf && !a->posinf && s->zeros && op_named(x, log_ops) && !op_named(x, div_ops)) {
+		/* -Inf alone, a zero received, and a log taken where nothing divides: log(0) */
+		evidence(g,
+			 "%s takes %s (and divides by nothing), and %s%s holds %llu zeros: "
+			 "log(0) = -Inf",
+			 name(a), op_named(x, log_ops), role_of(s->zeros), s->zeros->name,
+			 (unsigned long long)s->zeros->zeros);
+		conclude(g, "loss_log_zero", agree(1 + (op_in(x, log_ops) >= 0), 0));
+		fix(g, "keep the log's argument above 0: torch.log(x + eps) or torch.log1p(x) for "
+		       "counts, x.clamp_min(1e-12) otherwise");
+		fix(g, "look for the zeros in the data (a count, a price or a length of 0) where "
+		       "a log transform expects positive values");
 		return 1;
 	}
 	if (s->zeros || s->zero_rows) {
@@ -2569,9 +2651,10 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 {
 	const char *sp = op_named(x, spread_ops), *lg = op_named(x, log_ops);
 	const char *dm = op_named(x, domain_ops), *dv = op_named(x, div_ops);
-	const char *un = op_named(x, underflow_ops);
+	const char *un = op_named(x, underflow_ops), *nm = op_named(x, norm_ops);
 	const struct tensor_facts *bad_var = NULL;
-	int dm_at = op_in(x, domain_ops), i, centred = 0;
+	int dm_at = op_in(x, domain_ops), i, centred = 0, one_log = -1;
+	const struct tensor_facts *one;
 	/* a subtraction on the input side of the domain op, in the walk's order */
 	int sub = dm_at >= 0 ? op_before(x, sub_ops, dm_at) : -1;
 
@@ -2636,6 +2719,10 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 	if (lg && s->prob_zeros) {
 		verdict_log(s, 2, g);
 		evidence(g, "0 * log(0) is NaN");
+		return 1;
+	}
+	if (lg && (one = one_under_log(x, &one_log))) {
+		verdict_one_under_log(a, x, one, one_log, g);
 		return 1;
 	}
 	/*
@@ -2743,6 +2830,20 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		fix(g, "keep the temperature above a floor (tau = max(tau, 0.1)), or anneal "
 		       "towards a positive value");
 		denominator_fix(g);
+		return 1;
+	}
+	if (dv && nm) {
+		evidence(g,
+			 "the call divides (%s) and takes a norm (%s): a norm is 0 for a row of "
+			 "zeros (a dead ReLU's, padding), and 0/0 is NaN; F.normalize's eps=0 "
+			 "leaves it",
+			 dv, nm);
+		conclude(g, "division_by_zero", agree(1 + ops_whole(x), 0));
+		fix(g,
+		    "keep the norm away from 0: x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12), "
+		    "or F.normalize with its default eps=1e-12");
+		fix(g, "look for rows that are all zero reaching it (a layer whose ReLU died, "
+		       "padding)");
 		return 1;
 	}
 	if (dv) {

@@ -527,6 +527,9 @@ test_loss_overflow = case_test(case_loss_made, "loss_targets", "overflow",
                                ("past the square root of the float32 range (1.84e+19) at "
                                 "this iteration: head,",),
                                ("normalise the targets",), envs=HOST_ONLY)
+test_loss_accum_zero = case_test(case_loss_made, "loss_targets", "accum",
+                                 ("divides by what it did not compute from them",),
+                                 ("loss / max(n, 1)",), envs=HOST_ONLY)
 test_loss_exp_softmax = case_test(case_loss_made, "loss_exp", "softmax",
                                   ("takes a sum of exps",), ("log_softmax",),
                                   envs=HOST_AND_ROOTS)
@@ -589,6 +592,14 @@ test_masked_logits = case_test(case_origin_cause, "loss_domain", "",
                                ("last op fills a mask (masked_fill) and it returned -Inf alone",),
                                (), ("torch.finfo(scores.dtype).min",), ("--variant", "masked"),
                                envs=HOST_ONLY)
+test_log_of_data = case_test(case_origin_cause, "loss_domain", "logx",
+                             ("takes log (and divides by nothing)", "log(0) = -Inf"), (),
+                             ("torch.log1p(x) for counts",), ("--variant", "logdata"),
+                             envs=HOST_ONLY)
+test_bce_module = case_test(case_origin_cause, "loss_domain", "",
+                            ("takes log of 1 minus a value it received", "reaches exactly 1"),
+                            ("outside its domain",), ("F.logsigmoid(-x)",),
+                            ("--variant", "bce"), envs=HOST_AND_ROOTS)
 test_flat_model = case_test(case_flat_model, "params", envs=HOST_AND_ROOTS)
 test_flat_linear = case_test(case_flat_model, "linear", envs=HOST_ONLY)
 test_dict_output = case_test(case_dict_output, "plain", envs=HOST_AND_ROOTS)

@@ -30,6 +30,14 @@ Expected first anomaly: the model, an origin (loss_log_zero: F.logsigmoid(-x)).
 hand; at step 4 two classes are disallowed: the model returns -Inf alone (the fill), and the
 smoothing's weight on them times a log-probability of -Inf makes the loss +Inf. Expected first
 anomaly: the model, an origin (loss_log_zero: a finite fill, or no target weight on them).
+--variant logdata: a first layer log-transforms the batch's features, torch.log(x) (no
+autograd node: the batch needs no gradient); at step 4 one feature of one sample is 0 (a count
+of none): log(0) = -Inf. Expected first anomaly: that layer, logx, an origin (loss_log_zero:
+its code names log and no division).
+--variant bce: a binary cross-entropy module by hand, -(y log p + (1 - y) log(1 - p)), over a
+sigmoid the model applies; at step 4 the head's bias is 40: p is exactly 1, log(1 - p) -Inf
+and a target of 0 times it NaN. Expected first anomaly: the loss module, an origin
+(loss_log_zero: F.logsigmoid(-x) or BCE with logits).
 --variant gumbel: a sampler draws F.gumbel_softmax(logits, tau) with tau a Python number
 annealed to 0 at step 4: the scores divided by 0 are ±Inf, the softmax NaN. Expected first
 anomaly: that layer, samp, an origin (division_by_zero: the temperature, not a count).
@@ -41,11 +49,11 @@ import torch.nn.functional as F
 import common
 
 VARIANTS = ("corr", "angle", "hyper", "logdet", "logrelu", "gumbel", "corrmodel", "survival",
-            "masked")
+            "masked", "logdata", "bce")
 CAUSES = {"corr": "division_by_zero", "angle": "invalid_domain", "hyper": "invalid_domain",
           "logdet": "loss_log_zero", "logrelu": "loss_log_zero", "gumbel": "division_by_zero",
           "corrmodel": "division_by_zero", "survival": "loss_log_zero",
-          "masked": "loss_log_zero"}
+          "masked": "loss_log_zero", "logdata": "loss_log_zero", "bce": "loss_log_zero"}
 
 
 class Encoder(nn.Module):
@@ -143,6 +151,37 @@ def smoothed(logits, y):
     return -(target * F.log_softmax(logits, dim=1)).sum(1).mean()
 
 
+class LogOf(nn.Module):
+    """log of positive features: counts, prices, lengths."""
+
+    def forward(self, x):
+        return torch.log(x)
+
+
+class LogModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.logx = LogOf()
+        self.enc = Encoder(1)
+
+    def forward(self, x):
+        return self.enc(self.logx(x))
+
+
+class BinaryCrossEntropy(nn.Module):
+    def forward(self, p, y):
+        return -(y * torch.log(p) + (1 - y) * torch.log(1 - p)).mean()
+
+
+class Probability(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = Encoder(1)
+
+    def forward(self, x):
+        return torch.sigmoid(self.enc(x))
+
+
 class Correlated(nn.Module):
     """An Encoder that returns its own loss, 1 - the correlation of its prediction with y."""
 
@@ -217,6 +256,10 @@ class LossDomain(common.Trainer):
             return Hazard()
         if self.variant == "masked":
             return Allowed()
+        if self.variant == "logdata":
+            return LogModel()
+        if self.variant == "bce":
+            return Probability()
         return Encoder({"corr": 1, "angle": 3, "hyper": 4}[self.variant])
 
     def loss(self):
@@ -226,6 +269,10 @@ class LossDomain(common.Trainer):
             return own_loss
         if self.variant == "masked":
             return smoothed
+        if self.variant == "logdata":
+            return nn.MSELoss()
+        if self.variant == "bce":
+            return BinaryCrossEntropy()
         return {"corr": correlation, "angle": angle, "hyper": hyperbolic,
                 "logdet": flow_nll}[self.variant]
 
@@ -242,6 +289,11 @@ class LossDomain(common.Trainer):
             if self.variant == "gumbel":
                 model.samp.tau = 0.0  # annealed all the way
                 return
+            if self.variant == "bce":
+                model.enc.head.bias.fill_(40.0)  # sigmoid(40) is 1 in float32
+                return
+            if self.variant == "logdata":
+                return  # its fault is in the batch
             if self.variant == "masked":
                 model.allowed[3:] = False  # two classes no longer allowed
                 return
@@ -266,6 +318,13 @@ class LossDomain(common.Trainer):
         y = x[:, :1] * 0.5 + 0.1 * torch.randn(8, 1, generator=gen)
         if self.variant == "corrmodel":
             return (x, y), y
+        if self.variant == "logdata":
+            x = x.abs() + 0.1
+            if step == self.fault_step:
+                x[2, 4] = 0.0  # a count of none
+            return (x,), y
+        if self.variant == "bce":
+            return (x,), (x[:, :1] > 0).float()
         return (x,), y
 
 

@@ -11,6 +11,9 @@ bad_input_data.
 weights are scaled by 1e25 (a recurrence's gain, an initialisation gone wrong): its output is
 finite, about 1e25, and its square overflows float32. No log, division or exp made it, and no
 cause of the vocabulary fits: unknown, with the output past the range's square root said.
+--variant accum: a mean squared error divided by the gradient accumulation steps, a Python
+number a config reload sets to 0 at step 4: the loss is +Inf, every output small.
+division_by_zero (the divisor, not an overflow).
 Expected first anomaly: the loss itself (phase loss) at step 4, every module output finite.
 """
 import torch
@@ -19,8 +22,10 @@ import torch.nn.functional as F
 
 import common
 
-VARIANTS = ("label", "mask", "overflow")
-CAUSES = {"label": "bad_input_data", "mask": "division_by_zero", "overflow": "unknown"}
+VARIANTS = ("label", "mask", "overflow", "accum")
+CAUSES = {"label": "bad_input_data", "mask": "division_by_zero", "overflow": "unknown",
+          "accum": "division_by_zero"}
+ACCUM = {"steps": 4}
 
 
 class Regressor(nn.Module):
@@ -47,7 +52,11 @@ def squared_error(pred, target):
     return ((pred - target) ** 2).mean()
 
 
-for fn in (smooth_l1, masked_squared_error, squared_error):
+def accumulated(pred, target):
+    return F.mse_loss(pred, target) / ACCUM["steps"]
+
+
+for fn in (smooth_l1, masked_squared_error, squared_error, accumulated):
     fn.top_modules = ()
 
 
@@ -68,9 +77,11 @@ class LossTargets(common.Trainer):
 
     def loss(self):
         return {"label": smooth_l1, "mask": masked_squared_error,
-                "overflow": squared_error}[self.variant]
+                "overflow": squared_error, "accum": accumulated}[self.variant]
 
     def schedule(self, model, step):
+        if self.variant == "accum" and step == self.fault_step:
+            ACCUM["steps"] = 0  # a config reload
         if self.variant == "overflow" and step == self.fault_step:
             with torch.no_grad():
                 model.head.weight.mul_(1e25)

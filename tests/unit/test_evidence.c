@@ -828,6 +828,13 @@ static void test_div_made(void **state)
 	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
 	assert_true(said(&g, "divides (div) the scores of a softmax"));
 	assert_true(strstr(g.fixes[0], "temperature") != NULL);
+	/* F.normalize(relu(fc(x)), eps=0): a norm of a dead row divided by */
+	with_ops(&fx, (const char *const[]){"div", "relu", "expand", "addmm", "clamp_min", "t",
+					    "norm", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 0, 1, 2, 3, 4});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "the call divides (div) and takes a norm (norm)"));
+	assert_true(strstr(g.fixes[0], "clamp_min(1e-12)") != NULL);
 	/* a softmax over what a div fed elsewhere: the count's 0/0 */
 	with_ops(&fx, (const char *const[]){"div", "sum", "softmax", "addmm", NULL});
 	with_edges(&fx, (const int[]){-1, 0, 1, 2});
@@ -902,6 +909,66 @@ static void test_masked_fill_inf(void **state)
 	with_ops(&fx, (const char *const[]){"add", "masked_fill", "addmm", NULL});
 	conclude_with(&g, &a, &fx);
 	assert_false(said(&g, "last op fills a mask"));
+}
+
+/*
+ * A BCE module by hand, -(y * log(p) + (1 - y) * log(1 - p)), given p from a sigmoid outside
+ * it that rounded to exactly 1: log(1 - p) is -Inf, and a target of 0 times it NaN. Not a
+ * domain op's negative (the subtraction made no negative). The 0/1 targets are no
+ * probability: the input named is p.
+ */
+static void test_one_under_log(void **state)
+{
+	const float p[] = {0.25f, 1.0f, 0.5f, 1.0f}, y[] = {1, 0, 0, 1};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("BCE", 1, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], y, 4, 1, "input[1]", EVIDENCE_INPUT);
+	scan_f32(&fx.t[1], p, 4, 1, "input[0]", EVIDENCE_INPUT);
+	/* neg mean add(mul log [p], mul log rsub [p]) */
+	with_ops(&fx, (const char *const[]){"neg", "mean", "add", "mul", "mul", "log", "log",
+					    "rsub", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2, 2, 3, 4, 6});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "takes log of 1 minus a value it received, and input[0]"));
+	assert_true(said(&g, "a target of 0 times it"));
+	assert_true(strstr(g.fixes[0], "F.logsigmoid(-x)") != NULL);
+	/* +Inf: the same */
+	a.nan = 0;
+	a.posinf = 1;
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	/* no value reaches 1: the subtraction's rounding below 0 stays the domain's */
+	a.nan = 1;
+	a.posinf = 0;
+	fx.t[1].max = 0.75;
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+}
+
+/*
+ * torch.log(x) of the batch (no autograd node: the code names log, and nothing dividing), a
+ * zero in it: -Inf alone is log(0). With a division named, the division's zero as before.
+ */
+static void test_log_of_zero_input(void **state)
+{
+	const float x[] = {0.3f, 0, 2, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("LogTransform", 0, 0, 1);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_code(&fx, (const char *const[]){"torch", "log", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "takes log (and divides by nothing), and input[0] holds 1 "
+			     "zeros: log(0) = -Inf"));
+	with_code(&fx, (const char *const[]){"torch", "log", "div", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	/* +Inf beside it: not a log's alone */
+	with_code(&fx, (const char *const[]){"torch", "log", NULL});
+	a.posinf = 1;
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
 }
 
 /*
@@ -1158,6 +1225,8 @@ int main(void)
 		cmocka_unit_test(test_code_op_names),
 		cmocka_unit_test(test_softmax_by_hand),
 		cmocka_unit_test(test_masked_fill_inf),
+		cmocka_unit_test(test_one_under_log),
+		cmocka_unit_test(test_log_of_zero_input),
 		cmocka_unit_test(test_code_ops_of_a_first_layer),
 		cmocka_unit_test(test_keep_mask_without_softmax),
 		cmocka_unit_test(test_weight_norm_zero_row),
