@@ -4,6 +4,7 @@
  * per pass from histograms of |g| with 4 buckets per power of two, so each element is
  * known within a factor 1.25.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -80,21 +81,6 @@ const char *backward__class(struct backward *b, uint64_t vptr)
 	return b ? vtable__class(b->vt, vptr) : NULL;
 }
 
-static int is_upper(char c)
-{
-	return c >= 'A' && c <= 'Z';
-}
-
-static int is_lower(char c)
-{
-	return c >= 'a' && c <= 'z';
-}
-
-static int is_digit(char c)
-{
-	return c >= '0' && c <= '9';
-}
-
 int backward__op_name(const char *name, char *out, size_t len)
 {
 	const char *end, *p;
@@ -116,15 +102,16 @@ int backward__op_name(const char *name, char *out, size_t len)
 	 * digit (2DWith). (im2col's Im2Col reads as im2_col: no op a rule knows.)
 	 */
 	for (p = name; p < end; p++) {
-		int upper = is_upper(*p), after_lower = 0;
+		const unsigned char *u = (const unsigned char *)p;
+		int upper = isupper(u[0]), after_lower = 0;
 
 		if (p > name && upper) {
-			if (is_lower(p[-1]))
+			if (islower(u[-1]))
 				after_lower = 1;
-			else if (is_digit(p[-1]))
-				after_lower = p + 1 < end && is_lower(p[1]);
+			else if (isdigit(u[-1]))
+				after_lower = p + 1 < end && islower(u[1]);
 			else
-				after_lower = p - 1 > name && is_upper(p[-1]) && is_digit(p[-2]);
+				after_lower = p - 1 > name && isupper(u[-1]) && isdigit(u[-2]);
 		}
 		if (o + 2 + (upper && after_lower) > len)
 			return -EINVAL;

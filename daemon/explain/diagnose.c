@@ -256,19 +256,14 @@ static const char *const distance_names[] = {"cdist",	    "pdist",	   "pairwise_
 
 static int in_set(const char *op, const char *const *set);
 
-/* name, less an in-place variant's "_", into op if it is in set and op is still empty */
+static int code_base(const char *name, char base[EVIDENCE_OP_LEN]);
+
+/* name, as an op (code_base), into op if it is in set and op is still empty */
 static void keep_name(char *op, size_t len, const char *name, const char *const *set)
 {
 	char base[EVIDENCE_OP_LEN];
-	size_t n = strlen(name);
 
-	if (n && name[n - 1] == '_')
-		n--;
-	if (op[0] || !n || n >= sizeof(base))
-		return;
-	memcpy(base, name, n);
-	base[n] = 0;
-	if (in_set(base, set))
+	if (!op[0] && code_base(name, base) && in_set(base, set))
 		snprintf(op, len, "%s", base);
 }
 
@@ -1095,19 +1090,31 @@ static int in_set(const char *op, const char *const *set)
 	return 0;
 }
 
-int diagnose__code_op(const char *name, char *op, size_t len)
+/*
+ * A name of a forward's code as an op, into base: an in-place variant (sqrt_, masked_fill_) is
+ * the op; 0 for a private name ("_x"), an empty or a long one.
+ */
+static int code_base(const char *name, char base[EVIDENCE_OP_LEN])
 {
-	char base[EVIDENCE_OP_LEN];
-	size_t n = strlen(name), i;
-	int j;
+	size_t n = strlen(name);
 
-	/* an in-place variant (sqrt_, masked_fill_) is the op */
 	if (n && name[n - 1] == '_')
 		n--;
-	if (!n || n >= sizeof(base) || name[0] == '_')
+	if (!n || n >= EVIDENCE_OP_LEN || name[0] == '_')
 		return 0;
 	memcpy(base, name, n);
 	base[n] = 0;
+	return 1;
+}
+
+int diagnose__code_op(const char *name, char *op, size_t len)
+{
+	char base[EVIDENCE_OP_LEN];
+	size_t i;
+	int j;
+
+	if (!code_base(name, base))
+		return 0;
 	for (i = 0; i < sizeof(code_alias) / sizeof(code_alias[0]); i++)
 		if (!strcmp(base, code_alias[i][0]))
 			snprintf(base, sizeof(base), "%s", code_alias[i][1]);
@@ -2461,7 +2468,6 @@ static void verdict_underflow_log(const struct diag_anomaly *a, const struct evi
 	log_fixes(g);
 }
 
-/* Output with ±Inf from finite inputs: an exp past its threshold, or a division by 0. */
 /* An input probability of exactly 1 under log(1 - p): see one_under_log. */
 static void verdict_one_under_log(const struct diag_anomaly *a, const struct evidence_facts *x,
 				  const struct tensor_facts *t, int log_at, struct diagnosis *g)
@@ -2507,6 +2513,7 @@ static void masked_fill_inf(const struct diag_anomaly *a, const struct signs *s,
 	fix(g, "handle rows whose positions are all masked (drop them, or unmask one)");
 }
 
+/* Output with ±Inf from finite inputs: an exp past its threshold, or a division by 0. */
 static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x, struct signs *s,
 		    struct diagnosis *g)
 {
@@ -2515,6 +2522,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	int only_pos = a->posinf && !a->neginf, sat_log = -1, sat_at = saturated_log(x, &sat_log);
 	int exp_n, div_n, log_n, z_op, z_log = -1, det = op_in(x, logdet_ops), one_log = -1;
 	const struct tensor_facts *one;
+	const char *lg = op_named(x, log_ops); /* the call's log, or its code's */
 
 	if (!(a->posinf + a->neginf))
 		return 0;
@@ -2581,14 +2589,14 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 		verdict_log(s, log_n, g);
 		return 1;
 	}
-	if (a->neginf && !a->posinf && s->zeros && op_named(x, log_ops) && !op_named(x, div_ops)) {
+	if (a->neginf && !a->posinf && s->zeros && lg && !op_named(x, div_ops)) {
 		/* -Inf alone, a zero received, and a log taken where nothing divides: log(0) */
 		evidence(g,
 			 "%s takes %s (and divides by nothing), and %s%s holds %llu zeros: "
 			 "log(0) = -Inf",
-			 name(a), op_named(x, log_ops), role_of(s->zeros), s->zeros->name,
+			 name(a), lg, role_of(s->zeros), s->zeros->name,
 			 (unsigned long long)s->zeros->zeros);
-		conclude(g, "loss_log_zero", agree(1 + (op_in(x, log_ops) >= 0), 0));
+		conclude(g, "loss_log_zero", agree(1 + (l_op >= 0), 0));
 		fix(g, "keep the log's argument above 0: torch.log(x + eps) or torch.log1p(x) for "
 		       "counts, x.clamp_min(1e-12) otherwise");
 		fix(g, "look for the zeros in the data (a count, a price or a length of 0) where "
