@@ -27,7 +27,7 @@ __noinline int check_input(__u64 obj)
 
 	if (!s || !is_tensor_obj(obj))
 		return 0;
-	r = read_tensor(obj);
+	r = read_view(obj);
 	if (r == 1)
 		return 0;
 	if (r == 0)
@@ -183,7 +183,7 @@ __noinline int check_params(__u64 module)
 			s->ev.params_skipped++;
 			continue;
 		}
-		r = read_tensor(p->tensors[i]);
+		r = read_view(p->tensors[i]);
 		if (r == 1)
 			continue;
 		if (r == 0)
@@ -248,7 +248,8 @@ __noinline int note_magnitude(__u32 idx0, __u32 idx1, __u64 key)
 	__u32 mark, words;
 	__u64 mx;
 
-	if (!s || s->ev.phase != NW_PHASE_FORWARD || !s->c.size)
+	/* a view's span holds more than its elements: not sampled */
+	if (!s || s->ev.phase != NW_PHASE_FORWARD || !s->c.size || s->ti.view)
 		return 0;
 	mx = sample_max();
 	mark = nw_mag_mark(mx, s->ti.dtype);
@@ -548,7 +549,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1, __u64 key)
 
 	if (!s)
 		return 0;
-	r = read_tensor(obj);
+	r = read_view(obj);
 	if (r < 0 && gpu_on && s->ti.gpu) {
 		gpu_output(idx0, idx1);
 		return 0;
@@ -576,7 +577,7 @@ __noinline int check_output(__u64 obj, __u32 idx0, __u32 idx1, __u64 key)
 		s->out_ok = 1;
 		return 0;
 	}
-	if (known && s->defer && s->single) { /* its check may wait for the norm's */
+	if (known && s->defer && s->single && !s->ti.view) { /* its check may wait for the norm's */
 		if (defer_output(obj))
 			return 0;
 		if (read_tensor(obj) != 0) /* s->ti was its input's: read again */

@@ -203,6 +203,8 @@ enum nw_counter {
 	NW_C_FORKS_CLEANED, /* the daemon's cleanings of them (never counted in BPF) */
 	NW_C_SKIP_DTYPE,    /* tensors not scanned: NW_SKIP_DTYPE */
 	NW_C_BWD_NESTED,    /* backward passes run inside another's: no loss (bpf/loss.bpf.c) */
+	NW_C_VIEWS,	    /* views with holes or overlaps scanned (their span) */
+	NW_C_VIEWS_EXACT, /* ... read run by run: the span held NaN/±Inf, or its copies were more */
 	/* the session closed and opened again, another watch's removal being slow (never
 	 * counted in BPF, see attach/probe.c) */
 	NW_C_PARKED,

@@ -112,23 +112,56 @@ __noinline long copy_chunk(__u32 n, __u64 src, __u32 idx)
 #define FAST_BLOCK 1024 /* words of s->buf per fast_block() call */
 #define FAST_STEP 16	/* words of s->buf per iteration of its loop */
 
-/* Read chunk idx into s->buf; returns the number of 64-bit words (the last one zero-padded). */
+/*
+ * Where a view's run r starts, in bytes from its first element: its index r in the view's
+ * outer dims (s->ti.view_outer), times their strides.
+ */
+static __always_inline __u64 run_offset(struct scratch *s, __u64 r)
+{
+	__u64 off = 0, z;
+	int d;
+
+	for (d = 0; d < NW_MAX_DIMS; d++) {
+		if (!(s->ti.view_outer & (1U << d)))
+			continue;
+		z = s->ti.shape[d];
+		if (!z)
+			break;
+		off += (r % z) * s->ti.strides[d];
+		r /= z;
+	}
+	return off * s->c.size;
+}
+
+/*
+ * Read chunk idx into s->buf; returns the number of 64-bit words (the last one zero-padded).
+ * A dense block's chunks follow each other; the full pass of a view (run_chunks set) reads
+ * chunk idx % run_chunks of its run idx / run_chunks. c->chunk_end: where the chunk's
+ * elements end.
+ */
 static __always_inline int read_chunk(struct scratch *s, __u32 idx)
 {
 	struct scan_ctx *c = &s->c;
-	__u64 off = (__u64)idx * CHUNK_BYTES, n;
+	__u64 off = (__u64)idx * CHUNK_BYTES, n, at = 0, end = c->bytes;
 	__u32 words, tail, i;
 
-	if (off >= c->bytes)
+	if (c->run_chunks) {
+		off = (__u64)(idx % c->run_chunks) * CHUNK_BYTES;
+		at = run_offset(s, idx / c->run_chunks);
+		end = c->run_bytes;
+	}
+	if (off >= end)
 		return 0;
-	n = c->bytes - off;
+	n = end - off;
 	if (n > CHUNK_BYTES)
 		n = CHUNK_BYTES;
-	if (n == 0 || copy_chunk(n, c->addr + off, idx)) {
+	if (n == 0 || copy_chunk(n, c->addr + at + off, idx)) {
 		c->err = 1;
 		return 0;
 	}
 	c->copies++;
+	if (c->size)
+		c->chunk_end = c->elem + n / c->size;
 	words = (n + 7) / 8;
 	c->words = words;
 	tail = n % 8;
@@ -226,7 +259,7 @@ static long full_word(__u32 wi, void *unused)
 	for (k = 0; k < 4; k++) {
 		__u64 bits, key;
 
-		if (k >= lanes || c->elem >= c->elems)
+		if (k >= lanes || c->elem >= c->chunk_end)
 			break;
 		bits = width == 64 ? w : (w >> (k * width)) & c->fmt.all;
 		c->elem++;
@@ -282,12 +315,46 @@ static long full_chunk(__u32 idx, void *unused)
 	return scan_chunk(idx, 1) ? 1 : 0;
 }
 
+/*
+ * The full pass over s->c: counts and the finite min/max, run by run, chunk by chunk. A
+ * view's runs are its own elements (read_view()), each counted as often as its dims of
+ * stride 0 repeat it; a dense block is one run.
+ */
+static __always_inline void full_pass(struct scratch *s, struct scan_ctx *c)
+{
+	__u64 chunks, rep = 1;
+
+	c->nan = c->posinf = c->neginf = 0;
+	c->elem = 0;
+	c->min_key = ~0ULL;
+	c->max_key = 0;
+	c->run_bytes = c->bytes;
+	chunks = 1;
+	if (s->ti.view) {
+		c->run_bytes = s->ti.view_run * c->size;
+		chunks = s->ti.view_runs;
+		rep = s->ti.view_rep;
+	}
+	c->run_chunks = (c->run_bytes + CHUNK_BYTES - 1) / CHUNK_BYTES;
+	chunks *= c->run_chunks;
+	if (s->ti.view && chunks > VIEW_MAX_CHUNKS) {
+		c->err = 1;
+		return;
+	}
+	bpf_loop(chunks, full_chunk, NULL, 0);
+	c->nan *= rep;
+	c->posinf *= rep;
+	c->neginf *= rep;
+}
+
 /* Scan s->ti's data. Returns 1 if some element is NaN/±Inf, 0 if all finite, -1 if unreadable. */
 __noinline int scan_tensor(int full)
 {
 	struct scratch *s = get_scratch();
 	struct scan_ctx *c;
+	__u64 t0, bytes;
 	__u32 chunks;
+	int direct;
 
 	if (!s || s->ti.dtype == NW_DT_NONE)
 		return -1;
@@ -295,34 +362,43 @@ __noinline int scan_tensor(int full)
 	__builtin_memset(c, 0, sizeof(*c));
 	c->addr = s->ti.data;
 	c->bytes = s->ti.bytes;
+	bytes = c->bytes;
 	c->size = nw_dtype_size(s->ti.dtype);
 	if (!c->size)
 		return -1;
-	c->elems = c->bytes / c->size;
+	c->elems = s->ti.view ? s->ti.numel : c->bytes / c->size;
 	c->min_key = ~0ULL;
 	nw_lanes_for(s->ti.dtype, &c->lanes);
 	nw_fmt_for(s->ti.dtype, &c->fmt);
 	chunks = (c->bytes + CHUNK_BYTES - 1) / CHUNK_BYTES;
+	/* a view whose runs take no more copies than its span (x[:, 0]): run by run at once */
+	direct = s->ti.view && s->ti.view_chunks <= chunks;
+	t0 = bpf_ktime_get_ns();
+	if (full != 1 && !direct)
+		bpf_loop(chunks, fast_chunk, NULL, 0);
+	/* the full pass; or a view's span held NaN/±Inf: in the view's elements, or between? */
+	if (full == 1 || direct || (c->acc && s->ti.view && !c->err)) {
+		if (full != 1)
+			count(NW_C_VIEWS_EXACT, 1);
+		if (direct)
+			bytes = s->ti.view_runs * s->ti.view_run * c->size;
+		full_pass(s, c);
+		c->acc = c->nan | c->posinf | c->neginf;
+	}
+	if (!full) { /* the time and copies of the bytes in NW_C_BYTES_SCANNED */
+		count(NW_C_SCAN_NS, bpf_ktime_get_ns() - t0);
+		count(NW_C_SCAN_COPIES, c->copies);
+	} else if (full == SCAN_GRAD) { /* ... and of those in NW_C_BWD_BYTES */
+		count(NW_C_BWD_SCAN_NS, bpf_ktime_get_ns() - t0);
+		count(NW_C_BWD_COPIES, c->copies);
+	}
 	if (full == 1) {
-		bpf_loop(chunks, full_chunk, NULL, 0);
 		s->ev.nan = c->nan;
 		s->ev.posinf = c->posinf;
 		s->ev.neginf = c->neginf;
 		s->ev.min_key = c->min_key;
 		s->ev.max_key = c->max_key;
 		s->ev.scanned = c->elems;
-		c->acc = c->nan | c->posinf | c->neginf;
-	} else {
-		__u64 t0 = bpf_ktime_get_ns();
-
-		bpf_loop(chunks, fast_chunk, NULL, 0);
-		if (!full) { /* the time and copies of the bytes in NW_C_BYTES_SCANNED */
-			count(NW_C_SCAN_NS, bpf_ktime_get_ns() - t0);
-			count(NW_C_SCAN_COPIES, c->copies);
-		} else { /* SCAN_GRAD: ... and of those in NW_C_BWD_BYTES */
-			count(NW_C_BWD_SCAN_NS, bpf_ktime_get_ns() - t0);
-			count(NW_C_BWD_COPIES, c->copies);
-		}
 	}
 	if (c->err) {
 		count(NW_C_SKIP_UNREADABLE, 1);
@@ -330,10 +406,12 @@ __noinline int scan_tensor(int full)
 	}
 	if (!full) {
 		count(NW_C_TENSORS_SCANNED, 1);
-		count(NW_C_BYTES_SCANNED, c->bytes);
+		count(NW_C_BYTES_SCANNED, bytes);
+		if (s->ti.view)
+			count(NW_C_VIEWS, 1);
 	} else if (full == SCAN_GRAD) {
 		count(NW_C_BWD_GRADS, 1);
-		count(NW_C_BWD_BYTES, c->bytes);
+		count(NW_C_BWD_BYTES, bytes);
 	}
 	return c->acc ? 1 : 0;
 }

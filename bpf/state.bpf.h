@@ -17,8 +17,9 @@
 
 #define CHUNK_BYTES NW_SCAN_CHUNK /* read per loop iteration */
 #define CHUNK_WORDS (CHUNK_BYTES / 8)
-#define MAX_ITEMS 8 /* tuple/list items looked at per level */
-#define MORE_ARGS 1 /* frame_rec.more: positional arguments past MAX_ITEMS */
+#define VIEW_MAX_CHUNKS (1U << 18) /* copies of a view's runs in a full pass, at most */
+#define MAX_ITEMS 8		   /* tuple/list items looked at per level */
+#define MORE_ARGS 1		   /* frame_rec.more: positional arguments past MAX_ITEMS */
 #define STR_READ 64
 
 #define BWD_RING 64  /* nodes remembered per thread to find a producer */
@@ -194,13 +195,32 @@ struct tensor_info {
 	__u32 scalar_type; /* the target's ScalarType code */
 	__u32 gpu;	   /* on gpu_device: data is a device address, never read here */
 	__s32 gpu_index;   /* its device index; -1: not known */
+	/*
+	 * A CPU view with holes or overlaps that read_view() took (view set; data and bytes its
+	 * span): view_runs runs of view_run elements each, run r at the element offset its index
+	 * names in the dims of view_outer (a bit per dim), each met view_rep times (its dims of
+	 * stride 0); all within view_span elements from the first (tensor_view()); view_chunks
+	 * copies to read them run by run.
+	 */
+	__u64 view_runs, view_run, view_rep, view_span, view_chunks;
+	__u32 view_outer;
+	__u32 view;
+};
+
+/* tensor_view()'s walk of a view's dims (bpf/tensor.bpf.h) */
+struct view_walk {
+	__u64 run, runs, span;
+	__u32 ndim, inner, outer, found, bad;
 };
 
 struct scan_ctx {
 	__u64 addr;
 	__u64 bytes;
 	__u64 acc;
-	__u64 elems; /* elements in the whole tensor */
+	__u64 elems;	  /* elements in the whole tensor */
+	__u64 chunk_end;  /* elem at the end of the chunk in s->buf (the full pass) */
+	__u64 run_bytes;  /* the full pass: bytes of a run (all of a dense block) */
+	__u32 run_chunks; /* ... chunks in one */
 	__u64 nan, posinf, neginf;
 	__u64 min_key, max_key;
 	struct nw_lanes lanes;
@@ -278,6 +298,7 @@ struct scratch {
 	__u32 more_args; /* the returning call's frame_rec.more */
 	struct nw_event ev;
 	struct tensor_info ti;
+	struct view_walk vw;
 	struct fingerprint fp;	/* of s->ti, when it has a grad_fn */
 	struct fingerprint kid; /* the returning call's last child's finite output */
 	struct fingerprint sib; /* ... and its previous sibling's: most often its input */

@@ -93,6 +93,123 @@ static __always_inline int tensor_dense(struct scratch *s)
 	return 1;
 }
 
+#define VIEW_MAX_DIM (1ULL << 32)   /* a view's sizes and strides, at most */
+#define VIEW_MAX_ELEMS (1ULL << 40) /* its span and its runs, at most */
+
+/* A dim's share of the span (a bpf_loop callback, as the two below: a loop of few states). */
+static long view_span_dim(__u32 d, void *ctx)
+{
+	struct scratch *s = get_scratch();
+	struct view_walk *w;
+	__u64 z, st;
+
+	if (!s || d >= NW_MAX_DIMS)
+		return 1;
+	w = &s->vw;
+	z = s->ti.shape[d];
+	st = s->ti.strides[d];
+	if (z <= 1 || !st)
+		return 0;
+	if (z > VIEW_MAX_DIM || st > VIEW_MAX_DIM) {
+		w->bad = 1;
+		return 1;
+	}
+	w->span += (z - 1) * st;
+	if (w->span > VIEW_MAX_ELEMS)
+		w->bad = 1;
+	return w->bad ? 1 : 0;
+}
+
+/*
+ * Round i / NW_MAX_DIMS of the run's walk, at dim i % NW_MAX_DIMS: is it the run's next,
+ * larger than 1, its stride the run so far, not in it yet? A round that found none ends it.
+ */
+static long view_next(__u32 i, void *ctx)
+{
+	struct scratch *s = get_scratch();
+	struct view_walk *w;
+	__u32 d = i % NW_MAX_DIMS;
+
+	if (!s)
+		return 1;
+	w = &s->vw;
+	if (d == 0) {
+		if (i && !w->found)
+			return 1;
+		w->found = 0;
+	}
+	if (w->found || d >= w->ndim || s->ti.shape[d] <= 1 || s->ti.strides[d] != w->run ||
+	    (w->inner & (1U << d)))
+		return 0;
+	w->inner |= 1U << d;
+	w->run *= s->ti.shape[d];
+	w->found = 1;
+	return 0;
+}
+
+/* A dim that places runs: larger than 1, of a stride, not in the run. */
+static long view_outer_dim(__u32 d, void *ctx)
+{
+	struct scratch *s = get_scratch();
+	struct view_walk *w;
+	__u64 z;
+
+	if (!s || d >= NW_MAX_DIMS)
+		return 1;
+	w = &s->vw;
+	z = s->ti.shape[d];
+	if (z <= 1 || !s->ti.strides[d] || (w->inner & (1U << d)))
+		return 0;
+	w->outer |= 1U << d;
+	w->runs *= z;
+	if (w->runs > VIEW_MAX_ELEMS)
+		w->bad = 1;
+	return w->bad ? 1 : 0;
+}
+
+/*
+ * A tensor that is not dense, described for a scan of its elements (s->ti.view_*): its
+ * dims of stride 0 (expand) give the same elements again (view_rep times); of the others,
+ * those whose strides chain from 1 (each the product of the sizes before it) make a run of
+ * view_run elements at one place, and the rest (view_outer) place view_runs runs. Its span
+ * (view_span) goes from its first element to its last. Returns 1 if described: sizes and
+ * strides under 2^32, span, run and runs under 2^40, and numel all of them.
+ */
+static __always_inline int tensor_view(struct scratch *s)
+{
+	struct view_walk *w = &s->vw;
+
+	if (s->ti.ndim > NW_MAX_DIMS)
+		return 0;
+	__builtin_memset(w, 0, sizeof(*w));
+	w->run = 1;
+	w->runs = 1;
+	w->span = 1;
+	w->ndim = s->ti.ndim;
+	bpf_loop(w->ndim, view_span_dim, NULL, 0);
+	bpf_loop(NW_MAX_DIMS * NW_MAX_DIMS, view_next, NULL, 0);
+	bpf_loop(w->ndim, view_outer_dim, NULL, 0);
+	/* runs * run no more than numel: no overflow */
+	if (w->bad || w->run > VIEW_MAX_ELEMS || !s->ti.numel || w->runs > s->ti.numel / w->run ||
+	    s->ti.numel % (w->runs * w->run))
+		return 0;
+	s->ti.view_run = w->run;
+	s->ti.view_runs = w->runs;
+	s->ti.view_rep = s->ti.numel / (w->runs * w->run);
+	s->ti.view_span = w->span;
+	s->ti.view_outer = w->outer;
+	return 1;
+}
+
+/* The storage's data pointer and offset of the TensorImpl at impl into s->ti. */
+static __always_inline void read_storage(struct scratch *s, __u64 impl)
+{
+	__u64 p = read_u64(impl + L.impl_storage);
+
+	s->ti.storage = p ? read_u64(p + L.storage_data) : 0;
+	s->ti.storage_offset = read_u64(impl + L.impl_storage_offset);
+}
+
 /*
  * Decode the TensorImpl at impl into s->ti, whatever its dtype: scalar type,
  * numel, shape and strides, storage data pointer and offset. Returns 0, or -1
@@ -169,9 +286,7 @@ __noinline int tensor_decode(__u64 impl)
 			return -1;
 		}
 	}
-	p = read_u64(impl + L.impl_storage);
-	s->ti.storage = p ? read_u64(p + L.storage_data) : 0;
-	s->ti.storage_offset = read_u64(impl + L.impl_storage_offset);
+	read_storage(s, impl);
 	return s->ti.gpu ? -1 : 0;
 }
 
@@ -226,6 +341,52 @@ __noinline int read_impl(__u64 impl)
 static __always_inline int read_tensor(__u64 obj)
 {
 	return read_impl(tensor_impl(obj));
+}
+
+/*
+ * read_tensor(), and a CPU float view with holes or overlaps (a strided slice, expand,
+ * unfold) taken too: ti.data and ti.bytes its span, ti.view set, for scan_tensor() to scan
+ * the span and, where it holds NaN/±Inf, the view's own elements run by run (at once where
+ * the runs take no more copies than the span). A view whose span passes max_scan_bytes,
+ * or whose runs would take more than VIEW_MAX_CHUNKS copies, stays skipped
+ * (NW_SKIP_NONCONTIG). For the module checks alone: captures, gradients and the
+ * fingerprints of inputs read dense tensors only. Global: verified once.
+ */
+__noinline int read_view(__u64 obj)
+{
+	struct scratch *s = get_scratch();
+	__u64 run_chunks;
+	__u32 size;
+	__u8 device = 0;
+	int r;
+
+	if (!s)
+		return -1;
+	r = read_tensor(obj);
+	if (r >= 0 || s->ti.flags != NW_SKIP_NONCONTIG) /* a float tensor's: read_impl() */
+		return r;
+	/* on the CPU, not gpu_device's (a test may name the CPU's) */
+	if (L.impl_device >= 0) {
+		bpf_probe_read_user(&device, 1, (void *)(s->ti.impl + L.impl_device));
+		if (device != L.device_cpu || (gpu_on && device == gpu_device))
+			return r;
+	}
+	if (!tensor_view(s))
+		return r;
+	read_storage(s, s->ti.impl);
+	size = nw_dtype_size(s->ti.dtype);
+	run_chunks = (s->ti.view_run * size + CHUNK_BYTES - 1) / CHUNK_BYTES;
+	if (!size || !s->ti.storage || s->ti.view_span * size > max_scan_bytes ||
+	    s->ti.view_runs > VIEW_MAX_CHUNKS || run_chunks > VIEW_MAX_CHUNKS)
+		return r;
+	s->ti.view_chunks = s->ti.view_runs * run_chunks;
+	if (s->ti.view_chunks > VIEW_MAX_CHUNKS)
+		return r;
+	s->ti.data = s->ti.storage + s->ti.storage_offset * size;
+	s->ti.bytes = s->ti.view_span * size;
+	s->ti.flags = 0;
+	s->ti.view = 1;
+	return 0;
 }
 
 /* The event's tensor fields from s->ti. */

@@ -2272,6 +2272,17 @@ static void read_signs(const struct evidence_facts *x, struct signs *s)
 	}
 }
 
+/* The first tensor whose smallest finite value is exactly -1 (log1p's 0), or -1. */
+static int minus_one(const struct evidence_facts *x)
+{
+	int i;
+
+	for (i = 0; x && i < x->n && i < EVIDENCE_MAX_TENSORS; i++)
+		if (x->t[i].kind == EVIDENCE_FLOAT && x->t[i].has_finite && x->t[i].min == -1.0)
+			return i;
+	return -1;
+}
+
 static const char *role_of(const struct tensor_facts *t)
 {
 	return t->role == EVIDENCE_INPUT   ? ""
@@ -2520,7 +2531,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	int known = ops_known(x), e_op = op_in(x, exp_ops), l_op = op_in(x, log_ops);
 	int d_op = op_in(x, div_ops), u_op = l_op >= 0 ? op_before(x, underflow_ops, l_op) : -1;
 	int only_pos = a->posinf && !a->neginf, sat_log = -1, sat_at = saturated_log(x, &sat_log);
-	int exp_n, div_n, log_n, z_op, z_log = -1, det = op_in(x, logdet_ops), one_log = -1;
+	int exp_n, div_n, log_n, z_op, z_log = -1, det = op_in(x, logdet_ops), one_log = -1, m1;
 	const struct tensor_facts *one;
 	const char *lg = op_named(x, log_ops); /* the call's log, or its code's */
 
@@ -2601,6 +2612,19 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 		       "counts, x.clamp_min(1e-12) otherwise");
 		fix(g, "look for the zeros in the data (a count, a price or a length of 0) where "
 		       "a log transform expects positive values");
+		return 1;
+	}
+	if (a->neginf && !a->posinf && !s->zeros && lg && !strcmp(lg, "log1p") &&
+	    !op_named(x, div_ops) && (m1 = minus_one(x)) >= 0) {
+		/* -Inf alone, log1p taken where nothing divides, and a value of exactly -1 */
+		evidence(g,
+			 "%s takes log1p (and divides by nothing), and %s%s reaches exactly -1: "
+			 "log1p(-1) = log(0) = -Inf",
+			 name(a), role_of(&x->t[m1]), x->t[m1].name);
+		conclude(g, "loss_log_zero", agree(1 + (l_op >= 0), 0));
+		fix(g, "keep log1p's argument above -1: torch.log1p(x.clamp_min(-1 + 1e-6)); "
+		       "log1p is for counts and other values at or above 0, and data scaled "
+		       "into [-1, 1] reaches -1");
 		return 1;
 	}
 	if (s->zeros || s->zero_rows) {

@@ -373,6 +373,10 @@ static void scan_fields(struct json *j, const uint64_t *c)
 	json__uint(j, "tensors", c[NW_C_NORM_CHECKED]);
 	json__uint(j, "bytes", c[NW_C_NORM_BYTES]);
 	json__object_end(j);
+	json__object_begin(j, "views");
+	json__uint(j, "tensors", c[NW_C_VIEWS]);
+	json__uint(j, "exact", c[NW_C_VIEWS_EXACT]);
+	json__object_end(j);
 }
 
 /* GB/s of bytes in ns; null when nothing was timed. */

@@ -48,8 +48,8 @@ Oracle semantics follow DESIGN.md ("Event stream"):
 The oracle line holds the first non-finite output ("first": step, iteration, layer, module,
 tensor, inputs_finite, origin, contiguous, and the counts and finite range of scan()) and, as
 "first_iteration", one entry of the same fields for every non-finite output of that iteration,
-in call order. "contiguous" is Tensor.is_contiguous(): the daemon skips a non-contiguous tensor
-(counted in stats.skipped.noncontiguous), so a test expects it never to be reported.
+in call order. "contiguous" is Tensor.is_contiguous(): a view with holes or overlaps, which the
+daemon reads by its span and then run by run (stats.views), is not.
 """
 import argparse
 import hashlib
@@ -300,9 +300,6 @@ class Oracle:
             self.first_iteration.append(entry)
             if self.first is None and entry["origin"]:
                 self.capture = self.captured(module, inputs, kwargs, tensor, t)
-            if not contiguous:
-                print("oracle: warning: %s %s is not contiguous (the daemon skips it)" %
-                      (layer, tensor), file=sys.stderr)
             if self.first is None:
                 # an outermost module that is not the model: a loss module called on its own
                 self.first = dict(entry, outside_model=layer == "" and module is not self.root)

@@ -1,16 +1,17 @@
 #!/usr/bin/python3
-"""The first non-finite output is a non-contiguous view, which the daemon skips.
+"""The first non-finite output is a non-contiguous view, which the daemon reads by its span.
 
 gate (Gate) computes sqrt(h * h + bias) over twice the features and returns the first half
 transposed (y[:, :10].t(): a view with strides (1, 20), not dense: the daemon scans dense
-permutations such as a plain .t() exactly, but not views with holes). At step 4 the schedule
+permutations such as a plain .t() as they are, and a view with holes by its span, then run by
+run where the span holds NaN/±Inf). At step 4 the schedule
 sets three entries of the bias (row 1, columns 2-4) to -1e6, so sqrt of a negative number gives
-three NaN: the first non-finite output per the oracle, but non-contiguous. mix (Linear over the batch dimension) consumes that view at once and
-returns a dense (10, 4) tensor whose rows 2-4 are all NaN (12 values).
+three NaN: the first non-finite output, non-contiguous. mix (Linear over the batch dimension)
+consumes that view at once and returns a dense (10, 4) tensor whose rows 2-4 are all NaN (12
+values).
 
-Expected (oracle): first anomaly gate (Gate) output, not contiguous, inputs finite.
-Expected (daemon): gate is never reported (counted in stats.skipped.noncontiguous); its first
-anomaly is mix (Linear) output, step 4, iteration 4, nan 12, not the origin.
+Expected first anomaly: gate (Gate) output, not contiguous, nan 3, inputs finite: the origin,
+step 4, iteration 4 (invalid_domain: sqrt of a negative buffer); then mix (Linear).
 """
 import torch
 import torch.nn as nn
@@ -51,7 +52,7 @@ class Net(nn.Module):
 class NonContig(common.Trainer):
     """Trainer whose first NaN is in a transposed (non-contiguous) module output at step 4."""
 
-    expected_cause = "unknown"  # what the daemon's diagnosis must say
+    expected_cause = "invalid_domain"  # what the daemon's diagnosis must say
 
     def model(self):
         return Net()

@@ -972,6 +972,30 @@ static void test_log_of_zero_input(void **state)
 }
 
 /*
+ * log1p of data scaled into [-1, 1]: -Inf alone where the input reaches exactly -1 (log1p's
+ * 0), with no zero; a value above -1 alone, or a division beside it, is no log1p's.
+ */
+static void test_log1p_of_minus_one(void **state)
+{
+	const float x[] = {0.3f, -1, 0.5f, 0.8f}, above[] = {0.3f, -0.5f, 0.5f, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("LogPatches", 0, 0, 1);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_code(&fx, (const char *const[]){"torch", "log1p", "unfold", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "takes log1p (and divides by nothing), and input[0] reaches exactly "
+			     "-1: log1p(-1) = log(0) = -Inf"));
+	with_code(&fx, (const char *const[]){"torch", "log1p", "div", NULL});
+	assert_string_not_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	with_code(&fx, (const char *const[]){"torch", "log1p", "unfold", NULL});
+	scan_f32(&fx.t[0], above, 2, 2, "input[0]", EVIDENCE_INPUT);
+	assert_string_not_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+}
+
+/*
  * A model computing its own loss, 1 - a correlation by hand: sqrt(sum((p - mean p) ** 2)) is
  * no root of a negative, the division by it 0/0 for a constant prediction. The sqrt of a sub
  * (E[x^2] - E[x]^2) stays a domain.
@@ -1235,6 +1259,7 @@ int main(void)
 		cmocka_unit_test(test_log_of_relu),
 		cmocka_unit_test(test_div_made),
 		cmocka_unit_test(test_root_of_squares),
+		cmocka_unit_test(test_log1p_of_minus_one),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
