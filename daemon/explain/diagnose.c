@@ -2532,6 +2532,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	int d_op = op_in(x, div_ops), u_op = l_op >= 0 ? op_before(x, underflow_ops, l_op) : -1;
 	int only_pos = a->posinf && !a->neginf, sat_log = -1, sat_at = saturated_log(x, &sat_log);
 	int exp_n, div_n, log_n, z_op, z_log = -1, det = op_in(x, logdet_ops), one_log = -1, m1;
+	int log_alone;
 	const struct tensor_facts *one;
 	const char *lg = op_named(x, log_ops); /* the call's log, or its code's */
 
@@ -2600,8 +2601,10 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 		verdict_log(s, log_n, g);
 		return 1;
 	}
-	if (a->neginf && !a->posinf && s->zeros && lg && !op_named(x, div_ops)) {
-		/* -Inf alone, a zero received, and a log taken where nothing divides: log(0) */
+	/* -Inf alone from a call that takes a log and divides by nothing */
+	log_alone = a->neginf && !a->posinf && lg && !op_named(x, div_ops);
+	if (log_alone && s->zeros) {
+		/* ... and a zero received: log(0) */
 		evidence(g,
 			 "%s takes %s (and divides by nothing), and %s%s holds %llu zeros: "
 			 "log(0) = -Inf",
@@ -2614,9 +2617,8 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 		       "a log transform expects positive values");
 		return 1;
 	}
-	if (a->neginf && !a->posinf && !s->zeros && lg && !strcmp(lg, "log1p") &&
-	    !op_named(x, div_ops) && (m1 = minus_one(x)) >= 0) {
-		/* -Inf alone, log1p taken where nothing divides, and a value of exactly -1 */
+	if (log_alone && !strcmp(lg, "log1p") && (m1 = minus_one(x)) >= 0) {
+		/* ... that log a log1p, and a value of exactly -1 */
 		evidence(g,
 			 "%s takes log1p (and divides by nothing), and %s%s reaches exactly -1: "
 			 "log1p(-1) = log(0) = -Inf",
