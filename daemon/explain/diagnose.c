@@ -874,7 +874,8 @@ static int rule_backward(const struct diag *d, const struct diag_anomaly *a, str
 	if (!d->grads_all)
 		evidence(g, "--backward norms checks the parameters' gradients alone: an earlier "
 			    "node of this pass may have made the value (a sqrt or a norm at 0 in "
-			    "the loss); --backward on names that node and its layer");
+			    "the loss or a later layer); --backward on names that node and its "
+			    "layer");
 	if (rule_masked_where(a, g))
 		return 1;
 	if (a->posinf + a->neginf && !a->nan) {
@@ -929,6 +930,7 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 	const struct diag_loss *before;
 	const struct diag_grad *gr;
 	double med;
+	int ordinary = 0;
 
 	if (a->params_finite != 0)
 		return 0;
@@ -964,12 +966,18 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 				 "the gradient norm of step %llu was %.3g, %.3gx its median %.3g "
 				 "before: an exploding gradient",
 				 (unsigned long long)before->step, gr->norm, gr->norm / med, med);
-		else if (gr)
+		else if (gr) {
+			ordinary = 1;
 			evidence(g,
 				 "the gradient norm of step %llu was an ordinary %.3g (median %.3g "
-				 "before): the step size made the update overflow; check the "
-				 "learning-rate schedule",
+				 "before): it takes a finite parameter past the range only by the "
+				 "update's own arithmetic",
 				 (unsigned long long)before->step, gr->norm, med);
+			evidence(g,
+				 "that is a learning rate of Inf, NaN or near the range, a "
+				 "division by 0 in the optimizer (a bias correction 1 - beta**t at "
+				 "t = 0, an eps of 0), or its state already non-finite");
+		}
 	} else {
 		evidence(g,
 			 "the parameters of %s were already non-finite: an earlier optimizer "
@@ -977,6 +985,15 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 			 name(a));
 	}
 	conclude(g, "nonfinite_params", 0.7);
+	if (ordinary) {
+		/* clipping an ordinary gradient changes nothing: the update itself is at fault */
+		fix(g,
+		    "check the learning rate that update used (a schedule that returned Inf, NaN "
+		    "or a huge value) and the optimizer's state after it");
+		fix(g, "in an optimizer written by hand or restarted: count its steps from 1 (a "
+		       "bias correction 1 - beta**t is 0 at t = 0) and keep eps above 0");
+		return 1;
+	}
 	clip_fix(d, g->origin_step >= 0 ? (uint64_t)g->origin_step : a->step, g, 0);
 	fix(g, "lower the learning rate or add warmup");
 	return 1;
@@ -1036,6 +1053,10 @@ static const char *const spread_ops[] = {"std",
 					 "native_group_norm",
 					 NULL};
 static const char *const mask_ops[] = {"masked_fill", NULL};
+/* what takes some rows of a tensor: x[mask], x[idx] */
+static const char *const select_ops[] = {"index", "masked_select", "index_select", NULL};
+/* connectionist temporal classification: -log of the probability of every alignment */
+static const char *const ctc_ops[] = {"ctc_loss", NULL};
 static const char *const softmax_ops[] = {"softmax", NULL};
 /* what takes a mask's rows into a softmax: the softmax, or attention fused in one op */
 static const char *const attention_ops[] = {"softmax", "scaled_dot_product_attention", NULL};
@@ -1065,7 +1086,7 @@ static const char *const neg_ops[] = {"neg", NULL};
 /* Every op a rule looks for: what a layer's code names is kept when it is one of them. */
 static const char *const *const rule_sets[] = {
 	exp_ops,     log_ops, underflow_ops, div_ops,	    domain_ops, spread_ops, mask_ops,
-	softmax_ops, sub_ops, mean_ops,	     attention_ops, target_ops, NULL,
+	softmax_ops, sub_ops, mean_ops,	     attention_ops, target_ops, ctc_ops,    NULL,
 };
 
 /* The functional and spelled-out names of ops, as autograd names them. */
@@ -1240,6 +1261,53 @@ static void target_fixes(struct diagnosis *g)
 	fix(g, "check the targets with each batch before the loss: assert torch.isfinite(y).all()");
 	fix(g, "clean or drop samples whose labels are missing or corrupt (a NaN read from the "
 	       "dataset)");
+}
+
+/* A mean of what a mask selected, of nothing. */
+static void empty_selection_fixes(struct diagnosis *g)
+{
+	fix(g, "guard the mean of a selection: x[mask].sum() / mask.sum().clamp_min(1), or skip "
+	       "the term when mask.any() is False");
+	fix(g, "look for batches where the mask selects nothing (no positive sample, a class "
+	       "absent from the batch)");
+}
+
+/*
+ * ctc_loss is -log of the probability of every alignment of the target in the input's frames:
+ * 0 where none fits, so +Inf.
+ */
+static void ctc_verdict(const struct evidence_facts *x, struct diagnosis *g)
+{
+	const struct tensor_facts *in = NULL, *tg = NULL;
+	int i;
+
+	/* nn.CTCLoss(log_probs, targets, input_lengths, target_lengths), positional */
+	for (i = 0; x && i < x->n; i++) {
+		const struct tensor_facts *t = &x->t[i];
+
+		if (t->role != EVIDENCE_INPUT || t->kind != EVIDENCE_INT || t->ndim != 1 ||
+		    !t->has_finite)
+			continue;
+		if (!strcmp(t->name, "input[2]"))
+			in = t;
+		if (!strcmp(t->name, "input[3]"))
+			tg = t;
+	}
+	evidence(g,
+		 "ctc_loss is -log of the probability of every alignment of a target in its "
+		 "input's frames: where none fits (fewer frames than the target's labels, plus a "
+		 "blank between each repeated pair) that is log(0), +Inf");
+	if (in && tg && in->numel == tg->numel)
+		evidence(g,
+			 "input lengths (input[2]) run from %.0f to %.0f frames, target lengths "
+			 "(input[3]) from %.0f to %.0f labels%s",
+			 in->min, in->max, tg->min, tg->max,
+			 in->min < tg->max ? ": a sample may have fewer frames than labels" : "");
+	conclude(g, "loss_log_zero", in && tg && in->min < tg->max ? 0.75 : 0.55);
+	fix(g, "keep every input at least as long as its target after the model's downsampling "
+	       "(a stride or pooling shortens the frames): drop or pad the short utterances");
+	fix(g, "pass zero_infinity=True to nn.CTCLoss / F.ctc_loss: an impossible sample then adds "
+	       "0 and no gradient");
 }
 
 /* A sum divided by a count of what a mask selected. */
@@ -1906,6 +1974,39 @@ static int rule_loss_domain(const struct diag_anomaly *a, struct diagnosis *g)
 	return 0;
 }
 
+/*
+ * The loss's own nodes: +Inf from ctc_loss (no alignment fits), or NaN from a mean of what
+ * it selected by index (x[mask].mean() over an empty mask).
+ */
+static int rule_loss_ctc_select(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	const struct finding_loss *l = a->loss;
+	unsigned int i;
+	int sel;
+
+	for (i = 0; l && i < l->n && i < FINDING_LOSS_NODES; i++) {
+		if (a->posinf && !a->neginf && in_set(l->op[i], ctc_ops)) {
+			rests(g, "operations");
+			own_ops_evidence(l, g);
+			ctc_verdict(NULL, g);
+			return 1;
+		}
+		if (!a->nan || strcmp(l->op[i], "mean") || (sel = operand(l, i, 0)) < 0 ||
+		    !in_set(l->op[sel], select_ops))
+			continue;
+		rests(g, "operations");
+		own_ops_evidence(l, g);
+		evidence(g,
+			 "the loss takes a mean of what it selected by index (%s, as "
+			 "loss[mask].mean()): of an empty selection it is 0/0, NaN",
+			 l->op[sel]);
+		conclude(g, "division_by_zero", 0.55);
+		empty_selection_fixes(g);
+		return 1;
+	}
+	return 0;
+}
+
 static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	/* in mode loss no module output was checked: a NaN from any layer looks the same */
@@ -1929,7 +2030,8 @@ static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct 
 		ignored_fixes(g);
 		return 1;
 	}
-	if (rule_loss_plain(d, a, g) || rule_loss_exp(a, g) || rule_loss_domain(a, g))
+	if (rule_loss_plain(d, a, g) || rule_loss_exp(a, g) || rule_loss_domain(a, g) ||
+	    rule_loss_ctc_select(a, g))
 		return 1;
 	/* a log of what needs no gradient (a target's) leaves no node: the rule of old */
 	own_ops_evidence(a->loss, g);
@@ -2524,6 +2626,37 @@ static void masked_fill_inf(const struct diag_anomaly *a, const struct signs *s,
 	fix(g, "handle rows whose positions are all masked (drop them, or unmask one)");
 }
 
+/*
+ * ±Inf beside finite values near the range, from inputs with no zero and nothing above exp's
+ * threshold: the values grew inside the call (a recurrence of gain above 1 over a long
+ * sequence, a deep stack), no division or domain. An op the walk repeats is named.
+ */
+static void grew_inside(const struct evidence_facts *x, struct diagnosis *g)
+{
+	int i, run = 1, best = 1, at = -1;
+
+	for (i = 1; x && i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
+		run = x->ops[i][0] && !strcmp(x->ops[i], x->ops[i - 1]) ? run + 1 : 1;
+		if (run > best) {
+			best = run;
+			at = i;
+		}
+	}
+	evidence(g, "finite values beside the Inf reach the range: the values grew past it inside "
+		    "the call (products or sums compounding), not by a division or a domain");
+	if (best >= 4)
+		evidence(g,
+			 "the call repeats %s (%d times in a row in its autograd walk%s): a "
+			 "recurrence or a loop, whose gain above 1 compounds at every step",
+			 x->ops[at], best, x->ops_more ? ", and more past it" : "");
+	conclude(g, "unknown", best >= 4 ? 0.45 : 0.4);
+	fix(g, "bound the growth: keep a recurrence's gain at most 1 (orthogonal or scaled-down "
+	       "recurrent weights, tanh rather than relu), or normalise between steps or layers "
+	       "(LayerNorm)");
+	fix(g, "compare this batch with the usual ones: a sequence much longer than the rest "
+	       "compounds further (truncate or split long sequences)");
+}
+
 /* Output with ±Inf from finite inputs: an exp past its threshold, or a division by 0. */
 static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x, struct signs *s,
 		    struct diagnosis *g)
@@ -2563,6 +2696,10 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 			 x->ops[det], s->zeros ? " (a zero row or column makes one)" : "");
 		conclude(g, "loss_log_zero", agree(1 + !!s->zeros, 0));
 		logdet_fix(g);
+		return 1;
+	}
+	if (a->posinf && !a->neginf && op_named(x, ctc_ops)) {
+		ctc_verdict(x, g);
 		return 1;
 	}
 	if (a->neginf && !a->posinf && !a->nan && x->nops > 0 &&
@@ -2654,6 +2791,10 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 		 "no input, parameter or buffer holds a zero or a value above exp's "
 		 "threshold; largest finite |output| %g",
 		 a->finite_max_abs);
+	if (a->finite_max_abs > NEAR_OVERFLOW) {
+		grew_inside(x, g);
+		return 1;
+	}
 	conclude(g, "unknown", 0.3);
 	fix(g, "replay the capture with nanwatch-repro --explain to find the operation");
 	return 1;
@@ -2676,6 +2817,118 @@ static void verdict_masked(const struct diag_anomaly *a, const struct signs *s, 
 	masked_fixes(g);
 }
 
+/* what is never negative: a root, a norm, an exp, a probability, an absolute value */
+static const char *const nonneg_ops[] = {"exp",
+					 "exp2",
+					 "softmax",
+					 "sigmoid",
+					 "softplus",
+					 "abs",
+					 "relu",
+					 "sqrt",
+					 "norm",
+					 "linalg_vector_norm",
+					 "frobenius_norm",
+					 "std",
+					 "var",
+					 NULL};
+/* what keeps its inputs' sign: a sum, a product or a mean of non-negatives, a reshape */
+static const char *const sign_keeping_ops[] = {
+	"sum",		 "mean",    "mul",	 "add",	    "expand",  "view",	 "unsafe_view",
+	"reshape_alias", "squeeze", "unsqueeze", "clone",   "to_copy", "select", "slice",
+	"index",	 "t",	    "transpose", "permute", NULL};
+/* what a negative argument takes outside the domain (NaN); not acos's [-1, 1] */
+static const char *const negative_domain_ops[] = {"sqrt",  "rsqrt", "log", "log2",
+						  "log10", "pow",   NULL};
+
+/*
+ * Is op i's output never negative, by what made it (the walk's edges, depth levels down)?
+ * Operands that need no gradient (a mask, a Python number) are not in the walk: a product with
+ * one is taken as keeping the sign, as masks of 0 and 1 do.
+ */
+static int nonneg_made(const struct evidence_facts *x, int i, int depth)
+{
+	int j, inputs = 0;
+
+	if (in_set(x->ops[i], nonneg_ops))
+		return 1;
+	if (depth <= 0 || !in_set(x->ops[i], sign_keeping_ops))
+		return 0;
+	for (j = i + 1; j < x->nops && j < EVIDENCE_MAX_OPS; j++) {
+		if (x->op_parent[j] != i)
+			continue;
+		if (!nonneg_made(x, j, depth - 1))
+			return 0;
+		inputs++;
+	}
+	/* the walk stopped before this op's inputs: not known */
+	return inputs > 0;
+}
+
+/*
+ * The call's first op with a domain that its argument can leave: where autograd recorded
+ * domain ops, one that is not a root or log of what is never negative (log(sum(exp(x))):
+ * -Inf at 0 at worst, no NaN); else the code's name of one. NULL where none.
+ */
+static const char *domain_at_risk(const struct evidence_facts *x)
+{
+	int i, j, seen = 0;
+
+	if (!x || !x->parents || op_in(x, domain_ops) < 0)
+		return op_named(x, domain_ops);
+	for (i = 0; i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
+		int safe = 0;
+
+		if (!in_set(x->ops[i], domain_ops))
+			continue;
+		seen++;
+		for (j = i + 1;
+		     in_set(x->ops[i], negative_domain_ops) && j < x->nops && j < EVIDENCE_MAX_OPS;
+		     j++)
+			if (x->op_parent[j] == i) {
+				safe = nonneg_made(x, j, 6);
+				break;
+			}
+		if (!safe)
+			return x->ops[i];
+	}
+	return seen ? NULL : op_named(x, domain_ops);
+}
+
+/* A mean the call takes of what it selected by index (x[mask].mean()): its place, or -1. */
+static int mean_of_selection(const struct evidence_facts *x)
+{
+	int i;
+
+	for (i = 0; x && x->parents && i < x->nops && i < EVIDENCE_MAX_OPS; i++)
+		if (!strcmp(x->ops[i], "mean") && input_in(x, i, select_ops) >= 0)
+			return i;
+	return -1;
+}
+
+/*
+ * A std or var the walk saw whose output goes into an add or a clamp (an epsilon before the
+ * division), where every std and var it saw does: a spread of 0 is no 0/0 there. Its place,
+ * -1 where none (or where one spread goes straight to the division).
+ */
+static int spread_guarded(const struct evidence_facts *x)
+{
+	static const char *const spreads[] = {"std", "var", NULL};
+	static const char *const guards[] = {"add", "clamp", "clamp_min", NULL};
+	int i, p, at = -1;
+
+	for (i = 0; x && x->parents && i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
+		if (!in_set(x->ops[i], spreads))
+			continue;
+		p = x->op_parent[i];
+		if (p < 0 || p >= i || !in_set(x->ops[p], guards))
+			return -1;
+		if (at < 0)
+			at = i;
+	}
+	return at;
+}
+
 /*
  * NaN from finite inputs, by the ops the call ran (known only with autograd): a division by
  * a spread, a log of a zero probability, an op outside its domain, a 0/0.
@@ -2684,10 +2937,10 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 			const struct signs *s, struct diagnosis *g)
 {
 	const char *sp = op_named(x, spread_ops), *lg = op_named(x, log_ops);
-	const char *dm = op_named(x, domain_ops), *dv = op_named(x, div_ops);
+	const char *dm = domain_at_risk(x), *dv = op_named(x, div_ops);
 	const char *un = op_named(x, underflow_ops), *nm = op_named(x, norm_ops);
 	const struct tensor_facts *bad_var = NULL;
-	int dm_at = op_in(x, domain_ops), i, centred = 0, one_log = -1;
+	int dm_at = op_in(x, domain_ops), i, centred = 0, one_log = -1, guarded, sel;
 	const struct tensor_facts *one;
 	/* a subtraction on the input side of the domain op, in the walk's order */
 	int sub = dm_at >= 0 ? op_before(x, sub_ops, dm_at) : -1;
@@ -2729,6 +2982,29 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		fix(g, "take the spread with correction=0 (unbiased=False) where its dimension may "
 		       "hold one value, or skip the normalisation for a batch of one");
 		fix(g, "keep batches of more than one sample (DataLoader drop_last=True)");
+		return 1;
+	}
+	if (sp && (guarded = spread_guarded(x)) >= 0) {
+		/* (x - m) / (x.std(0) + eps) is 0 over equal values: the NaN is the std's own */
+		sel = op_in(x, select_ops);
+		evidence(g,
+			 "the call adds to its spread before dividing (%s, then %s): a spread of "
+			 "0 gives 0 there, not 0/0",
+			 x->ops[guarded], x->ops[x->op_parent[guarded]]);
+		evidence(g,
+			 "an unbiased %s over one value divides by n - 1 = 0: NaN itself, whatever "
+			 "is added after it (torch warns \"degrees of freedom is <= 0\")",
+			 x->ops[guarded]);
+		if (sel >= 0)
+			evidence(g,
+				 "the call takes rows by index (%s): a group, class or mask that "
+				 "selects one row gives a spread over one value",
+				 x->ops[sel]);
+		conclude(g, "norm_zero_variance", agree(1 + (sel >= 0), named(a, "Norm", "Std")));
+		fix(g, "take the spread with correction=0 (unbiased=False) where its dimension may "
+		       "hold one value, or skip the normalisation for a group of one");
+		fix(g, "look for groups of one sample at this step (a class seen once in the "
+		       "batch, a last batch of one: DataLoader drop_last=True)");
 		return 1;
 	}
 	if (sp) {
@@ -3047,6 +3323,30 @@ static int rule_weight_norm(const struct evidence_facts *x, struct diagnosis *g)
 }
 
 /* Output with NaN (and no Inf) from finite inputs. */
+/*
+ * A mean the call takes of what it selected by index (x[mask].mean()): of nothing, 0/0. Before
+ * the zero rows' 0/0: an all-zero mask row is what selects nothing.
+ */
+static int rule_selection_mean(const struct evidence_facts *x, const struct signs *s,
+			       struct diagnosis *g)
+{
+	const struct tensor_facts *none = s->mask_zero_rows ? s->mask_zero_rows : s->zero_rows;
+	int at = mean_of_selection(x);
+
+	if (at < 0)
+		return 0;
+	if (none)
+		rows_fact(none, none->zero_rows,
+			  "all zero (all false as a mask: it selects nothing)", g);
+	evidence(g,
+		 "the call takes a mean (%s) of what it selected by index (%s, as x[mask].mean()): "
+		 "of an empty selection it is 0/0, NaN",
+		 x->ops[at], x->ops[input_in(x, at, select_ops)]);
+	conclude(g, "division_by_zero", agree(1 + !!none, 0));
+	empty_selection_fixes(g);
+	return 1;
+}
+
 static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x, struct signs *s,
 		    struct diagnosis *g)
 {
@@ -3063,7 +3363,7 @@ static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x
 		verdict_masked(a, s, 0, g);
 		return 1;
 	}
-	if (rule_empty_mean(x, g))
+	if (rule_empty_mean(x, g) || rule_selection_mean(x, s, g))
 		return 1;
 	if (s->masked)
 		rows_fact(s->masked, s->masked->true_rows,

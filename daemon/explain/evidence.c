@@ -132,6 +132,12 @@ static void int_value(struct tensor_facts *f, struct row *r, const struct elem *
 		f->negatives++;
 	if (v && v != 1)
 		f->kind = EVIDENCE_INT;
+	/* lengths and counts: their range (max_abs stays the float values') */
+	if (!f->has_finite || (double)v < f->min)
+		f->min = (double)v;
+	if (!f->has_finite || (double)v > f->max)
+		f->max = (double)v;
+	f->has_finite = 1;
 }
 
 static void end_row(struct tensor_facts *f, const struct row *r, uint64_t len, double eps)

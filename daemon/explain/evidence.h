@@ -37,7 +37,7 @@ struct tensor_facts {
 	uint64_t nan, posinf, neginf;
 	uint64_t zeros, negatives; /* finite values == 0, < 0 (kind bool: false values, 0) */
 	int has_finite;
-	double max_abs, min, max; /* over the finite values */
+	double max_abs, min, max; /* over the finite values; min and max of an integer's too */
 	/* rows along the last dimension (a 0-d or 1-d tensor is one row); rows of 1 value count
 	 * as no zero, constant or masked row */
 	uint64_t rows, row_len;

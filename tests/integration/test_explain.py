@@ -7,10 +7,15 @@ and the live diagnosis must name the cause the fault was built to produce, from 
 values (no class name decides). Then `nanwatch-repro --explain --json --class-from TRAINER`
 replays the capture under the dispatch-level tracer: its `explanation` event (schema
 nanwatch/1) must name the aten operation that first made the value, the cause, and
-`reproducible: true`, and nanwatch-tail must show it. nonrepro's layer reads a global the trainer sets to 0 for the fault step
-only: the replay of the same bits is finite, and the event says `reproducible: false`; live,
-the call's ops (a div) with no zero among the captured tensors name division_by_zero.
-loss_log_zero --variant b takes the log of a probability that a softmax made exactly 0 inside a
+`reproducible: true`, and nanwatch-tail must show it. nonrepro's layer reads a global the
+trainer sets to 0 for the fault step only: the replay of the same bits is finite, and the event
+says `reproducible: false`; live, the call's ops (a div) with no zero among the captured tensors
+name division_by_zero. batch_of_one --variant groups standardises groups of rows by hand, one
+group of one row at the fault step: the replay must name aten::std (NaN of its own, n - 1 = 0),
+not the empty_like whose unwritten memory the layer fills. supcon's replay finds the division
+of the anchor's sum over positives by their count, 0 (no positive); ctc_short's, the CTC op's
++Inf with the samples whose input is shorter than their target; empty_selection --variant
+module's, aten::mean of an empty selection. loss_log_zero --variant b takes the log of a probability that a softmax made exactly 0 inside a
 loss module: the live cause must come from the zeros being probabilities (rows in [0, 1] that
 sum to 1), and the replay must name aten::log; the evidence must call that loss module,
 outermost but not the model, a module called outside the model (the hooks' first anomaly says
@@ -58,13 +63,19 @@ CASES = {
     ("half_overflow", "b"): ("fp16_overflow", "aten::sum", "fp16_overflow", True),
     ("exp_overflow", None): ("exp_overflow", "aten::exp", "exp_overflow", True),
     ("div_zero", None): ("division_by_zero", "aten::div", "division_by_zero", True),
+    ("batch_of_one", "groups"): ("norm_zero_variance", "aten::std", "norm_zero_variance", True),
+    ("supcon", None): ("division_by_zero", "aten::div", "division_by_zero", True),
+    ("ctc_short", "module"): ("loss_log_zero", "aten::_ctc_loss", "loss_log_zero", True),
+    ("empty_selection", "module"): ("division_by_zero", "aten::mean", "division_by_zero", True),
     ("loss_log_zero", "b"): ("loss_log_zero", "aten::log", "loss_log_zero", True),
     ("nonrepro", None): ("division_by_zero", None, "unknown", False),
     ("ignored_targets", "functional"): ("division_by_zero", "aten::nll_loss_forward",
                                         "division_by_zero", True),
 }
 # cases the rules decide alike on every root: the oldest torch and the newest
-CASE_ENVS = {("ignored_targets", "functional"): ("host", "forky")}
+CASE_ENVS = {("ignored_targets", "functional"): ("host", "forky"),
+             ("batch_of_one", "groups"): ("host",), ("supcon", None): ("host", "forky"),
+             ("ctc_short", "module"): ("host", "trixie"), ("empty_selection", "module"): ("host",)}
 
 
 def variant_args(variant):

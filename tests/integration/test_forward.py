@@ -166,6 +166,30 @@ def test_embedding_rows(ctx):
         raise Fail("diagnosis: origin_step %r, evidence %s, fixes %s" %
                    (d["origin_step"], d["evidence"], d["fixes"]))
     ctx.log("first %s: %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
+
+
+@environments(*HOST_ONLY)
+def test_hand_optimizer(ctx):
+    """nonfinite_params --variant d: Adam written by hand, its step count back to 0 at the
+    fault step: the bias correction divides the moments by 0 and the weights become NaN from
+    ordinary gradients. The diagnosis names that update (origin_step), says an ordinary
+    gradient cannot do it, and points at the optimizer's arithmetic, not at clipping."""
+    args = ("--variant", "d")
+    oracle, trace = oracle_of(ctx, "nonfinite_params", *args)
+    if oracle is None or oracle["params_finite"] is not False:
+        raise Fail("--oracle: %s, want a layer first with non-finite parameters" %
+                   (oracle and describe(oracle)))
+    events = watch(ctx, "nonfinite_params", trace, trainer_args=args)
+    check_anomalies(events, oracle, events[0]["pid"])
+    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
+    if d["cause"] != "nonfinite_params" or d["origin_step"] != oracle["origin_step"] or \
+            not any("only by the update's own arithmetic" in e for e in d["evidence"]) or \
+            not any("bias correction 1 - beta**t is 0 at t = 0" in f for f in d["fixes"]) or \
+            any("clip_grad_norm_" in f for f in d["fixes"]):
+        raise Fail("diagnosis %s: origin_step %r (want %r), evidence %s, fixes %s" %
+                   (d["cause"], d["origin_step"], oracle["origin_step"], d["evidence"],
+                    d["fixes"]))
+    ctx.log("first %s: %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
 test_trainer_lr_too_high = case_test(case_trainer, "lr_too_high", envs=EVERYWHERE)
 test_trainer_inplace_parent = case_test(case_trainer, "inplace_parent", envs=EVERYWHERE)
 test_trainer_many_modules = case_test(case_trainer, "many_modules", envs=EVERYWHERE)
@@ -408,7 +432,8 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     teacher_temp: an EMA teacher under no_grad sharpens its logits by a softmax over a division
     by a temperature buffer annealed to 0 (NaN only, no autograd node): the zero scalar buffer.
     batch_of_one: a batch standardised by hand, of one sample: the std over a dimension of one
-    value is NaN (n - 1 = 0) whatever epsilon follows: correction=0, not an epsilon.
+    value is NaN (n - 1 = 0) whatever epsilon follows: correction=0, not an epsilon; --variant
+    groups, a group of one taken by index from a batch of eight: the epsilon after the std.
     entropy_bonus: -(p * log p) of a softmax over logits so far apart that some p is exactly 0:
     0 * log(0), not a log of negatives (the negatives are the logits').
     arcface_margin: acos of a cosine made as a dot product over norms, a collapsed embedding's
@@ -428,7 +453,17 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     the loss itself is the first anomaly, and nll_loss, under the division, made it.
     tanh_squash: a tanh-squashed policy's log(1 - tanh(u)^2) with u past 9: tanh rounds to 1,
     log(0); the observation is above exp's threshold, but the one exp takes a clamp's output
-    (the walk's edges tell), so no exp overflow."""
+    (the walk's edges tell), so no exp overflow.
+    supcon: a supervised contrastive loss whose anchor of a class seen once has no positive:
+    0/0, not the log's domain (it takes a log of a sum of exps: never negative).
+    ctc_short: utterances shorter than their targets after a strided convolution: CTC's
+    -log(0), +Inf, with the input and target lengths, not the mean's division; --variant
+    loop, F.ctc_loss in a plain function: the loss itself.
+    empty_selection: a mean of what a mask selected, of nothing: a class-balanced BCE in a
+    plain function (--variant loop, the loss itself) or a prototype layer's mean of the
+    positives (--variant module): 0/0, not a log of BCE's.
+    recurrent_growth: a relu RNN of gain 1.3 over one long document overflows inside its
+    call: finite values at the range beside the Inf, relu repeated in the walk, no division."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -449,6 +484,10 @@ test_teacher_temp = case_test(case_origin_cause, "teacher_temp", "", ("is a sing
                               envs=HOST_ONLY)
 test_batch_of_one = case_test(case_origin_cause, "batch_of_one", "std", ("n - 1 = 0",), (),
                               ("correction=0",), envs=HOST_ONLY)
+test_batch_of_one_groups = case_test(case_origin_cause, "batch_of_one", "std",
+                                     ("std, then add", "n - 1 = 0", "rows by index"),
+                                     ("0/0 is NaN",), ("correction=0",),
+                                     ("--variant", "groups"), envs=HOST_ONLY)
 # the rules are the daemon's, the same on every root: the roots' run is the suite's longer one
 test_entropy_bonus = case_test(case_origin_cause, "entropy_bonus", "",
                                ("so softmax makes probabilities that are exactly 0",),
@@ -484,6 +523,27 @@ test_ignored_targets_module = case_test(case_origin_cause, "ignored_targets", "c
 test_ignored_targets_loop = case_test(case_origin_cause, "ignored_targets", None,
                                       ("nll_loss made the loss",), (), ("ignore_index",),
                                       ("--variant", "loop"), envs=("host", "forky"))
+test_supcon = case_test(case_origin_cause, "supcon", "", ("by a value it made itself",),
+                        ("outside its domain",), ("clamp",), envs=HOST_ONLY)
+test_ctc_short = case_test(case_origin_cause, "ctc_short", "ctc",
+                           ("-log of the probability of every alignment",
+                            "from 7 to 7 frames", "from 10 to 10 labels"),
+                           ("0/0",), ("zero_infinity=True",), ("--variant", "module"),
+                           envs=("host", "forky"))
+test_ctc_short_loop = case_test(case_origin_cause, "ctc_short", None,
+                                ("-log of the probability of every alignment",), (),
+                                ("zero_infinity=True",), ("--variant", "loop"), envs=HOST_ONLY)
+test_empty_selection_loop = case_test(case_origin_cause, "empty_selection", None,
+                                      ("mean of what it selected by index",), (),
+                                      ("mask.sum().clamp_min(1)",), ("--variant", "loop"),
+                                      envs=HOST_ONLY)
+test_empty_selection_module = case_test(case_origin_cause, "empty_selection", "proto",
+                                        ("mean (mean) of what it selected by index",), (),
+                                        ("mask.any()",), ("--variant", "module"),
+                                        envs=("host", "forky"))
+test_recurrent_growth = case_test(case_origin_cause, "recurrent_growth", "rnn",
+                                  ("grew past it inside the call", "the call repeats relu"),
+                                  ("division by 0",), ("gain at most 1",), envs=HOST_ONLY)
 test_between_calls_vae = case_test(case_between_calls, "vae", "dec.0", "", "exp",
                                    envs=HOST_ONLY)
 test_loss_target_nan = case_test(case_loss_made, "loss_targets", "label",

@@ -19,6 +19,12 @@ step 4 (the update that wrote the weights).
   Expected first anomaly: "0" (Embedding) at step 4 at the latest, params_finite false; no
   origin step (an Embedding reads only the rows it looks up: the last update did not
   necessarily write them).
+--variant d: Adam written by hand (not a torch.optim.Optimizer), whose step count goes back to
+  0 at step 4 (a resume that restores the moments but not the count): the bias correction
+  1 - beta**0 is 0, the update divides the moments by it, and the weights become NaN from
+  ordinary gradients and learning rate. Expected first anomaly: the first Linear at step 5,
+  params_finite false, origin step 4; the diagnosis says the update's own arithmetic (not a
+  gradient to clip).
 """
 import torch
 import torch.nn as nn
@@ -44,6 +50,35 @@ def decay_at(step, fault_step):
     return 1e-4 * (3e42 if step == fault_step else 1.0)
 
 
+class HandAdam:
+    """Adam as training code sometimes writes it: the moments divided by their bias
+    corrections, 1 - beta**t, t the steps taken counted from 1."""
+
+    def __init__(self, params, lr=0.01, betas=(0.9, 0.999), eps=1e-8):
+        self.params = list(params)
+        self.lr, self.betas, self.eps = lr, betas, eps
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+        self.t = 1
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self):
+        b1, b2 = self.betas
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            m.mul_(b1).add_(p.grad, alpha=1 - b1)
+            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+            m_hat = m / (1 - b1 ** self.t)
+            v_hat = v / (1 - b2 ** self.t)
+            p.sub_(self.lr * m_hat / (v_hat.sqrt() + self.eps))
+        self.t += 1
+
+
 class NonfiniteParams(common.Trainer):
     """Trainer whose optimizer settings spike at step 4."""
 
@@ -56,7 +91,7 @@ class NonfiniteParams(common.Trainer):
         return None if self.variant == "c" else "params_bad"
 
     def model(self):
-        if self.variant == "a":
+        if self.variant in ("a", "d"):
             return nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 1))
         if self.variant == "c":
             return nn.Sequential(nn.Embedding(16, 6), nn.Linear(6, 1))
@@ -65,11 +100,17 @@ class NonfiniteParams(common.Trainer):
     def optimizer(self, params):
         if self.variant == "c":
             self.opt = torch.optim.Adam(params, lr=0.01)
+        elif self.variant == "d":
+            self.opt = HandAdam(params)
         else:
             self.opt = torch.optim.SGD(params, lr=0.05)
         return self.opt
 
     def schedule(self, model, step):
+        if self.variant == "d":
+            if step == self.fault_step:
+                self.opt.t = 0  # the count restarts, the moments do not
+            return
         for group in self.opt.param_groups:
             if self.variant == "a":
                 group["lr"] = 3e38 if step == self.fault_step else 0.05

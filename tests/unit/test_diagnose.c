@@ -511,6 +511,36 @@ static void test_loss_domain(void **state)
  * Every module output finite, the loss not, an exp among the loss's own nodes (the walk,
  * breadth first): where its value goes tells its overflow from its underflow to 0.
  */
+/*
+ * The loss's own nodes: a mean of what it selected by index (a class-balanced loss over a batch
+ * with no positive) is 0/0; ctc_loss's +Inf is a log of a zero probability (no alignment fits),
+ * not the division of its mean.
+ */
+static void test_loss_selection_and_ctc(void **state)
+{
+	struct diagnosis g;
+
+	(void)state;
+	assert_string_equal(
+		loss_cause(&g,
+			   "add(mean index binary_cross_entropy_with_logits squeeze addmm, "
+			   "mean index ^binary_cross_entropy_with_logits)",
+			   1, 0),
+		"division_by_zero");
+	assert_true(evidence_has(&g, "the loss takes a mean of what it selected by index (index"));
+	assert_true(strstr(g.fixes[0], "mask.sum().clamp_min(1)") != NULL);
+	/* a mean of the whole: no selection */
+	assert_string_not_equal(
+		loss_cause(&g,
+			   "add(mean binary_cross_entropy_with_logits squeeze addmm, mean addmm)",
+			   1, 0),
+		"division_by_zero");
+	assert_string_equal(loss_cause(&g, "mean div ctc_loss log_softmax addmm", 0, 0),
+			    "loss_log_zero");
+	assert_true(evidence_has(&g, "ctc_loss is -log of the probability of every alignment"));
+	assert_true(strstr(g.fixes[1], "zero_infinity=True") != NULL);
+}
+
 static void test_loss_exp(void **state)
 {
 	static const char *const infonce =
@@ -1003,6 +1033,7 @@ int main(void)
 		cmocka_unit_test(test_params_and_loss),
 		cmocka_unit_test(test_loss_chain),
 		cmocka_unit_test(test_loss_exp),
+		cmocka_unit_test(test_loss_selection_and_ctc),
 		cmocka_unit_test(test_loss_domain),
 		cmocka_unit_test(test_unknown_and_sample_mode),
 		cmocka_unit_test(test_made_between_calls),

@@ -996,6 +996,161 @@ static void test_log1p_of_minus_one(void **state)
 }
 
 /*
+ * A contrastive loss by hand: the log of a sum of exps is no root or log of a negative (the
+ * negatives are the features'); the NaN is the division of a sum over positives by their
+ * count. A log of a difference, or of an op whose inputs the walk did not reach, stays a
+ * domain.
+ */
+static void test_log_of_exps(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("SupConLoss", 1, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	/* neg mean div(sum mul sub(div, log sum mul exp div)) */
+	with_ops(&fx, (const char *const[]){"neg", "mean", "div", "sum", "mul", "sub", "div", "log",
+					    "sum", "mul", "exp", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2, 3, 4, 5, 5, 7, 8, 9});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_false(said(&g, "outside its domain"));
+	/* log of a sub: a difference can be negative */
+	with_ops(&fx, (const char *const[]){"neg", "mean", "div", "sum", "mul", "sub", "div", "log",
+					    "sub", "mul", "exp", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2, 3, 4, 5, 5, 7, 8, 9});
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	/* the walk stopped at the sum: what it sums is not known */
+	with_ops(&fx, (const char *const[]){"neg", "mean", "div", "sum", "mul", "sub", "div", "log",
+					    "sum", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2, 3, 4, 5, 5, 7});
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+}
+
+/*
+ * A group standardised by hand, (x - m) / (x.std(0) + eps) over rows taken by index: the
+ * epsilon after the std rules out a 0/0; a group of one makes the std NaN itself. Without the
+ * add, a spread of 0 is the 0/0.
+ */
+static void test_spread_with_epsilon(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("GroupStandardize", 8, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	/* div(sub(index, mean ^index), add std ^index) */
+	with_ops(&fx, (const char *const[]){"div", "sub", "add", "index", "mean", "std", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 0, 1, 1, 2});
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_true(said(&g, "adds to its spread before dividing (std, then add)"));
+	assert_true(said(&g, "divides by n - 1 = 0"));
+	assert_true(said(&g, "takes rows by index (index)"));
+	assert_false(said(&g, "0/0 is NaN"));
+	assert_true(strstr(g.fixes[0], "correction=0") != NULL);
+	/* div(sub, std): the std goes straight to the division */
+	with_ops(&fx, (const char *const[]){"div", "sub", "std", "index", "mean", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 0, 1, 1});
+	assert_string_equal(conclude_with(&g, &a, &fx), "norm_zero_variance");
+	assert_true(said(&g, "over values that are all equal it is 0, and 0/0 is NaN"));
+}
+
+/* A mean of rows selected by index, of none: 0/0, told before the zero rows of the mask. */
+static void test_mean_of_selection(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f}, labels[] = {0, 0, 0, 0};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("Prototype", 8, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	scan_f32(&fx.t[1], labels, 1, 4, "input[1]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"sub", "mean", "index", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "takes a mean (mean) of what it selected by index (index"));
+	assert_true(
+		said(&g, "input[1] (float32): 1 of 1 rows along the last dimension are all zero"));
+	assert_true(strstr(g.fixes[0], "clamp_min(1)") != NULL);
+	/* a mean of the whole input */
+	with_ops(&fx, (const char *const[]){"sub", "mean", NULL});
+	with_edges(&fx, (const int[]){-1, 0});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_false(said(&g, "selected by index"));
+}
+
+/*
+ * CTC's +Inf: its input lengths (input[2]) below its target lengths (input[3]) are no
+ * alignment, a log of 0; the lengths are integers, whose range the facts keep.
+ */
+static void test_ctc_lengths(void **state)
+{
+	const float lp[] = {-0.3f, -1.1f, -2, -0.8f};
+	const int64_t targets[] = {3, 4, 5, 6}, frames[] = {7, 7}, labels[] = {10, 9};
+	__u64 ts[2] = {2, 2}, ls[1] = {2};
+	struct evidence_facts fx = {.n = 4};
+	struct diag_anomaly a = origin("CTCLoss", 0, 1, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], lp, 2, 2, "input[0]", EVIDENCE_INPUT);
+	assert_int_equal(evidence__scan(targets, sizeof(targets), "int64", ts, 2, &fx.t[1]), 0);
+	snprintf(fx.t[1].name, sizeof(fx.t[1].name), "input[1]");
+	assert_int_equal(evidence__scan(frames, sizeof(frames), "int64", ls, 1, &fx.t[2]), 0);
+	snprintf(fx.t[2].name, sizeof(fx.t[2].name), "input[2]");
+	assert_int_equal(evidence__scan(labels, sizeof(labels), "int64", ls, 1, &fx.t[3]), 0);
+	snprintf(fx.t[3].name, sizeof(fx.t[3].name), "input[3]");
+	assert_true(fx.t[3].kind == EVIDENCE_INT && fx.t[3].min == 9 && fx.t[3].max == 10);
+	with_ops(&fx, (const char *const[]){"mean", "div", "ctc_loss", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "from 7 to 7 frames, target lengths (input[3]) from 9 to 10 labels: "
+			     "a sample may have fewer frames"));
+	assert_true(g.confidence >= 0.75);
+	/* frames enough for every target: the rule, without the lengths' verdict */
+	fx.t[2].min = fx.t[2].max = 12;
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_false(said(&g, "a sample may have fewer frames"));
+	assert_true(g.confidence < 0.75);
+}
+
+/*
+ * +Inf beside finite values at the range, from inputs with no zero and nothing above exp's
+ * threshold: the values grew inside the call; relu repeated in the walk is a recurrence. Small
+ * finite values beside the Inf say nothing of growth.
+ */
+static void test_grew_inside(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("RNN", 8, 4, 0);
+	struct diagnosis g;
+
+	(void)state;
+	a.finite_max_abs = 3.2e38;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"transpose", "stack", "relu", "relu", "relu", "relu",
+					    "relu", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "unknown");
+	assert_true(said(&g, "the values grew past it inside the call"));
+	assert_true(said(&g, "the call repeats relu (5 times in a row"));
+	assert_true(strstr(g.fixes[0], "gain at most 1") != NULL);
+	/* no repeated op: the growth, less sure */
+	with_ops(&fx, (const char *const[]){"addmm", "relu", "addmm", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "unknown");
+	assert_true(said(&g, "the values grew past it inside the call"));
+	assert_false(said(&g, "the call repeats"));
+	/* finite values far from the range */
+	a.finite_max_abs = 2.5;
+	assert_string_equal(conclude_with(&g, &a, &fx), "unknown");
+	assert_false(said(&g, "grew past it"));
+}
+
+/*
  * A model computing its own loss, 1 - a correlation by hand: sqrt(sum((p - mean p) ** 2)) is
  * no root of a negative, the division by it 0/0 for a constant prediction. The sqrt of a sub
  * (E[x^2] - E[x]^2) stays a domain.
@@ -1260,6 +1415,11 @@ int main(void)
 		cmocka_unit_test(test_div_made),
 		cmocka_unit_test(test_root_of_squares),
 		cmocka_unit_test(test_log1p_of_minus_one),
+		cmocka_unit_test(test_log_of_exps),
+		cmocka_unit_test(test_spread_with_epsilon),
+		cmocka_unit_test(test_mean_of_selection),
+		cmocka_unit_test(test_ctc_lengths),
+		cmocka_unit_test(test_grew_inside),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
