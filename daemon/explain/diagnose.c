@@ -883,9 +883,21 @@ static int rule_backward(const struct diag *d, const struct diag_anomaly *a, str
 		fix(g, "the derivative is infinite where the forward value is finite (sqrt at 0, "
 		       "pow with exponent < 1 at 0): add an epsilon inside the op");
 	} else {
+		if (a->op && d->grads_all && (!strcmp(a->op, "pow") || !strcmp(a->op, "sqrt"))) {
+			/* the node's own NaN from finite gradients: Inf (its derivative) times 0 */
+			evidence(
+				g,
+				"the derivative of %s at 0 is infinite for an exponent below 1 "
+				"(sqrt; a focal loss's (1 - p) ** gamma, gamma < 1, where p rounds "
+				"to 1), and an infinite derivative times a gradient of 0 is NaN",
+				a->op);
+			fix(g, "keep the base of the power away from 0: (1 - p).clamp_min(1e-6) ** "
+			       "gamma, or sqrt(x + 1e-12)");
+		}
 		conclude(g, "invalid_domain", sure);
 		fix(g, "an op evaluated where its derivative does not exist (sqrt/log/norm at 0, "
-		       "a masked branch of torch.where): clamp its argument or mask before the op");
+		       "a power below 1 at 0, a masked branch of torch.where): clamp its argument "
+		       "or mask before the op");
 	}
 	if (!d->grads_all)
 		fix(g, "attach with --backward on to name the node that made the gradient "

@@ -6,7 +6,8 @@ from nwchecks import (EVERYWHERE, HOST_AND_ROOTS, HOST_ONLY, case_test, check_an
                       check_first, close, describe, environments, last_stats, same, watch)
 
 
-BACKWARD_NAN = ["backward_sqrt_zero", "backward_where_log"]  # detect_anomaly names the node
+# detect_anomaly names the node
+BACKWARD_NAN = ["backward_sqrt_zero", "backward_where_log", "backward_focal"]
 BACKWARD_INF = ["backward_sqrt_inf"]  # Inf: detect_anomaly (NaN only) stops at a later node
 BACKWARD_FIELDS = ("step", "iteration", "node", "tensor", "layer", "module", "dtype", "shape",
                    "numel", "nan", "posinf", "neginf")
@@ -56,9 +57,10 @@ def check_backward_first(events, oracle, pid):
     return first
 
 
-def case_backward(ctx, name):
+def case_backward(ctx, name, said=(), fixed=()):
     """Finite forward, non-finite gradient: the node, step, layer and counts of the node
-    hooks, and (for NaN) the node and step torch.autograd.detect_anomaly names."""
+    hooks, and (for NaN) the node and step torch.autograd.detect_anomaly names; the
+    diagnosis' evidence says each of said, its fixes each of fixed."""
     oracle, anomaly, trace, result = backward_oracles(ctx, name)
     ctx.log("node hooks: %s %s at step %d (layer %r); detect_anomaly: %s" % (
         oracle["node"], oracle["tensor"], oracle["step"], oracle["layer"],
@@ -87,6 +89,11 @@ def case_backward(ctx, name):
     if len(diags) != 1 or diags[0]["cause"] != want_cause or diags[0]["layer"] != first["layer"]:
         raise Fail("diagnosis %s, want one with cause %s on layer %r" % (
             json.dumps(diags), want_cause, first["layer"]))
+    wrong = ["evidence without %r" % w for w in said
+             if not any(w in e for e in diags[0]["evidence"])]
+    wrong += ["fixes without %r" % w for w in fixed if not any(w in f for f in diags[0]["fixes"])]
+    if wrong:
+        raise Fail("diagnosis: %s: %s" % ("; ".join(wrong), json.dumps(diags[0])))
     check_norms(events, result.get("grad_norms"), upto=first["step"])
 
 
@@ -231,6 +238,9 @@ def test_backward_norms_partial(ctx):
 test_backward_sqrt_zero = case_test(case_backward, "backward_sqrt_zero", envs=EVERYWHERE)
 test_backward_where_log = case_test(case_backward, "backward_where_log", envs=HOST_AND_ROOTS)
 test_backward_sqrt_inf = case_test(case_backward, "backward_sqrt_inf", envs=HOST_AND_ROOTS)
+test_backward_focal = case_test(case_backward, "backward_focal",
+                                ("the derivative of pow at 0 is infinite",),
+                                ("(1 - p).clamp_min(1e-6) ** gamma",), envs=("host", "forky"))
 
 
 # backward_masked --variant: node, and the module that holds the op (layer, class; None:
