@@ -2454,9 +2454,12 @@ static void verdict_exp(const struct diag_anomaly *a, const struct signs *s, int
 	exp_fixes(g);
 }
 
-static void verdict_div(const struct diag_anomaly *a, const struct signs *s, int facts,
-			struct diagnosis *g)
+static void verdict_div(const struct diag_anomaly *a, const struct evidence_facts *x,
+			const struct signs *s, int facts, struct diagnosis *g)
 {
+	static const char *const pow_ops[] = {"pow", "rsqrt", "reciprocal", NULL};
+	const char *pw = op_named(x, pow_ops);
+
 	if (s->zero_rows)
 		rows_fact(s->zero_rows, s->zero_rows->zero_rows,
 			  s->zero_rows->kind == EVIDENCE_BOOL ? "all false (nothing selected)"
@@ -2469,8 +2472,19 @@ static void verdict_div(const struct diag_anomaly *a, const struct signs *s, int
 			 ? "0/0: a sum, count, norm or variance over a row that is all zero "
 			   "divides by 0"
 			 : "a division by 0");
-	conclude(g, "division_by_zero", agree(facts, 0));
+	/* a graph's degree normalisation: deg.pow(-0.5) of a node with no edges */
+	if (pw && s->zero_rows)
+		evidence(g,
+			 "the call takes %s: a negative power of a sum over an all-zero row (a "
+			 "degree of 0, deg.pow(-0.5) of a node with no edges) is Inf, and Inf "
+			 "times the row's 0 is NaN",
+			 pw);
+	conclude(g, "division_by_zero", agree(facts + (pw && s->zero_rows), 0));
 	denominator_fix(g);
+	if (pw && s->zero_rows)
+		fix(g,
+		    "set the inverse of a zero degree or sum to 0 (d[d == float('inf')] = 0), or "
+		    "add self-loops so that no row is empty");
 	if (s->zero_rows)
 		fix(g, "look for empty or all-padding rows reaching this layer");
 }
@@ -2779,7 +2793,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 		return 1;
 	}
 	if (s->zeros || s->zero_rows) {
-		verdict_div(a, s, div_n, g);
+		verdict_div(a, x, s, div_n, g);
 		return 1;
 	}
 	if (e_op >= 0 && exp_bound(x, 0) >= 0)
@@ -3394,7 +3408,7 @@ static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x
 	if (s->zero_rows && rule_zero_spread(a, x, s, g))
 		return 1;
 	if (s->zero_rows) {
-		verdict_div(a, s, 1 + (s->zeros && s->zeros != s->zero_rows), g);
+		verdict_div(a, x, s, 1 + (s->zeros && s->zeros != s->zero_rows), g);
 		return 1;
 	}
 	if (s->const_rows) {

@@ -463,7 +463,9 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     plain function (--variant loop, the loss itself) or a prototype layer's mean of the
     positives (--variant module): 0/0, not a log of BCE's.
     recurrent_growth: a relu RNN of gain 1.3 over one long document overflows inside its
-    call: finite values at the range beside the Inf, relu repeated in the walk, no division."""
+    call: finite values at the range beside the Inf, relu repeated in the walk, no division.
+    gcn_isolated: a graph convolution's D^-1/2 of a node with no edge: Inf times its row's 0,
+    the pow named from the code (the adjacency needs no gradient)."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -544,6 +546,9 @@ test_empty_selection_module = case_test(case_origin_cause, "empty_selection", "p
 test_recurrent_growth = case_test(case_origin_cause, "recurrent_growth", "rnn",
                                   ("grew past it inside the call", "the call repeats relu"),
                                   ("division by 0",), ("gain at most 1",), envs=HOST_ONLY)
+test_gcn_isolated = case_test(case_origin_cause, "gcn_isolated", "conv1",
+                              ("a negative power of a sum over an all-zero row",), (),
+                              ("add self-loops",), envs=HOST_ONLY)
 test_between_calls_vae = case_test(case_between_calls, "vae", "dec.0", "", "exp",
                                    envs=HOST_ONLY)
 test_loss_target_nan = case_test(case_loss_made, "loss_targets", "label",

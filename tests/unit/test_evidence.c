@@ -1151,6 +1151,31 @@ static void test_grew_inside(void **state)
 }
 
 /*
+ * A graph convolution's deg.pow(-0.5) of a node with no edge: an all-zero row of the
+ * adjacency, and the code's pow: Inf times the row's 0. Without the pow, the 0/0 alone.
+ */
+static void test_degree_power(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f}, adj[] = {1, 1, 0, 1, 1, 0, 0, 0, 0};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("GraphConv", 8, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	scan_f32(&fx.t[1], adj, 3, 3, "input[1]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"mm", "addmm", "t", NULL});
+	fx.ops_partial = 1;
+	with_code(&fx, (const char *const[]){"sum", "pow", "lin", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "the call takes pow: a negative power of a sum over an all-zero row"));
+	assert_true(g.nfixes >= 2 && strstr(g.fixes[1], "add self-loops") != NULL);
+	with_code(&fx, (const char *const[]){"sum", "lin", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_false(said(&g, "negative power"));
+}
+
+/*
  * A model computing its own loss, 1 - a correlation by hand: sqrt(sum((p - mean p) ** 2)) is
  * no root of a negative, the division by it 0/0 for a constant prediction. The sqrt of a sub
  * (E[x^2] - E[x]^2) stays a domain.
@@ -1420,6 +1445,7 @@ int main(void)
 		cmocka_unit_test(test_mean_of_selection),
 		cmocka_unit_test(test_ctc_lengths),
 		cmocka_unit_test(test_grew_inside),
+		cmocka_unit_test(test_degree_power),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
