@@ -2335,6 +2335,7 @@ struct signs {
 	const struct tensor_facts *mask_zero_rows; /* a 0/1 mask with rows all 0 */
 	const struct tensor_facts *one_row;	   /* one row of several values, not constant */
 	const struct tensor_facts *wide;	   /* finite values spread past exp's range twice */
+	const struct tensor_facts *empty;	   /* an input with no values: a dimension of 0 */
 	int n;					   /* tensors with facts */
 };
 
@@ -2369,6 +2370,8 @@ static void read_signs(const struct evidence_facts *x, struct signs *s)
 		/* exp(min - max) is 0 in any float type: a softmax of such a row has exact zeros */
 		if (in && flt && t->has_finite && t->max - t->min > 2 * t->exp_limit && !s->wide)
 			s->wide = t;
+		if (in && flt && !t->numel && !s->empty)
+			s->empty = t;
 		/* 2-d or more: the one row is along the last dimension, the others are of 1 */
 		if (in && flt && t->ndim >= 2 && t->rows == 1 && t->row_len > 1 && !t->const_rows &&
 		    !t->zero_rows && !s->one_row)
@@ -3373,9 +3376,32 @@ static int rule_selection_mean(const struct evidence_facts *x, const struct sign
 	return 1;
 }
 
+/* An input with no values (a sequence or batch filtered to nothing): a mean over it is 0/0. */
+static int rule_empty_input(const struct evidence_facts *x, const struct signs *s,
+			    struct diagnosis *g)
+{
+	const char *mean = op_named(x, mean_ops);
+
+	if (!s->empty)
+		return 0;
+	evidence(g,
+		 "%s%s (%s) holds no values: a dimension of it is 0 (a sequence, batch or "
+		 "selection filtered to nothing)",
+		 role_of(s->empty), s->empty->name, s->empty->dtype);
+	evidence(g, "a mean over an empty dimension divides a sum of 0 by a count of 0: NaN%s%s",
+		 mean ? "; the call takes " : "", mean ? mean : "");
+	conclude(g, "division_by_zero", agree(1 + !!mean, 0));
+	fix(g, "skip or pad an empty input before this layer (check x.shape[dim] > 0 where the "
+	       "batch is built), or divide by the count clamped to 1");
+	return 1;
+}
+
 static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x, struct signs *s,
 		    struct diagnosis *g)
 {
+	static const char *const max_ops[] = {"max", "amax", "logsumexp", NULL};
+	int at;
+
 	out_counts(a, g);
 	ops_evidence(a, x, g);
 	code_evidence(a, x, g);
@@ -3385,11 +3411,22 @@ static int rule_nan(const struct diag_anomaly *a, const struct evidence_facts *x
 		verdict_masked(a, s, 1, g);
 		return 1;
 	}
+	if (op_in(x, mask_ops) >= 0 && (at = op_in(x, max_ops)) >= 0 &&
+	    (s->masked || s->mask_zero_rows)) {
+		/* a pooling by hand: max or log-sum-exp over what the mask left, of nothing */
+		evidence(g,
+			 "the call fills a mask into its values (masked_fill) and takes their %s: "
+			 "over a row whose every position is filled with -Inf that is -Inf, and "
+			 "-Inf - (-Inf) is NaN",
+			 x->ops[at]);
+		verdict_masked(a, s, 1, g);
+		return 1;
+	}
 	if (s->masked && (s->masked->neginf_rows || !softmax_ruled_out(x))) {
 		verdict_masked(a, s, 0, g);
 		return 1;
 	}
-	if (rule_empty_mean(x, g) || rule_selection_mean(x, s, g))
+	if (rule_empty_mean(x, g) || rule_selection_mean(x, s, g) || rule_empty_input(x, s, g))
 		return 1;
 	if (s->masked)
 		rows_fact(s->masked, s->masked->true_rows,

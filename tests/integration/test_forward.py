@@ -465,7 +465,10 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     recurrent_growth: a relu RNN of gain 1.3 over one long document overflows inside its
     call: finite values at the range beside the Inf, relu repeated in the walk, no division.
     gcn_isolated: a graph convolution's D^-1/2 of a node with no edge: Inf times its row's 0,
-    the pow named from the code (the adjacency needs no gradient)."""
+    the pow named from the code (the adjacency needs no gradient).
+    empty_pool: a log-sum-exp pooling by hand over a document with no valid token (masked_fill
+    and max over a row all -inf: -Inf - (-Inf), no softmax), and (--variant empty) a mean over
+    tokens filtered to nothing (an input that holds no values, captured as such)."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -549,6 +552,14 @@ test_recurrent_growth = case_test(case_origin_cause, "recurrent_growth", "rnn",
 test_gcn_isolated = case_test(case_origin_cause, "gcn_isolated", "conv1",
                               ("a negative power of a sum over an all-zero row",), (),
                               ("add self-loops",), envs=HOST_ONLY)
+test_empty_pool_lse = case_test(case_origin_cause, "empty_pool", "pool",
+                                ("takes their max: over a row whose every position",
+                                 "1 of 6 rows"), ("0/0",), ("large negative finite",),
+                                ("--variant", "lse"), envs=HOST_ONLY)
+test_empty_pool_empty = case_test(case_origin_cause, "empty_pool", "pool",
+                                  ("holds no values", "the call takes mean"), (),
+                                  ("x.shape[dim] > 0",), ("--variant", "empty"),
+                                  envs=("host", "forky"))
 test_between_calls_vae = case_test(case_between_calls, "vae", "dec.0", "", "exp",
                                    envs=HOST_ONLY)
 test_loss_target_nan = case_test(case_loss_made, "loss_targets", "label",

@@ -277,6 +277,56 @@ static void test_facts_only(void **state)
 	capture__free(c);
 }
 
+/* An empty tensor (a dimension of 0) has facts, of no values; one whose data is lost has none. */
+static void test_facts_empty(void **state)
+{
+	struct capture_opts o = {.max_bytes = 1 << 20, .pid = getpid(), .comm = "test"};
+	struct nw_cap_tensor d = {
+		.type = NW_EV_CAP_TENSOR,
+		.capture = 1,
+		.index = 0,
+		.role = NW_CAP_INPUT,
+		.pos1 = NW_NO_INDEX,
+		.scalar_type = 6,
+		.elem_size = 4,
+		.ndim = 3,
+		.numel = 0,
+		.bytes = 0,
+		.obj = 0x1000,
+		.shape = {4, 0, 8},
+		.strides = {8, 8, 1},
+	};
+	const struct evidence_facts *x;
+	struct remote r = {.read = no_read};
+	struct capture *c;
+	char err[128];
+
+	(void)state;
+	o.remote = &r;
+	c = capture__new(&o, err, sizeof(err));
+	assert_non_null(c);
+	assert_int_equal(capture__record(c, &d, sizeof(d)), 0);
+	send_tensor(c, 1, NW_CAP_INPUT, 1, 0); /* its data never arrives */
+	send_end(c, 2);
+	x = capture__facts(c);
+	assert_non_null(x);
+	assert_int_equal(x->n, 1);
+	assert_string_equal(x->t[0].name, "input[0]");
+	assert_int_equal(x->t[0].numel, 0);
+	assert_int_equal(x->t[0].ndim, 3);
+	/* numel that the shape does not give: no facts */
+	capture__free(c);
+	c = capture__new(&o, err, sizeof(err));
+	assert_non_null(c);
+	d.numel = 3;
+	assert_int_equal(capture__record(c, &d, sizeof(d)), 0);
+	send_end(c, 1);
+	x = capture__facts(c);
+	assert_non_null(x);
+	assert_int_equal(x->n, 0);
+	capture__free(c);
+}
+
 static void test_refuses_dirs(void **state)
 {
 	char dir[] = "/tmp/test_capture_dir.XXXXXX", link[64], err[256];
@@ -516,6 +566,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_assemble, setup, teardown),
 		cmocka_unit_test(test_facts_only),
+		cmocka_unit_test(test_facts_empty),
 		cmocka_unit_test(test_refuses_dirs),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_ring_bytes),

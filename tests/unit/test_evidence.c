@@ -1175,6 +1175,61 @@ static void test_degree_power(void **state)
 	assert_false(said(&g, "negative power"));
 }
 
+/* A mean over an input with no values: 0/0, named from the empty input and the call's mean. */
+static void test_empty_input(void **state)
+{
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("MeanPool", 32, 0, 0);
+	struct diagnosis g;
+	__u64 shape[3] = {4, 0, 8};
+
+	(void)state;
+	memset(&fx.t[0], 0, sizeof(fx.t[0]));
+	assert_int_equal(evidence__scan("", 0, "float32", shape, 3, &fx.t[0]), 0);
+	snprintf(fx.t[0].name, sizeof(fx.t[0].name), "input[0]");
+	with_ops(&fx, (const char *const[]){"mean", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "input[0] (float32) holds no values"));
+	assert_true(said(&g, "the call takes mean"));
+	assert_true(g.confidence >= 0.75);
+}
+
+/*
+ * A smooth max by hand over what a bool mask keeps: masked_fill with -inf, then max; a row the
+ * mask keeps nothing of is -Inf - (-Inf). No softmax: the masked rows' verdict all the same,
+ * not a 0/0 of the all-false row.
+ */
+static void test_masked_max(void **state)
+{
+	const float h[] = {0.3f, -1.1f, 2, 0.8f};
+	const unsigned char keep[] = {1, 1, 0, 0};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("LSEPool", 4, 0, 0);
+	struct diagnosis g;
+	__u64 ks[2] = {2, 2};
+
+	(void)state;
+	scan_f32(&fx.t[0], h, 2, 2, "input[0]", EVIDENCE_INPUT);
+	memset(&fx.t[1], 0, sizeof(fx.t[1]));
+	assert_int_equal(evidence__scan(keep, sizeof(keep), "bool", ks, 2, &fx.t[1]), 0);
+	snprintf(fx.t[1].name, sizeof(fx.t[1].name), "input[1]");
+	with_ops(&fx, (const char *const[]){"squeeze", "add", "max", "log", "masked_fill", "sum",
+					    "exp", "sub", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "attention_fully_masked");
+	assert_true(said(&g, "takes their max: over a row whose every position is filled"));
+	assert_false(said(&g, "0/0"));
+	/* a mask that keeps part of every row: no row is filled whole */
+	{
+		const unsigned char part[] = {1, 0, 0, 1};
+
+		memset(&fx.t[1], 0, sizeof(fx.t[1]));
+		assert_int_equal(evidence__scan(part, sizeof(part), "bool", ks, 2, &fx.t[1]), 0);
+		snprintf(fx.t[1].name, sizeof(fx.t[1].name), "input[1]");
+		assert_string_not_equal(conclude_with(&g, &a, &fx), "attention_fully_masked");
+		assert_false(said(&g, "takes their max"));
+	}
+}
+
 /*
  * A model computing its own loss, 1 - a correlation by hand: sqrt(sum((p - mean p) ** 2)) is
  * no root of a negative, the division by it 0/0 for a constant prediction. The sqrt of a sub
@@ -1446,6 +1501,8 @@ int main(void)
 		cmocka_unit_test(test_ctc_lengths),
 		cmocka_unit_test(test_grew_inside),
 		cmocka_unit_test(test_degree_power),
+		cmocka_unit_test(test_empty_input),
+		cmocka_unit_test(test_masked_max),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
