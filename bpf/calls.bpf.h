@@ -49,6 +49,15 @@ static __always_inline void capture_args(struct frame_rec *rec, __u64 frame)
 	}
 	if (n && !bpf_probe_read_user(rec->args, n * 8, (void *)(args + L.tuple_items)))
 		rec->nargs = n;
+	/*
+	 * A list as the first argument may be emptied by the call (torch.compile's boxed
+	 * calling convention clears its args list): its length now, to tell at the return
+	 * that its items were not all there to check.
+	 */
+	if (rec->nargs && read_u64(rec->args[0] + L.obj_type) == A.list_type) {
+		n = read_u64(rec->args[0] + L.var_size);
+		rec->list0 = n < 0x7fffffff ? (__u32)n + 1 : 0;
+	}
 }
 
 /*

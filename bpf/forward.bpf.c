@@ -269,6 +269,8 @@ static __always_inline int eval_return_body(struct pt_regs *ctx)
 	s->nargs = r->nargs;
 	s->nkwargs = r->nkwargs;
 	s->more_args = r->more;
+	if (r->list0 && r->nargs && read_u64(r->args[0] + L.var_size) + 1 < r->list0)
+		s->more_args |= MORE_SHRUNK;
 	keep = r->keep;
 	pred = r->pred;
 	bpf_map_delete_elem(&frames, &key);

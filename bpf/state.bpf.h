@@ -20,6 +20,7 @@
 #define VIEW_MAX_CHUNKS (1U << 18) /* copies of a view's runs in a full pass, at most */
 #define MAX_ITEMS 8		   /* tuple/list items looked at per level */
 #define MORE_ARGS 1		   /* frame_rec.more: positional arguments past MAX_ITEMS */
+#define MORE_SHRUNK 2 /* frame_rec.more: a list argument lost items in the call (a boxed call) */
 #define STR_READ 64
 
 #define BWD_RING 64  /* nodes remembered per thread to find a producer */
@@ -162,10 +163,10 @@ struct frame_rec {
 	__u32 nargs;
 	__u32 kind;
 	__u32 depth;
-	__u32 keep; /* its output is finite: keeps_finite() said so at its entry */
-	__u32 pred; /* a norm that took the thread's pending output: takes_pending() */
-	__u32 more; /* arguments past those kept (MORE_ARGS): not all checked */
-	__u32 pad;
+	__u32 keep;  /* its output is finite: keeps_finite() said so at its entry */
+	__u32 pred;  /* a norm that took the thread's pending output: takes_pending() */
+	__u32 more;  /* arguments past those kept (MORE_ARGS): not all checked */
+	__u32 list0; /* args[0]'s length + 1 where it was a list at entry, else 0 */
 };
 
 struct code_rec {

@@ -3839,12 +3839,36 @@ static void rule_scaler(const struct diag *d, struct diagnosis *g)
 
 static int conclude_rules(struct diag *d, struct diagnosis *out);
 
+/*
+ * The first bad output is a compiled model's (torch.compile: an fx GraphModule running its
+ * layers, their parameters among its inputs, or the _orig_mod an OptimizedModule wraps): no
+ * layer inside it can be named. Said, with the way to name one, whatever the rules concluded.
+ */
+static void compiled_note(const struct diag_anomaly *a, struct diagnosis *g)
+{
+	int graph = a->module && !strcmp(a->module, "GraphModule");
+
+	/* the model an OptimizedModule wraps is its _orig_mod (torch 2.6 names it first) */
+	if (!graph && !(a->layer && !strcmp(a->layer, "_orig_mod")))
+		return;
+	evidence(g,
+		 "the model runs compiled (torch.compile): its layers run inside %s, not as "
+		 "modules, so the layer inside it that made the value cannot be named",
+		 graph ? "one graph (GraphModule) that takes their parameters as inputs"
+		       : "the compiled code of _orig_mod");
+	fix(g, "to name the layer, rerun without compiling: torch._dynamo.config.disable = True "
+	       "(or TORCHDYNAMO_DISABLE=1 in the environment), or torch.compiler.disable on the "
+	       "suspect block");
+}
+
 int diagnose__conclude(struct diag *d, struct diagnosis *out)
 {
 	int ret = conclude_rules(d, out);
 
-	if (!ret)
+	if (!ret) {
+		compiled_note(&d->first, out);
 		rule_scaler(d, out);
+	}
 	return ret;
 }
 

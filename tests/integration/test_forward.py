@@ -10,7 +10,7 @@ overlaps (noncontig, strided) is named with the counts the hooks' isnan/isinf gi
 import json
 import math
 
-from nwharness import Fail, oracle_of
+from nwharness import Fail, oracle_of, run_trainer
 from nwchecks import (EVERYWHERE, HOST_AND_ROOTS, HOST_ONLY, case_test, check_anomalies,
                       check_anomaly_fields, close, describe, environments, last_stats, same,
                       watch)
@@ -190,6 +190,28 @@ def test_hand_optimizer(ctx):
                    (d["cause"], d["origin_step"], oracle["origin_step"], d["evidence"],
                     d["fixes"]))
     ctx.log("first %s: %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
+
+
+@environments("forky")
+def test_compiled(ctx):
+    """A model under torch.compile (backend aot_eager; torch 2): its layers run inside one fx
+    GraphModule given their parameters as a list its boxed call empties (torch 2.14; torch
+    2.6 calls no GraphModule as a module, and names the compiled model, _orig_mod, first). The
+    first anomaly is the GraphModule at the fault step, its inputs not claimed finite (the
+    list was emptied before the return: nothing was there to check), and the diagnosis says
+    the model runs compiled and how to name the layer."""
+    trace = run_trainer(ctx, "compiled")["trace"]
+    events = watch(ctx, "compiled", trace)
+    bad = [ev for ev in events if ev["event"] == "anomaly"]
+    graph = bad and bad[0]["module"] == "GraphModule"
+    if not bad or bad[0]["step"] != 4 or not (graph or bad[0]["layer"] == "_orig_mod") or \
+            (graph and (bad[0]["inputs_finite"] is not None or bad[0]["origin"] is True)):
+        raise Fail("first anomaly %s, want the GraphModule (its inputs not known finite, no "
+                   "origin) or _orig_mod at step 4" % (bad and json.dumps(bad[0])))
+    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
+    if not any("the model runs compiled (torch.compile)" in e for e in d["evidence"]) or \
+            not any("TORCHDYNAMO_DISABLE=1" in f for f in d["fixes"]):
+        raise Fail("diagnosis: evidence %s, fixes %s" % (d["evidence"], d["fixes"]))
 test_trainer_lr_too_high = case_test(case_trainer, "lr_too_high", envs=EVERYWHERE)
 test_trainer_inplace_parent = case_test(case_trainer, "inplace_parent", envs=EVERYWHERE)
 test_trainer_many_modules = case_test(case_trainer, "many_modules", envs=EVERYWHERE)
