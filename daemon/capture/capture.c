@@ -161,10 +161,9 @@ static int tensor_facts(const struct pending *p, const char *name, struct tensor
 	void *dense;
 	int err;
 
-	/* an empty tensor (a dimension of 0) has no data to wait for: its facts say so */
+	/* an empty tensor (a dimension of 0) has facts too: of no values */
 	if (d->role == NW_CAP_OUTPUT || d->flags || !dt || dt->size != d->elem_size ||
-	    (!p->buf && d->bytes) || p->received != d->bytes || d->ndim > NW_MAX_DIMS ||
-	    d->bytes / dt->size != d->numel)
+	    !pending_whole(p) || d->ndim > NW_MAX_DIMS || d->bytes / dt->size != d->numel)
 		return -ENODATA;
 	dense = malloc(d->bytes ? d->bytes : 1);
 	if (!dense)

@@ -20,6 +20,12 @@ struct pending {
 	int have;
 };
 
+/* Every byte of p's data arrived (an empty tensor, a dimension of 0, waits for none). */
+static inline int pending_whole(const struct pending *p)
+{
+	return (p->buf || !p->d.bytes) && p->received == p->d.bytes;
+}
+
 struct capture {
 	struct capture_opts o;
 	char dir[PATH_MAX];

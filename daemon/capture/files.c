@@ -371,7 +371,7 @@ static int write_tensor(int dirfd, struct json *j, const struct pending *p,
 		why = "dtype";
 	else if (d->bytes % dt->size || d->bytes / dt->size != d->numel)
 		why = "invalid"; /* never write numel elements into a smaller buffer */
-	else if ((!p->buf && d->bytes) || p->received != d->bytes)
+	else if (!pending_whole(p))
 		why = "lost";
 	else if (capture__filename(file, sizeof(file), d, name) || write_npy(dirfd, file, p, dt))
 		why = "write";

@@ -2924,13 +2924,16 @@ static const char *domain_at_risk(const struct evidence_facts *x)
 	return seen ? NULL : op_named(x, domain_ops);
 }
 
-/* A mean the call takes of what it selected by index (x[mask].mean()): its place, or -1. */
-static int mean_of_selection(const struct evidence_facts *x)
+/*
+ * A mean the call takes of what it selected by index (x[mask].mean()): its place, or -1; *sel
+ * the place of the selection.
+ */
+static int mean_of_selection(const struct evidence_facts *x, int *sel)
 {
 	int i;
 
 	for (i = 0; x && x->parents && i < x->nops && i < EVIDENCE_MAX_OPS; i++)
-		if (!strcmp(x->ops[i], "mean") && input_in(x, i, select_ops) >= 0)
+		if (!strcmp(x->ops[i], "mean") && (*sel = input_in(x, i, select_ops)) >= 0)
 			return i;
 	return -1;
 }
@@ -3360,7 +3363,7 @@ static int rule_selection_mean(const struct evidence_facts *x, const struct sign
 			       struct diagnosis *g)
 {
 	const struct tensor_facts *none = s->mask_zero_rows ? s->mask_zero_rows : s->zero_rows;
-	int at = mean_of_selection(x);
+	int sel = -1, at = mean_of_selection(x, &sel);
 
 	if (at < 0)
 		return 0;
@@ -3370,7 +3373,7 @@ static int rule_selection_mean(const struct evidence_facts *x, const struct sign
 	evidence(g,
 		 "the call takes a mean (%s) of what it selected by index (%s, as x[mask].mean()): "
 		 "of an empty selection it is 0/0, NaN",
-		 x->ops[at], x->ops[input_in(x, at, select_ops)]);
+		 x->ops[at], x->ops[sel]);
 	conclude(g, "division_by_zero", agree(1 + !!none, 0));
 	empty_selection_fixes(g);
 	return 1;

@@ -248,21 +248,29 @@ static void test_assemble(void **state)
 	assert_string_equal(capture__path(f->c), sub);
 }
 
+/* A capture without a directory (facts only), reading no remote memory. */
+static struct capture *facts_capture(void)
+{
+	static struct remote r = {.read = no_read};
+	struct capture_opts o = {.max_bytes = 1 << 20, .pid = getpid(), .comm = "test"};
+	struct capture *c;
+	char err[128];
+
+	o.remote = &r;
+	c = capture__new(&o, err, sizeof(err));
+	assert_non_null(c);
+	return c;
+}
+
 /* Without a directory: nothing written, the facts still taken. */
 static void test_facts_only(void **state)
 {
 	/* stored transposed: C-order rows (0, 0) (2, 5) (3, 6) */
 	float data[6] = {0, 2, 3, 0, 5, 6};
-	struct capture_opts o = {.max_bytes = 1 << 20, .pid = getpid(), .comm = "test"};
 	const struct evidence_facts *x;
-	struct remote r = {.read = no_read};
-	struct capture *c;
-	char err[128];
+	struct capture *c = facts_capture();
 
 	(void)state;
-	o.remote = &r;
-	c = capture__new(&o, err, sizeof(err));
-	assert_non_null(c);
 	assert_null(capture__facts(c));
 	send_tensor(c, 0, NW_CAP_INPUT, 0, 0);
 	send_data(c, 0, 0, data, 24);
@@ -280,7 +288,6 @@ static void test_facts_only(void **state)
 /* An empty tensor (a dimension of 0) has facts, of no values; one whose data is lost has none. */
 static void test_facts_empty(void **state)
 {
-	struct capture_opts o = {.max_bytes = 1 << 20, .pid = getpid(), .comm = "test"};
 	struct nw_cap_tensor d = {
 		.type = NW_EV_CAP_TENSOR,
 		.capture = 1,
@@ -297,14 +304,9 @@ static void test_facts_empty(void **state)
 		.strides = {8, 8, 1},
 	};
 	const struct evidence_facts *x;
-	struct remote r = {.read = no_read};
-	struct capture *c;
-	char err[128];
+	struct capture *c = facts_capture();
 
 	(void)state;
-	o.remote = &r;
-	c = capture__new(&o, err, sizeof(err));
-	assert_non_null(c);
 	assert_int_equal(capture__record(c, &d, sizeof(d)), 0);
 	send_tensor(c, 1, NW_CAP_INPUT, 1, 0); /* its data never arrives */
 	send_end(c, 2);
@@ -316,8 +318,7 @@ static void test_facts_empty(void **state)
 	assert_int_equal(x->t[0].ndim, 3);
 	/* numel that the shape does not give: no facts */
 	capture__free(c);
-	c = capture__new(&o, err, sizeof(err));
-	assert_non_null(c);
+	c = facts_capture();
 	d.numel = 3;
 	assert_int_equal(capture__record(c, &d, sizeof(d)), 0);
 	send_end(c, 1);
