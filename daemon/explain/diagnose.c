@@ -942,7 +942,7 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 	const struct diag_loss *before;
 	const struct diag_grad *gr;
 	double med;
-	int ordinary = 0;
+	int ordinary = 0, zero = 0;
 
 	if (a->params_finite != 0)
 		return 0;
@@ -958,17 +958,32 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 			 "were non-finite: the optimizer update of step %llu wrote them",
 			 (unsigned long long)before->step, (unsigned long long)a->step, name(a),
 			 (unsigned long long)before->step);
-		evidence(g, "the loss of step %llu was %.4g, %s", (unsigned long long)before->step,
-			 before->value,
-			 isfinite(before->value) ? "finite: the gradients or the step size of that "
-						   "update were too large"
-						 : "not finite: its gradients were");
-		rests(g, "loss_trend");
 		gr = grad_at(d, before->step);
 		med = grad_median_before(d, before->step);
+		evidence(g, "the loss of step %llu was %.4g, %s", (unsigned long long)before->step,
+			 before->value,
+			 !isfinite(before->value) ? "not finite: its gradients were"
+			 : gr && gr->norm == 0	  ? "finite"
+						  : "finite: the gradients or the step size of "
+						    "that update were too large");
+		rests(g, "loss_trend");
 		if (gr)
 			rests(g, "gradient_norms");
-		if (gr && !isfinite(gr->norm))
+		if (gr && gr->norm == 0) {
+			/* nothing to scale: the update divided by the gradient's size, or by 0 */
+			zero = 1;
+			evidence(
+				g,
+				"every gradient of step %llu was 0 (median norm %.3g before): an "
+				"update of a zero gradient is non-finite only by a division by the "
+				"gradient's own size",
+				(unsigned long long)before->step, med);
+			evidence(g,
+				 "that is a gradient scaled by hand by its norm (g / g.norm(), a "
+				 "clipping max_norm / total_norm: 0/0, Inf * 0), Adam or RMSprop "
+				 "with "
+				 "eps 0 (0/sqrt(0)), or a learning rate of Inf or NaN");
+		} else if (gr && !isfinite(gr->norm))
 			evidence(g,
 				 "the gradients of step %llu were not finite: the update applied "
 				 "NaN/Inf",
@@ -997,6 +1012,14 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 			 name(a));
 	}
 	conclude(g, "nonfinite_params", 0.7);
+	if (zero) {
+		fix(g, "guard a clipping or normalisation by hand: g * (max_norm / "
+		       "total_norm.clamp_min(1e-6)), or torch.nn.utils.clip_grad_norm_ (it adds "
+		       "1e-6 to the norm)");
+		fix(g, "skip the update of a step whose gradients are all 0 (a loss weighted to 0, "
+		       "an empty batch), and keep the optimizer's eps above 0");
+		return 1;
+	}
 	if (ordinary) {
 		/* clipping an ordinary gradient changes nothing: the update itself is at fault */
 		fix(g,
@@ -2961,6 +2984,97 @@ static int spread_guarded(const struct evidence_facts *x)
 	return at;
 }
 
+/* what is 0 where its exp underflows: exp(x) below about -104 in float32, softplus, sigmoid */
+static const char *const vanish_ops[] = {"exp", "exp2", "softplus", "sigmoid", NULL};
+/* what sums its operand's terms (or products of them): 0 where every term is */
+static const char *const summing_ops[] = {"sum", "mv", "mm", "bmm", "matmul", "addmm", "dot", NULL};
+
+/*
+ * A division (div, reciprocal) of the call by a sum or matrix product of what an exp,
+ * softplus or sigmoid made (the walk's edges, through sign-keeping ops), or by one whose
+ * operands the walk did not reach while the call takes an exp or softplus: where every term
+ * underflows, that divisor is 0. The division's place, -1 where none; *linked 1 where the
+ * walk saw the underflowing op under the divisor, *src the place of that op (or the exp seen).
+ * Not a softmax written by hand (exp over a sum of exps: Inf/Inf first), nor softmax(x / t).
+ */
+static int underflow_divisor(const struct evidence_facts *x, int *linked, int *src)
+{
+	static const char *const divs[] = {"div", "reciprocal", NULL};
+	static const char *const exps[] = {"exp", "exp2", "softplus", NULL};
+	int i, j, k, m, under, seen;
+
+	if (!x || !x->parents || softmax_by_hand(x) || scaled_softmax(x))
+		return -1;
+	for (i = 0; i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
+		if (!in_set(x->ops[i], divs))
+			continue;
+		for (j = i + 1; j < x->nops && j < EVIDENCE_MAX_OPS; j++) {
+			if (x->op_parent[j] != i || !in_set(x->ops[j], summing_ops))
+				continue;
+			seen = 0;
+			for (k = j + 1; k < x->nops && k < EVIDENCE_MAX_OPS; k++) {
+				if (x->op_parent[k] != j)
+					continue;
+				seen++;
+				/* the term, or what a reshape or product of it keeps */
+				under = in_set(x->ops[k], vanish_ops) ? k : -1;
+				for (m = k + 1; under < 0 && in_set(x->ops[k], sign_keeping_ops) &&
+						m < x->nops && m < EVIDENCE_MAX_OPS;
+				     m++)
+					if (x->op_parent[m] == k && in_set(x->ops[m], vanish_ops))
+						under = m;
+				if (under >= 0) {
+					*linked = 1;
+					*src = under;
+					return i;
+				}
+			}
+			if (!seen && (x->ops_more || x->ops_partial) && (k = op_in(x, exps)) >= 0) {
+				*linked = 0;
+				*src = k;
+				return i;
+			}
+		}
+	}
+	return -1;
+}
+
+/* A divisor that the call's exps, softplus or sigmoid underflowed to 0 (underflow_divisor()). */
+static void verdict_underflow(const struct diag_anomaly *a, const struct evidence_facts *x, int div,
+			      int linked, int src, struct diagnosis *g)
+{
+	const char *sum = x->ops[div + 1 < x->nops ? div + 1 : div];
+	int j;
+
+	for (j = div + 1; j < x->nops && j < EVIDENCE_MAX_OPS; j++)
+		if (x->op_parent[j] == div && in_set(x->ops[j], summing_ops)) {
+			sum = x->ops[j];
+			break;
+		}
+	if (linked)
+		evidence(g, "the call divides (%s) by a %s of what %s made", x->ops[div], sum,
+			 x->ops[src]);
+	else
+		evidence(g,
+			 "the call divides (%s) by a %s whose operands the walk did not reach, and "
+			 "takes %s (a kernel exp(-C / eps) summed, as a Sinkhorn iteration does)",
+			 x->ops[div], sum, x->ops[src]);
+	evidence(g,
+		 "%s is exactly 0 for an argument below about -%.4g in %s (exp underflows): a %s "
+		 "whose every term is 0 is 0, x/0 is ±Inf, and 0/0 or Inf * 0 after it NaN",
+		 x->ops[src], -evidence__exp_floor(a->dtype), a->dtype, sum);
+	conclude(g, "division_by_zero", agree(1 + linked, 0));
+	if (linked)
+		fix(g, "keep the divisor away from 0 (w.sum(dim).clamp_min(1e-12)), or weigh by "
+		       "torch.softmax, which subtracts the row's maximum: no row underflows whole");
+	else
+		fix(g, "work in log space: a sum of exps as torch.logsumexp (a Sinkhorn iteration "
+		       "as log u = log a - logsumexp(log K + log v)), or clamp the divisor "
+		       "(.clamp_min(1e-30))");
+	fix(g, "keep the exponent from falling that far: a larger temperature or epsilon, costs "
+	       "or scores scaled down");
+}
+
 /*
  * NaN from finite inputs, by the ops the call ran (known only with autograd): a division by
  * a spread, a log of a zero probability, an op outside its domain, a 0/0.
@@ -2973,12 +3087,32 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 	const char *un = op_named(x, underflow_ops), *nm = op_named(x, norm_ops);
 	const struct tensor_facts *bad_var = NULL;
 	int dm_at = op_in(x, domain_ops), i, centred = 0, one_log = -1, guarded, sel;
+	int under, linked = 0, src = -1, signed_det = 0;
+	const char *det;
 	const struct tensor_facts *one;
 	/* a subtraction on the input side of the domain op, in the walk's order */
 	int sub = dm_at >= 0 ? op_before(x, sub_ops, dm_at) : -1;
 
 	if (!ops_known(x) && !code_known(x))
 		return 0;
+	if ((det = op_named(x, logdet_ops))) {
+		/* torch.logdet: slogdet, then where(sign < 0, nan, logabsdet) */
+		for (i = 0; i < x->nops && i < EVIDENCE_MAX_OPS && !signed_det; i++)
+			signed_det = !strcmp(x->ops[i], "where") && input_in(x, i, logdet_ops) >= 0;
+		evidence(g,
+			 "the call takes the log of a determinant (%s%s): it is NaN for a matrix "
+			 "whose determinant is negative (the log of a negative), -Inf for a "
+			 "singular one",
+			 det,
+			 signed_det ? ", then where: torch.logdet's NaN for a negative sign" : "");
+		evidence(g, "an update that takes a parameter matrix through a singular one turns "
+			    "its determinant's sign");
+		conclude(g, "invalid_domain", agree(1 + signed_det, 0));
+		fix(g, "take log|det| as torch.linalg.slogdet(W).logabsdet, what a change of "
+		       "variables needs (a flow's log-likelihood takes |det|)");
+		logdet_fix(g);
+		return 1;
+	}
 	/* torch's norms keep their statistics as buffers: running_var, running_mean */
 	for (i = 0; i < x->n; i++)
 		if (x->t[i].role == EVIDENCE_BUFFER && x->t[i].negatives &&
@@ -3120,6 +3254,11 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		       "(F.normalize and F.cosine_similarity guard it)");
 		fix(g, "look for what made those values constant: a collapsed output, a dead "
 		       "layer, an all-zero row");
+		return 1;
+	}
+	/* a pow's exponent is not known (a square takes negatives): a divisor gone to 0 first */
+	if ((!dm || !strcmp(dm, "pow")) && (under = underflow_divisor(x, &linked, &src)) >= 0) {
+		verdict_underflow(a, x, under, linked, src, g);
 		return 1;
 	}
 	if (dm) {

@@ -192,6 +192,31 @@ def test_hand_optimizer(ctx):
     ctx.log("first %s: %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
 
 
+@environments(*HOST_ONLY)
+def test_normalised_gradient(ctx):
+    """nonfinite_params --variant e: SGD with the gradients scaled by hand by max_norm /
+    total_norm, at a step whose loss is weighted by 0: every gradient is 0, the scale Inf, the
+    weights NaN. The diagnosis names that update (origin_step), says every gradient was 0, and
+    guards the normalisation; it does not call the gradients too large."""
+    args = ("--variant", "e")
+    oracle, trace = oracle_of(ctx, "nonfinite_params", *args)
+    if oracle is None or oracle["params_finite"] is not False:
+        raise Fail("--oracle: %s, want a layer first with non-finite parameters" %
+                   (oracle and describe(oracle)))
+    events = watch(ctx, "nonfinite_params", trace, trainer_args=args)
+    check_anomalies(events, oracle, events[0]["pid"])
+    d = [ev for ev in events if ev["event"] == "diagnosis"][0]
+    zero = "every gradient of step %d was 0" % oracle["origin_step"]
+    if d["cause"] != "nonfinite_params" or d["origin_step"] != oracle["origin_step"] or \
+            not any(zero in e for e in d["evidence"]) or \
+            any("too large" in e for e in d["evidence"]) or \
+            not any("total_norm.clamp_min(1e-6)" in f for f in d["fixes"]):
+        raise Fail("diagnosis %s: origin_step %r (want %r), evidence %s, fixes %s" %
+                   (d["cause"], d["origin_step"], oracle["origin_step"], d["evidence"],
+                    d["fixes"]))
+    ctx.log("first %s: %s %.2f" % (describe(oracle), d["cause"], d["confidence"]))
+
+
 @environments("forky")
 def test_compiled(ctx):
     """A model under torch.compile (backend aot_eager; torch 2): its layers run inside one fx
@@ -490,7 +515,13 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     the pow named from the code (the adjacency needs no gradient).
     empty_pool: a log-sum-exp pooling by hand over a document with no valid token (masked_fill
     and max over a row all -inf: -Inf - (-Inf), no softmax), and (--variant empty) a mean over
-    tokens filtered to nothing (an input that holds no values, captured as such)."""
+    tokens filtered to nothing (an input that holds no values, captured as such).
+    underflow_div: Sinkhorn iterations whose kernel exp(-C / eps) underflows to 0 for points
+    far apart (a division by a matrix product, not the squared distance's pow), and
+    (--variant pool) a pooling whose softplus weights of one document are all 0 (a division by
+    their sum).
+    flow_logdet: a flow layer's torch.logdet of a matrix whose determinant turned negative:
+    the log of a determinant (slogdet, then where), not the input's negatives."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -582,6 +613,18 @@ test_empty_pool_empty = case_test(case_origin_cause, "empty_pool", "pool",
                                   ("holds no values", "the call takes mean"), (),
                                   ("x.shape[dim] > 0",), ("--variant", "empty"),
                                   envs=("host", "forky"))
+test_underflow_sinkhorn = case_test(case_origin_cause, "underflow_div", "ot",
+                                    ("by a mv whose operands the walk did not reach",
+                                     "exp is exactly 0 for an argument below"),
+                                    ("outside its domain",), ("logsumexp",),
+                                    ("--variant", "sinkhorn"), envs=HOST_ONLY)
+test_underflow_pool = case_test(case_origin_cause, "underflow_div", "pool",
+                                ("by a sum of what softplus made",), ("outside its domain",),
+                                ("clamp_min(1e-12)",), ("--variant", "pool"),
+                                envs=("host", "forky"))
+test_flow_logdet = case_test(case_origin_cause, "flow_logdet", "f2",
+                             ("the log of a determinant",), ("negative values reach it",),
+                             ("slogdet(W).logabsdet",), envs=HOST_ONLY)
 test_between_calls_vae = case_test(case_between_calls, "vae", "dec.0", "", "exp",
                                    envs=HOST_ONLY)
 test_loss_target_nan = case_test(case_loss_made, "loss_targets", "label",

@@ -25,6 +25,12 @@ step 4 (the update that wrote the weights).
   ordinary gradients and learning rate. Expected first anomaly: the first Linear at step 5,
   params_finite false, origin step 4; the diagnosis says the update's own arithmetic (not a
   gradient to clip).
+--variant e: SGD with the gradients normalised by hand to a total norm of 1 (each scaled by
+  max_norm / total_norm, the norm unguarded); at step 4 the loss is weighted by 0 (a batch the
+  weighting leaves out), every gradient is 0, and the scale 1 / 0 = Inf times 0 is NaN: the
+  weights become NaN from a gradient of 0. Expected first anomaly: the first Linear at step 5,
+  params_finite false, origin step 4; the diagnosis says every gradient was 0 and the
+  normalisation by hand, not a gradient too large.
 """
 import torch
 import torch.nn as nn
@@ -79,6 +85,36 @@ class HandAdam:
         self.t += 1
 
 
+class NormalizedSGD:
+    """SGD with the gradients scaled by hand to a total norm of max_norm, the scale
+    max_norm / total_norm taken as it comes."""
+
+    def __init__(self, params, lr=0.05, max_norm=1.0):
+        self.params = list(params)
+        self.lr, self.max_norm = lr, max_norm
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self):
+        grads = [p.grad for p in self.params if p.grad is not None]
+        total = torch.sqrt(sum((g ** 2).sum() for g in grads))
+        for p in self.params:
+            if p.grad is not None:
+                p.sub_(self.lr * p.grad * (self.max_norm / total))
+
+
+class WeightedMSE(nn.Module):
+    """Mean squared error times a weight the schedule sets."""
+
+    weight = 1.0
+
+    def forward(self, out, target):
+        return self.weight * ((out - target) ** 2).mean()
+
+
 class NonfiniteParams(common.Trainer):
     """Trainer whose optimizer settings spike at step 4."""
 
@@ -91,7 +127,7 @@ class NonfiniteParams(common.Trainer):
         return None if self.variant == "c" else "params_bad"
 
     def model(self):
-        if self.variant in ("a", "d"):
+        if self.variant in ("a", "d", "e"):
             return nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 1))
         if self.variant == "c":
             return nn.Sequential(nn.Embedding(16, 6), nn.Linear(6, 1))
@@ -102,11 +138,20 @@ class NonfiniteParams(common.Trainer):
             self.opt = torch.optim.Adam(params, lr=0.01)
         elif self.variant == "d":
             self.opt = HandAdam(params)
+        elif self.variant == "e":
+            self.opt = NormalizedSGD(params)
         else:
             self.opt = torch.optim.SGD(params, lr=0.05)
         return self.opt
 
+    def loss(self):
+        self.weighted = WeightedMSE()
+        return self.weighted if self.variant == "e" else nn.MSELoss()
+
     def schedule(self, model, step):
+        if self.variant == "e":
+            self.weighted.weight = 0.0 if step == self.fault_step else 1.0
+            return
         if self.variant == "d":
             if step == self.fault_step:
                 self.opt.t = 0  # the count restarts, the moments do not

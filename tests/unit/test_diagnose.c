@@ -984,6 +984,43 @@ static void test_gradient_evidence(void **state)
 	assert_non_null(strstr(g.fixes[0], "max_norm=2)"));
 }
 
+/*
+ * Every gradient 0 (a loss weighted to 0) at the update that wrote non-finite parameters: no
+ * gradient was too large, the update divided by its size (a clipping by hand, g / g.norm()).
+ */
+static void test_zero_gradient_update(void **state)
+{
+	const double losses[] = {3.1, 2.9, 2.8, 2.6, 0};
+	struct diag_anomaly a = fwd("0", "Linear", 2, 1);
+	struct diag_grad grads[] = {{0, 0, 2.0}, {1, 1, 1.5}, {2, 2, 2.5}, {3, 3, 2.1}, {4, 4, 0}};
+	struct diagnosis g;
+	struct diag d;
+	int i, zero = 0, large = 0;
+
+	(void)state;
+	a.params_finite = 0;
+	diagnose__init(&d);
+	for (i = 0; i < 5; i++)
+		diagnose__loss(&d, i, FINDING_STEP_ATTACH, i, losses[i]);
+	diagnose__grads(&d, grads, 5);
+	a.step = a.iteration = 5;
+	diagnose__observe(&d, &a);
+	a.iteration = 6;
+	diagnose__observe(&d, &a);
+	assert_int_equal(diagnose__conclude(&d, &g), 0);
+	assert_string_equal(g.cause, "nonfinite_params");
+	assert_int_equal(g.origin_step, 4);
+	for (i = 0; i < g.nevidence; i++) {
+		zero |= strstr(g.evidence[i], "every gradient of step 4 was 0") != NULL;
+		large |= strstr(g.evidence[i], "too large") != NULL;
+	}
+	assert_true(zero);
+	assert_false(large);
+	assert_non_null(strstr(g.fixes[0], "total_norm.clamp_min(1e-6)"));
+	for (i = 0; i < g.nfixes; i++)
+		assert_null(strstr(g.fixes[i], "max_norm=2)"));
+}
+
 static void test_warnings(void **state)
 {
 	struct diag_warning w;
@@ -1047,6 +1084,7 @@ int main(void)
 		cmocka_unit_test(test_lr_from_gradient_norms),
 		cmocka_unit_test(test_warnings),
 		cmocka_unit_test(test_gradient_evidence),
+		cmocka_unit_test(test_zero_gradient_update),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1029,6 +1029,65 @@ static void test_log_of_exps(void **state)
 }
 
 /*
+ * A division by a sum of what an exp, softplus or sigmoid made (weights that underflow to 0),
+ * or by a matrix product whose operands the walk did not reach in a call that takes an exp (a
+ * Sinkhorn iteration), before a pow whose exponent is not known; not a softmax by hand.
+ */
+static void test_underflow_divisor(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("WeightedPool", 1, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	/* div(sum(mul(softplus, x)), sum(softplus(view(addmm)))) */
+	with_ops(&fx, (const char *const[]){"div", "sum", "sum", "mul", "softplus", "view", "addmm",
+					    NULL});
+	with_edges(&fx, (const int[]){-1, 0, 0, 1, 2, 4, 5});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "by a sum of what softplus made"));
+	assert_true(g.confidence > 0.7);
+	/* mul(mul(u, exp(div(neg(pow)))), v), u = reciprocal(mv(...)): the walk ends at mv */
+	a = origin("Sinkhorn", 16, 0, 0);
+	with_ops(&fx, (const char *const[]){"mul", "mul", "unsqueeze", "exp", "unsqueeze", "div",
+					    "mul", "neg", "reciprocal", "pow", "mv", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 0, 1, 1, 3, 2, 5, 6, 7, 8});
+	fx.ops_more = 1;
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "by a mv whose operands the walk did not reach"));
+	assert_false(said(&g, "outside its domain"));
+	/* a softmax by hand divides an exp by a sum of exps: its overflow comes first */
+	fx.ops_more = 0;
+	with_ops(&fx, (const char *const[]){"div", "exp", "sum", "exp", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 0, 2});
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+}
+
+/*
+ * torch.logdet of a matrix whose determinant turned negative: slogdet, then where's NaN for
+ * a negative sign; the input's negatives are not the log's argument.
+ */
+static void test_logdet_sign(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("LinearFlow", 64, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"expand", "where", "linalg_slogdet", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1});
+	fx.ops_partial = 1;
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	assert_true(said(&g, "then where: torch.logdet's NaN for a negative sign"));
+	assert_false(said(&g, "negative values reach it"));
+	assert_non_null(strstr(g.fixes[0], "slogdet(W).logabsdet"));
+}
+
+/*
  * A group standardised by hand, (x - m) / (x.std(0) + eps) over rows taken by index: the
  * epsilon after the std rules out a 0/0; a group of one makes the std NaN itself. Without the
  * add, a spread of 0 is the 0/0.
@@ -1497,6 +1556,8 @@ int main(void)
 		cmocka_unit_test(test_log1p_of_minus_one),
 		cmocka_unit_test(test_log_of_exps),
 		cmocka_unit_test(test_spread_with_epsilon),
+		cmocka_unit_test(test_underflow_divisor),
+		cmocka_unit_test(test_logdet_sign),
 		cmocka_unit_test(test_mean_of_selection),
 		cmocka_unit_test(test_ctc_lengths),
 		cmocka_unit_test(test_grew_inside),
