@@ -5,6 +5,7 @@
  * run from the most specific fact to the most generic one.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1117,11 +1118,14 @@ static const char *const saturate_ops[] = {"tanh", "sigmoid", "softmax", NULL};
 /* what carries a saturated value on to the subtraction: 1 - tanh(u)^2 */
 static const char *const carry_ops[] = {"pow", "mul", "abs", NULL};
 static const char *const neg_ops[] = {"neg", NULL};
+/* what divides by a temperature it is given: (logits + gumbel) / tau, then a softmax */
+static const char *const temperature_ops[] = {"gumbel_softmax", NULL};
 
 /* Every op a rule looks for: what a layer's code names is kept when it is one of them. */
 static const char *const *const rule_sets[] = {
-	exp_ops,     log_ops, underflow_ops, div_ops,	    domain_ops, spread_ops, mask_ops,
-	softmax_ops, sub_ops, mean_ops,	     attention_ops, target_ops, ctc_ops,    NULL,
+	exp_ops,       log_ops,	   underflow_ops, div_ops,	   domain_ops,
+	spread_ops,    mask_ops,   softmax_ops,	  sub_ops,	   mean_ops,
+	attention_ops, target_ops, ctc_ops,	  temperature_ops, NULL,
 };
 
 /* The functional and spelled-out names of ops, as autograd names them. */
@@ -2709,6 +2713,37 @@ static void grew_inside(const struct evidence_facts *x, struct diagnosis *g)
 	       "compounds further (truncate or split long sequences)");
 }
 
+/*
+ * A value above exp's threshold into a call that ran no exp the walk saw, whose code names
+ * none (a helper it calls could): a power or product of a value that large overflows too.
+ */
+static void power_overflow(const struct diag_anomaly *a, const struct tensor_facts *t,
+			   struct diagnosis *g)
+{
+	double v = t->max, top = a->dtype && !strcmp(a->dtype, "float64") ? DBL_MAX : FLT_MAX;
+	int k;
+
+	evidence(g,
+		 "%s%s reaches %.4g, above exp's overflow threshold, but the layer's code names "
+		 "no exp (only a helper it calls could take one)",
+		 role_of(t), t->name, v);
+	for (k = 2; k <= 4 && v > 1 && log(v) * k <= log(top); k++)
+		;
+	if (v > 1 && k <= 4)
+		evidence(g,
+			 "a power or product of it overflows %s as well: its %s is past %.3g (%s "
+			 "x ** %d or a product of %d such values)",
+			 a->dtype ? a->dtype : "float32",
+			 k == 2	  ? "square"
+			 : k == 3 ? "cube"
+				  : "fourth power",
+			 top, "as", k, k);
+	conclude(g, "unknown", 0.4);
+	fix(g, "find why the values are that large (a reading in another unit, a feature left "
+	       "unnormalised): normalise or clip them before this layer");
+	fix(g, "take powers of normalised values ((x / scale) ** k), or compute in log space");
+}
+
 /* Output with ±Inf from finite inputs: an exp past its threshold, or a division by 0. */
 static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x, struct signs *s,
 		    struct diagnosis *g)
@@ -2758,6 +2793,11 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	    !strcmp(x->ops[0], "masked_fill")) {
 		/* -Inf alone, the fill of a mask the call returns as it is: the mask's own */
 		masked_fill_inf(a, s, g);
+		return 1;
+	}
+	if (s->exp && exp_n > div_n && exp_n > log_n && e_op < 0 && x && x->code_read &&
+	    !op_named(x, exp_ops)) {
+		power_overflow(a, s->exp, g);
 		return 1;
 	}
 	if (s->exp && exp_n > div_n && exp_n > log_n) {
@@ -3238,6 +3278,25 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 				 dv);
 		conclude(g, "invalid_domain", agree(1 + !!dv, 0));
 		unit_fix(g, dm);
+		return 1;
+	}
+	if (dm && !strcmp(dm, "acosh")) {
+		/* its domain is [1, Inf): negatives are no sign, a value just below 1 is */
+		evidence(g, "acosh of a value below 1 is NaN (its domain is [1, Inf))");
+		if (sub >= 0)
+			evidence(g,
+				 "its argument is made with a subtraction (%s): a hyperbolic "
+				 "distance's 1 + 2|u - v|^2 / ((1 - |u|^2)(1 - |v|^2)) falls below "
+				 "1 "
+				 "where a point leaves the unit ball (1 - |u|^2 < 0)",
+				 x->ops[sub]);
+		conclude(g, "invalid_domain", agree(1 + (sub >= 0), 0));
+		fix(g, "clamp the argument: torch.acosh(x.clamp_min(1 + 1e-7))");
+		if (sub >= 0)
+			fix(g,
+			    "keep the points inside the ball: renormalise them after each update "
+			    "(w.renorm_(2, 0, 1 - 1e-5)), or use a Riemannian optimizer that "
+			    "projects");
 		return 1;
 	}
 	if (dm && dv && root_of_squares(x, &centred) >= 0) {
@@ -3838,6 +3897,7 @@ static const struct {
 } code_causes[] = {
 	{exp_ops, "exp_overflow"},
 	{div_ops, "division_by_zero"},
+	{temperature_ops, "division_by_zero"},
 	{spread_ops, "norm_zero_variance"},
 	{domain_ops, "invalid_domain"},
 	{mask_ops, "attention_fully_masked"},
@@ -3856,6 +3916,27 @@ static const char *units_only(const struct diag_maker *m)
 			unit = m->code_ops[i];
 	}
 	return unit;
+}
+
+/* Does the maker's code name an op of set? */
+static int maker_named(const struct diag_maker *m, const char *const *set)
+{
+	int i;
+
+	for (i = 0; i < m->ncode && i < EVIDENCE_MAX_OPS; i++)
+		if (in_set(m->code_ops[i], set))
+			return 1;
+	return 0;
+}
+
+/* A Gumbel-softmax's temperature: the one thing of it that divides. */
+static void temperature_fix(struct diagnosis *g)
+{
+	evidence(g, "gumbel_softmax divides the logits plus Gumbel noise by its temperature tau: "
+		    "at tau = 0 they are ±Inf (0/0 where they are 0), and the softmax of them NaN "
+		    "(a Python number: not captured)");
+	fix(g, "keep the temperature above a floor (tau = max(tau, 0.1)), or anneal towards a "
+	       "positive value");
 }
 
 /*
@@ -3927,6 +4008,8 @@ static int rule_maker(const struct diag *d, const struct diag_anomaly *a, struct
 		conclude(g, cause, 0.45);
 		if (!strcmp(cause, "exp_overflow"))
 			exp_fixes(g);
+		else if (!strcmp(cause, "division_by_zero") && maker_named(m, temperature_ops))
+			temperature_fix(g);
 		else if (!strcmp(cause, "division_by_zero"))
 			denominator_fix(g);
 		else if (!strcmp(cause, "invalid_domain") && (unit = units_only(m)))

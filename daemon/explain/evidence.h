@@ -87,6 +87,8 @@ struct evidence_facts {
 	 */
 	char code_ops[EVIDENCE_MAX_OPS][EVIDENCE_OP_LEN];
 	int ncode;
+	/* the forward's names were read (ncode may be 0: it names no op a rule looks for) */
+	int code_read;
 };
 
 /*

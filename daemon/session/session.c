@@ -256,10 +256,12 @@ static void code_ops(struct session *s, struct evidence_facts *x)
 	struct pyobject_layout pl = {.l = &s->nwl, .tuple_type = s->t.tuple_type};
 
 	x->ncode = 0;
+	x->code_read = 0;
 	if ((x->nops && !x->ops_partial) || !x->module)
 		return;
 	/* a class or function not read leaves none: the walk's ops alone */
-	pyobject__method_names(&s->remote, &pl, x->module, "forward", add_code_op, x);
+	x->code_read =
+		!pyobject__method_names(&s->remote, &pl, x->module, "forward", add_code_op, x);
 }
 
 /* The names the code of type(module).forward uses, read from the target (explain's). */

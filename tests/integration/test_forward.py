@@ -521,7 +521,11 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     (--variant pool) a pooling whose softplus weights of one document are all 0 (a division by
     their sum).
     flow_logdet: a flow layer's torch.logdet of a matrix whose determinant turned negative:
-    the log of a determinant (slogdet, then where), not the input's negatives."""
+    the log of a determinant (slogdet, then where), not the input's negatives.
+    hyperbolic: a Poincare distance's acosh below 1 for a point off the unit ball: acosh's
+    domain [1, Inf), not a variance by hand.
+    poly_features: x ** 4 of a reading of 3.2e10 in a call whose code names no exp: the power
+    that overflows, unknown, not exp_overflow."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -625,6 +629,15 @@ test_underflow_pool = case_test(case_origin_cause, "underflow_div", "pool",
 test_flow_logdet = case_test(case_origin_cause, "flow_logdet", "f2",
                              ("the log of a determinant",), ("negative values reach it",),
                              ("slogdet(W).logabsdet",), envs=HOST_ONLY)
+test_hyperbolic = case_test(case_origin_cause, "hyperbolic", "dist",
+                            ("acosh of a value below 1", "leaves the unit ball"),
+                            ("a difference of close large values",), ("clamp_min(1 + 1e-7)",),
+                            envs=HOST_ONLY)
+test_poly_features = case_test(case_origin_cause, "poly_features", "poly",
+                               ("the layer's code names no exp", "its fourth power is past"),
+                               ("above exp's overflow threshold 88.72",),
+                               ("normalise or clip them",),
+                               envs=HOST_ONLY)
 test_between_calls_vae = case_test(case_between_calls, "vae", "dec.0", "", "exp",
                                    envs=HOST_ONLY)
 test_loss_target_nan = case_test(case_loss_made, "loss_targets", "label",
@@ -686,6 +699,9 @@ test_between_calls_scatter = case_test(case_between_calls, "scatter", "conv.lin"
                                        ("n.clamp_min(1)",),
                                        ("the code names index_add and returned NaN alone",),
                                        envs=HOST_AND_ROOTS)
+test_between_calls_gumbel = case_test(case_between_calls, "gumbel", "q.code", "q",
+                                      "gumbel_softmax", ("tau = max(tau, 0.1)",),
+                                      ("by its temperature tau: at tau = 0",), envs=HOST_ONLY)
 test_between_calls_invdist = case_test(case_between_calls, "invdist", "pair.lin", "pair", None,
                                        ("1 / (d + 1e-6)",),
                                        ("the code names cdist: a distance is 0",),

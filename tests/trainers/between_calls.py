@@ -21,11 +21,17 @@ non-finite output. The code of conv made it: division_by_zero (the count clamped
 (the diagonal kept off), before its Linear; at step 4 two atoms of a molecule coincide: the
 distance is 0, its inverse +Inf, and pair.lin is the first non-finite output. The code of
 pair made it: division_by_zero (an epsilon on the distance).
-Expected first anomaly: dec.0 (vae), attn.out (attn), q (critic), conv.lin (scatter) or
-pair.lin (invdist), inputs not finite, not an origin; then the enclosing module, an origin.
+--variant gumbel: a discrete bottleneck samples a one-hot code with F.gumbel_softmax(logits,
+tau) in its forward, tau annealed by a schedule that reaches 0 at step 4: (logits + g) / 0 is
+±Inf, its softmax NaN, and q.code is the first non-finite output. The code of q made it:
+division_by_zero (the temperature kept above a floor).
+Expected first anomaly: dec.0 (vae), attn.out (attn), q (critic), conv.lin (scatter),
+pair.lin (invdist) or q.code (gumbel), inputs not finite, not an origin; then the enclosing
+module, an origin.
 """
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import common
 
@@ -132,6 +138,30 @@ class Molecule(nn.Module):
         return self.head(self.pair(pos)).sum(dim=1)
 
 
+class Quantizer(nn.Module):
+    """A discrete bottleneck: a straight-through Gumbel-softmax code, embedded back."""
+
+    def __init__(self):
+        super().__init__()
+        self.logits = nn.Linear(8, 6)
+        self.code = nn.Linear(6, 8)
+        self.tau = 1.0
+
+    def forward(self, h):
+        return self.code(F.gumbel_softmax(self.logits(h), tau=self.tau, hard=True))
+
+
+class Autoencoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(8, 8)
+        self.q = Quantizer()
+        self.dec = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.dec(self.q(self.enc(x)))
+
+
 class BetweenCalls(common.Trainer):
     """Trainer whose fault is made by a module's own code between its children's calls."""
 
@@ -140,25 +170,28 @@ class BetweenCalls(common.Trainer):
     @property
     def expected_cause(self):
         return {"vae": "exp_overflow", "critic": "invalid_domain",
-                "scatter": "division_by_zero",
-                "invdist": "division_by_zero"}.get(self.variant, "attention_fully_masked")
+                "scatter": "division_by_zero", "invdist": "division_by_zero",
+                "gumbel": "division_by_zero"}.get(self.variant, "attention_fully_masked")
 
     def model(self):
         if self.variant == "invdist":
             self.lr = 0.001  # inverse distances of close atoms are large: a gentle step
-        return {"vae": VAE, "critic": Critic, "scatter": Graph,
-                "invdist": Molecule}.get(self.variant, Tagger)()
+        return {"vae": VAE, "critic": Critic, "scatter": Graph, "invdist": Molecule,
+                "gumbel": Autoencoder}.get(self.variant, Tagger)()
 
     def loss(self):
         return vae_loss if self.variant == "vae" else nn.MSELoss()
 
     def schedule(self, model, step):
+        if self.variant == "gumbel":
+            # annealed linearly, and to 0 at the fault step: no floor
+            model.q.tau = max(0.0, 1.0 - step / self.fault_step)
         if self.variant == "vae" and step == self.fault_step:
             with torch.no_grad():
                 model.logvar.bias.fill_(400.0)  # a log-variance head gone far
 
     def batch(self, step, micro, gen):
-        if self.variant == "vae":
+        if self.variant in ("vae", "gumbel"):
             x = torch.randn(6, 8, generator=gen)
             return (x,), x
         if self.variant == "critic":

@@ -633,17 +633,22 @@ static void test_made_between_calls(void **state)
 	 * A "/" names no op: a sum into groups or a count (a mean aggregation by hand, NaN
 	 * alone), a distance (an inverse distance); "norm" may be an attribute (self.norm)
 	 */
-	static const char *const names[][3] = {
-		{"torch", "exp", "randn_like"}, {"softmax", "masked_fill", "dec"},
-		{"exp", "sqrt", "enc"},		{"atanh", "cat", "q"},
-		{"atanh", "log", "q"},		{"zeros_like", "index_add_", "lin"},
-		{"cdist", "eye", "out"},	{"sum", "log", "lin"},
-		{"norm", "emb", "out"},		{"sum", "lin", "x"}};
-	static const char *const want[] = {"exp_overflow",     "attention_fully_masked",
-					   "unknown",	       "invalid_domain",
-					   "invalid_domain",   "division_by_zero",
-					   "division_by_zero", "invalid_domain",
-					   "unknown",	       "unknown"};
+	static const char *const names[][3] = {{"torch", "exp", "randn_like"},
+					       {"softmax", "masked_fill", "dec"},
+					       {"exp", "sqrt", "enc"},
+					       {"atanh", "cat", "q"},
+					       {"atanh", "log", "q"},
+					       {"zeros_like", "index_add_", "lin"},
+					       {"cdist", "eye", "out"},
+					       {"sum", "log", "lin"},
+					       {"norm", "emb", "out"},
+					       {"sum", "lin", "x"},
+					       {"gumbel_softmax", "code", "logits"}};
+	static const char *const want[] = {
+		"exp_overflow",	    "attention_fully_masked", "unknown",
+		"invalid_domain",   "invalid_domain",	      "division_by_zero",
+		"division_by_zero", "invalid_domain",	      "unknown",
+		"unknown",	    "division_by_zero"};
 	struct diagnosis g;
 	struct diag d;
 	int k, i;
@@ -652,7 +657,7 @@ static void test_made_between_calls(void **state)
 	vae.module_id = 0x5000;
 	sib.module_id = 0x6000;
 	next.iteration = 5;
-	for (k = 0; k < 10; k++) {
+	for (k = 0; k < 11; k++) {
 		/* the last: a sum, but an Inf beside the NaN is no 0/0 alone */
 		vae.posinf = k == 9;
 		diagnose__init(&d);
@@ -679,6 +684,10 @@ static void test_made_between_calls(void **state)
 		if (k == 6)
 			assert_true(evidence_has(&g, "the code names cdist: a distance is 0") &&
 				    strstr(g.fixes[0], "1 / (d + 1e-6)"));
+		/* a Gumbel-softmax's temperature annealed to 0 */
+		if (k == 10)
+			assert_true(evidence_has(&g, "by its temperature tau: at tau = 0") &&
+				    strstr(g.fixes[0], "tau = max(tau, 0.1)"));
 	}
 	/* no maker where the first anomaly's inputs were finite */
 	first.inputs_finite = 1;

@@ -1066,6 +1066,57 @@ static void test_underflow_divisor(void **state)
 }
 
 /*
+ * acosh's domain is [1, Inf): a Poincare distance whose point left the unit ball (1 - |u|^2
+ * by an rsub) is below 1; no variance by hand is named.
+ */
+static void test_acosh_below_one(void **state)
+{
+	const float x[] = {0.3f, -1.1f, 2, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Poincare", 2, 0, 0);
+	struct diagnosis g;
+	int i;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"acosh", "add", "div", "mul", "sum", "rsub", "pow",
+					    "sum", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2, 2, 3, 4, 5});
+	assert_string_equal(conclude_with(&g, &a, &fx), "invalid_domain");
+	assert_true(said(&g, "acosh of a value below 1 is NaN"));
+	assert_true(said(&g, "leaves the unit ball"));
+	assert_non_null(strstr(g.fixes[0], "x.clamp_min(1 + 1e-7)"));
+	for (i = 0; i < g.nfixes; i++)
+		assert_null(strstr(g.fixes[i], "E[x^2] - E[x]^2"));
+}
+
+/*
+ * +Inf from a call with no autograd ops and a value past exp's threshold: where the forward's
+ * code was read and names no exp, a power of the value overflows (unknown, with the power);
+ * where the code was not read, the exp stays the likelier.
+ */
+static void test_power_not_exp(void **state)
+{
+	const float x[] = {0.3f, 3.2e10f, 0.5f, 0.8f};
+	struct evidence_facts fx = {.n = 1};
+	struct diag_anomaly a = origin("Poly", 0, 1, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], x, 2, 2, "input[0]", EVIDENCE_INPUT);
+	fx.code_read = 1;
+	assert_string_equal(conclude_with(&g, &a, &fx), "unknown");
+	assert_true(said(&g, "the layer's code names no exp"));
+	assert_true(said(&g, "its fourth power is past 3.4e+38"));
+	fx.code_read = 0;
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	/* the code names exp: the overflow it takes */
+	fx.code_read = 1;
+	with_code(&fx, (const char *const[]){"exp", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+}
+
+/*
  * torch.logdet of a matrix whose determinant turned negative: slogdet, then where's NaN for
  * a negative sign; the input's negatives are not the log's argument.
  */
@@ -1558,6 +1609,8 @@ int main(void)
 		cmocka_unit_test(test_spread_with_epsilon),
 		cmocka_unit_test(test_underflow_divisor),
 		cmocka_unit_test(test_logdet_sign),
+		cmocka_unit_test(test_acosh_below_one),
+		cmocka_unit_test(test_power_not_exp),
 		cmocka_unit_test(test_mean_of_selection),
 		cmocka_unit_test(test_ctc_lengths),
 		cmocka_unit_test(test_grew_inside),
