@@ -3030,32 +3030,37 @@ static const char *const vanish_ops[] = {"exp", "exp2", "softplus", "sigmoid", N
 static const char *const summing_ops[] = {"sum", "mv", "mm", "bmm", "matmul", "addmm", "dot", NULL};
 
 /*
- * A division (div, reciprocal) of the call by a sum or matrix product of what an exp,
- * softplus or sigmoid made (the walk's edges, through sign-keeping ops), or by one whose
- * operands the walk did not reach while the call takes an exp or softplus: where every term
- * underflows, that divisor is 0. The division's place, -1 where none; *linked 1 where the
- * walk saw the underflowing op under the divisor, *src the place of that op (or the exp seen).
+ * A division (a reciprocal, or a div whose two operands the walk saw: with one, the other
+ * is what needs no gradient) of the call by a sum or matrix product of what an exp,
+ * softplus or sigmoid made (the walk's edges, through sign-keeping ops), or by a matrix
+ * product in a call that takes an exp or softplus the walk reached another way: where every
+ * term underflows, that divisor is 0. The division's place, -1 where none; *linked 1 where
+ * the walk saw the underflowing op under the divisor, *src the place of that op (or the exp).
  * Not a softmax written by hand (exp over a sum of exps: Inf/Inf first), nor softmax(x / t).
  */
 static int underflow_divisor(const struct evidence_facts *x, int *linked, int *src)
 {
 	static const char *const divs[] = {"div", "reciprocal", NULL};
 	static const char *const exps[] = {"exp", "exp2", "softplus", NULL};
-	int i, j, k, m, under, seen;
+	int i, j, k, m, under, loose = -1, e;
 
 	if (!x || !x->parents || softmax_by_hand(x) || scaled_softmax(x))
 		return -1;
+	e = op_in(x, exps);
 	for (i = 0; i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
 		if (!in_set(x->ops[i], divs))
+			continue;
+		/* a div with one operand in the walk divides it by what needs no gradient */
+		for (j = i + 1, k = 0; j < x->nops && j < EVIDENCE_MAX_OPS; j++)
+			k += x->op_parent[j] == i;
+		if (strcmp(x->ops[i], "reciprocal") && k < 2)
 			continue;
 		for (j = i + 1; j < x->nops && j < EVIDENCE_MAX_OPS; j++) {
 			if (x->op_parent[j] != i || !in_set(x->ops[j], summing_ops))
 				continue;
-			seen = 0;
 			for (k = j + 1; k < x->nops && k < EVIDENCE_MAX_OPS; k++) {
 				if (x->op_parent[k] != j)
 					continue;
-				seen++;
 				/* the term, or what a reshape or product of it keeps */
 				under = in_set(x->ops[k], vanish_ops) ? k : -1;
 				for (m = k + 1; under < 0 && in_set(x->ops[k], sign_keeping_ops) &&
@@ -3069,14 +3074,18 @@ static int underflow_divisor(const struct evidence_facts *x, int *linked, int *s
 					return i;
 				}
 			}
-			if (!seen && (x->ops_more || x->ops_partial) && (k = op_in(x, exps)) >= 0) {
-				*linked = 0;
-				*src = k;
-				return i;
-			}
+			/*
+			 * the walk names each node once, from the first op it reached it by: an
+			 * exp it saw elsewhere may be what this matrix product takes (a plain sum
+			 * of a count or a mask is more often what needs no gradient)
+			 */
+			if (loose < 0 && e >= 0 && strcmp(x->ops[j], "sum"))
+				loose = i;
 		}
 	}
-	return -1;
+	*linked = 0;
+	*src = e;
+	return loose;
 }
 
 /* A divisor that the call's exps, softplus or sigmoid underflowed to 0 (underflow_divisor()). */
@@ -3096,9 +3105,10 @@ static void verdict_underflow(const struct diag_anomaly *a, const struct evidenc
 			 x->ops[src]);
 	else
 		evidence(g,
-			 "the call divides (%s) by a %s whose operands the walk did not reach, and "
-			 "takes %s (a kernel exp(-C / eps) summed, as a Sinkhorn iteration does)",
-			 x->ops[div], sum, x->ops[src]);
+			 "the call divides (%s) by a %s, and takes %s: where that %s sums what "
+			 "the %s made (a kernel exp(-C / eps) summed, as a Sinkhorn iteration "
+			 "does), it is 0 when every term underflows",
+			 x->ops[div], sum, x->ops[src], sum, x->ops[src]);
 	evidence(g,
 		 "%s is exactly 0 for an argument below about -%.4g in %s (exp underflows): a %s "
 		 "whose every term is 0 is 0, x/0 is ±Inf, and 0/0 or Inf * 0 after it NaN",

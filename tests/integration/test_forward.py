@@ -618,10 +618,10 @@ test_empty_pool_empty = case_test(case_origin_cause, "empty_pool", "pool",
                                   ("x.shape[dim] > 0",), ("--variant", "empty"),
                                   envs=("host", "forky"))
 test_underflow_sinkhorn = case_test(case_origin_cause, "underflow_div", "ot",
-                                    ("by a mv whose operands the walk did not reach",
+                                    ("divides (reciprocal) by a mv, and takes exp",
                                      "exp is exactly 0 for an argument below"),
                                     ("outside its domain",), ("logsumexp",),
-                                    ("--variant", "sinkhorn"), envs=HOST_ONLY)
+                                    ("--variant", "sinkhorn"), envs=("host", "forky"))
 test_underflow_pool = case_test(case_origin_cause, "underflow_div", "pool",
                                 ("by a sum of what softplus made",), ("outside its domain",),
                                 ("clamp_min(1e-12)",), ("--variant", "pool"),

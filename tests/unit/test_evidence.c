@@ -1056,8 +1056,21 @@ static void test_underflow_divisor(void **state)
 	with_edges(&fx, (const int[]){-1, 0, 0, 1, 1, 3, 2, 5, 6, 7, 8});
 	fx.ops_more = 1;
 	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
-	assert_true(said(&g, "by a mv whose operands the walk did not reach"));
+	assert_true(said(&g, "divides (reciprocal) by a mv, and takes exp"));
+	/* torch 2's walk reaches mv's operands (t, mul), the exp by another op first */
+	with_ops(&fx,
+		 (const char *const[]){"mul", "mul", "unsqueeze", "unsqueeze", "exp", "mul", "div",
+				       "reciprocal", "neg", "mv", "pow", "t", "mul", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 0, 1, 1, 2, 4, 5, 6, 7, 8, 9, 9});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_true(said(&g, "divides (reciprocal) by a mv, and takes exp"));
 	assert_false(said(&g, "outside its domain"));
+	/* a div of a matrix product by a number (logits = f @ f.t() / t): the mm is no divisor */
+	with_ops(&fx, (const char *const[]){"neg", "mean", "div", "sum", "mul", "sub", "sub", "log",
+					    "div", "sum", "mm", "mul", "div", "t", "exp", NULL});
+	with_edges(&fx, (const int[]){-1, 0, 1, 2, 3, 4, 5, 5, 6, 7, 8, 9, 10, 10, 11});
+	assert_string_equal(conclude_with(&g, &a, &fx), "division_by_zero");
+	assert_false(said(&g, "and takes exp"));
 	/* a softmax by hand divides an exp by a sum of exps: its overflow comes first */
 	fx.ops_more = 0;
 	with_ops(&fx, (const char *const[]){"div", "exp", "sum", "exp", NULL});
