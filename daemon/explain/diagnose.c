@@ -1120,12 +1120,14 @@ static const char *const carry_ops[] = {"pow", "mul", "abs", NULL};
 static const char *const neg_ops[] = {"neg", NULL};
 /* what divides by a temperature it is given: (logits + gumbel) / tau, then a softmax */
 static const char *const temperature_ops[] = {"gumbel_softmax", NULL};
+/* log(p / (1 - p)): ±Inf at p = 0 and 1 */
+static const char *const logit_ops[] = {"logit", NULL};
 
 /* Every op a rule looks for: what a layer's code names is kept when it is one of them. */
 static const char *const *const rule_sets[] = {
-	exp_ops,       log_ops,	   underflow_ops, div_ops,	   domain_ops,
-	spread_ops,    mask_ops,   softmax_ops,	  sub_ops,	   mean_ops,
-	attention_ops, target_ops, ctc_ops,	  temperature_ops, NULL,
+	exp_ops,  log_ops,	   underflow_ops, div_ops,  domain_ops,	   spread_ops,
+	mask_ops, softmax_ops,	   sub_ops,	  mean_ops, attention_ops, target_ops,
+	ctc_ops,  temperature_ops, logit_ops,	  NULL,
 };
 
 /* The functional and spelled-out names of ops, as autograd names them. */
@@ -2417,6 +2419,21 @@ static void read_signs(const struct evidence_facts *x, struct signs *s)
 }
 
 /* The first tensor whose smallest finite value is exactly -1 (log1p's 0), or -1. */
+/* A floating tensor of values in [0, 1] that reaches 0 or 1 exactly (a probability): its place. */
+static int probability_edge(const struct evidence_facts *x)
+{
+	const struct tensor_facts *t;
+	int i;
+
+	for (i = 0; x && i < x->n && i < EVIDENCE_MAX_TENSORS; i++) {
+		t = &x->t[i];
+		if (t->kind == EVIDENCE_FLOAT && t->has_finite && t->min >= 0 && t->max <= 1 &&
+		    (t->max == 1.0 || t->zeros))
+			return i;
+	}
+	return -1;
+}
+
 static int minus_one(const struct evidence_facts *x)
 {
 	int i;
@@ -2752,6 +2769,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	int d_op = op_in(x, div_ops), u_op = l_op >= 0 ? op_before(x, underflow_ops, l_op) : -1;
 	int only_pos = a->posinf && !a->neginf, sat_log = -1, sat_at = saturated_log(x, &sat_log);
 	int exp_n, div_n, log_n, z_op, z_log = -1, det = op_in(x, logdet_ops), one_log = -1, m1;
+	int p_at;
 	int log_alone;
 	const struct tensor_facts *one;
 	const char *lg = op_named(x, log_ops); /* the call's log, or its code's */
@@ -2787,6 +2805,22 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	}
 	if (a->posinf && !a->neginf && op_named(x, ctc_ops)) {
 		ctc_verdict(x, g);
+		return 1;
+	}
+	if (op_named(x, logit_ops) && (p_at = probability_edge(x)) >= 0) {
+		/* a probability of exactly 0 or 1 given to logit */
+		evidence(g,
+			 "%s takes logit, log(p / (1 - p)): +Inf at p = 1, -Inf at p = 0; %s%s "
+			 "holds values in [0, 1] that reach %s",
+			 name(a), role_of(&x->t[p_at]), x->t[p_at].name,
+			 x->t[p_at].max == 1.0 && x->t[p_at].zeros ? "both 0 and 1"
+			 : x->t[p_at].max == 1.0		   ? "exactly 1"
+								   : "exactly 0");
+		conclude(g, "loss_log_zero", agree(2, 0));
+		fix(g, "clamp the probability: torch.logit(p, eps=1e-6) clamps it into [eps, 1 - "
+		       "eps] first");
+		fix(g, "take the logits where the probabilities are made (a teacher's logits, not "
+		       "sigmoid of them): a sigmoid rounds to exactly 1 past about 17 in float32");
 		return 1;
 	}
 	if (a->neginf && !a->posinf && !a->nan && x->nops > 0 &&

@@ -525,7 +525,10 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     hyperbolic: a Poincare distance's acosh below 1 for a point off the unit ball: acosh's
     domain [1, Inf), not a variance by hand.
     poly_features: x ** 4 of a reading of 3.2e10 in a call whose code names no exp: the power
-    that overflows, unknown, not exp_overflow."""
+    that overflows, unknown, not exp_overflow.
+    logit_target: a distillation loss module's torch.logit of a teacher's probabilities that
+    round to exactly 1: log(1 / 0), the input reaching 1 (the logit's node is none: the code
+    names it)."""
     oracle, trace = oracle_of(ctx, name, *args)
     if oracle is None or oracle["layer"] != layer or oracle["origin"] is not True:
         raise Fail("%s --oracle: %s, want %r first, an origin" %
@@ -638,6 +641,9 @@ test_poly_features = case_test(case_origin_cause, "poly_features", "poly",
                                ("above exp's overflow threshold 88.72",),
                                ("normalise or clip them",),
                                envs=HOST_ONLY)
+test_logit_target = case_test(case_origin_cause, "logit_target", "",
+                              ("takes logit", "holds values in [0, 1] that reach"), (),
+                              ("torch.logit(p, eps=1e-6)",), envs=HOST_ONLY)
 test_between_calls_vae = case_test(case_between_calls, "vae", "dec.0", "", "exp",
                                    envs=HOST_ONLY)
 test_loss_target_nan = case_test(case_loss_made, "loss_targets", "label",

@@ -1130,6 +1130,33 @@ static void test_power_not_exp(void **state)
 }
 
 /*
+ * +Inf from a call whose code names logit, given probabilities that reach exactly 1 (a
+ * sigmoid rounded): log(0) of 1 - p; without a 0 or a 1 among them, no such verdict.
+ */
+static void test_logit_of_one(void **state)
+{
+	const float pred[] = {0.3f, -1.1f, 2, 0.8f};
+	const float p[] = {0.2f, 1.0f, 0.5f, 0.9f};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("Distill", 0, 1, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], pred, 2, 2, "input[0]", EVIDENCE_INPUT);
+	scan_f32(&fx.t[1], p, 2, 2, "input[1]", EVIDENCE_INPUT);
+	with_ops(&fx, (const char *const[]){"mse_loss", NULL});
+	fx.ops_partial = 1;
+	with_code(&fx, (const char *const[]){"mse_loss", "logit", NULL});
+	assert_string_equal(conclude_with(&g, &a, &fx), "loss_log_zero");
+	assert_true(said(&g, "input[1] holds values in [0, 1] that reach exactly 1"));
+	assert_non_null(strstr(g.fixes[0], "torch.logit(p, eps=1e-6)"));
+	scan_f32(&fx.t[1], (const float[]){0.2f, 0.7f, 0.5f, 0.9f}, 2, 2, "input[1]",
+		 EVIDENCE_INPUT);
+	conclude_with(&g, &a, &fx);
+	assert_false(said(&g, "takes logit"));
+}
+
+/*
  * torch.logdet of a matrix whose determinant turned negative: slogdet, then where's NaN for
  * a negative sign; the input's negatives are not the log's argument.
  */
@@ -1624,6 +1651,7 @@ int main(void)
 		cmocka_unit_test(test_logdet_sign),
 		cmocka_unit_test(test_acosh_below_one),
 		cmocka_unit_test(test_power_not_exp),
+		cmocka_unit_test(test_logit_of_one),
 		cmocka_unit_test(test_mean_of_selection),
 		cmocka_unit_test(test_ctc_lengths),
 		cmocka_unit_test(test_grew_inside),
