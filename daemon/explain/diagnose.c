@@ -5,7 +5,6 @@
  * run from the most specific fact to the most generic one.
  */
 #include <errno.h>
-#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -982,8 +981,7 @@ static int rule_params(const struct diag *d, const struct diag_anomaly *a, struc
 			evidence(g,
 				 "that is a gradient scaled by hand by its norm (g / g.norm(), a "
 				 "clipping max_norm / total_norm: 0/0, Inf * 0), Adam or RMSprop "
-				 "with "
-				 "eps 0 (0/sqrt(0)), or a learning rate of Inf or NaN");
+				 "with eps 0 (0/sqrt(0)), or a learning rate of Inf or NaN");
 		} else if (gr && !isfinite(gr->norm))
 			evidence(g,
 				 "the gradients of step %llu were not finite: the update applied "
@@ -2418,7 +2416,6 @@ static void read_signs(const struct evidence_facts *x, struct signs *s)
 	}
 }
 
-/* The first tensor whose smallest finite value is exactly -1 (log1p's 0), or -1. */
 /* A floating tensor of values in [0, 1] that reaches 0 or 1 exactly (a probability): its place. */
 static int probability_edge(const struct evidence_facts *x)
 {
@@ -2434,6 +2431,7 @@ static int probability_edge(const struct evidence_facts *x)
 	return -1;
 }
 
+/* The first tensor whose smallest finite value is exactly -1 (log1p's 0), or -1. */
 static int minus_one(const struct evidence_facts *x)
 {
 	int i;
@@ -2734,27 +2732,27 @@ static void grew_inside(const struct evidence_facts *x, struct diagnosis *g)
  * A value above exp's threshold into a call that ran no exp the walk saw, whose code names
  * none (a helper it calls could): a power or product of a value that large overflows too.
  */
-static void power_overflow(const struct diag_anomaly *a, const struct tensor_facts *t,
-			   struct diagnosis *g)
+static void power_overflow(const struct tensor_facts *t, struct diagnosis *g)
 {
-	double v = t->max, top = a->dtype && !strcmp(a->dtype, "float64") ? DBL_MAX : FLT_MAX;
+	/* exp's threshold is the log of the dtype's largest value */
+	double v = t->max, limit = t->exp_limit;
 	int k;
 
 	evidence(g,
 		 "%s%s reaches %.4g, above exp's overflow threshold, but the layer's code names "
 		 "no exp (only a helper it calls could take one)",
 		 role_of(t), t->name, v);
-	for (k = 2; k <= 4 && v > 1 && log(v) * k <= log(top); k++)
+	for (k = 2; k <= 4 && v > 1 && log(v) * k <= limit; k++)
 		;
-	if (v > 1 && k <= 4)
+	if (v > 1 && limit > 0 && k <= 4)
 		evidence(g,
-			 "a power or product of it overflows %s as well: its %s is past %.3g (%s "
+			 "a power or product of it overflows %s as well: its %s is past %.3g (as "
 			 "x ** %d or a product of %d such values)",
-			 a->dtype ? a->dtype : "float32",
+			 t->dtype,
 			 k == 2	  ? "square"
 			 : k == 3 ? "cube"
 				  : "fourth power",
-			 top, "as", k, k);
+			 exp(limit), k, k);
 	conclude(g, "unknown", 0.4);
 	fix(g, "find why the values are that large (a reading in another unit, a feature left "
 	       "unnormalised): normalise or clip them before this layer");
@@ -2831,7 +2829,7 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	}
 	if (s->exp && exp_n > div_n && exp_n > log_n && e_op < 0 && x && x->code_read &&
 	    !op_named(x, exp_ops)) {
-		power_overflow(a, s->exp, g);
+		power_overflow(s->exp, g);
 		return 1;
 	}
 	if (s->exp && exp_n > div_n && exp_n > log_n) {
@@ -3330,9 +3328,8 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		if (sub >= 0)
 			evidence(g,
 				 "its argument is made with a subtraction (%s): a hyperbolic "
-				 "distance's 1 + 2|u - v|^2 / ((1 - |u|^2)(1 - |v|^2)) falls below "
-				 "1 "
-				 "where a point leaves the unit ball (1 - |u|^2 < 0)",
+				 "distance's 1 + 2|u - v|^2 / ((1 - |u|^2)(1 - |v|^2)) falls "
+				 "below 1 where a point leaves the unit ball (1 - |u|^2 < 0)",
 				 x->ops[sub]);
 		conclude(g, "invalid_domain", agree(1 + (sub >= 0), 0));
 		fix(g, "clamp the argument: torch.acosh(x.clamp_min(1 + 1e-7))");
