@@ -2807,13 +2807,15 @@ static int rule_inf(const struct diag_anomaly *a, const struct evidence_facts *x
 	}
 	if (op_named(x, logit_ops) && (p_at = probability_edge(x)) >= 0) {
 		/* a probability of exactly 0 or 1 given to logit */
+		const struct tensor_facts *p = &x->t[p_at];
+
 		evidence(g,
 			 "%s takes logit, log(p / (1 - p)): +Inf at p = 1, -Inf at p = 0; %s%s "
 			 "holds values in [0, 1] that reach %s",
-			 name(a), role_of(&x->t[p_at]), x->t[p_at].name,
-			 x->t[p_at].max == 1.0 && x->t[p_at].zeros ? "both 0 and 1"
-			 : x->t[p_at].max == 1.0		   ? "exactly 1"
-								   : "exactly 0");
+			 name(a), role_of(p), p->name,
+			 p->max == 1.0 && p->zeros ? "both 0 and 1"
+			 : p->max == 1.0	   ? "exactly 1"
+						   : "exactly 0");
 		conclude(g, "loss_log_zero", agree(2, 0));
 		fix(g, "clamp the probability: torch.logit(p, eps=1e-6) clamps it into [eps, 1 - "
 		       "eps] first");
@@ -3066,19 +3068,26 @@ static const char *const summing_ops[] = {"sum", "mv", "mm", "bmm", "matmul", "a
  * is what needs no gradient) of the call by a sum or matrix product of what an exp,
  * softplus or sigmoid made (the walk's edges, through sign-keeping ops), or by a matrix
  * product in a call that takes an exp or softplus the walk reached another way: where every
- * term underflows, that divisor is 0. The division's place, -1 where none; *linked 1 where
- * the walk saw the underflowing op under the divisor, *src the place of that op (or the exp).
+ * term underflows, that divisor is 0. 1 with *u filled where one is, else 0.
  * Not a softmax written by hand (exp over a sum of exps: Inf/Inf first), nor softmax(x / t).
  */
-static int underflow_divisor(const struct evidence_facts *x, int *linked, int *src)
+struct underflow {
+	int div;    /* the division's place */
+	int sum;    /* the sum or matrix product it divides by */
+	int src;    /* the op whose 0 it sums (linked), or the exp the walk reached another way */
+	int linked; /* the walk's edges go from the divisor down to src */
+};
+
+static int underflow_divisor(const struct evidence_facts *x, struct underflow *u)
 {
 	static const char *const divs[] = {"div", "reciprocal", NULL};
 	static const char *const exps[] = {"exp", "exp2", "softplus", NULL};
-	int i, j, k, m, under, loose = -1, e;
+	int i, j, k, under, e;
 
 	if (!x || !x->parents || softmax_by_hand(x) || scaled_softmax(x))
-		return -1;
+		return 0;
 	e = op_in(x, exps);
+	u->div = -1;
 	for (i = 0; i < x->nops && i < EVIDENCE_MAX_OPS; i++) {
 		if (!in_set(x->ops[i], divs))
 			continue;
@@ -3094,16 +3103,13 @@ static int underflow_divisor(const struct evidence_facts *x, int *linked, int *s
 				if (x->op_parent[k] != j)
 					continue;
 				/* the term, or what a reshape or product of it keeps */
-				under = in_set(x->ops[k], vanish_ops) ? k : -1;
-				for (m = k + 1; under < 0 && in_set(x->ops[k], sign_keeping_ops) &&
-						m < x->nops && m < EVIDENCE_MAX_OPS;
-				     m++)
-					if (x->op_parent[m] == k && in_set(x->ops[m], vanish_ops))
-						under = m;
+				under = in_set(x->ops[k], vanish_ops) ? k
+					: in_set(x->ops[k], sign_keeping_ops)
+						? input_in(x, k, vanish_ops)
+						: -1;
 				if (under >= 0) {
-					*linked = 1;
-					*src = under;
-					return i;
+					*u = (struct underflow){i, j, under, 1};
+					return 1;
 				}
 			}
 			/*
@@ -3111,42 +3117,33 @@ static int underflow_divisor(const struct evidence_facts *x, int *linked, int *s
 			 * exp it saw elsewhere may be what this matrix product takes (a plain sum
 			 * of a count or a mask is more often what needs no gradient)
 			 */
-			if (loose < 0 && e >= 0 && strcmp(x->ops[j], "sum"))
-				loose = i;
+			if (u->div < 0 && e >= 0 && strcmp(x->ops[j], "sum"))
+				*u = (struct underflow){i, j, e, 0};
 		}
 	}
-	*linked = 0;
-	*src = e;
-	return loose;
+	return u->div >= 0;
 }
 
 /* A divisor that the call's exps, softplus or sigmoid underflowed to 0 (underflow_divisor()). */
-static void verdict_underflow(const struct diag_anomaly *a, const struct evidence_facts *x, int div,
-			      int linked, int src, struct diagnosis *g)
+static void verdict_underflow(const struct diag_anomaly *a, const struct evidence_facts *x,
+			      const struct underflow *u, struct diagnosis *g)
 {
-	const char *sum = x->ops[div + 1 < x->nops ? div + 1 : div];
-	int j;
+	const char *div = x->ops[u->div], *sum = x->ops[u->sum], *src = x->ops[u->src];
 
-	for (j = div + 1; j < x->nops && j < EVIDENCE_MAX_OPS; j++)
-		if (x->op_parent[j] == div && in_set(x->ops[j], summing_ops)) {
-			sum = x->ops[j];
-			break;
-		}
-	if (linked)
-		evidence(g, "the call divides (%s) by a %s of what %s made", x->ops[div], sum,
-			 x->ops[src]);
+	if (u->linked)
+		evidence(g, "the call divides (%s) by a %s of what %s made", div, sum, src);
 	else
 		evidence(g,
 			 "the call divides (%s) by a %s, and takes %s: where that %s sums what "
 			 "the %s made (a kernel exp(-C / eps) summed, as a Sinkhorn iteration "
 			 "does), it is 0 when every term underflows",
-			 x->ops[div], sum, x->ops[src], sum, x->ops[src]);
+			 div, sum, src, sum, src);
 	evidence(g,
 		 "%s is exactly 0 for an argument below about -%.4g in %s (exp underflows): a %s "
 		 "whose every term is 0 is 0, x/0 is ±Inf, and 0/0 or Inf * 0 after it NaN",
-		 x->ops[src], -evidence__exp_floor(a->dtype), a->dtype, sum);
-	conclude(g, "division_by_zero", agree(1 + linked, 0));
-	if (linked)
+		 src, -evidence__exp_floor(a->dtype), a->dtype, sum);
+	conclude(g, "division_by_zero", agree(1 + u->linked, 0));
+	if (u->linked)
 		fix(g, "keep the divisor away from 0 (w.sum(dim).clamp_min(1e-12)), or weigh by "
 		       "torch.softmax, which subtracts the row's maximum: no row underflows whole");
 	else
@@ -3169,7 +3166,8 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 	const char *un = op_named(x, underflow_ops), *nm = op_named(x, norm_ops);
 	const struct tensor_facts *bad_var = NULL;
 	int dm_at = op_in(x, domain_ops), i, centred = 0, one_log = -1, guarded, sel;
-	int under, linked = 0, src = -1, signed_det = 0;
+	struct underflow under;
+	int signed_det = 0;
 	const char *det;
 	const struct tensor_facts *one;
 	/* a subtraction on the input side of the domain op, in the walk's order */
@@ -3357,8 +3355,8 @@ static int rule_nan_ops(const struct diag_anomaly *a, const struct evidence_fact
 		return 1;
 	}
 	/* a pow's exponent is not known (a square takes negatives): a divisor gone to 0 first */
-	if ((!dm || !strcmp(dm, "pow")) && (under = underflow_divisor(x, &linked, &src)) >= 0) {
-		verdict_underflow(a, x, under, linked, src, g);
+	if ((!dm || !strcmp(dm, "pow")) && underflow_divisor(x, &under)) {
+		verdict_underflow(a, x, &under, g);
 		return 1;
 	}
 	if (dm) {
@@ -3970,8 +3968,8 @@ static int maker_named(const struct diag_maker *m, const char *const *set)
 	return 0;
 }
 
-/* A Gumbel-softmax's temperature: the one thing of it that divides. */
-static void temperature_fix(struct diagnosis *g)
+/* A Gumbel-softmax's temperature, the one thing of it that divides: what it says and fixes. */
+static void verdict_temperature(struct diagnosis *g)
 {
 	evidence(g, "gumbel_softmax divides the logits plus Gumbel noise by its temperature tau: "
 		    "at tau = 0 they are ±Inf (0/0 where they are 0), and the softmax of them NaN "
@@ -4050,7 +4048,7 @@ static int rule_maker(const struct diag *d, const struct diag_anomaly *a, struct
 		if (!strcmp(cause, "exp_overflow"))
 			exp_fixes(g);
 		else if (!strcmp(cause, "division_by_zero") && maker_named(m, temperature_ops))
-			temperature_fix(g);
+			verdict_temperature(g);
 		else if (!strcmp(cause, "division_by_zero"))
 			denominator_fix(g);
 		else if (!strcmp(cause, "invalid_domain") && (unit = units_only(m)))
