@@ -130,8 +130,13 @@ static long loss_visit(__u32 idx, void *unused)
 	n = node_edges(node, lw->edges, sizeof(lw->edges));
 	if (!n)
 		return 0;
-	/* one input that needs a gradient: a second edge to no node is a constant's */
-	if (n == 1 || (n == 2 && !lw->edges[((__u64)BL.edge_size / 8) & (BWD_EDGES * 4 - 1)]))
+	/*
+	 * One input that needs a gradient: of two edges, one to no node is a constant's, first
+	 * or second (t * (t.log() - logp): the target comes first)
+	 */
+	if (n == 1 ||
+	    (n == 2 &&
+	     !lw->edges[0] != !lw->edges[((__u64)BL.edge_size / 8) & (BWD_EDGES * 4 - 1)]))
 		*word |= NW_LOSS_SINGLE;
 	lw->nedges = n;
 	bpf_loop(BWD_EDGES, loss_edge, NULL, 0);

@@ -1349,6 +1349,40 @@ static void ctc_verdict(const struct evidence_facts *x, struct diagnosis *g)
 	       "0 and no gradient");
 }
 
+/*
+ * Whether the chain passed log-probabilities (a log_softmax) under a product and a sum or
+ * difference, each with an operand that needs no gradient: t * (t.log() - logp), a KL
+ * divergence by hand, whose target's log the walk does not see.
+ */
+static int log_ratio_by_hand(const struct loss_chain *c)
+{
+	static const char *const diff_ops[] = {"sub", "rsub", "add", NULL};
+	int i, mul = 0, diff = 0;
+
+	for (i = 0; i < c->n - 1; i++) {
+		if (!strcmp(c->ops[i], "log_softmax"))
+			return mul && diff;
+		mul |= !strcmp(c->ops[i], "mul");
+		diff |= in_set(c->ops[i], diff_ops);
+	}
+	return 0;
+}
+
+/* NaN from a log ratio by hand (log_ratio_by_hand()): 0 * log 0 where a target is 0. */
+static void verdict_log_ratio(struct diagnosis *g)
+{
+	evidence(g, "it multiplies by a tensor that needs no gradient a difference of the "
+		    "log-probabilities (log_softmax) and another such tensor: the shape of a KL "
+		    "divergence by hand, t * (t.log() - logp), whose target's log leaves no node");
+	evidence(g, "where a target is 0 its log is -Inf and 0 * -Inf is NaN (hard or one-hot "
+		    "targets where soft ones were meant); or NaN came in the targets");
+	conclude(g, "loss_log_zero", 0.55);
+	fix(g, "take t * log(t) as torch.xlogy(t, t), which is 0 where t is 0, or use "
+	       "F.kl_div(logp, t, reduction=\"batchmean\"): both are 0 for a target of 0");
+	fix(g, "or clamp the target inside its log: t * (t.clamp_min(1e-12).log() - logp)");
+	target_fixes(g);
+}
+
 /* A sum divided by a count of what a mask selected. */
 static void count_fix(struct diagnosis *g)
 {
@@ -1402,6 +1436,10 @@ static int rule_loss_plain(const struct diag *d, const struct diag_anomaly *a, s
 				    "nothing selected");
 			conclude(g, "division_by_zero", 0.5);
 			count_fix(g);
+			return 1;
+		}
+		if (log_ratio_by_hand(&c)) {
+			verdict_log_ratio(g);
 			return 1;
 		}
 		evidence(g,

@@ -435,7 +435,10 @@ def case_loss_made(ctx, trainer, variant, said, fixed=()):
 
     loss_targets.py, a regression loss: a NaN target (smooth_l1_loss passed by the walk), a
     sum divided by a mask's sum of 0, or a square that overflowed (no log, division or exp).
-    The first two were loss_log_zero, a log of 0 the loss does not take.
+    The first two were loss_log_zero, a log of 0 the loss does not take. And a KL divergence
+    by hand against targets that come one-hot, t * (t.log() - logp): 0 * log 0, loss_log_zero
+    with log_softmax's fixes (the walk stopped at the mul, whose first operand needs no
+    gradient), now said as the KL's with torch.xlogy.
     loss_exp.py, an exp the loss takes: a softmax by hand whose exps overflow (Inf/Inf), a
     scale that is exp of a log-scale underflowing to 0 (divided by, logged), a Poisson rate
     exp(log_rate) overflowing; all three were loss_log_zero (the walk stopped at the first
@@ -652,6 +655,10 @@ test_loss_overflow = case_test(case_loss_made, "loss_targets", "overflow",
 test_loss_accum_zero = case_test(case_loss_made, "loss_targets", "accum",
                                  ("divides by what it did not compute from them",),
                                  ("loss / max(n, 1)",), envs=HOST_ONLY)
+test_loss_kl_by_hand = case_test(case_loss_made, "loss_targets", "kl",
+                                 ("the shape of a KL divergence by hand",
+                                  "0 * -Inf is NaN"),
+                                 ("torch.xlogy(t, t)",), envs=HOST_AND_ROOTS)
 test_loss_exp_softmax = case_test(case_loss_made, "loss_exp", "softmax",
                                   ("takes a sum of exps",), ("log_softmax",),
                                   envs=HOST_AND_ROOTS)

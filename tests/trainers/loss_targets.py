@@ -14,6 +14,10 @@ cause of the vocabulary fits: unknown, with the output past the range's square r
 --variant accum: a mean squared error divided by the gradient accumulation steps, a Python
 number a config reload sets to 0 at step 4: the loss is +Inf, every output small.
 division_by_zero (the divisor, not an overflow).
+--variant kl: a KL divergence by hand against soft targets, (t * (t.log() - logp)).sum(-1)
+with logp = log_softmax(pred); at step 4 the targets come one-hot (hard labels where soft ones
+were meant): t.log() is -Inf where t is 0, needs no gradient and leaves no node, and
+0 * -Inf is NaN. loss_log_zero, said as the KL's 0 * log 0 with torch.xlogy / F.kl_div.
 Expected first anomaly: the loss itself (phase loss) at step 4, every module output finite.
 """
 import torch
@@ -22,9 +26,9 @@ import torch.nn.functional as F
 
 import common
 
-VARIANTS = ("label", "mask", "overflow", "accum")
+VARIANTS = ("label", "mask", "overflow", "accum", "kl")
 CAUSES = {"label": "bad_input_data", "mask": "division_by_zero", "overflow": "unknown",
-          "accum": "division_by_zero"}
+          "accum": "division_by_zero", "kl": "loss_log_zero"}
 ACCUM = {"steps": 4}
 
 
@@ -56,7 +60,12 @@ def accumulated(pred, target):
     return F.mse_loss(pred, target) / ACCUM["steps"]
 
 
-for fn in (smooth_l1, masked_squared_error, squared_error, accumulated):
+def kl_by_hand(pred, target):
+    logp = F.log_softmax(pred, dim=-1)
+    return (target * (target.log() - logp)).sum(-1).mean()
+
+
+for fn in (smooth_l1, masked_squared_error, squared_error, accumulated, kl_by_hand):
     fn.top_modules = ()
 
 
@@ -77,7 +86,8 @@ class LossTargets(common.Trainer):
 
     def loss(self):
         return {"label": smooth_l1, "mask": masked_squared_error,
-                "overflow": squared_error, "accum": accumulated}[self.variant]
+                "overflow": squared_error, "accum": accumulated,
+                "kl": kl_by_hand}[self.variant]
 
     def schedule(self, model, step):
         if self.variant == "accum" and step == self.fault_step:
@@ -89,6 +99,10 @@ class LossTargets(common.Trainer):
     def batch(self, step, micro, gen):
         x = torch.randn(8, 6, generator=gen)
         y = x[:, :3] * 0.5
+        if self.variant == "kl":
+            if step == self.fault_step:  # hard labels: zeros in every row
+                return (x,), F.one_hot(y.argmax(-1), 3).float()
+            return (x,), torch.softmax(y, -1)
         if self.variant == "label" and step == self.fault_step:
             y[5, 1] = float("nan")  # a missing value in the dataset
         if self.variant != "mask":

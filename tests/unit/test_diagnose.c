@@ -65,6 +65,16 @@ static int evidence_has(const struct diagnosis *g, const char *text)
 	return 0;
 }
 
+static int fix_has(const struct diagnosis *g, const char *text)
+{
+	int i;
+
+	for (i = 0; i < g->nfixes; i++)
+		if (strstr(g->fixes[i], text))
+			return 1;
+	return 0;
+}
+
 static void test_bad_input(void **state)
 {
 	/* the first layer gets NaN inputs; the model (first depth-1 return) too; then the loss */
@@ -405,6 +415,19 @@ static void test_loss_chain(void **state)
 	assert_true(evidence_has(&g, "0 by 0"));
 	assert_string_equal(loss_cause(&g, "binary_cross_entropy_with_logits addmm", 1, 0),
 			    "bad_input_data");
+	/* KL by hand, t * (t.log() - logp): the target's log leaves no node, 0 * -Inf */
+	assert_string_equal(loss_cause(&g, "mean sum mul sub log_softmax addmm", 1, 0),
+			    "loss_log_zero");
+	assert_true(evidence_has(&g, "KL divergence by hand"));
+	assert_true(fix_has(&g, "torch.xlogy(t, t)"));
+	assert_true(fix_has(&g, "isfinite(y)"));
+	/* t * t.log() - t * logp: the same terms, the difference first */
+	assert_string_equal(loss_cause(&g, "sum sub mul log_softmax addmm", 1, 0), "loss_log_zero");
+	/* a cross-entropy against soft targets, -(t * logp): 0 * a finite log-probability is
+	 * 0, NaN only from the targets */
+	assert_string_equal(loss_cause(&g, "mean neg sum mul log_softmax addmm", 1, 0),
+			    "bad_input_data");
+	assert_false(evidence_has(&g, "KL divergence"));
 	/* a node with no op's name (a Python Function's) where the walk went on */
 	assert_string_equal(loss_cause(&g, "mean pow ?", 0, 4.6e36), "loss_log_zero");
 	assert_string_equal(loss_cause(&g, "smooth_l1_loss ?", 1, 0), "loss_log_zero");
