@@ -400,6 +400,18 @@ static void log_fixes(struct diagnosis *g)
 	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
 }
 
+/* log of a sum of exps in log space, with each term's log taken as such */
+static void log_space_fixes(struct diagnosis *g)
+{
+	fix(g, "compute the log of the sum in log space: torch.logsumexp(log_w + log_terms, "
+	       "dim=-1), each term's log taken directly (a Gaussian's is -z**2 / 2 - log(sigma) - "
+	       "log(2 * pi) / 2), never log(exp(...)); a mixture density: "
+	       "torch.distributions.MixtureSameFamily(...).log_prob(y)");
+	fix(g, "for a recurrence over a sequence (an HMM's or CRF's forward algorithm): carry "
+	       "log-alphas, log_alpha = torch.logsumexp(log_alpha[:, :, None] + log_T, 1) + "
+	       "log_emit, or rescale alpha to sum 1 at each step and add the log of the scale");
+}
+
 static void masked_fixes(struct diagnosis *g)
 {
 	fix(g, "handle rows whose keys are all masked (drop them, or unmask one position)");
@@ -1103,6 +1115,8 @@ static const char *const sub_ops[] = {"sub", "rsub", NULL};
 static const char *const root_ops[] = {"sqrt", "rsqrt", NULL};
 static const char *const mean_ops[] = {"mean", NULL};
 static const char *const mul_ops[] = {"mul", NULL};
+/* what sums its operand's terms (or products of them): 0 where every term is */
+static const char *const summing_ops[] = {"sum", "mv", "mm", "bmm", "matmul", "addmm", "dot", NULL};
 /* a domain of [-1, 1]: the argument is a cosine, a sine or a correlation */
 static const char *const unit_ops[] = {"acos", "asin", "atanh", NULL};
 /*
@@ -1619,7 +1633,15 @@ static enum exp_use exp_use_at(const struct finding_loss *l, unsigned int j, uns
 			       int *at)
 {
 	int k = value_use(l, j, &input);
+	unsigned int hops;
 
+	/* a numerator carries the exp's 0 or Inf on (a density by hand, exp(-z**2 / 2) / s) */
+	for (hops = 0; k >= 0 && hops < FINDING_LOSS_NODES && !strcmp(l->op[k], "div") &&
+		       input == 0 && !exps_of(l, operand(l, (unsigned int)k, 1));
+	     hops++) {
+		input = l->input[k];
+		k = value_use(l, l->parent[k], &input);
+	}
 	*at = k;
 	if (k >= 0 && !strcmp(l->op[k], "sum")) {
 		/* a sum of exps dividing or under a log: a softmax or a logsumexp by hand */
@@ -1720,12 +1742,44 @@ static void sigmoid_fixes(struct diagnosis *g)
  * log's argument: a scale parameterised as exp of a log-scale) made the loss non-finite.
  * 0 where no exp of the loss's own explains it.
  */
+/*
+ * ±Inf of one sign from a loss that takes log at node k of a sum of exps: the log's -Inf
+ * (every term below exp's floor) where the negations above it, counted, turn it into the
+ * loss's sign; else its +Inf, an overflow.
+ */
+static int log_sum_underflow(const struct diag_anomaly *a, const struct finding_loss *l, int k)
+{
+	unsigned int j = (unsigned int)k, hops, negs = 0;
+
+	if (!a->posinf == !a->neginf)
+		return 0;
+	for (hops = 0; j != FINDING_LOSS_ROOT && j < l->n && hops < FINDING_LOSS_NODES; hops++) {
+		negs += !strcmp(l->op[j], "neg");
+		j = l->parent[j];
+	}
+	return (negs % 2 == 1) == (a->posinf > 0);
+}
+
+/* The loss's log of a sum of exps, each below exp's floor: log(0). */
+static void verdict_log_sum(const struct diag_anomaly *a, double floor, struct diagnosis *g)
+{
+	rests(g, "operations");
+	evidence(g,
+		 "the loss takes the log of a sum of exps (a mixture's likelihood by hand, the "
+		 "sum of w * exp(-z**2 / 2) / sigma, or a logsumexp by hand): exp(x) is 0 for x "
+		 "below %.4g in %s, so where every term is (a sample far from every component), "
+		 "the sum is 0 and log(0) -Inf",
+		 floor, a->dtype);
+	conclude(g, "loss_log_zero", 0.55);
+	log_space_fixes(g);
+}
+
 static int rule_loss_exp(const struct diag_anomaly *a, struct diagnosis *g)
 {
 	const struct finding_loss *l = a->loss;
 	enum exp_use use = EXP_NONE;
 	unsigned int i;
-	int at = -1, e = -1;
+	int at = -1, e = -1, sum_log = -1;
 	double limit = evidence__exp_limit(a->dtype), floor = evidence__exp_floor(a->dtype);
 
 	for (i = 0; l && i < l->n; i++) {
@@ -1745,12 +1799,19 @@ static int rule_loss_exp(const struct diag_anomaly *a, struct diagnosis *g)
 		} else if (u != EXP_UNDER && u != EXP_SATURATE && strcmp(l->op[i], "exp")) {
 			u = EXP_NONE; /* a softplus or sigmoid is finite: only its 0 tells */
 		}
+		if (u == EXP_SOFTMAX && k >= 0 && in_set(l->op[k], log_ops) &&
+		    !strcmp(l->op[i], "exp"))
+			sum_log = k; /* log(sum(exp(...))): a logsumexp or a mixture by hand */
 		/* a softmax first: its NaN is Inf/Inf; then a divisor's 0, then an Inf */
 		if (stronger(l, u, k, use, at)) {
 			use = u;
 			at = k;
 			e = (int)i;
 		}
+	}
+	if (!a->nan && sum_log >= 0 && log_sum_underflow(a, l, sum_log)) {
+		verdict_log_sum(a, floor, g);
+		return 1;
 	}
 	/* +Inf through a softmax by hand: a probability's 0 under the log (the rule after) */
 	if (use == EXP_NONE || (use == EXP_SOFTMAX && !a->nan) || limit <= 0)
@@ -2678,10 +2739,26 @@ static void verdict_saturated_log(const struct diag_anomaly *a, const struct evi
 	fix(g, "clamp before the log: torch.log((1 - a).clamp_min(1e-6))");
 }
 
-/* A log of what an op of the call made: a probability or an exp that underflowed to 0. */
+/*
+ * A log of what an op of the call made: a probability or an exp that underflowed to 0. Where
+ * the log takes a sum or matrix product (the walk's edges), of such probabilities: a
+ * likelihood summed in probability space, each term 0.
+ */
 static void verdict_underflow_log(const struct diag_anomaly *a, const struct evidence_facts *x,
 				  int log_at, int under_at, struct diagnosis *g)
 {
+	int sum_at = input_in(x, log_at, summing_ops);
+
+	if (sum_at >= 0) {
+		evidence(g,
+			 "%s takes %s of a %s of what %s made: a likelihood summed in probability "
+			 "space (a mixture's sum of weighted densities, an HMM's forward variable "
+			 "over a long sequence) is 0 when every term underflows, and log(0) = -Inf",
+			 name(a), x->ops[log_at], x->ops[sum_at], x->ops[under_at]);
+		conclude(g, "loss_log_zero", agree(2, 0));
+		log_space_fixes(g);
+		return;
+	}
 	evidence(g,
 		 "%s takes %s of what %s made: a probability that underflowed to 0 (a logit "
 		 "far below its row's maximum) gives log(0) = -Inf",
@@ -3098,8 +3175,6 @@ static int spread_guarded(const struct evidence_facts *x)
 
 /* what is 0 where its exp underflows: exp(x) below about -104 in float32, softplus, sigmoid */
 static const char *const vanish_ops[] = {"exp", "exp2", "softplus", "sigmoid", NULL};
-/* what sums its operand's terms (or products of them): 0 where every term is */
-static const char *const summing_ops[] = {"sum", "mv", "mm", "bmm", "matmul", "addmm", "dot", NULL};
 
 /*
  * A division (a reciprocal, or a div whose two operands the walk saw: with one, the other

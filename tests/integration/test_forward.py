@@ -439,6 +439,9 @@ def case_loss_made(ctx, trainer, variant, said, fixed=()):
     by hand against targets that come one-hot, t * (t.log() - logp): 0 * log 0, loss_log_zero
     with log_softmax's fixes (the walk stopped at the mul, whose first operand needs no
     gradient), now said as the KL's with torch.xlogy.
+    mixture_nll.py, a mixture density's negative log-likelihood by hand: every density's
+    exp 0 for a glitched target, log of their sum 0 (division_by_zero before: the loss also
+    divides by sigma, an exp).
     loss_exp.py, an exp the loss takes: a softmax by hand whose exps overflow (Inf/Inf), a
     scale that is exp of a log-scale underflowing to 0 (divided by, logged), a Poisson rate
     exp(log_rate) overflowing; all three were loss_log_zero (the walk stopped at the first
@@ -522,6 +525,10 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     domain [1, Inf), not a variance by hand.
     poly_features: x ** 4 of a reading of 3.2e10 in a call whose code names no exp: the power
     that overflows, unknown, not exp_overflow.
+    mixture_nll: a mixture density's likelihood in a loss module (--variant module), or an
+    HMM's forward algorithm as the model (--variant hmm), summed in probability space: every
+    term underflows, log(0); the fixes work in log space (logsumexp, log-alphas), not
+    log_softmax (no softmax is logged).
     logit_target: a distillation loss module's torch.logit of a teacher's probabilities that
     round to exactly 1: log(1 / 0), the input reaching 1 (the logit's node is none: the code
     names it)."""
@@ -637,6 +644,13 @@ test_poly_features = case_test(case_origin_cause, "poly_features", "poly",
                                ("above exp's overflow threshold 88.72",),
                                ("normalise or clip them",),
                                envs=HOST_ONLY)
+test_mixture_module = case_test(case_origin_cause, "mixture_nll", "",
+                                ("takes log of a sum of what exp made",),
+                                ("far below its row's maximum",), ("torch.logsumexp",),
+                                ("--variant", "module"), envs=HOST_ONLY)
+test_hmm_forward = case_test(case_origin_cause, "mixture_nll", "",
+                             ("takes log of a sum of what",), ("far below its row's maximum",),
+                             ("log-alphas",), ("--variant", "hmm"), envs=HOST_ONLY)
 test_logit_target = case_test(case_origin_cause, "logit_target", "",
                               ("takes logit", "holds values in [0, 1] that reach"), (),
                               ("torch.logit(p, eps=1e-6)",), envs=HOST_ONLY)
@@ -659,6 +673,9 @@ test_loss_kl_by_hand = case_test(case_loss_made, "loss_targets", "kl",
                                  ("the shape of a KL divergence by hand",
                                   "0 * -Inf is NaN"),
                                  ("torch.xlogy(t, t)",), envs=HOST_AND_ROOTS)
+test_loss_mixture = case_test(case_loss_made, "mixture_nll", "loss",
+                              ("the loss takes the log of a sum of exps",),
+                              ("torch.logsumexp",), envs=HOST_AND_ROOTS)
 test_loss_exp_softmax = case_test(case_loss_made, "loss_exp", "softmax",
                                   ("takes a sum of exps",), ("log_softmax",),
                                   envs=HOST_AND_ROOTS)

@@ -571,6 +571,8 @@ static void test_loss_exp(void **state)
 	/* sigma = exp(log_sigma) once, logged and divided by: found under the log first */
 	static const char *const mdn =
 		"mean add(log exp slice addmm, mul pow div(sub slice addmm, ^exp))";
+	static const char *const mixture =
+		"neg log sum mul(addmm, div(exp mul pow div(sub addmm, exp addmm), mul ^exp))";
 	struct diagnosis g;
 
 	(void)state;
@@ -613,6 +615,19 @@ static void test_loss_exp(void **state)
 			    "loss_log_zero");
 	/* a log of it and a division by it stay its 0 */
 	assert_string_equal(loss_cause(&g, mdn, 1, 0), "division_by_zero");
+	/*
+	 * a mixture's likelihood by hand, -log(sum(pi * exp(-z**2 / 2) / (sigma * c))), +Inf:
+	 * the density's exp is the numerator, carried to the log through the sum (every term
+	 * 0), not sigma's exp that divides
+	 */
+	assert_string_equal(loss_cause(&g, mixture, 0, 0), "loss_log_zero");
+	assert_true(evidence_has(&g, "takes the log of a sum of exps"));
+	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "torch.logsumexp"));
+	assert_false(evidence_has(&g, "divides by an exp"));
+	/* a logsumexp by hand, +Inf with no negation above the log: its overflow, not log(0) */
+	assert_string_equal(loss_cause(&g, "mean sub(log sum exp addmm, gather addmm)", 0, 0),
+			    "loss_log_zero");
+	assert_false(evidence_has(&g, "takes the log of a sum of exps"));
 	/* a log-cosh loss by hand: cosh overflows past exp's threshold and log 2; never 0 */
 	assert_string_equal(loss_cause(&g, "mean log cosh sub addmm", 0, 0), "exp_overflow");
 	assert_true(evidence_has(
