@@ -2145,6 +2145,33 @@ static int rule_loss_ctc_select(const struct diag_anomaly *a, struct diagnosis *
 	return 0;
 }
 
+/* Whether op is among the loss's own nodes. */
+static int loss_takes(const struct finding_loss *l, const char *op)
+{
+	unsigned int i;
+
+	for (i = 0; l && i < l->n; i++)
+		if (!strcmp(l->op[i], op) && loss_own(l, i))
+			return 1;
+	return 0;
+}
+
+/*
+ * lgamma among the loss's nodes: a distribution's log density (Beta, Dirichlet, Gamma) takes
+ * the log of the value it is given, which needs no gradient (an action, a target).
+ */
+static void support_log(struct diagnosis *g)
+{
+	evidence(g,
+		 "the loss takes lgamma: a distribution's log_prob (Beta, Dirichlet, Gamma) "
+		 "takes the log of its value, which needs no gradient and leaves no node; at the "
+		 "edge of the support (0, or 1 for a Beta: an action clipped to its bound) that "
+		 "log is -Inf");
+	fix(g, "keep the values inside the open support before log_prob: a.clamp(1e-6, 1 - "
+	       "1e-6) for a Beta (store the unclipped action), a.clamp_min(1e-6) for a Gamma");
+	fix(g, "clamp before the log: torch.log(p.clamp_min(1e-12))");
+}
+
 static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct diagnosis *g)
 {
 	/* in mode loss no module output was checked: a NaN from any layer looks the same */
@@ -2174,6 +2201,10 @@ static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct 
 	/* a log of what needs no gradient (a target's) leaves no node: the rule of old */
 	own_ops_evidence(a->loss, g);
 	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);
+	if (loss_takes(a->loss, "lgamma")) {
+		support_log(g);
+		return 1;
+	}
 	log_fixes(g);
 	return 1;
 }
@@ -2595,7 +2626,16 @@ static void verdict_exp(const struct diag_anomaly *a, const struct signs *s, int
 {
 	exp_fact(s, g);
 	conclude(g, "exp_overflow", agree(facts, named(a, "Softmax", "Exp")));
-	exp_fixes(g);
+	if (s->exp->role != EVIDENCE_PARAM || s->exp->numel > 16) {
+		exp_fixes(g);
+		return;
+	}
+	/* a learned log-scale or temperature that grew past the threshold: bound it */
+	fix(g, "bound the learned log-scale (the parameter named) before its exp: "
+	       "log_scale.clamp(max=4.6052).exp() (CLIP clamps its logit_scale to log(100)), or "
+	       "clamp the parameter's data after each optimizer step");
+	fix(g, "give it a lower learning rate (a parameter group of its own): a log-scale the "
+	       "loss rewards for growing climbs a little at every step");
 }
 
 static void verdict_div(const struct diag_anomaly *a, const struct evidence_facts *x,

@@ -439,6 +439,9 @@ def case_loss_made(ctx, trainer, variant, said, fixed=()):
     by hand against targets that come one-hot, t * (t.log() - logp): 0 * log 0, loss_log_zero
     with log_softmax's fixes (the walk stopped at the mul, whose first operand needs no
     gradient), now said as the KL's with torch.xlogy.
+    beta_policy.py, a Beta policy's log_prob of an action clipped to 1: log(1 - a) of what
+    needs no gradient, said as a distribution's support by lgamma among the loss's ops (the
+    fixes were log_softmax's).
     mixture_nll.py, a mixture density's negative log-likelihood by hand: every density's
     exp 0 for a glitched target, log of their sum 0 (division_by_zero before: the loss also
     divides by sigma, an exp).
@@ -452,11 +455,12 @@ def case_loss_made(ctx, trainer, variant, said, fixed=()):
     loss_domain.py, an op with a domain or a divisor the loss computed: a correlation by hand
     over a constant prediction (0/0), acos of a cosine past 1, atanh of a norm clamped to 1;
     all three were loss_log_zero with log_softmax's fixes, a log the loss does not take."""
-    oracle, trace = oracle_of(ctx, trainer, "--variant", variant)
+    args = ("--variant", variant) if variant else ()
+    oracle, trace = oracle_of(ctx, trainer, *args)
     if oracle is None or oracle["phase"] != "loss":
-        raise Fail("%s --variant %s --oracle: %s, want the loss first" %
-                   (trainer, variant, oracle and describe(oracle)))
-    events = watch(ctx, trainer, trace, trainer_args=("--variant", variant))
+        raise Fail("%s %s --oracle: %s, want the loss first" %
+                   (trainer, " ".join(args), oracle and describe(oracle)))
+    events = watch(ctx, trainer, trace, trainer_args=args)
     check_anomalies(events, oracle, events[0]["pid"])
     d = [ev for ev in events if ev["event"] == "diagnosis"][0]
     wrong = ["evidence without %r" % w for w in said if not any(w in e for e in d["evidence"])]
@@ -525,6 +529,8 @@ def case_origin_cause(ctx, name, layer, said=(), unsaid=(), fixed=(), args=()):
     domain [1, Inf), not a variance by hand.
     poly_features: x ** 4 of a reading of 3.2e10 in a call whose code names no exp: the power
     that overflows, unknown, not exp_overflow.
+    learned_scale: a CLIP-style learned temperature, never clamped, past exp's threshold:
+    the parameter's value, and the fix bounds it (not a row maximum: no softmax by hand).
     mixture_nll: a mixture density's likelihood in a loss module (--variant module), or an
     HMM's forward algorithm as the model (--variant hmm), summed in probability space: every
     term underflows, log(0); the fixes work in log space (logsumexp, log-alphas), not
@@ -651,6 +657,9 @@ test_mixture_module = case_test(case_origin_cause, "mixture_nll", "",
 test_hmm_forward = case_test(case_origin_cause, "mixture_nll", "",
                              ("takes log of a sum of what",), ("far below its row's maximum",),
                              ("log-alphas",), ("--variant", "hmm"), envs=HOST_ONLY)
+test_learned_scale = case_test(case_origin_cause, "learned_scale", "",
+                               ("parameter logit_scale: 95",), (),
+                               ("bound the learned log-scale",), envs=HOST_ONLY)
 test_logit_target = case_test(case_origin_cause, "logit_target", "",
                               ("takes logit", "holds values in [0, 1] that reach"), (),
                               ("torch.logit(p, eps=1e-6)",), envs=HOST_ONLY)
@@ -676,6 +685,9 @@ test_loss_kl_by_hand = case_test(case_loss_made, "loss_targets", "kl",
 test_loss_mixture = case_test(case_loss_made, "mixture_nll", "loss",
                               ("the loss takes the log of a sum of exps",),
                               ("torch.logsumexp",), envs=HOST_AND_ROOTS)
+test_loss_beta_support = case_test(case_loss_made, "beta_policy", None,
+                                   ("a distribution's log_prob",),
+                                   ("inside the open support",), envs=HOST_AND_ROOTS)
 test_loss_exp_softmax = case_test(case_loss_made, "loss_exp", "softmax",
                                   ("takes a sum of exps",), ("log_softmax",),
                                   envs=HOST_AND_ROOTS)

@@ -428,6 +428,14 @@ static void test_loss_chain(void **state)
 	assert_string_equal(loss_cause(&g, "mean neg sum mul log_softmax addmm", 1, 0),
 			    "bad_input_data");
 	assert_false(evidence_has(&g, "KL divergence"));
+	/* a Beta's log_prob by hand or torch's: lgamma, the log of the value leaves no node */
+	assert_string_equal(loss_cause(&g,
+				       "neg mean mul sub(add(lgamma addmm, lgamma addmm), "
+				       "lgamma add(addmm, addmm))",
+				       0, 0),
+			    "loss_log_zero");
+	assert_true(evidence_has(&g, "a distribution's log_prob"));
+	assert_true(fix_has(&g, "inside the open support"));
 	/* a node with no op's name (a Python Function's) where the walk went on */
 	assert_string_equal(loss_cause(&g, "mean pow ?", 0, 4.6e36), "loss_log_zero");
 	assert_string_equal(loss_cause(&g, "smooth_l1_loss ?", 1, 0), "loss_log_zero");

@@ -167,6 +167,27 @@ static void test_softmax_exp_overflow_in_attention_class(void **state)
 	assert_true(said(&g, "104.2") && said(&g, "88.72"));
 }
 
+static void test_exp_of_learned_scale(void **state)
+{
+	/* logit_scale.exp() * sims: a learned log-scale past the threshold, a parameter */
+	const float scale[] = {95.0f};
+	const float sims[] = {0.5f, -0.25f, 1, -1};
+	struct evidence_facts fx = {.n = 2};
+	struct diag_anomaly a = origin("Clip", 3, 0, 0);
+	struct diagnosis g;
+
+	(void)state;
+	scan_f32(&fx.t[0], sims, 2, 2, "input[0]", EVIDENCE_INPUT);
+	scan_f32(&fx.t[1], scale, 1, 1, "logit_scale", EVIDENCE_PARAM);
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	assert_true(said(&g, "parameter logit_scale: 95"));
+	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "bound the learned log-scale"));
+	/* an input past it: the row maximum's fix */
+	fx.t[1].role = EVIDENCE_INPUT;
+	assert_string_equal(conclude_with(&g, &a, &fx), "exp_overflow");
+	assert_true(g.nfixes > 0 && strstr(g.fixes[0], "row maximum"));
+}
+
 static void test_masked_average_zero_over_zero(void **state)
 {
 	/* (x * m).sum(-1) / m.sum(-1), a mask row with nothing selected */
@@ -1611,6 +1632,7 @@ int main(void)
 		cmocka_unit_test(test_scan_half_and_mask),
 		cmocka_unit_test(test_zero_norm_in_a_norm_class),
 		cmocka_unit_test(test_softmax_exp_overflow_in_attention_class),
+		cmocka_unit_test(test_exp_of_learned_scale),
 		cmocka_unit_test(test_masked_average_zero_over_zero),
 		cmocka_unit_test(test_constant_rows_and_the_name),
 		cmocka_unit_test(test_mask_rows_decide_attention),
