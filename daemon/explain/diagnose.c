@@ -1134,6 +1134,8 @@ static const char *const neg_ops[] = {"neg", NULL};
 static const char *const temperature_ops[] = {"gumbel_softmax", NULL};
 /* log(p / (1 - p)): ±Inf at p = 0 and 1 */
 static const char *const logit_ops[] = {"logit", NULL};
+/* the normaliser of a distribution's log density (Beta, Dirichlet, Gamma) */
+static const char *const lgamma_ops[] = {"lgamma", NULL};
 
 /* Every op a rule looks for: what a layer's code names is kept when it is one of them. */
 static const char *const *const rule_sets[] = {
@@ -2145,17 +2147,6 @@ static int rule_loss_ctc_select(const struct diag_anomaly *a, struct diagnosis *
 	return 0;
 }
 
-/* Whether op is among the loss's own nodes. */
-static int loss_takes(const struct finding_loss *l, const char *op)
-{
-	unsigned int i;
-
-	for (i = 0; l && i < l->n; i++)
-		if (!strcmp(l->op[i], op) && loss_own(l, i))
-			return 1;
-	return 0;
-}
-
 /*
  * lgamma among the loss's nodes: a distribution's log density (Beta, Dirichlet, Gamma) takes
  * the log of the value it is given, which needs no gradient (an action, a target).
@@ -2201,7 +2192,7 @@ static int rule_loss(const struct diag *d, const struct diag_anomaly *a, struct 
 	/* a log of what needs no gradient (a target's) leaves no node: the rule of old */
 	own_ops_evidence(a->loss, g);
 	conclude(g, "loss_log_zero", a->posinf + a->neginf ? 0.8 : 0.5);
-	if (loss_takes(a->loss, "lgamma")) {
+	if (own_op(a->loss, lgamma_ops) >= 0) {
 		support_log(g);
 		return 1;
 	}
